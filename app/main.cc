@@ -1,0 +1,237 @@
+// servesim: the command-line front end. The only place that turns errors into exit codes:
+// 0 success, 1 failure (a regression, an internal error), 2 bad input (scenario, trace, usage).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "app/regress.h"
+#include "app/run_scenario.h"
+#include "models/memory_model.h"
+#include "policies/builtin.h"
+#include "reports/query.h"
+#include "scenarios/scenario.h"
+#include "sim/core/error.h"
+#include "traces/trace_catalog.h"
+
+namespace {
+
+using namespace servesim;
+
+scenarios::Scenario load(const std::string& path, const std::vector<std::string>& overrides,
+                         const scenarios::DataRoot& root) {
+  if (path.empty() || path == "quickstart") return scenarios::load_embedded_quickstart(overrides, root);
+  return scenarios::load_scenario(path, overrides, root);
+}
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class ProgressBar {
+ public:
+  ProgressBar() : enabled_(isatty(STDERR_FILENO) != 0) {}
+  std::function<void(double)> callback() {
+    if (!enabled_) return {};
+    return [this](double f) {
+      const int filled = static_cast<int>(f * 30);
+      fmt::print(stderr, "\r[{:<30}] {:5.1f}% requests finished", std::string(filled, '#'), f * 100);
+      std::fflush(stderr);
+      drawn_ = true;
+    };
+  }
+  ~ProgressBar() {
+    if (drawn_) fmt::print(stderr, "\r{:<60}\r", "");
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+};
+
+void print_deployment(const scenarios::Scenario& s, const scenarios::DataRoot& root) {
+  const auto& cat = scenarios::Catalogs::get(root);
+  const auto& gpu = cat.gpus.get(s.cluster.gpu);
+  fmt::print("scenario   {} ({})\n", s.name, s.source);
+  fmt::print("model      {} on {} instance(s) of {} x {} (tp {}), weights {}, KV {}\n", s.model,
+             s.cluster.instances, s.cluster.tp, gpu.name, s.cluster.tp,
+             models::dtype_name(s.cluster.weight_dtype), models::dtype_name(s.cluster.kv_dtype));
+  fmt::print("policy     {} / router {}\n", s.policy.type, s.router.type);
+  fmt::print("memory     {} KV blocks of {} tokens per instance ({} tokens)\n",
+             s.memory_plan.num_blocks, s.memory_plan.block_size, s.memory_plan.max_kv_tokens());
+}
+
+int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
+            std::optional<uint64_t> seed, const std::string& db, bool no_db) {
+  const auto root = scenarios::DataRoot::discover();
+  std::vector<std::string> all = overrides;
+  if (seed) all.push_back(fmt::format("seed={}", *seed));
+  const scenarios::Scenario s = load(path, all, root);
+  print_deployment(s, root);
+  ProgressBar bar;
+  app::RunOptions options;
+  options.db_path = no_db ? "" : db;
+  options.keep_records = false;
+  options.progress = bar.callback();
+  const app::RunOutcome o = app::run_scenario(s, root, options);
+  fmt::print("workload   {}\n", o.workload_description);
+  fmt::print("\n{}", reports::format_summary(o.summary, s.slo));
+  if (o.result.requests_rejected > 0) {
+    fmt::print("warning: {} request(s) rejected: their prompt + output exceeds an instance's KV "
+               "pool\n",
+               o.result.requests_rejected);
+  }
+  if (o.result.requests_unfinished > 0) {
+    fmt::print("warning: stopped at stop.max_time with {} request(s) unfinished\n",
+               o.result.requests_unfinished);
+  }
+  const double events_per_s = o.wall_s > 0 ? o.result.events / o.wall_s : 0;
+  fmt::print("\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s), fingerprint {}\n",
+             o.summary.duration_s, o.wall_s, events_per_s, app::format_fingerprint(o.result.event_fingerprint));
+  if (!options.db_path.empty()) fmt::print("results    {} (run_id {})\n", options.db_path, o.run_id);
+  return 0;
+}
+
+int cmd_check(const std::string& path, const std::vector<std::string>& overrides) {
+  const auto root = scenarios::DataRoot::discover();
+  const scenarios::Scenario s = load(path, overrides, root);
+  print_deployment(s, root);
+  fmt::print("\n{}\n", models::describe(s.memory_plan));
+  const Workload w = scenarios::build_workload(s, root);
+  fmt::print("workload   {} ({} requests", w.description, w.requests.size());
+  if (w.skipped_rows > 0) fmt::print(", {} rows skipped", w.skipped_rows);
+  fmt::print(")\nresolved scenario:\n{}\n", s.resolved.dump(2));
+  fmt::print("ok\n");
+  return 0;
+}
+
+void print_schema(const ParamSchema& schema) {
+  for (const auto& p : schema) {
+    std::string extra;
+    if (!p.choices.empty()) extra = fmt::format(" ({})", fmt::join(p.choices, "|"));
+    fmt::print("      {:<30} {:<8} default {:<10} {}{}\n", p.name, param_type_name(p.type),
+               format_param_value(p.default_value), p.help, extra);
+  }
+}
+
+int cmd_list(const std::string& what) {
+  const auto root = scenarios::DataRoot::discover();
+  policies::register_builtin_policies();
+  if (what == "gpus") {
+    const auto& cat = scenarios::Catalogs::get(root);
+    fmt::print("{:<16} {:<28} {:>8} {:>10} {:>10} {:>9} {:>8}\n", "key", "name", "HBM GiB",
+               "HBM GB/s", "bf16 TF/s", "fp8 TF/s", "$/hour");
+    for (const auto& [key, g] : cat.gpus.all()) {
+      fmt::print("{:<16} {:<28} {:>8.0f} {:>10.0f} {:>10.0f} {:>9.0f} {:>8.2f}\n", key, g.name,
+                 g.memory_bytes / double(1ull << 30), g.mem_bw_bytes_per_s / 1e9,
+                 g.bf16_flops_per_s / 1e12, g.fp8_flops_per_s / 1e12, g.price_usd_per_hour);
+    }
+  } else if (what == "models") {
+    const auto& cat = scenarios::Catalogs::get(root);
+    fmt::print("{:<28} {:>8} {:>7} {:>6} {:>5} {:>8} {:>10}  {}\n", "key", "params B", "layers",
+               "heads", "kv", "hidden", "KV KB/tok", "notes");
+    for (const auto& [key, m] : cat.models.all()) {
+      std::string notes = m.moe ? fmt::format("MoE {}x top-{}", m.moe->num_experts,
+                                              m.moe->experts_per_token)
+                                : "";
+      if (m.diffusion) notes += "diffusion LLM";
+      fmt::print("{:<28} {:>8.2f} {:>7} {:>6} {:>5} {:>8} {:>10.1f}  {}\n", key, m.param_count / 1e9,
+                 m.num_layers, m.num_attention_heads, m.num_kv_heads, m.hidden_size,
+                 m.kv_bytes_per_token(models::Dtype::kBf16) / 1024.0, notes);
+    }
+  } else if (what == "policies") {
+    fmt::print("batching policies (scenario key \"policy\"):\n");
+    for (const auto& [name, e] : sim::batching_policies().entries()) {
+      fmt::print("  {:<18} {}\n", name, e.description);
+      print_schema(e.schema);
+    }
+    fmt::print("routers (scenario key \"router\"):\n");
+    for (const auto& [name, e] : sim::routing_policies().entries()) {
+      fmt::print("  {:<18} {}\n", name, e.description);
+      print_schema(e.schema);
+    }
+  } else if (what == "traces") {
+    fmt::print("{:<26} {:<12} {:>7}  {:<14} {}\n", "name", "format", "rows", "license", "path");
+    for (const auto& t : traces::shipped_traces()) {
+      fmt::print("{:<26} {:<12} {:>7}  {:<14} {}\n", t.name, t.format, t.rows, t.license, t.path);
+      fmt::print("{:<26} {}\n", "", t.description);
+    }
+  }
+  return 0;
+}
+
+int cmd_query(const std::string& db, const std::string& sql) {
+  fmt::print("{}", reports::format_table(reports::run_query(db, sql)));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"servesim: discrete-event simulator and capacity planner for LLM serving"};
+  cli.require_subcommand(1);
+  cli.set_version_flag("--version", SERVESIM_VERSION);
+
+  std::string scenario_path;
+  std::vector<std::string> overrides;
+  std::optional<uint64_t> seed;
+  std::string db = "results.db";
+  bool no_db = false;
+
+  auto* run = cli.add_subcommand("run", "run a scenario (the embedded quickstart when none given)");
+  run->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
+  run->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
+  run->add_option("--seed", seed, "override the scenario's seed");
+  run->add_option("--db", db, "results database (SQLite), appended to")->capture_default_str();
+  run->add_flag("--no-db", no_db, "do not write a results database");
+
+  auto* check = cli.add_subcommand("check", "validate a scenario and print what it resolves to");
+  check->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
+  check->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
+
+  std::string what;
+  auto* list = cli.add_subcommand("list", "list gpus, models, policies or traces");
+  list->add_option("what", what, "gpus | models | policies | traces")
+      ->required()
+      ->check(CLI::IsMember({"gpus", "models", "policies", "traces"}));
+
+  std::string sql;
+  auto* query = cli.add_subcommand("query", "run SQL on a results database and print a table");
+  query->add_option("db", db, "results database")->required();
+  query->add_option("sql", sql, "SQL statement")->required();
+
+  std::string baseline;
+  bool update = false;
+  auto* regress = cli.add_subcommand("regress", "goodput regression gate over canonical scenarios");
+  regress->add_option("baseline", baseline, "baseline JSON (bench/goodput_baseline.json)")->required();
+  regress->add_flag("--update", update, "rewrite the baseline with the measured goodput");
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = cli.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*run) return cmd_run(scenario_path, overrides, seed, db, no_db);
+    if (*check) return cmd_check(scenario_path, overrides);
+    if (*list) return cmd_list(what);
+    if (*query) return cmd_query(db, sql);
+    if (*regress) {
+      const int failures = servesim::app::run_regression(
+          baseline, servesim::scenarios::DataRoot::discover(), {update}, std::cout);
+      return failures == 0 ? 0 : 1;
+    }
+  } catch (const servesim::ConfigError& e) {
+    fmt::print(stderr, "servesim: {}\n", e.what());
+    return 2;
+  } catch (const servesim::InputError& e) {
+    fmt::print(stderr, "servesim: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "servesim: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,95 @@
+#include "app/regress.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "app/run_scenario.h"
+#include "scenarios/json_reader.h"
+
+namespace servesim::app {
+
+int run_regression(const std::string& baseline_path, const scenarios::DataRoot& root,
+                   const RegressOptions& options, std::ostream& out) {
+  std::ifstream in(baseline_path);
+  if (!in) throw InputError(baseline_path, 0, "cannot open baseline file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  scenarios::Json doc;
+  try {
+    doc = scenarios::Json::parse(buf.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(baseline_path, 0, fmt::format("invalid JSON: {}", e.what()));
+  }
+  // Validate the file's structure up front, reporting every problem.
+  scenarios::Issues issues;
+  scenarios::Json resolved;
+  struct Entry {
+    std::string name, scenario;
+    std::vector<std::string> overrides;
+    double goodput = 0, tolerance = 0;
+  };
+  std::vector<Entry> entries;
+  {
+    scenarios::ObjectReader top(doc, "", issues, resolved);
+    const auto* list = top.array("entries", true);
+    if (list) {
+      for (size_t i = 0; i < list->size(); ++i) {
+        scenarios::Json eout;
+        scenarios::ObjectReader r((*list)[i], fmt::format("entries[{}]", i), issues, eout);
+        Entry e;
+        e.name = r.string("name", std::nullopt).value_or("");
+        e.scenario = r.string("scenario", std::nullopt).value_or("");
+        if (const auto* set = r.array("set", false)) {
+          for (const auto& s : *set) {
+            if (s.is_string()) {
+              e.overrides.push_back(s.get<std::string>());
+            } else {
+              issues.add(r.child_path("set"), "expected an array of \"path=value\" strings");
+            }
+          }
+        }
+        e.goodput = r.number("goodput_tokens_per_s", std::nullopt, 0.0).value_or(0);
+        e.tolerance = r.number("tolerance", 0.05, 0.0, 1.0).value_or(0.05);
+        r.finish();
+        entries.push_back(e);
+      }
+    }
+    top.finish();
+  }
+  if (!issues.empty()) throw ConfigError(baseline_path, issues.list());
+
+  const std::string base_dir = std::filesystem::path(baseline_path).parent_path().string();
+  int failures = 0;
+  out << fmt::format("{:<28} {:>14} {:>14} {:>8} {:>7}  {}\n", "entry", "baseline tok/s",
+                     "measured tok/s", "change", "tol", "verdict");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Entry& e = entries[i];
+    const std::string path = scenarios::resolve_data_path(e.scenario, base_dir, root);
+    const scenarios::Scenario s = scenarios::load_scenario(path, e.overrides, root);
+    RunOptions ro;
+    ro.keep_records = false;
+    const RunOutcome o = run_scenario(s, root, ro);
+    const double measured = o.summary.goodput_tokens_per_s;
+    const double floor = e.goodput * (1.0 - e.tolerance);
+    const bool pass = measured >= floor;
+    if (!pass) failures++;
+    const double change = e.goodput > 0 ? (measured / e.goodput - 1.0) * 100.0 : 0.0;
+    out << fmt::format("{:<28} {:>14.1f} {:>14.1f} {:>+7.2f}% {:>6.1f}%  {}\n", e.name, e.goodput,
+                       measured, change, e.tolerance * 100.0,
+                       pass ? "ok" : "FAIL (below baseline - tolerance)");
+    if (options.update) doc["entries"][i]["goodput_tokens_per_s"] = std::round(measured * 10) / 10;
+  }
+  if (options.update) {
+    std::ofstream f(baseline_path);
+    f << doc.dump(2) << "\n";
+    out << fmt::format("updated {}\n", baseline_path);
+    return 0;
+  }
+  out << fmt::format("{} passed, {} failed\n", entries.size() - failures, failures);
+  return failures;
+}
+
+}  // namespace servesim::app

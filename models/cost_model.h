@@ -1,0 +1,81 @@
+// Iteration cost model: the virtual GPU.
+//
+// Contract: value types in, a Duration out. A cost model never sees the engine: it is given the
+// shape of one forward pass (one Segment per request in the batch) and returns how long that pass
+// takes on the deployment (model x GPU x TP degree x dtypes). Deterministic and thread-compatible
+// (const methods may be called concurrently). The planner calls it analytically, without a
+// simulation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/hardware.h"
+#include "sim/core/time.h"
+
+namespace servesim::models {
+
+// One request's share of a forward pass.
+struct Segment {
+  int64_t query_tokens = 0;    // tokens computed this pass (prefill chunk length, 1 for decode)
+  int64_t context_tokens = 0;  // tokens attended by the last query token, including the query
+                               // itself (= tokens already in KV + query_tokens)
+  int64_t logit_rows = 0;      // rows sent through the LM head (1 per sampled token; 0 for a
+                               // prefill chunk that does not finish the prompt)
+};
+
+// A forward pass. `segments` is reused by callers to avoid per-iteration allocation.
+struct BatchShape {
+  std::vector<Segment> segments;
+
+  int64_t total_query_tokens() const;
+  int64_t total_logit_rows() const;
+  bool empty() const { return segments.empty(); }
+  void clear() { segments.clear(); }
+};
+
+// Where a forward pass runs.
+struct Deployment {
+  const ModelSpec* model = nullptr;
+  const GpuSpec* gpu = nullptr;
+  int tp = 1;                        // tensor-parallel degree (GPUs per instance)
+  Dtype weight_dtype = Dtype::kBf16;
+  Dtype kv_dtype = Dtype::kBf16;
+};
+
+// Per-operator time of one forward pass, summed over layers.
+struct OperatorTimes {
+  Duration qkv_gemm{}, o_gemm{}, mlp_gemm{}, attention_prefill{}, attention_decode{},
+      norms_elementwise{}, allreduce{}, lm_head{}, overhead{};
+  Duration total() const;
+};
+
+class IterationCostModel {
+ public:
+  virtual ~IterationCostModel() = default;
+  // REQUIRES: !shape.empty(). Returns the wall time of the pass, including per-iteration overhead.
+  virtual Duration iteration_time(const BatchShape& shape) const = 0;
+  virtual OperatorTimes breakdown(const BatchShape& shape) const = 0;
+  // A lower bound on iteration_time(): peak FLOP/s and peak bandwidth, no overhead. Used by
+  // analytic checks (simulated throughput may never beat it).
+  virtual Duration peak_bound_time(const BatchShape& shape) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// Knobs of the roofline model. Efficiencies multiply the GPU's peak numbers.
+struct RooflineParams {
+  double compute_efficiency = 0;   // 0 = derive from the GPU's measured matmul peak (else 0.75)
+  double memory_efficiency = 0.8;  // achievable fraction of DRAM bandwidth
+  double link_efficiency = 0.7;    // achievable fraction of NVLink/PCIe bandwidth for all-reduce
+  Duration kernel_launch{2000};    // fixed latency per operator kernel (2 us)
+  Duration allreduce_latency{8000};  // fixed latency per all-reduce (8 us)
+  Duration iteration_overhead{2'000'000};  // scheduler/launch/CPU time per iteration (2 ms)
+};
+
+// Throws CapacityError if the deployment is not valid (TP does not divide the heads).
+std::unique_ptr<IterationCostModel> make_roofline_cost_model(const Deployment& deployment,
+                                                             const RooflineParams& params);
+
+}  // namespace servesim::models

@@ -1,0 +1,39 @@
+// GPU memory plan of one instance: weights per TP shard + activation reserve + paged KV pool.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/cost_model.h"
+
+namespace servesim::models {
+
+struct MemoryParams {
+  double gpu_memory_utilization = 0.9;   // share of HBM the serving engine may use
+  int64_t block_size = 16;                // tokens per KV block
+  int64_t max_num_batched_tokens = 2048;  // sizes the activation reserve
+  int64_t max_num_seqs = 256;             // sizes the logits/sampler reserve
+  int64_t runtime_overhead_bytes = 0;     // CUDA context, NCCL buffers...; 0 = default (1 GiB)
+};
+
+struct MemoryPlan {
+  int64_t gpu_memory_bytes = 0;          // per GPU
+  int64_t usable_bytes = 0;              // gpu_memory_bytes * utilization
+  int64_t weight_bytes_per_gpu = 0;
+  int64_t activation_reserve_bytes = 0;  // per GPU
+  int64_t runtime_overhead_bytes = 0;    // per GPU
+  int64_t kv_bytes_per_token_per_gpu = 0;
+  int64_t kv_pool_bytes_per_gpu = 0;
+  int64_t block_size = 0;
+  int64_t num_blocks = 0;  // KV blocks of the instance (same count on every TP rank)
+
+  int64_t max_kv_tokens() const { return num_blocks * block_size; }
+};
+
+// Throws CapacityError, naming the model, GPU, TP degree and the bytes needed vs available, when
+// the weights and reserves leave no room for a single KV block.
+MemoryPlan plan_memory(const Deployment& deployment, const MemoryParams& params);
+
+std::string describe(const MemoryPlan& plan);
+
+}  // namespace servesim::models

@@ -1,0 +1,277 @@
+#include "policies/coloc.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace servesim::policies {
+namespace {
+
+using sim::BatchPlan;
+using sim::blocks_for_tokens;
+using sim::InstanceView;
+using sim::SeqView;
+
+// Scratch state of one decision: which running requests are still running after the preemptions
+// chosen so far, and how many KV blocks are free. Mirrors exactly how the engine applies a plan
+// (preemptions free their blocks first; each scheduled request then grows to
+// max(computed + tokens, reserve) tokens of KV).
+class Decision {
+ public:
+  Decision(const InstanceView& view, BatchPlan& plan, std::vector<char>& alive)
+      : view_(view), plan_(plan), alive_(alive), free_(view.free_blocks) {
+    alive_.assign(view.running->size(), 1);
+    alive_count_ = static_cast<int64_t>(view.running->size());
+  }
+
+  int64_t free_blocks() const { return free_; }
+  int64_t running_count() const { return alive_count_; }
+  bool alive(size_t pos) const { return alive_[pos] != 0; }
+  bool preempted_any() const { return !plan_.preempt.empty(); }
+
+  // Extra blocks `seq` needs to hold `kv_tokens` tokens of KV.
+  int64_t extra_blocks(const SeqView& seq, int64_t kv_tokens) const {
+    return std::max<int64_t>(0, blocks_for_tokens(kv_tokens, view_.block_size) - seq.blocks);
+  }
+
+  // Preempts the last running request. Returns its position, or -1 if none is left.
+  int64_t preempt_last() {
+    for (size_t p = alive_.size(); p-- > 0;) {
+      if (!alive_[p]) continue;
+      const SeqView& victim = (*view_.running)[p];
+      alive_[p] = 0;
+      alive_count_--;
+      free_ += victim.blocks;
+      plan_.preempt.push_back(victim.id);
+      return static_cast<int64_t>(p);
+    }
+    return -1;
+  }
+
+  // Frees blocks from the tail until running[pos] can grow by `extra` blocks. Returns false if
+  // running[pos] itself had to be preempted.
+  bool make_room(size_t pos, int64_t extra) {
+    while (extra > free_) {
+      const int64_t victim = preempt_last();
+      if (victim < 0 || victim == static_cast<int64_t>(pos)) return false;
+    }
+    return true;
+  }
+
+  void schedule_running(const SeqView& seq, int64_t tokens, int64_t reserve = 0) {
+    free_ -= extra_blocks(seq, std::max(seq.computed_tokens + tokens, reserve));
+    plan_.scheduled.push_back({seq.id, tokens, reserve});
+  }
+
+  // Admits a waiting request (computed_tokens == 0, no blocks) and schedules `tokens` of it.
+  void admit(const SeqView& seq, int64_t tokens, int64_t reserve = 0) {
+    plan_.admit.push_back(seq.id);
+    free_ -= blocks_for_tokens(std::max(tokens, reserve), view_.block_size);
+    alive_count_++;
+    plan_.scheduled.push_back({seq.id, tokens, reserve});
+  }
+
+ private:
+  const InstanceView& view_;
+  BatchPlan& plan_;
+  std::vector<char>& alive_;
+  int64_t free_;
+  int64_t alive_count_ = 0;
+};
+
+class Coloc : public sim::BatchingPolicy {
+ public:
+  explicit Coloc(const ColocParams& p) : p_(p) {}
+
+  bool next_batch(const InstanceView& view, BatchPlan& plan) override {
+    Decision d(view, plan, alive_);
+    switch (p_.mode) {
+      case ColocParams::Mode::kStallFree:
+        stall_free(view, d);
+        break;
+      case ColocParams::Mode::kUnifiedV1:
+        unified_v1(view, d);
+        break;
+      case ColocParams::Mode::kPrefillPriority:
+        prefill_priority(view, d);
+        break;
+    }
+    return !plan.empty();
+  }
+
+ private:
+  bool whole_prompt() const { return p_.kv_allocation == ColocParams::KvAllocation::kWholePrompt; }
+
+  // KV tokens to reserve when a prefill chunk is scheduled.
+  int64_t prefill_reserve(const SeqView& seq) const { return whole_prompt() ? seq.num_tokens() : 0; }
+
+  // Largest chunk of `seq`'s remaining prefill that fits `budget` tokens and the free KV.
+  int64_t fit_chunk(const SeqView& seq, int64_t budget, int64_t free_blocks) const {
+    int64_t c = std::min(seq.remaining_tokens(), budget);
+    if (whole_prompt()) return c;  // whole prompt already reserved, or checked at admission
+    const int64_t capacity_tokens = (seq.blocks + free_blocks) * block_size_ - seq.computed_tokens;
+    return std::max<int64_t>(0, std::min(c, capacity_tokens));
+  }
+
+  // Sarathi-Serve stall-free batching (policies.md §1.4).
+  void stall_free(const InstanceView& view, Decision& d) {
+    block_size_ = view.block_size;
+    const auto& running = *view.running;
+    int64_t used = 0;
+    // Phase 1: decodes, FCFS.
+    for (size_t pos = 0; pos < running.size(); ++pos) {
+      if (!d.alive(pos) || !running[pos].is_decode()) continue;
+      const SeqView& r = running[pos];
+      if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + 1))) break;
+      d.schedule_running(r, 1);
+      used++;
+    }
+    // Phase 2: partially prefilled running requests.
+    for (size_t pos = 0; pos < running.size(); ++pos) {
+      if (!d.alive(pos) || running[pos].is_decode()) continue;
+      const SeqView& r = running[pos];
+      const int64_t c = fit_chunk(r, p_.max_num_batched_tokens - used, d.free_blocks());
+      if (c <= 0) continue;
+      d.schedule_running(r, c, prefill_reserve(r));
+      used += c;
+    }
+    // Phase 3: new requests, FCFS; stop at the first that cannot be admitted.
+    admit_waiting(view, d, used, /*stop_after_preemption=*/false);
+  }
+
+  // Admits waiting requests in FCFS order while budget, sequence slots and KV allow.
+  void admit_waiting(const InstanceView& view, Decision& d, int64_t& used,
+                     bool stop_after_preemption) {
+    if (stop_after_preemption && d.preempted_any()) return;
+    for (const SeqView& r : *view.waiting) {
+      const int64_t budget = p_.max_num_batched_tokens - used;
+      if (budget <= 0 || d.running_count() >= p_.max_num_seqs) return;
+      int64_t n = r.remaining_tokens();
+      if (p_.long_prefill_token_threshold > 0) n = std::min(n, p_.long_prefill_token_threshold);
+      if (!p_.enable_chunked_prefill && n > budget) return;
+      n = std::min(n, budget);
+      const int64_t kv_tokens = whole_prompt() ? r.num_tokens() : n;
+      if (blocks_for_tokens(kv_tokens, view.block_size) > d.free_blocks()) return;
+      d.admit(r, n, prefill_reserve(r));
+      used += n;
+    }
+  }
+
+  // vLLM V1 unified scheduling (policies.md §1.5).
+  void unified_v1(const InstanceView& view, Decision& d) {
+    block_size_ = view.block_size;
+    const auto& running = *view.running;
+    int64_t used = 0;
+    for (size_t pos = 0; pos < running.size() && used < p_.max_num_batched_tokens; ++pos) {
+      if (!d.alive(pos)) continue;
+      const SeqView& r = running[pos];
+      int64_t n = r.remaining_tokens();
+      if (p_.long_prefill_token_threshold > 0) n = std::min(n, p_.long_prefill_token_threshold);
+      n = std::min(n, p_.max_num_batched_tokens - used);
+      if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + n))) break;
+      d.schedule_running(r, n);
+      used += n;
+    }
+    admit_waiting(view, d, used, /*stop_after_preemption=*/true);
+  }
+
+  // Prefill-priority (Orca / vLLM V0 without chunked-prefill mixing).
+  void prefill_priority(const InstanceView& view, Decision& d) {
+    block_size_ = view.block_size;
+    const auto& running = *view.running;
+    int64_t used = 0;
+    // A prefill-only batch: continue partial prefills, then admit waiting prompts that fit.
+    for (size_t pos = 0; pos < running.size(); ++pos) {
+      const SeqView& r = running[pos];
+      if (r.is_decode()) continue;
+      const int64_t c = fit_chunk(r, p_.max_num_batched_tokens - used, d.free_blocks());
+      if (c <= 0) continue;
+      d.schedule_running(r, c, prefill_reserve(r));
+      used += c;
+    }
+    for (const SeqView& r : *view.waiting) {
+      const int64_t budget = p_.max_num_batched_tokens - used;
+      if (budget <= 0 || d.running_count() >= p_.max_num_seqs) break;
+      int64_t n = r.remaining_tokens();
+      if (n > budget) {
+        // Only the first prefill of a batch may be chunked.
+        if (!p_.enable_chunked_prefill || used > 0) break;
+        n = budget;
+      }
+      const int64_t kv_tokens = whole_prompt() ? r.num_tokens() : n;
+      if (blocks_for_tokens(kv_tokens, view.block_size) > d.free_blocks()) break;
+      d.admit(r, n, prefill_reserve(r));
+      used += n;
+    }
+    if (used > 0) return;
+    // Otherwise a decode-only batch of every running request.
+    for (size_t pos = 0; pos < running.size(); ++pos) {
+      if (!d.alive(pos)) continue;
+      const SeqView& r = running[pos];
+      if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + 1))) break;
+      d.schedule_running(r, 1);
+    }
+  }
+
+  ColocParams p_;
+  int64_t block_size_ = 16;
+  std::vector<char> alive_;  // reused across decisions
+};
+
+}  // namespace
+
+const ParamSchema& coloc_schema() {
+  static const ParamSchema schema = {
+      {"mode", ParamType::kString, std::string("unified_v1"), "",
+       "scheduling variant: stall_free (Sarathi-Serve), unified_v1 (vLLM V1), prefill_priority",
+       {"stall_free", "unified_v1", "prefill_priority"}, {}, {}},
+      {"max_num_batched_tokens", ParamType::kInt, int64_t{2048}, "tokens",
+       "token budget of one iteration (the chunk size)", {}, 1.0, {}},
+      {"max_num_seqs", ParamType::kInt, int64_t{256}, "requests",
+       "most requests running on an instance at once", {}, 1.0, {}},
+      {"long_prefill_token_threshold", ParamType::kInt, int64_t{0}, "tokens",
+       "cap on tokens one request may take per iteration (0 = off)", {}, 0.0, {}},
+      {"enable_chunked_prefill", ParamType::kBool, true, "",
+       "split prompts longer than the remaining budget across iterations", {}, {}, {}},
+      {"kv_allocation", ParamType::kString, std::string("auto"), "",
+       "KV allocation: whole_prompt at admission, per_chunk, or auto (whole_prompt for stall_free)",
+       {"auto", "whole_prompt", "per_chunk"}, {}, {}},
+      {"block_size", ParamType::kInt, int64_t{16}, "tokens", "tokens per paged KV block", {}, 1.0,
+       {}},
+      {"gpu_memory_utilization", ParamType::kDouble, 0.9, "",
+       "share of GPU memory the engine may use (weights + activations + KV)", {}, 0.05, 1.0},
+  };
+  return schema;
+}
+
+ColocParams ColocParams::from(const ParamValues& v) {
+  ColocParams p;
+  const std::string& mode = v.get_string("mode");
+  p.mode = mode == "stall_free"         ? Mode::kStallFree
+           : mode == "prefill_priority" ? Mode::kPrefillPriority
+                                        : Mode::kUnifiedV1;
+  p.max_num_batched_tokens = v.get_int("max_num_batched_tokens");
+  p.max_num_seqs = v.get_int("max_num_seqs");
+  p.long_prefill_token_threshold = v.get_int("long_prefill_token_threshold");
+  p.enable_chunked_prefill = v.get_bool("enable_chunked_prefill");
+  const std::string& alloc = v.get_string("kv_allocation");
+  if (alloc == "whole_prompt" || (alloc == "auto" && p.mode == Mode::kStallFree)) {
+    p.kv_allocation = KvAllocation::kWholePrompt;
+  } else {
+    p.kv_allocation = KvAllocation::kPerChunk;
+  }
+  return p;
+}
+
+std::unique_ptr<sim::BatchingPolicy> make_coloc(const ColocParams& params) {
+  return std::make_unique<Coloc>(params);
+}
+
+void register_coloc() {
+  sim::batching_policies().add(
+      "coloc", {"PD colocation with continuous batching and chunked prefill (Sarathi-Serve, "
+                "vLLM V1, prefill-priority)",
+                coloc_schema(),
+                [](const ParamValues& v) { return make_coloc(ColocParams::from(v)); }});
+}
+
+}  // namespace servesim::policies

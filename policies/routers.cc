@@ -1,0 +1,84 @@
+#include "policies/routers.h"
+
+#include <limits>
+#include <stdexcept>
+
+namespace servesim::policies {
+namespace {
+
+class RoundRobin : public sim::RoutingPolicy {
+ public:
+  int32_t route(const sim::ClusterView& view, const RequestSpec&) override {
+    const auto& inst = *view.instances;
+    for (size_t tries = 0; tries < inst.size(); ++tries) {
+      const size_t i = next_++ % inst.size();
+      if (inst[i].accepting) return static_cast<int32_t>(i);
+    }
+    throw std::logic_error("round_robin: no accepting instance");
+  }
+
+ private:
+  size_t next_ = 0;
+};
+
+// Picks the accepting instance with the smallest key; ties go to the lowest index.
+template <typename Key>
+int32_t argmin_accepting(const sim::ClusterView& view, Key key, const char* name) {
+  int32_t best = -1;
+  double best_key = std::numeric_limits<double>::infinity();
+  const auto& inst = *view.instances;
+  for (size_t i = 0; i < inst.size(); ++i) {
+    if (!inst[i].accepting) continue;
+    const double k = key(inst[i]);
+    if (best < 0 || k < best_key) {
+      best = static_cast<int32_t>(i);
+      best_key = k;
+    }
+  }
+  if (best < 0) throw std::logic_error(std::string(name) + ": no accepting instance");
+  return best;
+}
+
+class LeastOutstanding : public sim::RoutingPolicy {
+ public:
+  int32_t route(const sim::ClusterView& view, const RequestSpec&) override {
+    return argmin_accepting(
+        view, [](const sim::InstanceLoad& l) { return static_cast<double>(l.outstanding); },
+        "least_outstanding");
+  }
+};
+
+class LeastKvLoad : public sim::RoutingPolicy {
+ public:
+  int32_t route(const sim::ClusterView& view, const RequestSpec&) override {
+    return argmin_accepting(
+        view,
+        [](const sim::InstanceLoad& l) {
+          return static_cast<double>(l.used_blocks + l.queued_prompt_blocks) /
+                 static_cast<double>(l.total_blocks);
+        },
+        "least_kv_load");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<sim::RoutingPolicy> make_round_robin() { return std::make_unique<RoundRobin>(); }
+std::unique_ptr<sim::RoutingPolicy> make_least_outstanding() {
+  return std::make_unique<LeastOutstanding>();
+}
+std::unique_ptr<sim::RoutingPolicy> make_least_kv_load() { return std::make_unique<LeastKvLoad>(); }
+
+void register_routers() {
+  auto& reg = sim::routing_policies();
+  reg.add("round_robin", {"cycle over the instances in index order", {},
+                          [](const ParamValues&) { return make_round_robin(); }});
+  reg.add("least_outstanding",
+          {"the instance with the fewest routed, unfinished requests", {},
+           [](const ParamValues&) { return make_least_outstanding(); }});
+  reg.add("least_kv_load",
+          {"the instance with the lowest share of KV blocks used or claimed by queued prompts", {},
+           [](const ParamValues&) { return make_least_kv_load(); }});
+}
+
+}  // namespace servesim::policies

@@ -1,0 +1,19 @@
+// Cluster routers: pick the instance that takes an arriving request.
+//   round_robin        - cycle over accepting instances in index order
+//   least_outstanding  - fewest requests routed and not finished (ties: lowest index)
+//   least_kv_load      - lowest (used + queued-prompt) KV blocks / total (ties: lowest index)
+#pragma once
+
+#include <memory>
+
+#include "sim/policy_api.h"
+
+namespace servesim::policies {
+
+std::unique_ptr<sim::RoutingPolicy> make_round_robin();
+std::unique_ptr<sim::RoutingPolicy> make_least_outstanding();
+std::unique_ptr<sim::RoutingPolicy> make_least_kv_load();
+
+void register_routers();
+
+}  // namespace servesim::policies

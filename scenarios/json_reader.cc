@@ -1,0 +1,240 @@
+#include "scenarios/json_reader.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace servesim::scenarios {
+
+std::string join_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+std::string describe_json(const Json& value) {
+  std::string s = value.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+ObjectReader::ObjectReader(const Json& in, std::string path, Issues& issues, Json& resolved)
+    : in_(in), path_(std::move(path)), issues_(issues), resolved_(resolved) {
+  if (!in_.is_object()) {
+    issues_.add(path_, fmt::format("expected an object, got {}", describe_json(in_)));
+    valid_ = false;
+  }
+  if (!resolved_.is_object()) resolved_ = Json::object();
+}
+
+bool ObjectReader::has(const std::string& key) const { return valid_ && in_.contains(key); }
+
+void ObjectReader::missing(const std::string& key) {
+  issues_.add(child_path(key), "is required");
+}
+
+const Json* ObjectReader::find(const std::string& key, bool required) {
+  seen_.push_back(key);
+  if (!valid_) return nullptr;
+  auto it = in_.find(key);
+  if (it == in_.end() || it->is_null()) {
+    if (required) missing(key);
+    return nullptr;
+  }
+  return &*it;
+}
+
+void ObjectReader::claim(const std::string& key) { seen_.push_back(key); }
+
+std::optional<std::string> ObjectReader::string(const std::string& key,
+                                                std::optional<std::string> fallback,
+                                                const std::vector<std::string>& choices) {
+  const Json* v = find(key, !fallback.has_value());
+  std::optional<std::string> out = fallback;
+  if (v) {
+    if (!v->is_string()) {
+      issues_.add(child_path(key), fmt::format("expected a string, got {}", describe_json(*v)));
+    } else if (!choices.empty() &&
+               std::find(choices.begin(), choices.end(), v->get<std::string>()) == choices.end()) {
+      issues_.add(child_path(key), fmt::format("expected one of {}, got {}",
+                                               fmt::join(choices, ", "), describe_json(*v)));
+    } else {
+      out = v->get<std::string>();
+    }
+  }
+  if (out) resolved_[key] = *out;
+  return out;
+}
+
+std::optional<int64_t> ObjectReader::integer(const std::string& key,
+                                             std::optional<int64_t> fallback,
+                                             std::optional<int64_t> min,
+                                             std::optional<int64_t> max) {
+  const Json* v = find(key, !fallback.has_value());
+  std::optional<int64_t> out = fallback;
+  if (v) {
+    const bool integral = v->is_number_integer() ||
+                          (v->is_number_float() && std::isfinite(v->get<double>()) &&
+                           std::floor(v->get<double>()) == v->get<double>() &&
+                           std::fabs(v->get<double>()) < 9e15);
+    std::string expected = "an integer";
+    if (min && max) {
+      expected = fmt::format("an integer in [{}, {}]", *min, *max);
+    } else if (min) {
+      expected = *min == 1 ? "a positive integer" : fmt::format("an integer >= {}", *min);
+    }
+    if (!integral) {
+      issues_.add(child_path(key), fmt::format("expected {}, got {}", expected, describe_json(*v)));
+    } else {
+      const int64_t x = v->is_number_integer() ? v->get<int64_t>()
+                                               : static_cast<int64_t>(v->get<double>());
+      if ((min && x < *min) || (max && x > *max)) {
+        issues_.add(child_path(key), fmt::format("expected {}, got {}", expected, x));
+      } else {
+        out = x;
+      }
+    }
+  }
+  if (out) resolved_[key] = *out;
+  return out;
+}
+
+std::optional<double> ObjectReader::number(const std::string& key, std::optional<double> fallback,
+                                           std::optional<double> min, std::optional<double> max,
+                                           bool min_exclusive) {
+  const Json* v = find(key, !fallback.has_value());
+  std::optional<double> out = fallback;
+  if (v) {
+    std::string expected = "a number";
+    if (min && max) {
+      expected = fmt::format("a number in {}{}, {}]", min_exclusive ? "(" : "[", *min, *max);
+    } else if (min) {
+      expected = fmt::format("a number {} {}", min_exclusive ? ">" : ">=", *min);
+    }
+    if (!v->is_number() || !std::isfinite(v->get<double>())) {
+      issues_.add(child_path(key), fmt::format("expected {}, got {}", expected, describe_json(*v)));
+    } else {
+      const double x = v->get<double>();
+      const bool below = min && (min_exclusive ? x <= *min : x < *min);
+      if (below || (max && x > *max)) {
+        issues_.add(child_path(key), fmt::format("expected {}, got {}", expected, x));
+      } else {
+        out = x;
+      }
+    }
+  }
+  if (out) resolved_[key] = *out;
+  return out;
+}
+
+std::optional<bool> ObjectReader::boolean(const std::string& key, std::optional<bool> fallback) {
+  const Json* v = find(key, !fallback.has_value());
+  std::optional<bool> out = fallback;
+  if (v) {
+    if (!v->is_boolean()) {
+      issues_.add(child_path(key), fmt::format("expected true or false, got {}", describe_json(*v)));
+    } else {
+      out = v->get<bool>();
+    }
+  }
+  if (out) resolved_[key] = *out;
+  return out;
+}
+
+std::optional<Duration> ObjectReader::duration(const std::string& key,
+                                               std::optional<Duration> fallback, bool allow_zero) {
+  const Json* v = find(key, !fallback.has_value());
+  std::optional<Duration> out = fallback;
+  if (v) {
+    if (!v->is_string()) {
+      issues_.add(child_path(key),
+                  fmt::format("expected a duration string such as \"250us\", \"1.5ms\" or \"2s\", "
+                              "got {}",
+                              describe_json(*v)));
+    } else {
+      try {
+        const Duration d = parse_duration(v->get<std::string>());
+        if (d.count() < 0 || (!allow_zero && d.count() == 0)) {
+          issues_.add(child_path(key),
+                      fmt::format("expected a {} duration, got {}",
+                                  allow_zero ? "non-negative" : "positive", describe_json(*v)));
+        } else {
+          out = d;
+        }
+      } catch (const std::invalid_argument& e) {
+        issues_.add(child_path(key), e.what());
+      }
+    }
+  }
+  if (out) resolved_[key] = format_param_value(*out);
+  return out;
+}
+
+const Json* ObjectReader::object(const std::string& key, bool required) {
+  const Json* v = find(key, required);
+  if (v && !v->is_object()) {
+    issues_.add(child_path(key), fmt::format("expected an object, got {}", describe_json(*v)));
+    return nullptr;
+  }
+  return v;
+}
+
+const Json* ObjectReader::array(const std::string& key, bool required) {
+  const Json* v = find(key, required);
+  if (v && !v->is_array()) {
+    issues_.add(child_path(key), fmt::format("expected an array, got {}", describe_json(*v)));
+    return nullptr;
+  }
+  return v;
+}
+
+ParamValues ObjectReader::params(const ParamSchema& schema) {
+  ParamValues values = ParamValues::defaults(schema);
+  for (const ParamSpec& spec : schema) {
+    switch (spec.type) {
+      case ParamType::kInt: {
+        std::optional<int64_t> min, max;
+        if (spec.min_value) min = static_cast<int64_t>(*spec.min_value);
+        if (spec.max_value) max = static_cast<int64_t>(*spec.max_value);
+        if (auto v = integer(spec.name, std::get<int64_t>(spec.default_value), min, max)) {
+          values.set(spec.name, *v);
+        }
+        break;
+      }
+      case ParamType::kDouble:
+        if (auto v = number(spec.name, std::get<double>(spec.default_value), spec.min_value,
+                            spec.max_value)) {
+          values.set(spec.name, *v);
+        }
+        break;
+      case ParamType::kBool:
+        if (auto v = boolean(spec.name, std::get<bool>(spec.default_value))) values.set(spec.name, *v);
+        break;
+      case ParamType::kString:
+        if (auto v = string(spec.name, std::get<std::string>(spec.default_value), spec.choices)) {
+          values.set(spec.name, *v);
+        }
+        break;
+      case ParamType::kDuration:
+        if (auto v = duration(spec.name, std::get<Duration>(spec.default_value))) {
+          values.set(spec.name, *v);
+        }
+        break;
+    }
+  }
+  return values;
+}
+
+void ObjectReader::finish() {
+  if (!valid_) return;
+  for (auto it = in_.begin(); it != in_.end(); ++it) {
+    if (std::find(seen_.begin(), seen_.end(), it.key()) == seen_.end()) {
+      std::vector<std::string> known = seen_;
+      std::sort(known.begin(), known.end());
+      known.erase(std::unique(known.begin(), known.end()), known.end());
+      issues_.add(child_path(it.key()),
+                  fmt::format("unknown key; valid keys here are: {}", fmt::join(known, ", ")));
+    }
+  }
+}
+
+}  // namespace servesim::scenarios

@@ -1,0 +1,549 @@
+#include "scenarios/scenario.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "policies/builtin.h"
+#include "scenarios/json_reader.h"
+#include "sim/core/rng.h"
+#include "traces/generators.h"
+#include "traces/loaders.h"
+#include "traces/transforms.h"
+
+namespace servesim::scenarios {
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Data root and catalogs
+
+DataRoot DataRoot::discover() {
+  if (const char* env = std::getenv("SERVESIM_DATA"); env && *env) return DataRoot{env};
+  return DataRoot{SERVESIM_SOURCE_DIR};
+}
+
+std::string DataRoot::gpu_catalog() const { return (fs::path(root) / "models/catalog/gpus.json").string(); }
+std::string DataRoot::model_catalog_dir() const {
+  return (fs::path(root) / "models/catalog/models").string();
+}
+
+const Catalogs& Catalogs::get(const DataRoot& root) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Catalogs>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = cache[root.root];
+  if (!slot) {
+    slot = std::make_unique<Catalogs>(Catalogs{models::GpuCatalog::load(root.gpu_catalog()),
+                                               models::ModelCatalog::load(root.model_catalog_dir())});
+  }
+  return *slot;
+}
+
+std::string resolve_data_path(const std::string& path, const std::string& base_dir,
+                              const DataRoot& root) {
+  const fs::path p(path);
+  if (p.is_absolute()) {
+    if (fs::exists(p)) return p.string();
+    throw InputError(path, 0, "no such file");
+  }
+  std::vector<fs::path> tried;
+  if (!base_dir.empty()) tried.push_back(fs::path(base_dir) / p);
+  tried.push_back(fs::path(root.root) / p);
+  for (const auto& candidate : tried) {
+    if (fs::exists(candidate)) return candidate.lexically_normal().string();
+  }
+  std::string where;
+  for (const auto& t : tried) where += (where.empty() ? "" : ", ") + t.lexically_normal().string();
+  throw InputError(path, 0, fmt::format("no such file (looked in: {})", where));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overrides
+
+namespace {
+
+void set_path(Json& doc, const std::string& path, const Json& value) {
+  Json* node = &doc;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (key.empty()) throw ConfigError("--set", {{path, "empty key in path"}});
+    if (!node->is_object()) {
+      throw ConfigError("--set", {{path, fmt::format("\"{}\" is inside a value that is not an object",
+                                                     key)}});
+    }
+    if (dot == std::string::npos) {
+      (*node)[key] = value;
+      return;
+    }
+    if (!node->contains(key)) (*node)[key] = Json::object();
+    node = &(*node)[key];
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
+void apply_overrides(Json& doc, const std::vector<std::string>& overrides) {
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError("--set", {{o, "expected path=value, e.g. cluster.instances=4"}});
+    }
+    const std::string path = o.substr(0, eq);
+    const std::string text = o.substr(eq + 1);
+    Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) value = text;
+    set_path(doc, path, value);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+namespace {
+
+const std::vector<std::string> kDtypes = {"bf16", "fp8"};
+
+void check_file(ObjectReader& r, const std::string& key, const std::optional<std::string>& path,
+                const std::string& base_dir, const DataRoot& root) {
+  if (!path) return;
+  try {
+    resolve_data_path(*path, base_dir, root);
+  } catch (const InputError& e) {
+    r.issues().add(r.child_path(key), e.message());
+  }
+}
+
+void validate_lengths(const Json& in, const std::string& path, Issues& issues, Json& out,
+                      const std::string& base_dir, const DataRoot& root) {
+  ObjectReader r(in, path, issues, out);
+  const auto type = r.string("type", std::nullopt, {"fixed", "distribution", "trace", "mix"});
+  if (type == "fixed") {
+    r.integer("prompt", std::nullopt, 1);
+    r.integer("output", std::nullopt, 1);
+  } else if (type == "distribution") {
+    check_file(r, "path", r.string("path", std::nullopt), base_dir, root);
+  } else if (type == "trace") {
+    r.string("format", std::nullopt, traces::trace_formats());
+    check_file(r, "path", r.string("path", std::nullopt), base_dir, root);
+  } else if (type == "mix") {
+    const Json* parts = r.array("parts", true);
+    const Json* weights = r.array("weights", false);
+    if (parts) {
+      if (parts->empty()) issues.add(r.child_path("parts"), "expected at least one part");
+      out["parts"] = Json::array();
+      for (size_t i = 0; i < parts->size(); ++i) {
+        Json part_out = Json::object();
+        validate_lengths((*parts)[i], fmt::format("{}[{}]", r.child_path("parts"), i), issues,
+                         part_out, base_dir, root);
+        out["parts"].push_back(part_out);
+      }
+    }
+    if (weights) {
+      out["weights"] = *weights;
+      if (parts && weights->size() != parts->size()) {
+        issues.add(r.child_path("weights"),
+                   fmt::format("expected {} weights (one per part), got {}", parts->size(),
+                               weights->size()));
+      }
+      for (size_t i = 0; i < weights->size(); ++i) {
+        if (!(*weights)[i].is_number() || (*weights)[i].get<double>() <= 0) {
+          issues.add(fmt::format("{}[{}]", r.child_path("weights"), i),
+                     fmt::format("expected a positive number, got {}", describe_json((*weights)[i])));
+        }
+      }
+    }
+  }
+  r.finish();
+}
+
+void validate_transforms(ObjectReader& r) {
+  if (const Json* w = r.object("window", false)) {
+    Json& out = r.resolved()["window"];
+    ObjectReader wr(*w, r.child_path("window"), r.issues(), out);
+    wr.duration("start", Duration{0});
+    wr.duration("duration", std::nullopt, /*allow_zero=*/false);
+    wr.finish();
+  }
+  if (r.has("first_n")) r.integer("first_n", std::nullopt, 1);
+  if (r.has("time_scale")) r.number("time_scale", std::nullopt, 0.0, {}, /*min_exclusive=*/true);
+  if (r.has("rate")) r.number("rate", std::nullopt, 0.0, {}, /*min_exclusive=*/true);
+}
+
+void validate_workload(const Json& in, const std::string& path, Issues& issues, Json& out,
+                       const std::string& base_dir, const DataRoot& root, bool top_level) {
+  ObjectReader r(in, path, issues, out);
+  std::vector<std::string> types = {"trace", "generated", "merge"};
+  if (top_level) types.push_back("closed_loop");
+  const auto type = r.string("type", std::nullopt, types);
+  if (type == "trace") {
+    r.string("format", std::nullopt, traces::trace_formats());
+    check_file(r, "path", r.string("path", std::nullopt), base_dir, root);
+  } else if (type == "generated") {
+    if (const Json* a = r.object("arrival", true)) {
+      Json& aout = out["arrival"];
+      ObjectReader ar(*a, r.child_path("arrival"), issues, aout);
+      const auto process = ar.string("process", std::string("poisson"), {"poisson", "gamma", "uniform"});
+      ar.number("rate", std::nullopt, 0.0, {}, true);
+      ar.number("cv", 1.0, 0.0, {}, true);
+      ar.finish();
+    }
+    const auto count = r.integer("count", int64_t{0}, 0);
+    const auto dur = r.duration("duration", Duration{0});
+    if (count && dur && *count == 0 && dur->count() == 0) {
+      issues.add(path, "a generated workload needs \"count\" (requests) or \"duration\"");
+    }
+    if (const Json* l = r.object("lengths", true)) {
+      Json& lout = out["lengths"];
+      validate_lengths(*l, r.child_path("lengths"), issues, lout, base_dir, root);
+    }
+  } else if (type == "closed_loop") {
+    r.integer("clients", std::nullopt, 1);
+    r.duration("think_time", Duration{0});
+    r.integer("count", std::nullopt, 1);
+    if (const Json* l = r.object("lengths", true)) {
+      Json& lout = out["lengths"];
+      validate_lengths(*l, r.child_path("lengths"), issues, lout, base_dir, root);
+    }
+  } else if (type == "merge") {
+    if (const Json* parts = r.array("parts", true)) {
+      if (parts->size() < 2) issues.add(r.child_path("parts"), "expected at least two workloads");
+      out["parts"] = Json::array();
+      for (size_t i = 0; i < parts->size(); ++i) {
+        Json part_out = Json::object();
+        validate_workload((*parts)[i], fmt::format("{}[{}]", r.child_path("parts"), i), issues,
+                          part_out, base_dir, root, false);
+        out["parts"].push_back(part_out);
+      }
+    }
+  }
+  if (type && *type != "closed_loop") validate_transforms(r);
+  r.finish();
+}
+
+// Reads a plugin section {"type": NAME, ...params of NAME's schema} from `top[key]`.
+// Exactly one of `batching` and `routing` is the registry to look NAME up in.
+void read_plugin(ObjectReader& top, const std::string& key, const std::string& default_type,
+                 const Registry<sim::BatchingPolicyEntry>* batching,
+                 const Registry<sim::RoutingPolicyEntry>* routing, PluginSpec& out) {
+  Json& rout = top.resolved()[key];
+  const Json empty = Json::object();
+  const Json* in = top.object(key, false);
+  ObjectReader r(in ? *in : empty, top.child_path(key), top.issues(), rout);
+  const std::vector<std::string> names = batching ? batching->names() : routing->names();
+  const auto type = r.string("type", default_type, names);
+  if (type) {
+    out.type = *type;
+    const ParamSchema& schema =
+        batching ? batching->get(*type).schema : routing->get(*type).schema;
+    out.params = r.params(schema);
+  }
+  r.finish();
+}
+
+}  // namespace
+
+Scenario parse_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
+                        const DataRoot& root) {
+  policies::register_builtin_policies();
+  const Catalogs& catalogs = Catalogs::get(root);
+  Issues issues;
+  Scenario s;
+  s.source = source;
+  s.base_dir = base_dir;
+  Json resolved = Json::object();
+  ObjectReader top(doc, "", issues, resolved);
+
+  s.name = top.string("name", fs::path(source).stem().string()).value_or("");
+  s.description = top.string("description", std::string()).value_or("");
+  s.seed = static_cast<uint64_t>(top.integer("seed", int64_t{0}, 0).value_or(0));
+  const auto model = top.string("model", std::nullopt, catalogs.models.keys());
+  if (model) s.model = *model;
+
+  // cluster
+  {
+    const Json* in = top.object("cluster", true);
+    Json& out = resolved["cluster"];
+    const Json empty = Json::object();
+    ObjectReader r(in ? *in : empty, "cluster", issues, out);
+    if (in) {
+      if (auto g = r.string("gpu", std::nullopt, catalogs.gpus.keys())) s.cluster.gpu = *g;
+      s.cluster.instances = r.integer("instances", int64_t{1}, 1, 100000).value_or(1);
+      s.cluster.tp = static_cast<int>(r.integer("tp", int64_t{1}, 1, 64).value_or(1));
+      s.cluster.weight_dtype =
+          models::parse_dtype(r.string("weight_dtype", std::string("bf16"), kDtypes).value_or("bf16"));
+      s.cluster.kv_dtype =
+          models::parse_dtype(r.string("kv_dtype", std::string("bf16"), kDtypes).value_or("bf16"));
+      r.finish();
+    }
+  }
+
+  read_plugin(top, "router", "round_robin", nullptr, &sim::routing_policies(), s.router);
+  read_plugin(top, "policy", "coloc", &sim::batching_policies(), nullptr, s.policy);
+
+  // cost model
+  {
+    const Json empty = Json::object();
+    const Json* in = top.object("cost_model", false);
+    Json& out = resolved["cost_model"];
+    ObjectReader r(in ? *in : empty, "cost_model", issues, out);
+    const models::RooflineParams d;
+    r.string("type", std::string("roofline"), {"roofline"});
+    s.cost.compute_efficiency = r.number("compute_efficiency", d.compute_efficiency, 0.0, 1.0).value_or(0);
+    s.cost.memory_efficiency =
+        r.number("memory_efficiency", d.memory_efficiency, 0.0, 1.0, true).value_or(d.memory_efficiency);
+    s.cost.link_efficiency =
+        r.number("link_efficiency", d.link_efficiency, 0.0, 1.0, true).value_or(d.link_efficiency);
+    s.cost.kernel_launch = r.duration("kernel_launch", d.kernel_launch).value_or(d.kernel_launch);
+    s.cost.allreduce_latency =
+        r.duration("allreduce_latency", d.allreduce_latency).value_or(d.allreduce_latency);
+    s.cost.iteration_overhead =
+        r.duration("iteration_overhead", d.iteration_overhead).value_or(d.iteration_overhead);
+    r.finish();
+  }
+
+  // workload
+  if (const Json* w = top.object("workload", true)) {
+    validate_workload(*w, "workload", issues, resolved["workload"], base_dir, root, true);
+  }
+
+  // slo
+  {
+    const Json empty = Json::object();
+    const Json* in = top.object("slo", false);
+    Json& out = resolved["slo"];
+    ObjectReader r(in ? *in : empty, "slo", issues, out);
+    if (r.has("ttft")) s.slo.ttft = r.duration("ttft", std::nullopt, false);
+    if (r.has("tpot")) s.slo.tpot = r.duration("tpot", std::nullopt, false);
+    if (r.has("tbt_p99")) s.slo.tbt_p99 = r.duration("tbt_p99", std::nullopt, false);
+    s.slo.attainment_target = r.number("attainment_target", 0.9, 0.0, 1.0).value_or(0.9);
+    r.claim("ttft");
+    r.claim("tpot");
+    r.claim("tbt_p99");
+    r.finish();
+  }
+
+  // output
+  {
+    const Json empty = Json::object();
+    const Json* in = top.object("output", false);
+    Json& out = resolved["output"];
+    ObjectReader r(in ? *in : empty, "output", issues, out);
+    s.output.sample_interval =
+        r.duration("sample_interval", s.output.sample_interval).value_or(s.output.sample_interval);
+    s.output.record_token_times = r.boolean("record_token_times", false).value_or(false);
+    r.finish();
+  }
+
+  // stop
+  {
+    const Json empty = Json::object();
+    const Json* in = top.object("stop", false);
+    Json& out = resolved["stop"];
+    ObjectReader r(in ? *in : empty, "stop", issues, out);
+    if (r.has("max_time")) s.max_time = r.duration("max_time", std::nullopt, false);
+    r.claim("max_time");
+    r.finish();
+  }
+  top.finish();
+
+  // Cross-field checks: the deployment must be valid and fit in memory.
+  if (issues.empty()) {
+    const auto& model_spec = catalogs.models.get(s.model);
+    const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
+    models::Deployment dep{&model_spec, &gpu_spec, s.cluster.tp, s.cluster.weight_dtype,
+                           s.cluster.kv_dtype};
+    if (s.policy.params.contains("block_size")) s.memory.block_size = s.policy.params.get_int("block_size");
+    if (s.policy.params.contains("gpu_memory_utilization")) {
+      s.memory.gpu_memory_utilization = s.policy.params.get_double("gpu_memory_utilization");
+    }
+    if (s.policy.params.contains("max_num_batched_tokens")) {
+      s.memory.max_num_batched_tokens = s.policy.params.get_int("max_num_batched_tokens");
+    }
+    if (s.policy.params.contains("max_num_seqs")) s.memory.max_num_seqs = s.policy.params.get_int("max_num_seqs");
+    try {
+      models::make_roofline_cost_model(dep, s.cost);
+      s.memory_plan = models::plan_memory(dep, s.memory);
+    } catch (const CapacityError& e) {
+      issues.add("cluster", e.what());
+    }
+  }
+  if (!issues.empty()) throw ConfigError(source, issues.list());
+  s.workload = resolved["workload"];
+  s.resolved = std::move(resolved);
+  return s;
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,
+                       const DataRoot& root) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, 0, "cannot open scenario file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  Json doc;
+  try {
+    doc = Json::parse(buf.str(), nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is the 1-based offset of the error; turn it into a line number.
+    const std::string text = buf.str();
+    long line = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) line += text[i] == '\n';
+    std::string what = e.what();
+    if (auto pos = what.find("syntax error"); pos != std::string::npos) what = what.substr(pos);
+    throw InputError(path, line, fmt::format("invalid JSON: {}", what));
+  }
+  apply_overrides(doc, overrides);
+  const std::string base = fs::path(path).parent_path().string();
+  return parse_scenario(doc, path, base.empty() ? "." : base, root);
+}
+
+Scenario load_embedded_quickstart(const std::vector<std::string>& overrides, const DataRoot& root) {
+  Json doc = Json::parse(embedded_quickstart_json(), nullptr, true, true);
+  apply_overrides(doc, overrides);
+  return parse_scenario(doc, "<embedded scenarios/quickstart.json>", "", root);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wiring
+
+namespace {
+
+std::unique_ptr<traces::LengthSource> build_lengths(const Json& spec, const std::string& base_dir,
+                                                    const DataRoot& root) {
+  const std::string type = spec.at("type").get<std::string>();
+  if (type == "fixed") {
+    return traces::make_fixed_lengths(spec.at("prompt").get<int64_t>(), spec.at("output").get<int64_t>());
+  }
+  if (type == "distribution") {
+    const std::string path = resolve_data_path(spec.at("path").get<std::string>(), base_dir, root);
+    return traces::make_empirical_lengths(traces::load_length_distribution(path),
+                                          spec.at("path").get<std::string>());
+  }
+  if (type == "trace") {
+    const std::string path = resolve_data_path(spec.at("path").get<std::string>(), base_dir, root);
+    return traces::make_lengths_from_workload(
+        traces::load_trace(spec.at("format").get<std::string>(), path),
+        spec.at("path").get<std::string>());
+  }
+  // mix
+  std::vector<std::unique_ptr<traces::LengthSource>> parts;
+  std::vector<double> weights;
+  for (const auto& p : spec.at("parts")) parts.push_back(build_lengths(p, base_dir, root));
+  if (spec.contains("weights")) {
+    for (const auto& w : spec.at("weights")) weights.push_back(w.get<double>());
+  } else {
+    weights.assign(parts.size(), 1.0);
+  }
+  return traces::make_mixture_lengths(std::move(parts), std::move(weights));
+}
+
+Workload build_open_workload(const Json& spec, const std::string& base_dir, const DataRoot& root,
+                             uint64_t seed, const std::string& stream) {
+  const std::string type = spec.at("type").get<std::string>();
+  Workload w;
+  if (type == "trace") {
+    const std::string path = resolve_data_path(spec.at("path").get<std::string>(), base_dir, root);
+    w = traces::load_trace(spec.at("format").get<std::string>(), path);
+  } else if (type == "generated" || type == "closed_loop") {
+    traces::ArrivalSpec arrivals{traces::ArrivalKind::kUniform, 1.0, 1.0};
+    int64_t count = spec.at("count").get<int64_t>();
+    Duration duration{0};
+    if (type == "generated") {
+      const Json& a = spec.at("arrival");
+      const std::string process = a.at("process").get<std::string>();
+      arrivals.kind = process == "poisson"  ? traces::ArrivalKind::kPoisson
+                      : process == "gamma" ? traces::ArrivalKind::kGamma
+                                           : traces::ArrivalKind::kUniform;
+      arrivals.rate_per_s = a.at("rate").get<double>();
+      arrivals.cv = a.at("cv").get<double>();
+      duration = parse_duration(spec.at("duration").get<std::string>());
+    }
+    auto lengths = build_lengths(spec.at("lengths"), base_dir, root);
+    w = traces::generate(arrivals, *lengths, count, duration, derive_stream_seed(seed, stream));
+  } else {  // merge
+    const Json& parts = spec.at("parts");
+    w = build_open_workload(parts[0], base_dir, root, seed, stream + ".0");
+    for (size_t i = 1; i < parts.size(); ++i) {
+      w = traces::merge(std::move(w), build_open_workload(parts[i], base_dir, root, seed,
+                                                          fmt::format("{}.{}", stream, i)));
+    }
+  }
+  if (spec.contains("window")) {
+    const Json& win = spec.at("window");
+    traces::window(w, parse_duration(win.at("start").get<std::string>()),
+                   parse_duration(win.at("duration").get<std::string>()));
+  }
+  if (spec.contains("first_n")) traces::first_n(w, spec.at("first_n").get<int64_t>());
+  if (spec.contains("time_scale")) traces::time_scale(w, spec.at("time_scale").get<double>());
+  if (spec.contains("rate")) traces::scale_to_rate(w, spec.at("rate").get<double>());
+  return w;
+}
+
+}  // namespace
+
+Workload build_workload(const Scenario& scenario, const DataRoot& root) {
+  Workload w = build_open_workload(scenario.workload, scenario.base_dir, root, scenario.seed, "workload");
+  if (w.requests.empty()) {
+    throw ConfigError(scenario.source, {{"workload", "the workload has no requests (check the "
+                                                      "window, first_n and count settings)"}});
+  }
+  return w;
+}
+
+EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
+  const Catalogs& catalogs = Catalogs::get(root);
+  EngineInputs in;
+  const models::Deployment dep{&catalogs.models.get(s.model), &catalogs.gpus.get(s.cluster.gpu),
+                               s.cluster.tp, s.cluster.weight_dtype, s.cluster.kv_dtype};
+  in.cost_model = models::make_roofline_cost_model(dep, s.cost);
+  const auto& policy_entry = sim::batching_policies().get(s.policy.type);
+  for (int64_t i = 0; i < s.cluster.instances; ++i) {
+    sim::InstanceSetup setup;
+    setup.gpu = s.cluster.gpu;
+    setup.tp = s.cluster.tp;
+    setup.cost_model = in.cost_model;
+    setup.num_blocks = s.memory_plan.num_blocks;
+    setup.block_size = s.memory_plan.block_size;
+    setup.batching = policy_entry.make(s.policy.params);
+    in.instances.push_back(std::move(setup));
+  }
+  in.router = sim::routing_policies().get(s.router.type).make(s.router.params);
+  in.workload = build_workload(s, root);
+  in.config.slo = s.slo;
+  in.config.sample_interval = s.output.sample_interval;
+  in.config.record_token_times = s.output.record_token_times;
+  in.config.max_sim_time = s.max_time;
+  if (s.workload.at("type") == "closed_loop") {
+    in.config.closed_loop.clients = s.workload.at("clients").get<int64_t>();
+    in.config.closed_loop.think_time = parse_duration(s.workload.at("think_time").get<std::string>());
+  }
+  return in;
+}
+
+std::vector<std::pair<std::string, std::string>> flatten(const Json& doc) {
+  std::vector<std::pair<std::string, std::string>> out;
+  struct Walker {
+    std::vector<std::pair<std::string, std::string>>& out;
+    void walk(const Json& v, const std::string& path) {
+      if (v.is_object() && !v.empty()) {
+        for (auto it = v.begin(); it != v.end(); ++it) walk(it.value(), join_path(path, it.key()));
+      } else if (v.is_array() && !v.empty()) {
+        for (size_t i = 0; i < v.size(); ++i) walk(v[i], fmt::format("{}[{}]", path, i));
+      } else if (v.is_string()) {
+        out.emplace_back(path, v.get<std::string>());
+      } else {
+        out.emplace_back(path, v.dump());
+      }
+    }
+  };
+  Walker{out}.walk(doc, "");
+  return out;
+}
+
+}  // namespace servesim::scenarios

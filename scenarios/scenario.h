@@ -1,0 +1,126 @@
+// Scenarios: the JSON description of one simulation run, validated into typed structs in one
+// up-front pass, and wired into an engine.
+//
+// Contract:
+// - parse_scenario() reports every problem at once as a ConfigError whose issues name the JSON
+//   path and the expected form; unknown keys are errors. Cross-field checks (the model fits the
+//   GPU at this TP degree, the trace file exists) are made here, never later as asserts.
+// - The resolved document (every default filled in) is kept in Scenario::resolved and stored with
+//   the results (run_param), so a run can be reproduced from its database row.
+// - Relative file paths are looked up beside the scenario file first, then under the data root
+//   (the repository: $SERVESIM_DATA, else the source tree servesim was built from).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/cost_model.h"
+#include "models/hardware.h"
+#include "models/memory_model.h"
+#include "sim/core/params.h"
+#include "sim/core/request_spec.h"
+#include "sim/engine.h"
+#include "sim/records.h"
+
+namespace servesim::scenarios {
+
+using Json = nlohmann::ordered_json;
+
+// Where catalogs and relative data paths are found.
+struct DataRoot {
+  std::string root;  // repository root holding models/catalog, traces/data, scenarios
+  static DataRoot discover();  // $SERVESIM_DATA, else the compiled-in source directory
+  std::string gpu_catalog() const;
+  std::string model_catalog_dir() const;
+};
+
+// Loaded once per process and shared by every scenario.
+struct Catalogs {
+  models::GpuCatalog gpus;
+  models::ModelCatalog models;
+  static const Catalogs& get(const DataRoot& root);
+};
+
+struct ClusterSpec {
+  std::string gpu;
+  int64_t instances = 1;
+  int tp = 1;
+  models::Dtype weight_dtype = models::Dtype::kBf16;
+  models::Dtype kv_dtype = models::Dtype::kBf16;
+};
+
+struct PluginSpec {
+  std::string type;
+  ParamValues params;
+};
+
+struct OutputSpec {
+  Duration sample_interval{1'000'000'000};
+  bool record_token_times = false;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string source;     // file path, or "<embedded quickstart>"
+  std::string base_dir;   // directory used to resolve relative paths first
+  uint64_t seed = 0;
+  std::string model;
+  ClusterSpec cluster;
+  PluginSpec router;
+  PluginSpec policy;
+  models::RooflineParams cost;
+  models::MemoryParams memory;
+  models::MemoryPlan memory_plan;  // computed during validation
+  Json workload;                   // validated workload section (resolved)
+  sim::SloSpec slo;
+  OutputSpec output;
+  std::optional<Duration> max_time;
+  Json resolved;                   // the whole resolved document
+};
+
+// Applies `path=value` overrides to a document: the value is parsed as JSON when it is valid
+// JSON (numbers, true/false, objects, quoted strings) and taken as a plain string otherwise.
+// Missing intermediate objects are created. Throws ConfigError for a malformed override.
+void apply_overrides(Json& doc, const std::vector<std::string>& overrides);
+
+// Validates `doc` (see the contract above). `source` names the document in messages.
+Scenario parse_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
+                        const DataRoot& root);
+
+// Reads, overrides and validates a scenario file. Throws InputError for unreadable or
+// syntactically invalid JSON (with line and column), ConfigError for invalid content.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,
+                       const DataRoot& root);
+
+// The built-in quickstart scenario (scenarios/quickstart.json compiled into the binary).
+const std::string& embedded_quickstart_json();
+Scenario load_embedded_quickstart(const std::vector<std::string>& overrides, const DataRoot& root);
+
+// Resolves a data path per the contract above. Throws InputError naming every place tried.
+std::string resolve_data_path(const std::string& path, const std::string& base_dir,
+                              const DataRoot& root);
+
+// Builds the workload of a scenario (loads traces, generates arrivals, applies transforms).
+// Throws InputError for malformed trace files.
+Workload build_workload(const Scenario& scenario, const DataRoot& root);
+
+// Everything an Engine needs, built from a validated scenario.
+struct EngineInputs {
+  sim::EngineConfig config;
+  std::vector<sim::InstanceSetup> instances;
+  std::unique_ptr<sim::RoutingPolicy> router;
+  Workload workload;
+  std::shared_ptr<const models::IterationCostModel> cost_model;
+};
+EngineInputs build_engine_inputs(const Scenario& scenario, const DataRoot& root);
+
+// "key=value" pairs of the resolved document, keys as dotted JSON paths ("cluster.tp").
+std::vector<std::pair<std::string, std::string>> flatten(const Json& doc);
+
+}  // namespace servesim::scenarios

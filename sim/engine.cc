@@ -1,0 +1,524 @@
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <cassert>
+#include <deque>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+#include "sim/event_queue.h"
+
+namespace servesim::sim {
+namespace {
+
+constexpr int32_t kNotRunning = -1;
+
+// Engine-only bookkeeping of one request (what policies never see).
+struct RequestState {
+  int32_t instance = -1;
+  int32_t running_pos = kNotRunning;  // index in its instance's running list
+  int64_t first_scheduled_ns = -1;
+  int64_t first_token_ns = -1;
+  int64_t last_token_ns = -1;
+  int64_t max_tbt_ns = 0;
+  int64_t tbt_violations = 0;
+  int32_t preemptions = 0;
+  std::vector<int64_t> token_times_ns;
+};
+
+struct BatchItem {
+  int32_t running_pos;
+  int64_t tokens;
+};
+
+struct InstanceState {
+  InstanceSetup setup;
+  std::vector<SeqView> running;
+  std::deque<SeqView> waiting;
+  int64_t free_blocks = 0;
+  int64_t outstanding = 0;
+  int64_t queued_prompt_blocks = 0;
+  bool busy = false;
+  bool schedule_pending = false;
+  SimTime batch_start{};
+  std::vector<BatchItem> batch;
+  models::BatchShape shape;
+  BatchPlan plan;
+  InstanceStats stats;
+  int64_t busy_ns_at_last_sample = 0;
+};
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdULL;
+  return h ^ (h >> 33);
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  EngineConfig config;
+  std::vector<InstanceState> instances;
+  std::unique_ptr<RoutingPolicy> router;
+  Workload workload;
+  RecordListener* listener;
+
+  std::vector<RequestState> requests;
+  EventQueue queue;
+  SimTime now{};
+  size_t next_arrival = 0;  // index of the next request to arrive
+  std::vector<RequestId> pending_route;
+  bool route_pending = false;
+  std::vector<InstanceLoad> loads;
+
+  int64_t in_system = 0;
+  SimTime in_system_since{};
+  long double in_system_area_ns = 0;  // integral of in_system over time
+
+  RunResult result;
+  bool stopped = false;
+
+  Impl(EngineConfig c, std::vector<InstanceSetup> setups, std::unique_ptr<RoutingPolicy> r,
+       Workload w, RecordListener* l)
+      : config(std::move(c)), router(std::move(r)), workload(std::move(w)), listener(l) {
+    if (setups.empty()) throw std::invalid_argument("engine needs at least one instance");
+    if (!router) throw std::invalid_argument("engine needs a router");
+    for (auto& s : setups) {
+      if (!s.cost_model || !s.batching || s.block_size <= 0 || s.num_blocks <= 0) {
+        throw std::invalid_argument("instance setup needs a cost model, a policy and KV blocks");
+      }
+      InstanceState st;
+      st.free_blocks = s.num_blocks;
+      st.setup = std::move(s);
+      instances.push_back(std::move(st));
+    }
+    for (size_t i = 0; i < workload.requests.size(); ++i) {
+      if (workload.requests[i].id != static_cast<RequestId>(i)) {
+        throw std::invalid_argument("workload is not finalised: request ids must be 0..N-1");
+      }
+    }
+    requests.resize(workload.requests.size());
+    loads.resize(instances.size());
+    result.requests_total = static_cast<int64_t>(workload.requests.size());
+    result.instances.resize(instances.size());
+  }
+
+  // ---- event plumbing ----
+
+  void push(SimTime t, Phase phase, EventKind kind, int32_t target) {
+    if (t < now) throw RangeError("event scheduled in the past");
+    queue.push(Event{t, phase, kind, target, 0, 0});
+  }
+
+  void fingerprint(const Event& e) {
+    uint64_t h = result.event_fingerprint;
+    h = mix(h, static_cast<uint64_t>(e.time.time_since_epoch().count()));
+    h = mix(h, (static_cast<uint64_t>(e.phase) << 8) | static_cast<uint64_t>(e.kind));
+    h = mix(h, static_cast<uint64_t>(static_cast<int64_t>(e.target)));
+    result.event_fingerprint = h;
+  }
+
+  void set_in_system(int64_t delta) {
+    in_system_area_ns += static_cast<long double>(in_system) *
+                         static_cast<long double>((now - in_system_since).count());
+    in_system_since = now;
+    in_system += delta;
+  }
+
+  bool all_done() const {
+    return result.requests_finished + result.requests_rejected == result.requests_total;
+  }
+
+  // ---- arrivals and routing ----
+
+  void schedule_next_arrival() {
+    if (next_arrival >= workload.requests.size()) return;
+    if (config.closed_loop.clients > 0) return;  // closed loop issues on completion
+    push(workload.requests[next_arrival].arrival, Phase::kArrive, EventKind::kArrival, -1);
+  }
+
+  // Closed loop: the next request of the workload arrives at `t`.
+  void issue_closed_loop_request(SimTime t) {
+    if (next_arrival >= workload.requests.size()) return;
+    workload.requests[next_arrival].arrival = t;
+    push(t, Phase::kArrive, EventKind::kArrival, -1);
+  }
+
+  void on_arrival() {
+    const RequestSpec& spec = workload.requests[next_arrival++];
+    set_in_system(+1);
+    pending_route.push_back(spec.id);
+    if (!route_pending) {
+      route_pending = true;
+      push(now, Phase::kRoute, EventKind::kRoute, -1);
+    }
+    schedule_next_arrival();
+  }
+
+  void refresh_load(size_t i) {
+    const InstanceState& inst = instances[i];
+    InstanceLoad& l = loads[i];
+    l.instance_id = static_cast<int32_t>(i);
+    l.waiting = static_cast<int64_t>(inst.waiting.size());
+    l.running = static_cast<int64_t>(inst.running.size());
+    l.outstanding = inst.outstanding;
+    l.total_blocks = inst.setup.num_blocks;
+    l.used_blocks = inst.setup.num_blocks - inst.free_blocks;
+    l.queued_prompt_blocks = inst.queued_prompt_blocks;
+    l.accepting = true;
+  }
+
+  void on_route() {
+    route_pending = false;
+    for (size_t i = 0; i < instances.size(); ++i) refresh_load(i);
+    for (RequestId id : pending_route) {
+      const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
+      ClusterView view{now, &loads, instances.front().setup.block_size};
+      const int32_t target = router->route(view, spec);
+      if (target < 0 || static_cast<size_t>(target) >= instances.size()) {
+        throw std::logic_error(fmt::format("router returned instance {} of {}", target,
+                                           instances.size()));
+      }
+      InstanceState& inst = instances[static_cast<size_t>(target)];
+      RequestState& rs = requests[static_cast<size_t>(id)];
+      rs.instance = target;
+      const int64_t full_blocks =
+          blocks_for_tokens(spec.prompt_tokens + spec.output_tokens, inst.setup.block_size);
+      if (full_blocks > inst.setup.num_blocks) {
+        // Could never be admitted: its full context exceeds the instance's KV pool.
+        ++result.requests_rejected;
+        set_in_system(-1);
+        continue;
+      }
+      SeqView seq;
+      seq.id = id;
+      seq.arrival = spec.arrival;
+      seq.prompt_tokens = spec.prompt_tokens;
+      seq.output_tokens = spec.output_tokens;
+      inst.waiting.push_back(seq);
+      inst.outstanding++;
+      inst.queued_prompt_blocks += blocks_for_tokens(spec.prompt_tokens, inst.setup.block_size);
+      refresh_load(static_cast<size_t>(target));
+      request_schedule(static_cast<size_t>(target));
+    }
+    pending_route.clear();
+  }
+
+  void request_schedule(size_t i) {
+    InstanceState& inst = instances[i];
+    if (inst.busy || inst.schedule_pending) return;
+    inst.schedule_pending = true;
+    push(now, Phase::kSchedule, EventKind::kSchedule, static_cast<int32_t>(i));
+  }
+
+  // ---- batching ----
+
+  void reindex_running(InstanceState& inst) {
+    for (size_t p = 0; p < inst.running.size(); ++p) {
+      requests[static_cast<size_t>(inst.running[p].id)].running_pos = static_cast<int32_t>(p);
+    }
+  }
+
+  int32_t running_pos_of(const InstanceState& inst, RequestId id) const {
+    if (id < 0 || static_cast<size_t>(id) >= requests.size()) return kNotRunning;
+    const RequestState& rs = requests[static_cast<size_t>(id)];
+    if (rs.running_pos == kNotRunning || static_cast<size_t>(rs.running_pos) >= inst.running.size() ||
+        inst.running[static_cast<size_t>(rs.running_pos)].id != id) {
+      return kNotRunning;
+    }
+    return rs.running_pos;
+  }
+
+  [[noreturn]] void bad_plan(size_t i, const std::string& what) const {
+    throw std::logic_error(fmt::format("instance {} at t={} ns: invalid batch plan: {}", i,
+                                       now.time_since_epoch().count(), what));
+  }
+
+  void apply_preemptions(size_t i, InstanceState& inst, const BatchPlan& plan) {
+    if (plan.preempt.empty()) return;
+    for (RequestId id : plan.preempt) {
+      const int32_t pos = running_pos_of(inst, id);
+      if (pos == kNotRunning) bad_plan(i, fmt::format("preempts request {} that is not running", id));
+      SeqView& seq = inst.running[static_cast<size_t>(pos)];
+      inst.free_blocks += seq.blocks;
+      seq.blocks = 0;
+      seq.computed_tokens = 0;
+      seq.preemptions++;
+      RequestState& rs = requests[static_cast<size_t>(id)];
+      rs.preemptions++;
+      rs.running_pos = kNotRunning;
+      inst.stats.preemptions++;
+      inst.waiting.push_front(seq);
+      inst.queued_prompt_blocks += blocks_for_tokens(seq.num_tokens(), inst.setup.block_size);
+      seq.id = -1;  // tombstone, compacted below
+    }
+    std::erase_if(inst.running, [](const SeqView& s) { return s.id < 0; });
+    reindex_running(inst);
+  }
+
+  void apply_admissions(size_t i, InstanceState& inst, const BatchPlan& plan) {
+    for (RequestId id : plan.admit) {
+      auto it = inst.waiting.begin();
+      if (it == inst.waiting.end() || it->id != id) {
+        it = std::find_if(inst.waiting.begin(), inst.waiting.end(),
+                          [id](const SeqView& s) { return s.id == id; });
+        if (it == inst.waiting.end()) bad_plan(i, fmt::format("admits request {} that is not waiting", id));
+      }
+      inst.queued_prompt_blocks -= blocks_for_tokens(it->num_tokens(), inst.setup.block_size);
+      requests[static_cast<size_t>(id)].running_pos = static_cast<int32_t>(inst.running.size());
+      inst.running.push_back(*it);
+      inst.waiting.erase(it);
+    }
+  }
+
+  void on_schedule(size_t i) {
+    InstanceState& inst = instances[i];
+    inst.schedule_pending = false;
+    if (inst.busy) return;
+    if (inst.running.empty() && inst.waiting.empty()) return;
+    InstanceView view{now,
+                      static_cast<int32_t>(i),
+                      inst.setup.block_size,
+                      inst.setup.num_blocks,
+                      inst.free_blocks,
+                      &inst.running,
+                      &inst.waiting};
+    BatchPlan& plan = inst.plan;
+    plan.clear();
+    const bool has_batch = inst.setup.batching->next_batch(view, plan);
+    if (!has_batch) {
+      if (!plan.empty()) bad_plan(i, "returned no batch but a non-empty plan");
+      if (inst.running.empty() && !inst.waiting.empty()) {
+        throw std::logic_error(fmt::format(
+            "instance {} at t={} ns: policy left {} waiting request(s) on an empty instance", i,
+            now.time_since_epoch().count(), inst.waiting.size()));
+      }
+      return;
+    }
+    apply_preemptions(i, inst, plan);
+    apply_admissions(i, inst, plan);
+
+    // Validate the work and allocate KV.
+    inst.batch.clear();
+    inst.shape.clear();
+    int64_t new_blocks = 0;
+    for (const ScheduledSeq& s : plan.scheduled) {
+      const int32_t pos = running_pos_of(inst, s.id);
+      if (pos == kNotRunning) bad_plan(i, fmt::format("schedules request {} that is not running", s.id));
+      SeqView& seq = inst.running[static_cast<size_t>(pos)];
+      if (s.tokens < 1 || s.tokens > seq.remaining_tokens()) {
+        bad_plan(i, fmt::format("request {}: {} tokens scheduled, {} remaining", s.id, s.tokens,
+                                seq.remaining_tokens()));
+      }
+      const int64_t kv_tokens = std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
+      const int64_t need = blocks_for_tokens(kv_tokens, inst.setup.block_size);
+      if (need > seq.blocks) {
+        new_blocks += need - seq.blocks;
+        seq.blocks = need;
+      }
+      inst.batch.push_back({pos, s.tokens});
+      const bool samples = seq.computed_tokens + s.tokens == seq.num_tokens();
+      inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, samples ? 1 : 0});
+      RequestState& rs = requests[static_cast<size_t>(s.id)];
+      if (rs.first_scheduled_ns < 0) rs.first_scheduled_ns = now.time_since_epoch().count();
+    }
+    if (new_blocks > inst.free_blocks) {
+      bad_plan(i, fmt::format("needs {} new KV blocks, {} free", new_blocks, inst.free_blocks));
+    }
+    inst.free_blocks -= new_blocks;
+    inst.stats.peak_used_blocks =
+        std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
+    if (inst.batch.empty()) {
+      // A plan that only preempted: ask again at once (the freed KV may admit work).
+      request_schedule(i);
+      return;
+    }
+    const Duration d = inst.setup.cost_model->iteration_time(inst.shape);
+    if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
+    inst.busy = true;
+    inst.batch_start = now;
+    push(now + d, Phase::kComplete, EventKind::kBatchDone, static_cast<int32_t>(i));
+  }
+
+  // ---- completion ----
+
+  void record_token(RequestState& rs, int64_t t_ns) {
+    if (rs.last_token_ns >= 0) {
+      const int64_t gap = t_ns - rs.last_token_ns;
+      result.tbt_ns.add(gap);
+      rs.max_tbt_ns = std::max(rs.max_tbt_ns, gap);
+      if (config.slo.tbt_p99 && gap > config.slo.tbt_p99->count()) rs.tbt_violations++;
+    } else {
+      rs.first_token_ns = t_ns;
+    }
+    rs.last_token_ns = t_ns;
+    if (config.record_token_times) rs.token_times_ns.push_back(t_ns);
+  }
+
+  void on_batch_done(size_t i) {
+    InstanceState& inst = instances[i];
+    const int64_t t_ns = now.time_since_epoch().count();
+    inst.busy = false;
+    inst.stats.iterations++;
+    inst.stats.busy_ns += (now - inst.batch_start).count();
+    bool any_finished = false;
+    for (const BatchItem& item : inst.batch) {
+      SeqView& seq = inst.running[static_cast<size_t>(item.running_pos)];
+      if (item.tokens > 1) {
+        inst.stats.prefill_tokens += item.tokens;
+      } else {
+        inst.stats.decode_tokens += item.tokens;
+      }
+      seq.computed_tokens += item.tokens;
+      if (seq.computed_tokens != seq.num_tokens()) continue;
+      seq.generated_tokens++;
+      RequestState& rs = requests[static_cast<size_t>(seq.id)];
+      record_token(rs, t_ns);
+      if (seq.generated_tokens == seq.output_tokens) any_finished = true;
+    }
+    if (any_finished) {
+      for (SeqView& seq : inst.running) {
+        if (seq.generated_tokens != seq.output_tokens) continue;
+        finish(i, inst, seq);
+        seq.id = -1;
+      }
+      std::erase_if(inst.running, [](const SeqView& s) { return s.id < 0; });
+      reindex_running(inst);
+    }
+    request_schedule(i);
+  }
+
+  void finish(size_t i, InstanceState& inst, const SeqView& seq) {
+    inst.free_blocks += seq.blocks;
+    inst.outstanding--;
+    RequestState& rs = requests[static_cast<size_t>(seq.id)];
+    rs.running_pos = kNotRunning;
+    set_in_system(-1);
+    result.requests_finished++;
+    const RequestSpec& spec = workload.requests[static_cast<size_t>(seq.id)];
+    if (listener) {
+      RequestRecord r;
+      r.request_id = seq.id;
+      r.instance_id = static_cast<int32_t>(i);
+      r.arrival_ns = spec.arrival.time_since_epoch().count();
+      r.first_scheduled_ns = rs.first_scheduled_ns;
+      r.first_token_ns = rs.first_token_ns;
+      r.done_ns = now.time_since_epoch().count();
+      r.prompt_tokens = spec.prompt_tokens;
+      r.output_tokens = spec.output_tokens;
+      r.preemptions = rs.preemptions;
+      r.max_tbt_ns = rs.max_tbt_ns;
+      r.tbt_slo_violations = rs.tbt_violations;
+      r.token_times_ns = std::move(rs.token_times_ns);
+      listener->on_request(r);
+    }
+    if (config.closed_loop.clients > 0) issue_closed_loop_request(now + config.closed_loop.think_time);
+  }
+
+  // ---- sampling ----
+
+  void on_sample() {
+    if (listener) {
+      const int64_t t_ns = now.time_since_epoch().count();
+      const double interval_ns = static_cast<double>(config.sample_interval.count());
+      for (size_t i = 0; i < instances.size(); ++i) {
+        InstanceState& inst = instances[i];
+        int64_t busy = inst.stats.busy_ns;
+        if (inst.busy) busy += (now - inst.batch_start).count();
+        const std::string entity = fmt::format("instance/{}", i);
+        listener->on_sample({t_ns, entity, "waiting", static_cast<double>(inst.waiting.size())});
+        listener->on_sample({t_ns, entity, "running", static_cast<double>(inst.running.size())});
+        listener->on_sample({t_ns, entity, "kv_utilization",
+                             1.0 - static_cast<double>(inst.free_blocks) /
+                                       static_cast<double>(inst.setup.num_blocks)});
+        listener->on_sample({t_ns, entity, "busy_fraction",
+                             static_cast<double>(busy - inst.busy_ns_at_last_sample) / interval_ns});
+        inst.busy_ns_at_last_sample = busy;
+      }
+      listener->on_sample({t_ns, "cluster", "in_system", static_cast<double>(in_system)});
+    }
+    if (!all_done()) push(now + config.sample_interval, Phase::kSample, EventKind::kSample, -1);
+  }
+
+  // ---- main loop ----
+
+  RunResult run() {
+    if (config.closed_loop.clients > 0) {
+      for (int64_t c = 0; c < config.closed_loop.clients; ++c) issue_closed_loop_request(kTimeZero);
+    } else {
+      schedule_next_arrival();
+    }
+    if (config.sample_interval.count() > 0) {
+      push(kTimeZero + config.sample_interval, Phase::kSample, EventKind::kSample, -1);
+    }
+    if (config.max_sim_time) push(kTimeZero + *config.max_sim_time, Phase::kStop, EventKind::kStop, -1);
+
+    SimTime last_completion{};
+    while (!queue.empty() && !stopped) {
+      const Event e = queue.pop();
+      now = e.time;
+      fingerprint(e);
+      result.events++;
+      switch (e.kind) {
+        case EventKind::kArrival:
+          on_arrival();
+          break;
+        case EventKind::kRoute:
+          on_route();
+          break;
+        case EventKind::kSchedule:
+          on_schedule(static_cast<size_t>(e.target));
+          break;
+        case EventKind::kBatchDone:
+          on_batch_done(static_cast<size_t>(e.target));
+          last_completion = now;
+          break;
+        case EventKind::kSample:
+          on_sample();
+          break;
+        case EventKind::kStop:
+          stopped = true;
+          break;
+        case EventKind::kTransferDone:
+          throw std::logic_error("transfer events are not produced by this engine");
+      }
+      if (config.progress && (result.events & 0xFFFF) == 0 && result.requests_total > 0) {
+        config.progress(static_cast<double>(result.requests_finished) /
+                        static_cast<double>(result.requests_total));
+      }
+      if (all_done() && next_arrival >= workload.requests.size() && !stopped) {
+        // Everything finished: stop without draining sampling/stop events.
+        if (std::none_of(instances.begin(), instances.end(), [](const InstanceState& s) {
+              return s.busy || !s.running.empty() || !s.waiting.empty();
+            })) {
+          break;
+        }
+      }
+    }
+    result.end_time = stopped ? now : std::max(last_completion, now);
+    set_in_system(0);  // close the integral at `now`
+    const double span_ns = static_cast<double>(result.end_time.time_since_epoch().count());
+    result.mean_in_system = span_ns > 0 ? static_cast<double>(in_system_area_ns / span_ns) : 0.0;
+    result.requests_unfinished =
+        result.requests_total - result.requests_finished - result.requests_rejected;
+    for (size_t i = 0; i < instances.size(); ++i) {
+      result.num_gpus += instances[i].setup.tp;
+      result.gpu_seconds += instances[i].setup.tp * to_seconds(result.end_time);
+      result.instances[i] = instances[i].stats;
+    }
+    return std::move(result);
+  }
+};
+
+Engine::Engine(EngineConfig config, std::vector<InstanceSetup> instances,
+               std::unique_ptr<RoutingPolicy> router, Workload workload, RecordListener* listener)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(instances), std::move(router),
+                                   std::move(workload), listener)) {}
+
+Engine::~Engine() = default;
+
+RunResult Engine::run() { return impl_->run(); }
+
+}  // namespace servesim::sim

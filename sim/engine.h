@@ -1,0 +1,99 @@
+// The simulation engine: one object per run, no global state.
+//
+// Contract:
+// - Deterministic: the same (setup, workload, seed) gives the same event sequence, the same
+//   records and the same event fingerprint, in any process, any number of times.
+// - Iteration-level execution: an instance runs one batch at a time; the batch duration comes from
+//   its cost model; at the end of a batch the engine advances every request in it, records each
+//   sampled token's time (TBT is exact), frees the KV of finished requests and asks the instance's
+//   batching policy for the next batch.
+// - Mechanism lives here (KV block accounting, preemption by recompute, admission); policies only
+//   choose (sim/policy_api.h). A plan that does not fit is a policy bug (std::logic_error).
+// - The engine knows nothing about files: finished requests and samples go to a RecordListener.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "sim/core/histogram.h"
+#include "sim/core/request_spec.h"
+#include "sim/policy_api.h"
+#include "sim/records.h"
+
+namespace servesim::sim {
+
+// One serving instance (a TP group of GPUs running one model replica).
+struct InstanceSetup {
+  std::string gpu;  // catalog key, for reports
+  int tp = 1;       // GPUs in the instance
+  std::shared_ptr<const models::IterationCostModel> cost_model;
+  int64_t num_blocks = 0;  // KV blocks (from the memory plan)
+  int64_t block_size = 16;
+  std::unique_ptr<BatchingPolicy> batching;
+};
+
+// Closed-loop driving: `clients` concurrent users, each sending its next request `think_time`
+// after its previous one finished. Request lengths come from the workload in order; its arrival
+// times are ignored. clients == 0 means open loop (replay the workload's arrival times).
+struct ClosedLoopSpec {
+  int64_t clients = 0;
+  Duration think_time{};
+};
+
+struct EngineConfig {
+  SloSpec slo;
+  Duration sample_interval{1'000'000'000};  // time-series period; 0 disables sampling
+  bool record_token_times = false;          // keep every token's time in RequestRecord
+  std::optional<Duration> max_sim_time;     // stop here even if requests are unfinished
+  ClosedLoopSpec closed_loop;
+  // Called from the event loop about every 2^16 events with the share of requests finished.
+  std::function<void(double)> progress;
+};
+
+struct InstanceStats {
+  int64_t iterations = 0;
+  int64_t busy_ns = 0;
+  int64_t prefill_tokens = 0;  // tokens computed in segments with more than one query token
+  int64_t decode_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t peak_used_blocks = 0;
+};
+
+struct RunResult {
+  uint64_t event_fingerprint = 0;  // hash over (time, phase, kind, target) of every event
+  int64_t events = 0;
+  int64_t requests_total = 0;
+  int64_t requests_finished = 0;
+  int64_t requests_rejected = 0;    // could never fit in an instance's KV pool
+  int64_t requests_unfinished = 0;  // still in flight when max_sim_time stopped the run
+  SimTime end_time{};               // last completion (or the stop time)
+  int num_gpus = 0;
+  double gpu_seconds = 0;           // sum over instances of tp x time alive
+  double mean_in_system = 0;        // time-average of requests arrived and not finished
+  LogHistogram tbt_ns;              // every gap between consecutive tokens of a request
+  std::vector<InstanceStats> instances;
+};
+
+class Engine {
+ public:
+  // REQUIRES: at least one instance; every instance has a cost model and a batching policy.
+  Engine(EngineConfig config, std::vector<InstanceSetup> instances,
+         std::unique_ptr<RoutingPolicy> router, Workload workload, RecordListener* listener);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs to completion (or max_sim_time). Call once.
+  RunResult run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace servesim::sim

@@ -1,0 +1,56 @@
+#include "sim/event_queue.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace servesim::sim {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kComplete:
+      return "complete";
+    case Phase::kTransferDone:
+      return "transfer_done";
+    case Phase::kArrive:
+      return "arrive";
+    case Phase::kRoute:
+      return "route";
+    case Phase::kSchedule:
+      return "schedule";
+    case Phase::kSample:
+      return "sample";
+    case Phase::kStop:
+      return "stop";
+  }
+  return "?";
+}
+
+bool fires_before(const Event& a, const Event& b) {
+  if (a.time != b.time) return a.time < b.time;
+  if (a.phase != b.phase) return a.phase < b.phase;
+  return a.seq < b.seq;
+}
+
+namespace {
+// std heap functions build a max-heap; invert the order so the first event is on top.
+struct FiresAfter {
+  bool operator()(const Event& a, const Event& b) const { return fires_before(b, a); }
+};
+}  // namespace
+
+uint64_t EventQueue::push(Event event) {
+  event.seq = next_seq_++;
+  heap_.push_back(event);
+  std::push_heap(heap_.begin(), heap_.end(), FiresAfter{});
+  return event.seq;
+}
+
+Event EventQueue::pop() {
+  assert(!heap_.empty());
+  std::pop_heap(heap_.begin(), heap_.end(), FiresAfter{});
+  Event e = heap_.back();
+  heap_.pop_back();
+  return e;
+}
+
+}  // namespace servesim::sim

@@ -1,0 +1,52 @@
+// Interfaces of the two policy tiers the engine drives, and their registries.
+//
+// Contract: a policy is a decision function over a const view (sim/view.h). It is deterministic
+// given (view, its own state); it may keep state updated through the on_* hooks; it proposes and
+// the engine validates and applies. Each family has a registry of named factories with a typed
+// parameter schema (sim/core/params.h); names are unique (duplicates are fatal at registration)
+// and an unknown name lists the valid ones.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sim/core/params.h"
+#include "sim/core/registry.h"
+#include "sim/view.h"
+
+namespace servesim::sim {
+
+class BatchingPolicy {
+ public:
+  virtual ~BatchingPolicy() = default;
+  // Fills `plan` (cleared by the caller) with the next batch. Returns false when there is nothing
+  // to run now (the instance goes idle until the next arrival or completion).
+  virtual bool next_batch(const InstanceView& view, BatchPlan& plan) = 0;
+};
+
+class RoutingPolicy {
+ public:
+  virtual ~RoutingPolicy() = default;
+  // Returns the index into view.instances of the instance that takes `request`. Only instances
+  // with accepting == true may be chosen. REQUIRES: at least one accepting instance.
+  virtual int32_t route(const ClusterView& view, const RequestSpec& request) = 0;
+};
+
+struct BatchingPolicyEntry {
+  std::string description;
+  ParamSchema schema;
+  std::function<std::unique_ptr<BatchingPolicy>(const ParamValues&)> make;
+};
+
+struct RoutingPolicyEntry {
+  std::string description;
+  ParamSchema schema;
+  std::function<std::unique_ptr<RoutingPolicy>(const ParamValues&)> make;
+};
+
+// Function-local static registries (no static-initialisation-order dependence).
+Registry<BatchingPolicyEntry>& batching_policies();
+Registry<RoutingPolicyEntry>& routing_policies();
+
+}  // namespace servesim::sim

@@ -1,0 +1,68 @@
+// Record types the simulator emits, and the listener interface that receives them.
+//
+// Contract: records are plain values; the simulator knows nothing about files or SQLite.
+// reports/ implements RecordListener (SQLite, in-memory) and computes summaries from records.
+// All times are integer nanoseconds since the start of the run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/core/histogram.h"
+#include "sim/core/request_spec.h"
+#include "sim/core/time.h"
+
+namespace servesim::sim {
+
+// Latency objectives a run is judged against. An unset objective is not checked.
+struct SloSpec {
+  std::optional<Duration> ttft;      // time to first token
+  std::optional<Duration> tpot;      // mean time per output token after the first
+  std::optional<Duration> tbt_p99;   // per request: at most 1 % of its token gaps may exceed it
+  double attainment_target = 0.9;    // share of requests that must meet all set objectives
+};
+
+// One finished request.
+struct RequestRecord {
+  RequestId request_id = 0;
+  int32_t instance_id = -1;        // instance that produced its last token
+  int64_t arrival_ns = 0;
+  int64_t first_scheduled_ns = -1;  // first time any of its tokens was in a batch
+  int64_t first_token_ns = -1;
+  int64_t done_ns = -1;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  int32_t preemptions = 0;
+  int64_t max_tbt_ns = 0;            // largest gap between consecutive output tokens
+  int64_t tbt_slo_violations = 0;    // gaps above SloSpec::tbt_p99 (0 when unset)
+  std::vector<int64_t> token_times_ns;  // every token's time; filled only when asked for
+
+  int64_t ttft_ns() const { return first_token_ns - arrival_ns; }
+  int64_t e2e_ns() const { return done_ns - arrival_ns; }
+  int64_t queueing_ns() const { return first_scheduled_ns - arrival_ns; }
+  // (E2E - TTFT) / (output - 1); 0 for single-token requests.
+  double tpot_ns() const {
+    return output_tokens > 1 ? static_cast<double>(done_ns - first_token_ns) / (output_tokens - 1)
+                             : 0.0;
+  }
+};
+
+// One point of a time series (queue depth, KV utilisation, busy fraction...).
+struct SampleRecord {
+  int64_t t_ns = 0;
+  std::string entity;  // "instance/0", "cluster"
+  std::string metric;  // "kv_utilization", "waiting", "running", "busy_fraction"
+  double value = 0;
+};
+
+// Receives records as the simulation produces them.
+class RecordListener {
+ public:
+  virtual ~RecordListener() = default;
+  virtual void on_request(const RequestRecord& record) = 0;
+  virtual void on_sample(const SampleRecord& sample) = 0;
+};
+
+}  // namespace servesim::sim

@@ -1,0 +1,100 @@
+// Read-only views the engine hands to policies, and the decisions policies return.
+//
+// Contract: policies read views and return plans; they never mutate engine state, never schedule
+// events and never keep pointers into a view past the call. The engine validates every plan (KV
+// capacity, sequence limits, token counts) and applies it; an invalid plan is a policy bug and
+// throws std::logic_error.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "sim/core/request_spec.h"
+#include "sim/core/time.h"
+
+namespace servesim::sim {
+
+// Tokens -> KV blocks, rounding up. REQUIRES: block_size > 0, tokens >= 0.
+inline int64_t blocks_for_tokens(int64_t tokens, int64_t block_size) {
+  return (tokens + block_size - 1) / block_size;
+}
+
+// One request as an instance's batching policy sees it.
+struct SeqView {
+  RequestId id = 0;
+  SimTime arrival{};
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;     // the request finishes after this many sampled tokens
+  int64_t generated_tokens = 0;  // tokens sampled so far
+  int64_t computed_tokens = 0;   // tokens whose KV is in the cache (0 after a recompute preemption)
+  int64_t blocks = 0;            // KV blocks held on this instance
+  int32_t preemptions = 0;
+
+  // Tokens that must be in KV before the next token can be sampled: the prompt plus every sampled
+  // token (the newest sampled token is fed back in the next step).
+  int64_t num_tokens() const { return prompt_tokens + generated_tokens; }
+  // Tokens still to compute before the next sample (1 for a decode step).
+  int64_t remaining_tokens() const { return num_tokens() - computed_tokens; }
+  // A decode step: the prompt (and any recompute) is done and one token is pending.
+  bool is_decode() const { return generated_tokens > 0 && remaining_tokens() == 1; }
+};
+
+// An instance's state as its batching policy sees it.
+struct InstanceView {
+  SimTime now{};
+  int32_t instance_id = 0;
+  int64_t block_size = 16;
+  int64_t total_blocks = 0;
+  int64_t free_blocks = 0;
+  const std::vector<SeqView>* running = nullptr;  // admission order
+  const std::deque<SeqView>* waiting = nullptr;   // FCFS; preempted requests re-enter at the head
+};
+
+// One request's work in the next batch.
+struct ScheduledSeq {
+  RequestId id = 0;
+  int64_t tokens = 0;  // tokens computed this step, 1 <= tokens <= remaining_tokens()
+  // KV tokens the request must hold after this step; 0 means computed + tokens. A policy that
+  // reserves the whole prompt at admission (Sarathi) sets it to the prompt length.
+  int64_t reserve_tokens = 0;
+};
+
+// The next batch of an instance, applied by the engine in this order: preempt, admit, run.
+struct BatchPlan {
+  // Running requests to preempt by recompute (their KV is freed; each is put at the head of the
+  // waiting queue in this order, so the last one listed ends up first).
+  std::vector<RequestId> preempt;
+  // Waiting requests to move to the running list, in order (appended to running).
+  std::vector<RequestId> admit;
+  // Work of this step; every id must be running after admission. May be empty only when the plan
+  // only preempts.
+  std::vector<ScheduledSeq> scheduled;
+
+  void clear() {
+    preempt.clear();
+    admit.clear();
+    scheduled.clear();
+  }
+  bool empty() const { return preempt.empty() && admit.empty() && scheduled.empty(); }
+};
+
+// An instance's load as the cluster router sees it.
+struct InstanceLoad {
+  int32_t instance_id = 0;
+  int64_t waiting = 0;      // requests queued, not yet admitted
+  int64_t running = 0;      // requests admitted
+  int64_t outstanding = 0;  // routed here and not finished
+  int64_t total_blocks = 0;
+  int64_t used_blocks = 0;
+  int64_t queued_prompt_blocks = 0;  // KV blocks the waiting requests' prompts will need
+  bool accepting = true;             // false while starting up or draining
+};
+
+struct ClusterView {
+  SimTime now{};
+  const std::vector<InstanceLoad>* instances = nullptr;
+  int64_t block_size = 16;
+};
+
+}  // namespace servesim::sim
