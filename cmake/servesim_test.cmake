@@ -6,6 +6,7 @@ function(servesim_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main servesim_build_flags)
   gtest_discover_tests(${name}
+    TEST_PREFIX "${name}."
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
     PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "SERVESIM_DATA=${PROJECT_SOURCE_DIR}"
     DISCOVERY_TIMEOUT 60)

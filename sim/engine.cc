@@ -69,6 +69,7 @@ struct Engine::Impl {
   EventQueue queue;
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive
+  size_t next_issue = 0;    // closed loop: index of the next request a client sends
   std::vector<RequestId> pending_route;
   bool route_pending = false;
   std::vector<InstanceLoad> loads;
@@ -141,8 +142,8 @@ struct Engine::Impl {
 
   // Closed loop: the next request of the workload arrives at `t`.
   void issue_closed_loop_request(SimTime t) {
-    if (next_arrival >= workload.requests.size()) return;
-    workload.requests[next_arrival].arrival = t;
+    if (next_issue >= workload.requests.size()) return;
+    workload.requests[next_issue++].arrival = t;
     push(t, Phase::kArrive, EventKind::kArrival, -1);
   }
 

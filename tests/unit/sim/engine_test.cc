@@ -1,0 +1,328 @@
+// Engine tests: analytic checks (unloaded latency equals the cost model, Little's law, the
+// roofline bound), determinism, KV mechanics (preemption, rejection), closed loop, stop time,
+// and plan validation.
+#include "sim/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "models/memory_model.h"
+#include "policies/builtin.h"
+#include "policies/coloc.h"
+#include "policies/routers.h"
+#include "sim/core/rng.h"
+
+namespace servesim::sim {
+namespace {
+
+struct Catalogs {
+  models::GpuCatalog gpus = models::GpuCatalog::load("models/catalog/gpus.json");
+  models::ModelCatalog models = models::ModelCatalog::load("models/catalog/models");
+};
+
+const Catalogs& catalogs() {
+  static const Catalogs c;
+  return c;
+}
+
+models::Deployment llama8b_h100() {
+  return {&catalogs().models.get("llama-3.1-8b"), &catalogs().gpus.get("h100_sxm"), 1,
+          models::Dtype::kBf16, models::Dtype::kBf16};
+}
+
+// Wraps a cost model and checks every shape it is asked about against the roofline bound.
+class CheckedCostModel : public models::IterationCostModel {
+ public:
+  explicit CheckedCostModel(std::unique_ptr<models::IterationCostModel> inner)
+      : inner_(std::move(inner)) {}
+  Duration iteration_time(const models::BatchShape& s) const override {
+    const Duration t = inner_->iteration_time(s);
+    const Duration bound = inner_->peak_bound_time(s);
+    EXPECT_GE(t.count(), bound.count());
+    total_bound_ns_ += bound.count();
+    calls_++;
+    return t;
+  }
+  models::OperatorTimes breakdown(const models::BatchShape& s) const override {
+    return inner_->breakdown(s);
+  }
+  Duration peak_bound_time(const models::BatchShape& s) const override {
+    return inner_->peak_bound_time(s);
+  }
+  std::string describe() const override { return inner_->describe(); }
+
+  mutable int64_t total_bound_ns_ = 0;
+  mutable int64_t calls_ = 0;
+
+ private:
+  std::unique_ptr<models::IterationCostModel> inner_;
+};
+
+class CollectingListener : public RecordListener {
+ public:
+  void on_request(const RequestRecord& r) override { requests.push_back(r); }
+  void on_sample(const SampleRecord& s) override { samples.push_back(s); }
+  std::vector<RequestRecord> requests;
+  std::vector<SampleRecord> samples;
+};
+
+struct RunSetup {
+  int instances = 1;
+  int64_t num_blocks = 0;  // 0 = from the memory plan
+  policies::ColocParams coloc;
+  EngineConfig config;
+  std::string router = "round_robin";
+};
+
+std::shared_ptr<CheckedCostModel> make_cost() {
+  return std::make_shared<CheckedCostModel>(
+      models::make_roofline_cost_model(llama8b_h100(), models::RooflineParams{}));
+}
+
+RunResult run_engine(const RunSetup& setup, Workload w, RecordListener* listener,
+                     std::shared_ptr<CheckedCostModel> cost = nullptr) {
+  if (!cost) cost = make_cost();
+  const models::MemoryPlan plan = models::plan_memory(llama8b_h100(), models::MemoryParams{});
+  std::vector<InstanceSetup> inst;
+  for (int i = 0; i < setup.instances; ++i) {
+    InstanceSetup s;
+    s.gpu = "h100_sxm";
+    s.cost_model = cost;
+    s.num_blocks = setup.num_blocks > 0 ? setup.num_blocks : plan.num_blocks;
+    s.block_size = 16;
+    s.batching = policies::make_coloc(setup.coloc);
+    inst.push_back(std::move(s));
+  }
+  policies::register_builtin_policies();
+  auto router = routing_policies().get(setup.router).make({});
+  Engine engine(setup.config, std::move(inst), std::move(router), std::move(w), listener);
+  return engine.run();
+}
+
+Workload fixed_workload(int n, double rate_per_s, int64_t prompt, int64_t output, uint64_t seed) {
+  Workload w;
+  RngStream rng(seed, "test-arrivals");
+  double t = 0;
+  for (int i = 0; i < n; ++i) {
+    RequestSpec r;
+    r.id = i;
+    r.arrival = kTimeZero + duration_from_seconds(t);
+    r.prompt_tokens = prompt;
+    r.output_tokens = output;
+    w.requests.push_back(r);
+    t += rate_per_s > 0 ? rng.exponential(rate_per_s) : 0;
+  }
+  return w;
+}
+
+TEST(EngineAnalytic, UnloadedRequestTtftEqualsPrefillIterationAndTbtEqualsDecodeIterations) {
+  const int64_t prompt = 1000, output = 20;
+  CollectingListener rec;
+  RunSetup setup;
+  setup.config.record_token_times = true;
+  auto cost = make_cost();
+  run_engine(setup, fixed_workload(1, 0, prompt, output, 1), &rec, cost);
+  ASSERT_EQ(rec.requests.size(), 1u);
+  const RequestRecord& r = rec.requests[0];
+
+  models::BatchShape shape;
+  shape.segments = {{prompt, prompt, 1}};
+  const int64_t prefill_ns = cost->iteration_time(shape).count();
+  EXPECT_EQ(r.ttft_ns(), prefill_ns);
+  EXPECT_EQ(r.queueing_ns(), 0);
+  ASSERT_EQ(r.token_times_ns.size(), static_cast<size_t>(output));
+  int64_t expected_total = prefill_ns;
+  for (int64_t k = 1; k < output; ++k) {
+    shape.segments = {{1, prompt + k, 1}};
+    const int64_t decode_ns = cost->iteration_time(shape).count();
+    EXPECT_EQ(r.token_times_ns[k] - r.token_times_ns[k - 1], decode_ns) << "token " << k;
+    expected_total += decode_ns;
+  }
+  EXPECT_EQ(r.e2e_ns(), expected_total);
+  // TPOT is the mean decode iteration time.
+  EXPECT_NEAR(r.tpot_ns(), static_cast<double>(expected_total - prefill_ns) / (output - 1), 1.0);
+}
+
+TEST(EngineAnalytic, LongPromptIsChunkedByTheTokenBudget) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.coloc.max_num_batched_tokens = 512;
+  auto cost = make_cost();
+  run_engine(setup, fixed_workload(1, 0, 1300, 2, 1), &rec, cost);
+  ASSERT_EQ(rec.requests.size(), 1u);
+  models::BatchShape a, b, c;
+  a.segments = {{512, 512, 0}};
+  b.segments = {{512, 1024, 0}};
+  c.segments = {{276, 1300, 1}};
+  EXPECT_EQ(rec.requests[0].ttft_ns(),
+            (cost->iteration_time(a) + cost->iteration_time(b) + cost->iteration_time(c)).count());
+}
+
+TEST(EngineAnalytic, LittlesLawHoldsOnTheRequestTable) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.instances = 2;
+  setup.router = "least_outstanding";
+  Workload w = fixed_workload(3000, 20.0, 800, 150, 7);
+  const RunResult res = run_engine(setup, std::move(w), &rec);
+  ASSERT_EQ(rec.requests.size(), 3000u);
+  // L (time-average in system, integrated by the engine) = lambda * W (from the records).
+  double sum_e2e_s = 0;
+  for (const auto& r : rec.requests) sum_e2e_s += r.e2e_ns() * 1e-9;
+  const double span_s = to_seconds(res.end_time);
+  const double lambda = 3000 / span_s;
+  const double w_mean = sum_e2e_s / 3000;
+  EXPECT_NEAR(res.mean_in_system, lambda * w_mean, 0.02 * lambda * w_mean);
+  // And the sampled in-system series agrees on average (coarser, sampled every second).
+  double sampled = 0;
+  int n = 0;
+  for (const auto& s : rec.samples) {
+    if (s.entity == "cluster" && s.metric == "in_system") {
+      sampled += s.value;
+      n++;
+    }
+  }
+  ASSERT_GT(n, 50);
+  EXPECT_NEAR(sampled / n, res.mean_in_system, 0.1 * res.mean_in_system);
+}
+
+TEST(EngineAnalytic, ThroughputNeverExceedsTheRooflineBound) {
+  RunSetup setup;
+  setup.coloc.max_num_seqs = 512;
+  auto cost = make_cost();
+  // Saturating load: everything arrives at once.
+  const RunResult res = run_engine(setup, fixed_workload(2000, 0, 512, 128, 3), nullptr, cost);
+  EXPECT_EQ(res.requests_finished, 2000);
+  EXPECT_GT(cost->calls_, 100);
+  // The instance was busy at least as long as the same batches take at peak FLOP/s and bandwidth.
+  EXPECT_GE(res.instances[0].busy_ns, cost->total_bound_ns_);
+  const double tokens = static_cast<double>(res.instances[0].prefill_tokens + res.instances[0].decode_tokens);
+  EXPECT_EQ(tokens, 2000.0 * 512 + 2000.0 * 127);
+  EXPECT_LE(tokens / (res.instances[0].busy_ns * 1e-9), tokens / (cost->total_bound_ns_ * 1e-9));
+}
+
+TEST(EngineDeterminism, SameInputsGiveIdenticalFingerprintAndRecords) {
+  auto once = [] {
+    CollectingListener rec;
+    RunSetup setup;
+    setup.instances = 3;
+    setup.router = "least_kv_load";
+    const RunResult r = run_engine(setup, fixed_workload(500, 30.0, 700, 90, 11), &rec);
+    return std::make_pair(r, rec.requests);
+  };
+  const auto [a, ra] = once();
+  const auto [b, rb] = once();
+  EXPECT_EQ(a.event_fingerprint, b.event_fingerprint);
+  EXPECT_EQ(a.events, b.events);
+  ASSERT_EQ(ra.size(), rb.size());
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i].request_id, rb[i].request_id);
+    EXPECT_EQ(ra[i].done_ns, rb[i].done_ns);
+    EXPECT_EQ(ra[i].first_token_ns, rb[i].first_token_ns);
+  }
+  // A different workload seed changes the fingerprint.
+  RunSetup setup;
+  setup.instances = 3;
+  const RunResult c = run_engine(setup, fixed_workload(500, 30.0, 700, 90, 12), nullptr);
+  EXPECT_NE(a.event_fingerprint, c.event_fingerprint);
+}
+
+TEST(EngineKv, PreemptionByRecomputeLetsEveryRequestFinish) {
+  for (auto mode : {policies::ColocParams::Mode::kUnifiedV1, policies::ColocParams::Mode::kStallFree,
+                    policies::ColocParams::Mode::kPrefillPriority}) {
+    CollectingListener rec;
+    RunSetup setup;
+    setup.coloc.mode = mode;
+    setup.coloc.kv_allocation = mode == policies::ColocParams::Mode::kStallFree
+                                    ? policies::ColocParams::KvAllocation::kWholePrompt
+                                    : policies::ColocParams::KvAllocation::kPerChunk;
+    setup.num_blocks = 200;  // 3200 tokens of KV: room for ~5 of these requests at full length
+    const RunResult res = run_engine(setup, fixed_workload(40, 0, 300, 300, 5), &rec);
+    EXPECT_EQ(res.requests_finished, 40);
+    EXPECT_EQ(res.requests_rejected, 0);
+    int64_t preemptions = 0;
+    for (const auto& r : rec.requests) {
+      preemptions += r.preemptions;
+      EXPECT_EQ(r.output_tokens, 300);
+    }
+    EXPECT_GT(preemptions, 0) << "mode " << static_cast<int>(mode);
+    EXPECT_EQ(res.instances[0].preemptions, preemptions);
+    EXPECT_LE(res.instances[0].peak_used_blocks, 200);
+  }
+}
+
+TEST(EngineKv, RequestLargerThanTheKvPoolIsRejected) {
+  RunSetup setup;
+  setup.num_blocks = 10;  // 160 tokens
+  Workload w = fixed_workload(3, 1.0, 100, 20, 1);
+  w.requests[1].prompt_tokens = 150;  // 170 tokens with its output
+  const RunResult res = run_engine(setup, std::move(w), nullptr);
+  EXPECT_EQ(res.requests_rejected, 1);
+  EXPECT_EQ(res.requests_finished, 2);
+}
+
+TEST(EngineClosedLoop, NeverMoreThanClientsInFlight) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.config.closed_loop.clients = 4;
+  setup.config.closed_loop.think_time = std::chrono::milliseconds(50);
+  setup.config.sample_interval = std::chrono::milliseconds(10);
+  const RunResult res = run_engine(setup, fixed_workload(40, 1.0, 200, 30, 1), &rec);
+  EXPECT_EQ(res.requests_finished, 40);
+  for (const auto& s : rec.samples) {
+    if (s.metric == "in_system") EXPECT_LE(s.value, 4.0);
+  }
+  // Each request after the first four arrives exactly think_time after one finished.
+  std::vector<int64_t> done;
+  for (const auto& r : rec.requests) done.push_back(r.done_ns);
+  std::sort(done.begin(), done.end());
+  for (const auto& r : rec.requests) {
+    if (r.request_id < 4) {
+      EXPECT_EQ(r.arrival_ns, 0);
+    } else {
+      EXPECT_TRUE(std::binary_search(done.begin(), done.end(), r.arrival_ns - 50'000'000))
+          << "request " << r.request_id;
+    }
+  }
+}
+
+TEST(EngineStop, MaxSimTimeStopsWithUnfinishedRequests) {
+  RunSetup setup;
+  setup.config.max_sim_time = std::chrono::seconds(2);
+  const RunResult res = run_engine(setup, fixed_workload(100, 10.0, 500, 500, 1), nullptr);
+  EXPECT_EQ(to_ns(res.end_time), 2'000'000'000);
+  EXPECT_GT(res.requests_unfinished, 0);
+  EXPECT_EQ(res.requests_finished + res.requests_unfinished + res.requests_rejected, 100);
+  EXPECT_DOUBLE_EQ(res.gpu_seconds, 2.0);
+}
+
+// A policy that schedules a request that is not running.
+class BrokenPolicy : public BatchingPolicy {
+ public:
+  bool next_batch(const InstanceView&, BatchPlan& plan) override {
+    plan.scheduled.push_back({12345, 1, 0});
+    return true;
+  }
+};
+
+TEST(EngineValidation, InvalidPlanIsReportedAsAPolicyBug) {
+  std::vector<InstanceSetup> inst(1);
+  inst[0].cost_model = make_cost();
+  inst[0].num_blocks = 100;
+  inst[0].batching = std::make_unique<BrokenPolicy>();
+  Engine engine(EngineConfig{}, std::move(inst), policies::make_round_robin(),
+                fixed_workload(1, 0, 10, 2, 1), nullptr);
+  try {
+    engine.run();
+    FAIL() << "expected std::logic_error";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("schedules request 12345 that is not running"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace servesim::sim

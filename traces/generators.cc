@@ -1,0 +1,241 @@
+#include "traces/generators.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace servesim::traces {
+namespace {
+
+class FixedLengths final : public LengthSource {
+ public:
+  explicit FixedLengths(LengthSample sample) : sample_(sample) {}
+  LengthSample next(RngStream&) override { return sample_; }
+  std::string describe() const override {
+    return fmt::format("fixed P{}/D{}", sample_.prompt_tokens, sample_.output_tokens);
+  }
+
+ private:
+  LengthSample sample_;
+};
+
+class EmpiricalLengths final : public LengthSource {
+ public:
+  EmpiricalLengths(std::vector<LengthSample> samples, std::string label)
+      : samples_(std::move(samples)), label_(std::move(label)) {}
+  LengthSample next(RngStream& rng) override {
+    const int64_t last = static_cast<int64_t>(samples_.size()) - 1;
+    return samples_[static_cast<size_t>(rng.uniform_int(0, last))];
+  }
+  std::string describe() const override { return label_; }
+
+ private:
+  std::vector<LengthSample> samples_;
+  std::string label_;
+};
+
+class MixtureLengths final : public LengthSource {
+ public:
+  MixtureLengths(std::vector<std::unique_ptr<LengthSource>> parts, std::vector<double> weights)
+      : parts_(std::move(parts)), weights_(std::move(weights)) {
+    double total = 0;
+    for (double weight : weights_) {
+      total += weight;
+      cumulative_.push_back(total);
+    }
+  }
+
+  LengthSample next(RngStream& rng) override {
+    const double pick = rng.uniform() * cumulative_.back();
+    size_t index = 0;
+    // A part with weight 0 has an empty interval and is never chosen.
+    while (index + 1 < parts_.size() && !(pick < cumulative_[index])) {
+      ++index;
+    }
+    return parts_[index]->next(rng);
+  }
+
+  std::string describe() const override {
+    std::string text = "mixture(";
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      text += fmt::format("{}{:g}*{}", i == 0 ? "" : " + ", weights_[i] / cumulative_.back(),
+                          parts_[i]->describe());
+    }
+    return text + ")";
+  }
+
+ private:
+  std::vector<std::unique_ptr<LengthSource>> parts_;
+  std::vector<double> weights_;
+  std::vector<double> cumulative_;
+};
+
+void check_samples(const std::vector<LengthSample>& samples, const std::string& name) {
+  if (samples.empty()) {
+    throw std::invalid_argument(fmt::format("length source \"{}\" has no samples", name));
+  }
+  for (const LengthSample& sample : samples) {
+    if (sample.prompt_tokens <= 0 || sample.output_tokens <= 0) {
+      throw std::invalid_argument(
+          fmt::format("length source \"{}\": expected positive token counts, found P{}/D{}", name,
+                      sample.prompt_tokens, sample.output_tokens));
+    }
+  }
+}
+
+bool positive_finite(double value) { return std::isfinite(value) && value > 0; }
+
+// Returns the next inter-arrival gap in seconds.
+double next_gap_s(const ArrivalSpec& spec, RngStream& rng) {
+  switch (spec.kind) {
+    case ArrivalKind::kPoisson:
+      return rng.exponential(spec.rate_per_s);
+    case ArrivalKind::kGamma: {
+      const double shape = 1.0 / (spec.cv * spec.cv);
+      return rng.gamma(shape, 1.0 / (spec.rate_per_s * shape));
+    }
+    case ArrivalKind::kUniform:
+      return 1.0 / spec.rate_per_s;
+  }
+  throw std::invalid_argument("unknown ArrivalKind");
+}
+
+}  // namespace
+
+std::unique_ptr<LengthSource> make_fixed_lengths(int64_t prompt, int64_t output) {
+  if (prompt <= 0 || output <= 0) {
+    throw std::invalid_argument(
+        fmt::format("fixed lengths: expected positive prompt and output tokens, found P{}/D{}",
+                    prompt, output));
+  }
+  return std::make_unique<FixedLengths>(LengthSample{prompt, output});
+}
+
+std::unique_ptr<LengthSource> make_empirical_lengths(std::vector<LengthSample> samples,
+                                                     std::string name) {
+  check_samples(samples, name);
+  std::string label = fmt::format("empirical:{} ({} samples)", name, samples.size());
+  return std::make_unique<EmpiricalLengths>(std::move(samples), std::move(label));
+}
+
+std::unique_ptr<LengthSource> make_lengths_from_workload(const Workload& w, std::string name) {
+  std::vector<LengthSample> samples;
+  samples.reserve(w.requests.size());
+  for (const RequestSpec& request : w.requests) {
+    samples.push_back({request.prompt_tokens, request.output_tokens});
+  }
+  check_samples(samples, name);
+  std::string label = fmt::format("trace:{} ({} requests)", name, samples.size());
+  return std::make_unique<EmpiricalLengths>(std::move(samples), std::move(label));
+}
+
+std::unique_ptr<LengthSource> make_mixture_lengths(std::vector<std::unique_ptr<LengthSource>> parts,
+                                                   std::vector<double> weights) {
+  if (parts.empty()) {
+    throw std::invalid_argument("length mixture: expected at least one part, found none");
+  }
+  if (parts.size() != weights.size()) {
+    throw std::invalid_argument(
+        fmt::format("length mixture: expected one weight per part ({}), found {}", parts.size(),
+                    weights.size()));
+  }
+  double total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!parts[i]) {
+      throw std::invalid_argument(fmt::format("length mixture: part {} is null", i));
+    }
+    if (!std::isfinite(weights[i]) || weights[i] < 0) {
+      throw std::invalid_argument(
+          fmt::format("length mixture: expected a finite non-negative weight, found {} for part {}",
+                      weights[i], i));
+    }
+    total += weights[i];
+  }
+  if (!(total > 0)) {
+    throw std::invalid_argument("length mixture: expected a positive total weight, found 0");
+  }
+  return std::make_unique<MixtureLengths>(std::move(parts), std::move(weights));
+}
+
+std::string_view arrival_kind_name(ArrivalKind kind) {
+  switch (kind) {
+    case ArrivalKind::kPoisson:
+      return "poisson";
+    case ArrivalKind::kGamma:
+      return "gamma";
+    case ArrivalKind::kUniform:
+      return "uniform";
+  }
+  return "unknown";
+}
+
+ArrivalKind parse_arrival_kind(std::string_view name) {
+  for (ArrivalKind kind : {ArrivalKind::kPoisson, ArrivalKind::kGamma, ArrivalKind::kUniform}) {
+    if (name == arrival_kind_name(kind)) {
+      return kind;
+    }
+  }
+  throw std::invalid_argument(fmt::format(
+      "unknown arrival process \"{}\"; valid values are: poisson, gamma, uniform", name));
+}
+
+Workload generate(const ArrivalSpec& arrivals, LengthSource& lengths, int64_t count,
+                  Duration duration, uint64_t seed) {
+  if (!positive_finite(arrivals.rate_per_s)) {
+    throw std::invalid_argument(fmt::format(
+        "arrival rate_per_s: expected a positive finite rate, found {}", arrivals.rate_per_s));
+  }
+  if (arrivals.kind == ArrivalKind::kGamma && !positive_finite(arrivals.cv)) {
+    throw std::invalid_argument(
+        fmt::format("arrival cv: expected a positive finite value, found {}", arrivals.cv));
+  }
+  if (count < 0) {
+    throw std::invalid_argument(fmt::format("request count: expected >= 0, found {}", count));
+  }
+  if (count == 0 && duration <= Duration::zero()) {
+    throw std::invalid_argument(
+        "generate: expected a positive request count or a positive duration, found neither");
+  }
+
+  RngStream arrival_rng(seed, "arrivals");
+  RngStream length_rng(seed, "lengths");
+  Workload workload;
+  if (count > 0) {
+    workload.requests.reserve(static_cast<size_t>(count));
+  }
+  const bool bounded_by_time = duration > Duration::zero();
+  Duration now = Duration::zero();
+  for (int64_t i = 0; count == 0 || i < count; ++i) {
+    if (i > 0) {
+      const Duration gap = duration_from_seconds(next_gap_s(arrivals, arrival_rng));
+      if (gap > Duration::max() - now) {
+        throw RangeError("generate: arrival time overflows the simulated time range");
+      }
+      now += gap;
+    }
+    if (bounded_by_time && now >= duration) {
+      break;
+    }
+    const LengthSample sample = lengths.next(length_rng);
+    RequestSpec& request = workload.requests.emplace_back();
+    request.id = i;
+    request.arrival = SimTime{now};
+    request.prompt_tokens = sample.prompt_tokens;
+    request.output_tokens = sample.output_tokens;
+  }
+
+  std::string process =
+      fmt::format("{} {:g}/s", arrival_kind_name(arrivals.kind), arrivals.rate_per_s);
+  if (arrivals.kind == ArrivalKind::kGamma) {
+    process += fmt::format(" cv {:g}", arrivals.cv);
+  }
+  workload.description = fmt::format("{}, {}, {} requests, seed {}", process, lengths.describe(),
+                                     workload.requests.size(), seed);
+  return workload;
+}
+
+}  // namespace servesim::traces

@@ -1,0 +1,79 @@
+// Synthetic workloads: an arrival process paired with a source of request lengths.
+//
+// Contract: generation is deterministic given its inputs and the seed. Arrivals draw from the
+// RngStream (seed, "arrivals") and lengths from (seed, "lengths"), so changing the length source
+// never moves an arrival and vice versa. Inter-arrival gaps are converted to integer nanoseconds
+// one by one (rounded to nearest) and summed exactly. The first request arrives at time 0, as in a
+// loaded trace, and the returned Workload is finalised.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/request_spec.h"
+#include "sim/core/rng.h"
+#include "sim/core/time.h"
+#include "traces/length_sample.h"
+
+namespace servesim::traces {
+
+// Draws (prompt, output) pairs. Implementations are immutable after construction; all randomness
+// comes from the stream passed to next(), so a source can be shared across runs.
+class LengthSource {
+ public:
+  virtual ~LengthSource() = default;
+  // Returns the next sample; both counts are positive.
+  virtual LengthSample next(RngStream& rng) = 0;
+  // One-line description for provenance ("fixed P8192/D32").
+  virtual std::string describe() const = 0;
+};
+
+// Always returns (prompt, output); draws nothing from the stream.
+// Throws std::invalid_argument unless both are positive.
+std::unique_ptr<LengthSource> make_fixed_lengths(int64_t prompt, int64_t output);
+
+// Uniform draw with replacement from `samples`; `name` labels it in describe().
+// Throws std::invalid_argument if `samples` is empty or holds a non-positive count.
+std::unique_ptr<LengthSource> make_empirical_lengths(std::vector<LengthSample> samples,
+                                                     std::string name);
+
+// Uniform draw with replacement of the (prompt, output) pairs of `w`'s requests (copied; `w` need
+// not outlive the source). Throws std::invalid_argument if `w` has no request.
+std::unique_ptr<LengthSource> make_lengths_from_workload(const Workload& w, std::string name);
+
+// Picks part i with probability weights[i] / sum(weights), then draws from it.
+// Throws std::invalid_argument if `parts` is empty or holds a null, if the sizes differ, or if a
+// weight is negative or not finite, or all weights are 0.
+std::unique_ptr<LengthSource> make_mixture_lengths(std::vector<std::unique_ptr<LengthSource>> parts,
+                                                   std::vector<double> weights);
+
+enum class ArrivalKind {
+  kPoisson,  // exponential inter-arrival times with mean 1/rate (CV 1)
+  kGamma,    // Gamma inter-arrival times: shape 1/cv^2, scale cv^2/rate (mean 1/rate, CV cv)
+  kUniform,  // constant inter-arrival time 1/rate
+};
+
+struct ArrivalSpec {
+  ArrivalKind kind = ArrivalKind::kPoisson;
+  double rate_per_s = 1.0;  // mean arrival rate; > 0
+  double cv = 1.0;          // coefficient of variation of inter-arrival times (kGamma only); > 0
+};
+
+// Returns the registry-style name of `kind`: "poisson", "gamma" or "uniform".
+std::string_view arrival_kind_name(ArrivalKind kind);
+// Returns the kind named `name`. Throws std::invalid_argument listing the valid names.
+ArrivalKind parse_arrival_kind(std::string_view name);
+
+// Returns a workload of `count` requests when count > 0, otherwise every arrival before
+// `duration`; when both are positive, generation stops at whichever limit is reached first.
+// Lengths come from `lengths`.
+// Throws std::invalid_argument if the spec is invalid (rate or cv not positive and finite), if
+// count < 0, or if neither count nor duration is positive. Throws RangeError if an arrival time
+// overflows the simulated time range.
+Workload generate(const ArrivalSpec& arrivals, LengthSource& lengths, int64_t count,
+                  Duration duration, uint64_t seed);
+
+}  // namespace servesim::traces
