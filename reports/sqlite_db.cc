@@ -1,0 +1,132 @@
+#include "reports/sqlite_db.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "sim/core/error.h"
+
+namespace servesim::reports {
+namespace {
+
+[[noreturn]] void throw_sqlite(const std::string& path, const char* message,
+                               std::string_view what) {
+  throw Error(fmt::format("{}: sqlite error: {} (while {})", path,
+                          message != nullptr ? message : "unknown error", what));
+}
+
+}  // namespace
+
+SqliteDb::SqliteDb(std::string path, Mode mode) : path_(std::move(path)) {
+  const int flags =
+      mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  const int rc = sqlite3_open_v2(path_.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    // The handle may exist even on failure; it carries the message and must still be closed.
+    const std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw_sqlite(path_, message.c_str(), "opening the database");
+  }
+  sqlite3_extended_result_codes(db_, 1);
+}
+
+SqliteDb::~SqliteDb() {
+  // close_v2 defers the close until outstanding statements are finalized; it never fails for a
+  // valid handle, and a destructor has nobody to report to anyway.
+  sqlite3_close_v2(db_);
+}
+
+void SqliteDb::exec(const std::string& sql, std::string_view what) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+    const std::string text = message != nullptr ? message : sqlite3_errmsg(db_);
+    sqlite3_free(message);
+    throw_sqlite(path_, text.c_str(), what);
+  }
+}
+
+bool SqliteDb::exec_noexcept(const char* sql) noexcept {
+  return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+}
+
+void SqliteDb::fail(std::string_view what) const { throw_sqlite(path_, sqlite3_errmsg(db_), what); }
+
+Statement::Statement(SqliteDb& db, std::string_view sql, std::string_view what)
+    : db_(db), what_(what) {
+  if (sqlite3_prepare_v2(db_.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) !=
+      SQLITE_OK) {
+    db_.fail(fmt::format("preparing the statement for {}", what_));
+  }
+  if (stmt_ == nullptr) {
+    throw Error(fmt::format("{}: empty SQL statement (while {})", db_.path(), what_));
+  }
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::bind(int index, int64_t value) {
+  if (sqlite3_bind_int64(stmt_, index, value) != SQLITE_OK) {
+    db_.fail(what_);
+  }
+  return *this;
+}
+
+Statement& Statement::bind(int index, double value) {
+  if (sqlite3_bind_double(stmt_, index, value) != SQLITE_OK) {
+    db_.fail(what_);
+  }
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::string_view value) {
+  if (sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
+                        SQLITE_TRANSIENT) != SQLITE_OK) {
+    db_.fail(what_);
+  }
+  return *this;
+}
+
+Statement& Statement::bind_null(int index) {
+  if (sqlite3_bind_null(stmt_, index) != SQLITE_OK) {
+    db_.fail(what_);
+  }
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) {
+    return true;
+  }
+  if (rc == SQLITE_DONE) {
+    return false;
+  }
+  // Read the message before reset() so that it describes this failure.
+  const std::string message = sqlite3_errmsg(db_.handle());
+  sqlite3_reset(stmt_);
+  throw_sqlite(db_.path(), message.c_str(), what_);
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+  reset();
+}
+
+void Statement::reset() {
+  // After a successful step sequence reset cannot fail; after a failed one step() has already
+  // thrown, so the return code carries no new information here.
+  sqlite3_reset(stmt_);
+}
+
+int64_t Statement::column_int64(int index) const { return sqlite3_column_int64(stmt_, index); }
+
+std::string Statement::column_text(int index) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, index);
+  const int size = sqlite3_column_bytes(stmt_, index);
+  return text != nullptr ? std::string(reinterpret_cast<const char*>(text), size) : std::string();
+}
+
+}  // namespace servesim::reports

@@ -1,0 +1,394 @@
+#include "reports/sqlite_sink.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <bit>
+
+#include "reports/sqlite_db.h"
+#include "sim/core/error.h"
+
+namespace servesim::reports {
+namespace {
+
+// Version 1 of the results schema. Child tables are keyed by run_id first, so one run's rows are
+// contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
+// Changing any table or view here means bumping SqliteSink::kSchemaVersion.
+constexpr const char* kSchemaSql = R"sql(
+CREATE TABLE meta(
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE run(
+  run_id INTEGER PRIMARY KEY,
+  scenario TEXT,
+  policy TEXT,
+  router TEXT,
+  workload TEXT,
+  seed INTEGER,
+  time_unit TEXT NOT NULL DEFAULT 'ns',
+  code_rev TEXT,
+  started_at TEXT,
+  wall_s REAL,
+  status TEXT,
+  event_fingerprint TEXT
+);
+CREATE TABLE run_param(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE TABLE request(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  request_id INTEGER NOT NULL,
+  instance_id INTEGER,
+  arrival_ns INTEGER,
+  first_scheduled_ns INTEGER,
+  first_token_ns INTEGER,
+  done_ns INTEGER,
+  prompt_tokens INTEGER,
+  output_tokens INTEGER,
+  preemptions INTEGER,
+  max_tbt_ns INTEGER,
+  tbt_slo_violations INTEGER,
+  PRIMARY KEY (run_id, request_id)
+) WITHOUT ROWID;
+CREATE TABLE token(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  request_id INTEGER NOT NULL,
+  token_index INTEGER NOT NULL,
+  t_ns INTEGER NOT NULL,
+  PRIMARY KEY (run_id, request_id, token_index)
+) WITHOUT ROWID;
+CREATE TABLE tbt_histogram(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  lower_ns INTEGER NOT NULL,
+  upper_ns INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  PRIMARY KEY (run_id, lower_ns)
+) WITHOUT ROWID;
+CREATE TABLE sample(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  t_ns INTEGER NOT NULL,
+  entity TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  value REAL
+);
+CREATE INDEX sample_by_series ON sample(run_id, entity, metric, t_ns);
+CREATE TABLE scalar(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  entity TEXT NOT NULL,
+  name TEXT NOT NULL,
+  value REAL,
+  PRIMARY KEY (run_id, entity, name)
+) WITHOUT ROWID;
+
+-- Per-request latencies in milliseconds. tpot_ms is NULL for single-token requests.
+CREATE VIEW request_metrics AS
+SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemptions,
+       (first_scheduled_ns - arrival_ns) / 1e6 AS queueing_ms,
+       (first_token_ns - arrival_ns) / 1e6 AS ttft_ms,
+       CASE WHEN output_tokens > 1
+            THEN (done_ns - first_token_ns) / 1e6 / (output_tokens - 1) END AS tpot_ms,
+       (done_ns - arrival_ns) / 1e6 AS e2e_ms,
+       max_tbt_ns / 1e6 AS max_tbt_ms,
+       tbt_slo_violations
+FROM request;
+
+-- Every gap between consecutive tokens of a request (from the optional token table).
+CREATE VIEW token_gap AS
+SELECT run_id, request_id, token_index, gap_ns, gap_ns / 1e6 AS tbt_ms
+FROM (SELECT run_id, request_id, token_index,
+             t_ns - LAG(t_ns) OVER (PARTITION BY run_id, request_id
+                                    ORDER BY token_index) AS gap_ns
+      FROM token)
+WHERE gap_ns IS NOT NULL;
+
+-- One line per run with its request count and span.
+CREATE VIEW run_overview AS
+SELECT run.run_id, scenario, policy, router, workload, seed, status, wall_s,
+       count(request.request_id) AS requests,
+       (max(request.done_ns) - min(request.arrival_ns)) / 1e9 AS duration_s
+FROM run LEFT JOIN request USING (run_id)
+GROUP BY run.run_id;
+)sql";
+
+}  // namespace
+
+struct SqliteSink::Impl {
+  // Forwards the engine's records into the open run.
+  class Writer : public sim::RecordListener {
+   public:
+    explicit Writer(Impl& impl) : impl_(impl) {}
+    void on_request(const sim::RequestRecord& record) override { impl_.write_request(record); }
+    void on_sample(const sim::SampleRecord& sample) override { impl_.write_sample(sample); }
+
+   private:
+    Impl& impl_;
+  };
+
+  explicit Impl(const std::string& path)
+      : db(path, SqliteDb::Mode::kReadWriteCreate), writer(*this) {
+    if (sqlite3_busy_timeout(db.handle(), kBusyTimeoutMs) != SQLITE_OK) {
+      db.fail("setting the busy timeout");
+    }
+    {
+      // The first read of the file: a file that is not a database fails here.
+      Statement probe(db, "SELECT count(*) FROM sqlite_master", "reading the database schema");
+      probe.step();
+    }
+    {
+      // Returns the mode in effect; an in-memory database stays "memory", which is fine.
+      Statement wal(db, "PRAGMA journal_mode=WAL", "setting journal_mode=WAL");
+      wal.step();
+    }
+    db.exec("PRAGMA synchronous=NORMAL", "setting synchronous=NORMAL");
+    db.exec("PRAGMA foreign_keys=ON", "enabling foreign keys");
+    // Bounds the WAL file a long-lived connection leaves behind after a large run.
+    db.exec("PRAGMA journal_size_limit=67108864", "setting journal_size_limit");
+    prepare_schema();
+
+    insert_run = std::make_unique<Statement>(
+        db,
+        "INSERT INTO run(scenario, policy, router, workload, seed, code_rev, started_at, status) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, 'running')",
+        "inserting the run row");
+    update_run = std::make_unique<Statement>(
+        db, "UPDATE run SET status = ?, wall_s = ?, event_fingerprint = ? WHERE run_id = ?",
+        "finishing the run row");
+    insert_param = std::make_unique<Statement>(
+        db, "INSERT INTO run_param(run_id, key, value) VALUES (?, ?, ?)", "inserting run_param");
+    insert_request = std::make_unique<Statement>(
+        db,
+        "INSERT INTO request(run_id, request_id, instance_id, arrival_ns, first_scheduled_ns, "
+        "first_token_ns, done_ns, prompt_tokens, output_tokens, preemptions, max_tbt_ns, "
+        "tbt_slo_violations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "inserting a request row");
+    insert_token = std::make_unique<Statement>(
+        db, "INSERT INTO token(run_id, request_id, token_index, t_ns) VALUES (?, ?, ?, ?)",
+        "inserting a token row");
+    insert_sample = std::make_unique<Statement>(
+        db, "INSERT INTO sample(run_id, t_ns, entity, metric, value) VALUES (?, ?, ?, ?, ?)",
+        "inserting a sample row");
+    insert_scalar = std::make_unique<Statement>(
+        db, "INSERT INTO scalar(run_id, entity, name, value) VALUES (?, ?, ?, ?)",
+        "inserting a scalar row");
+    insert_bin = std::make_unique<Statement>(
+        db, "INSERT INTO tbt_histogram(run_id, lower_ns, upper_ns, count) VALUES (?, ?, ?, ?)",
+        "inserting a tbt_histogram row");
+  }
+
+  ~Impl() { abort(); }
+
+  // Creates the schema in a new database or checks the version of an existing one. Runs in an
+  // IMMEDIATE transaction so that two processes creating the same file do not race.
+  void prepare_schema() {
+    db.exec("BEGIN IMMEDIATE", "locking the database to check its schema");
+    try {
+      Statement tables(db,
+                       "SELECT count(*), coalesce(sum(name = 'meta'), 0) FROM sqlite_master "
+                       "WHERE type = 'table'",
+                       "reading the database schema");
+      tables.step();
+      const int64_t table_count = tables.column_int64(0);
+      const bool has_meta = tables.column_int64(1) != 0;
+      if (table_count == 0) {
+        db.exec(kSchemaSql, "creating the schema");
+        Statement version(db, "INSERT INTO meta(key, value) VALUES ('schema_version', ?)",
+                          "writing the schema version");
+        version.bind(1, std::string_view(std::to_string(kSchemaVersion))).run();
+      } else if (!has_meta) {
+        throw Error(
+            fmt::format("{}: not a servesim results database (it has no meta table)", db.path()));
+      } else {
+        Statement version(db, "SELECT value FROM meta WHERE key = 'schema_version'",
+                          "reading the schema version");
+        if (!version.step()) {
+          throw Error(
+              fmt::format("{}: not a servesim results database (meta has no "
+                          "schema_version)",
+                          db.path()));
+        }
+        const std::string found = version.column_text(0);
+        if (found != std::to_string(kSchemaVersion)) {
+          throw Error(fmt::format(
+              "{}: results database has schema_version {}, this build reads and writes version {}",
+              db.path(), found, kSchemaVersion));
+        }
+      }
+      db.exec("COMMIT", "committing the schema");
+    } catch (...) {
+      db.exec_noexcept("ROLLBACK");
+      throw;
+    }
+  }
+
+  void require_open(std::string_view what) const {
+    if (!open) {
+      throw Error(
+          fmt::format("{}: no run is open (while {}); call begin_run first", db.path(), what));
+    }
+  }
+
+  // Runs `f` inside the open run; on any exception the run is rolled back before rethrowing.
+  template <typename F>
+  void guarded(std::string_view what, F&& f) {
+    require_open(what);
+    try {
+      f();
+    } catch (...) {
+      abort();
+      throw;
+    }
+  }
+
+  int64_t begin(const RunInfo& info,
+                const std::vector<std::pair<std::string, std::string>>& params) {
+    if (open) {
+      throw Error(fmt::format("{}: run {} is still open; call end_run or abort_run first",
+                              db.path(), run_id));
+    }
+    db.exec("BEGIN IMMEDIATE", "beginning a run");
+    open = true;
+    guarded("beginning a run", [&] {
+      insert_run->bind(1, std::string_view(info.scenario))
+          .bind(2, std::string_view(info.policy))
+          .bind(3, std::string_view(info.router))
+          .bind(4, std::string_view(info.workload))
+          .bind(5, std::bit_cast<int64_t>(info.seed))
+          .bind(6, std::string_view(info.code_rev))
+          .bind(7, std::string_view(info.started_at))
+          .run();
+      run_id = sqlite3_last_insert_rowid(db.handle());
+      insert_param->bind(1, run_id);
+      for (const auto& [key, value] : params) {
+        insert_param->bind(2, std::string_view(key)).bind(3, std::string_view(value)).run();
+      }
+    });
+    return run_id;
+  }
+
+  void write_request(const sim::RequestRecord& r) {
+    guarded("writing a request record", [&] {
+      insert_request->bind(1, run_id)
+          .bind(2, static_cast<int64_t>(r.request_id))
+          .bind(3, static_cast<int64_t>(r.instance_id))
+          .bind(4, r.arrival_ns)
+          .bind(5, r.first_scheduled_ns)
+          .bind(6, r.first_token_ns)
+          .bind(7, r.done_ns)
+          .bind(8, r.prompt_tokens)
+          .bind(9, r.output_tokens)
+          .bind(10, static_cast<int64_t>(r.preemptions))
+          .bind(11, r.max_tbt_ns)
+          .bind(12, r.tbt_slo_violations)
+          .run();
+      if (!r.token_times_ns.empty()) {
+        insert_token->bind(1, run_id).bind(2, static_cast<int64_t>(r.request_id));
+        for (size_t i = 0; i < r.token_times_ns.size(); ++i) {
+          insert_token->bind(3, static_cast<int64_t>(i)).bind(4, r.token_times_ns[i]).run();
+        }
+      }
+    });
+  }
+
+  void write_sample(const sim::SampleRecord& s) {
+    guarded("writing a sample record", [&] {
+      insert_sample->bind(1, run_id)
+          .bind(2, s.t_ns)
+          .bind(3, std::string_view(s.entity))
+          .bind(4, std::string_view(s.metric))
+          .bind(5, s.value)
+          .run();
+    });
+  }
+
+  void write_scalar(const std::string& entity, const std::string& name, double value) {
+    guarded("writing a scalar", [&] {
+      insert_scalar->bind(1, run_id)
+          .bind(2, std::string_view(entity))
+          .bind(3, std::string_view(name))
+          .bind(4, value)
+          .run();
+    });
+  }
+
+  void write_histogram(const LogHistogram& h) {
+    guarded("writing the TBT histogram", [&] {
+      insert_bin->bind(1, run_id);
+      for (const LogHistogram::Bin& bin : h.bins()) {
+        insert_bin->bind(2, bin.lower).bind(3, bin.upper).bind(4, bin.count).run();
+      }
+    });
+  }
+
+  void end(const std::string& status, double wall_s, const std::string& fingerprint) {
+    guarded("ending the run", [&] {
+      update_run->bind(1, std::string_view(status))
+          .bind(2, wall_s)
+          .bind(3, std::string_view(fingerprint))
+          .bind(4, run_id)
+          .run();
+      db.exec("COMMIT", "committing the run");
+      open = false;
+    });
+  }
+
+  void abort() noexcept {
+    if (open) {
+      // Some failures (disk full, I/O errors) already rolled the transaction back, in which case
+      // this ROLLBACK fails harmlessly.
+      db.exec_noexcept("ROLLBACK");
+      open = false;
+    }
+  }
+
+  SqliteDb db;
+  Writer writer;
+  std::unique_ptr<Statement> insert_run;
+  std::unique_ptr<Statement> update_run;
+  std::unique_ptr<Statement> insert_param;
+  std::unique_ptr<Statement> insert_request;
+  std::unique_ptr<Statement> insert_token;
+  std::unique_ptr<Statement> insert_sample;
+  std::unique_ptr<Statement> insert_scalar;
+  std::unique_ptr<Statement> insert_bin;
+  bool open = false;
+  int64_t run_id = -1;
+};
+
+SqliteSink::SqliteSink(const std::string& path) : impl_(std::make_unique<Impl>(path)) {}
+
+SqliteSink::~SqliteSink() = default;
+
+int64_t SqliteSink::begin_run(const RunInfo& info,
+                              const std::vector<std::pair<std::string, std::string>>& params) {
+  return impl_->begin(info, params);
+}
+
+sim::RecordListener& SqliteSink::listener() { return impl_->writer; }
+
+void SqliteSink::add_scalar(const std::string& entity, const std::string& name, double value) {
+  impl_->write_scalar(entity, name, value);
+}
+
+void SqliteSink::add_tbt_histogram(const LogHistogram& tbt_ns) { impl_->write_histogram(tbt_ns); }
+
+void SqliteSink::end_run(const std::string& status, double wall_s,
+                         const std::string& event_fingerprint) {
+  impl_->end(status, wall_s, event_fingerprint);
+}
+
+void SqliteSink::abort_run() noexcept { impl_->abort(); }
+
+bool SqliteSink::run_open() const { return impl_->open; }
+
+int64_t SqliteSink::run_id() const {
+  impl_->require_open("reading the run id");
+  return impl_->run_id;
+}
+
+const std::string& SqliteSink::path() const { return impl_->db.path(); }
+
+}  // namespace servesim::reports

@@ -1,0 +1,284 @@
+#include "reports/summary.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sim/core/error.h"
+
+namespace servesim::reports {
+namespace {
+
+constexpr double kNsToS = 1e-9;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Nearest-rank quantile of sorted values for an integer percentile: the smallest value with at
+// least ceil(n * percent / 100) values at or below it. Integer arithmetic keeps the rank exact.
+template <typename T>
+T nearest_rank(const std::vector<T>& sorted, int64_t percent) {
+  const int64_t n = static_cast<int64_t>(sorted.size());
+  const int64_t rank = std::clamp<int64_t>((n * percent + 99) / 100, 1, n);
+  return sorted[rank - 1];
+}
+
+// Percentiles of per-request values in nanoseconds, reported in seconds. Sorts `ns` in place.
+template <typename T>
+Percentiles percentiles_of(std::vector<T>& ns) {
+  Percentiles p;
+  if (ns.empty()) {
+    return p;
+  }
+  std::sort(ns.begin(), ns.end());
+  long double sum = 0;
+  for (T v : ns) {
+    sum += v;
+  }
+  p.p50 = static_cast<double>(nearest_rank(ns, 50)) * kNsToS;
+  p.p90 = static_cast<double>(nearest_rank(ns, 90)) * kNsToS;
+  p.p99 = static_cast<double>(nearest_rank(ns, 99)) * kNsToS;
+  p.mean = static_cast<double>(sum / static_cast<long double>(ns.size())) * kNsToS;
+  p.max = static_cast<double>(ns.back()) * kNsToS;
+  return p;
+}
+
+Percentiles percentiles_of(const LogHistogram& h) {
+  Percentiles p;
+  if (h.count() == 0) {
+    return p;
+  }
+  p.p50 = static_cast<double>(h.quantile(0.50)) * kNsToS;
+  p.p90 = static_cast<double>(h.quantile(0.90)) * kNsToS;
+  p.p99 = static_cast<double>(h.quantile(0.99)) * kNsToS;
+  p.mean = h.mean() * kNsToS;
+  p.max = static_cast<double>(h.max()) * kNsToS;
+  return p;
+}
+
+void check_record(const sim::RequestRecord& r) {
+  if (r.output_tokens < 1) {
+    throw Error(fmt::format("summarize: request {} has output_tokens = {} (need >= 1)",
+                            r.request_id, r.output_tokens));
+  }
+  if (!(r.arrival_ns <= r.first_scheduled_ns && r.first_scheduled_ns <= r.first_token_ns &&
+        r.first_token_ns <= r.done_ns)) {
+    throw Error(fmt::format(
+        "summarize: request {} is not a finished request: need arrival_ns <= first_scheduled_ns "
+        "<= first_token_ns <= done_ns, got {} / {} / {} / {}",
+        r.request_id, r.arrival_ns, r.first_scheduled_ns, r.first_token_ns, r.done_ns));
+  }
+}
+
+double share(int64_t part, int64_t whole) {
+  return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : kNaN;
+}
+
+double per_second(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
+
+std::string format_ms(Duration d) { return fmt::format("{:g} ms", to_ms(d)); }
+
+void add_percentiles(std::vector<std::pair<std::string, double>>& out, const std::string& metric,
+                     const Percentiles& p) {
+  out.emplace_back(metric + "_p50_s", p.p50);
+  out.emplace_back(metric + "_p90_s", p.p90);
+  out.emplace_back(metric + "_p99_s", p.p99);
+  out.emplace_back(metric + "_mean_s", p.mean);
+  out.emplace_back(metric + "_max_s", p.max);
+}
+
+}  // namespace
+
+RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogHistogram& tbt_ns,
+                     const sim::SloSpec& slo, const SummaryContext& ctx) {
+  if (ctx.num_gpus < 1) {
+    throw Error(fmt::format("summarize: num_gpus must be >= 1, got {}", ctx.num_gpus));
+  }
+  if (!(ctx.gpu_seconds >= 0) || !std::isfinite(ctx.gpu_seconds)) {
+    throw Error(
+        fmt::format("summarize: gpu_seconds must be finite and >= 0, got {}", ctx.gpu_seconds));
+  }
+
+  RunSummary s;
+  s.num_gpus = ctx.num_gpus;
+  s.gpu_seconds = ctx.gpu_seconds;
+  s.requests = static_cast<int64_t>(requests.size());
+
+  std::vector<int64_t> ttft, e2e, queueing;
+  std::vector<double> tpot;
+  ttft.reserve(requests.size());
+  e2e.reserve(requests.size());
+  queueing.reserve(requests.size());
+  tpot.reserve(requests.size());
+
+  int64_t first_arrival = std::numeric_limits<int64_t>::max();
+  int64_t last_done = std::numeric_limits<int64_t>::min();
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t met_ttft = 0, met_tpot = 0, met_tbt = 0, met_all = 0;
+  int64_t good_output_tokens = 0;
+
+  for (const sim::RequestRecord& r : requests) {
+    check_record(r);
+    first_arrival = std::min(first_arrival, r.arrival_ns);
+    last_done = std::max(last_done, r.done_ns);
+    input_tokens += r.prompt_tokens;
+    output_tokens += r.output_tokens;
+    if (r.preemptions > 0) {
+      ++s.preempted_requests;
+    }
+    s.total_preemptions += r.preemptions;
+
+    ttft.push_back(r.ttft_ns());
+    e2e.push_back(r.e2e_ns());
+    queueing.push_back(r.queueing_ns());
+    if (r.output_tokens > 1) {
+      tpot.push_back(r.tpot_ns());
+    }
+
+    bool meets_all = true;
+    if (slo.ttft) {
+      const bool ok = r.ttft_ns() <= slo.ttft->count();
+      met_ttft += ok;
+      meets_all = meets_all && ok;
+    }
+    if (slo.tpot) {
+      const bool ok = r.tpot_ns() <= static_cast<double>(slo.tpot->count());
+      met_tpot += ok;
+      meets_all = meets_all && ok;
+    }
+    if (slo.tbt_p99) {
+      // At most 1 % of the request's output_tokens - 1 gaps may exceed the objective.
+      const bool ok = r.tbt_slo_violations <= (r.output_tokens - 1) / 100;
+      met_tbt += ok;
+      meets_all = meets_all && ok;
+    }
+    if (meets_all) {
+      ++met_all;
+      good_output_tokens += r.output_tokens;
+    }
+  }
+
+  if (!requests.empty()) {
+    s.duration_s = static_cast<double>(last_done - first_arrival) * kNsToS;
+  }
+  s.request_rate_per_s = per_second(static_cast<double>(s.requests), s.duration_s);
+  s.input_tokens_per_s = per_second(static_cast<double>(input_tokens), s.duration_s);
+  s.output_tokens_per_s = per_second(static_cast<double>(output_tokens), s.duration_s);
+
+  s.ttft_s = percentiles_of(ttft);
+  s.tbt_s = percentiles_of(tbt_ns);
+  s.tpot_s = percentiles_of(tpot);
+  s.e2e_s = percentiles_of(e2e);
+  s.queueing_s = percentiles_of(queueing);
+
+  const bool any_objective = slo.ttft || slo.tpot || slo.tbt_p99;
+  s.slo_attainment = any_objective ? share(met_all, s.requests) : 1.0;
+  s.attainment_ttft = slo.ttft ? share(met_ttft, s.requests) : kNaN;
+  s.attainment_tpot = slo.tpot ? share(met_tpot, s.requests) : kNaN;
+  s.attainment_tbt = slo.tbt_p99 ? share(met_tbt, s.requests) : kNaN;
+
+  s.goodput_tokens_per_s = per_second(static_cast<double>(good_output_tokens), s.duration_s);
+  s.goodput_requests_per_s = per_second(static_cast<double>(met_all), s.duration_s);
+  // NaN attainment (no requests) compares false, giving 0.
+  s.distserve_goodput_per_gpu = s.slo_attainment >= slo.attainment_target
+                                    ? s.request_rate_per_s / static_cast<double>(s.num_gpus)
+                                    : 0.0;
+  s.tokens_per_gpu_second = per_second(static_cast<double>(output_tokens), s.gpu_seconds);
+  return s;
+}
+
+std::string format_summary(const RunSummary& s, const sim::SloSpec& slo) {
+  std::string out;
+  auto line = [&out](std::string_view label, const std::string& value) {
+    out += fmt::format("  {:<22}{}\n", label, value);
+  };
+  const double gpus = static_cast<double>(s.num_gpus);
+
+  out += "Run summary\n";
+  line("requests", fmt::format("{}", s.requests));
+  line("duration", fmt::format("{:.3f} s", s.duration_s));
+  line("request rate", fmt::format("{:.3f} req/s", s.request_rate_per_s));
+  line("input throughput", fmt::format("{:.1f} tok/s", s.input_tokens_per_s));
+  line("output throughput", fmt::format("{:.1f} tok/s", s.output_tokens_per_s));
+
+  out += fmt::format("\n  {:<10}{:>12}{:>12}{:>12}{:>12}{:>12}\n", "latency ms", "p50", "p90",
+                     "p99", "mean", "max");
+  auto row = [&out](std::string_view name, const Percentiles& p) {
+    out += fmt::format("  {:<10}{:>12.3f}{:>12.3f}{:>12.3f}{:>12.3f}{:>12.3f}\n", name, p.p50 * 1e3,
+                       p.p90 * 1e3, p.p99 * 1e3, p.mean * 1e3, p.max * 1e3);
+  };
+  row("TTFT", s.ttft_s);
+  row("TBT", s.tbt_s);
+  row("TPOT", s.tpot_s);
+  row("E2E", s.e2e_s);
+  row("queueing", s.queueing_s);
+  out += "\n";
+
+  std::vector<std::string> objectives;
+  if (slo.ttft) {
+    objectives.push_back("TTFT <= " + format_ms(*slo.ttft));
+  }
+  if (slo.tpot) {
+    objectives.push_back("TPOT <= " + format_ms(*slo.tpot));
+  }
+  if (slo.tbt_p99) {
+    objectives.push_back("TBT p99 <= " + format_ms(*slo.tbt_p99));
+  }
+  if (objectives.empty()) {
+    line("SLO attainment", fmt::format("{:.2f} %  (no objectives set)", s.slo_attainment * 100));
+  } else {
+    line("SLO attainment", fmt::format("{:.2f} %  ({}; target {:g} %)", s.slo_attainment * 100,
+                                       fmt::join(objectives, ", "), slo.attainment_target * 100));
+    if (slo.ttft) {
+      line("  TTFT", fmt::format("{:.2f} %", s.attainment_ttft * 100));
+    }
+    if (slo.tpot) {
+      line("  TPOT", fmt::format("{:.2f} %", s.attainment_tpot * 100));
+    }
+    if (slo.tbt_p99) {
+      line("  TBT p99", fmt::format("{:.2f} %", s.attainment_tbt * 100));
+    }
+  }
+  line("goodput", fmt::format("{:.1f} tok/s ({:.1f} tok/s/GPU)", s.goodput_tokens_per_s,
+                              s.goodput_tokens_per_s / gpus));
+  line("", fmt::format("{:.3f} req/s ({:.3f} req/s/GPU)", s.goodput_requests_per_s,
+                       s.goodput_requests_per_s / gpus));
+  line("DistServe goodput", fmt::format("{:.3f} req/s/GPU", s.distserve_goodput_per_gpu));
+  line("GPUs", fmt::format("{}", s.num_gpus));
+  line("GPU-seconds", fmt::format("{:.1f}", s.gpu_seconds));
+  line("tokens per GPU-second", fmt::format("{:.1f}", s.tokens_per_gpu_second));
+  line("preemptions",
+       fmt::format("{} ({} requests preempted)", s.total_preemptions, s.preempted_requests));
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> summary_scalars(const RunSummary& s) {
+  std::vector<std::pair<std::string, double>> out;
+  out.emplace_back("requests", static_cast<double>(s.requests));
+  out.emplace_back("preempted_requests", static_cast<double>(s.preempted_requests));
+  out.emplace_back("total_preemptions", static_cast<double>(s.total_preemptions));
+  out.emplace_back("duration_s", s.duration_s);
+  out.emplace_back("request_rate_per_s", s.request_rate_per_s);
+  out.emplace_back("input_tokens_per_s", s.input_tokens_per_s);
+  out.emplace_back("output_tokens_per_s", s.output_tokens_per_s);
+  add_percentiles(out, "ttft", s.ttft_s);
+  add_percentiles(out, "tbt", s.tbt_s);
+  add_percentiles(out, "tpot", s.tpot_s);
+  add_percentiles(out, "e2e", s.e2e_s);
+  add_percentiles(out, "queueing", s.queueing_s);
+  out.emplace_back("slo_attainment", s.slo_attainment);
+  out.emplace_back("attainment_ttft", s.attainment_ttft);
+  out.emplace_back("attainment_tpot", s.attainment_tpot);
+  out.emplace_back("attainment_tbt", s.attainment_tbt);
+  out.emplace_back("goodput_tokens_per_s", s.goodput_tokens_per_s);
+  out.emplace_back("goodput_requests_per_s", s.goodput_requests_per_s);
+  out.emplace_back("distserve_goodput_per_gpu", s.distserve_goodput_per_gpu);
+  out.emplace_back("num_gpus", static_cast<double>(s.num_gpus));
+  out.emplace_back("gpu_seconds", s.gpu_seconds);
+  out.emplace_back("tokens_per_gpu_second", s.tokens_per_gpu_second);
+  return out;
+}
+
+}  // namespace servesim::reports

@@ -1,0 +1,89 @@
+// End-of-run summary of a simulation: latency percentiles, throughput, SLO attainment and the
+// goodput definitions of policies.md §0.2, computed from the records the simulator emitted.
+//
+// Contract: summarize() is a pure function of its arguments (deterministic, no I/O). Latencies are
+// in seconds, rates per simulated second. Request percentiles are exact nearest-rank quantiles over
+// per-request values; TBT percentiles come from the log histogram of every token gap, so they are
+// within LogHistogram's bucket precision (0.8 %) of a true gap.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/core/histogram.h"
+#include "sim/records.h"
+
+namespace servesim::reports {
+
+// Distribution of one latency, in seconds. All zero when there are no samples.
+struct Percentiles {
+  double p50 = 0;
+  double p90 = 0;
+  double p99 = 0;
+  double mean = 0;
+  double max = 0;
+};
+
+struct RunSummary {
+  int64_t requests = 0;
+  int64_t preempted_requests = 0;  // requests preempted at least once
+  int64_t total_preemptions = 0;
+  double duration_s = 0;  // first arrival .. last completion; 0 without requests
+  // Rates over duration_s; 0 when duration_s is 0.
+  double request_rate_per_s = 0;
+  double input_tokens_per_s = 0;
+  double output_tokens_per_s = 0;
+
+  Percentiles ttft_s;
+  Percentiles tbt_s;   // every token gap of every request (the TBT histogram)
+  Percentiles tpot_s;  // requests with at least two output tokens (TPOT is undefined below)
+  Percentiles e2e_s;
+  Percentiles queueing_s;  // arrival .. first time scheduled
+
+  // Share of requests meeting every set objective of the SloSpec; 1.0 when none is set. A request
+  // meets ttft when ttft_ns() <= ttft, tpot when tpot_ns() <= tpot, and tbt_p99 when
+  // tbt_slo_violations <= floor(0.01 * (output_tokens - 1)). NaN when objectives are set but
+  // there are no requests.
+  double slo_attainment = 1.0;
+  // Per-objective shares; NaN when that objective is unset (or there are no requests).
+  double attainment_ttft = 0;
+  double attainment_tpot = 0;
+  double attainment_tbt = 0;
+
+  double goodput_tokens_per_s = 0;    // DynaServe: output tokens of SLO-meeting requests / duration
+  double goodput_requests_per_s = 0;  // DOPD: SLO-meeting requests / duration
+  // DistServe at this rate: request_rate_per_s / num_gpus when slo_attainment reaches
+  // SloSpec::attainment_target, else 0. The maximum over rates is the capacity search's job.
+  double distserve_goodput_per_gpu = 0;
+
+  int num_gpus = 0;
+  double gpu_seconds = 0;            // from SummaryContext
+  double tokens_per_gpu_second = 0;  // output tokens / gpu_seconds; 0 when gpu_seconds is 0
+};
+
+// What summarize() cannot derive from records. gpu_seconds is computed by the engine
+// (instances x GPUs per instance x time alive).
+struct SummaryContext {
+  int num_gpus = 1;
+  double gpu_seconds = 0;
+};
+
+// REQUIRES: every record is finished: output_tokens >= 1 and
+//   arrival_ns <= first_scheduled_ns <= first_token_ns <= done_ns;
+//   ctx.num_gpus >= 1; ctx.gpu_seconds >= 0.
+// Throws servesim::Error naming the offending request or field otherwise.
+RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogHistogram& tbt_ns,
+                     const sim::SloSpec& slo, const SummaryContext& ctx);
+
+// A readable fixed-width multi-line table (latencies in ms), ending in a newline. The SLO section
+// lists the objectives that were set.
+std::string format_summary(const RunSummary& s, const sim::SloSpec& slo);
+
+// Every field of `s` as (name, value), in declaration order, for the scalar table and golden
+// files. Percentile fields read "<metric>_<p50|p90|p99|mean|max>_s", e.g. "ttft_p99_s"; the
+// remaining names equal the field names ("goodput_tokens_per_s", "slo_attainment").
+std::vector<std::pair<std::string, double>> summary_scalars(const RunSummary& s);
+
+}  // namespace servesim::reports

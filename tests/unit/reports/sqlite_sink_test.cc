@@ -1,0 +1,290 @@
+#include "reports/sqlite_sink.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+
+#include "reports/query.h"
+#include "reports_temp_dir.h"
+#include "sim/core/error.h"
+
+namespace servesim::reports {
+namespace {
+
+using Rows = std::vector<std::vector<std::string>>;
+
+sim::RequestRecord make_record(int64_t id, int32_t instance, int64_t arrival, int64_t output) {
+  sim::RequestRecord r;
+  r.request_id = id;
+  r.instance_id = instance;
+  r.arrival_ns = arrival;
+  r.first_scheduled_ns = arrival + 1'000;
+  r.first_token_ns = arrival + 2'000'000;
+  r.done_ns = arrival + 2'000'000 + (output - 1) * 500'000;
+  r.prompt_tokens = 10 * id + 3;
+  r.output_tokens = output;
+  r.preemptions = static_cast<int32_t>(id % 2);
+  r.max_tbt_ns = 750'000;
+  r.tbt_slo_violations = id;
+  return r;
+}
+
+Rows query_rows(const std::string& db, const std::string& sql) { return run_query(db, sql).rows; }
+
+// Runs SQL on the file directly, to set up databases the sink would never write.
+void raw_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+  const std::string text = message != nullptr ? message : "";
+  sqlite3_free(message);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << text;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+class SqliteSinkTest : public testing::TempDirTest {};
+
+TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
+  const std::string db = path("results.db");
+  LogHistogram hist1;
+  hist1.add(5, 3);
+  hist1.add(1'000'000, 2);
+  {
+    SqliteSink sink(db);
+    EXPECT_FALSE(sink.run_open());
+
+    const int64_t run1 =
+        sink.begin_run({.scenario = "scenarios/a.json",
+                        .policy = "vllm",
+                        .router = "round_robin",
+                        .workload = "azure_conv 0s+60s",
+                        .code_rev = "0.1.0",
+                        .started_at = "2024-05-01T10:00:00Z",
+                        .seed = 7},
+                       {{"policy.max_num_seqs", "256"}, {"cluster.instances", "2"}});
+    EXPECT_EQ(run1, 1);
+    EXPECT_TRUE(sink.run_open());
+    EXPECT_EQ(sink.run_id(), 1);
+    sim::RecordListener& out = sink.listener();
+    sim::RequestRecord r0 = make_record(0, 1, 100, 3);
+    r0.token_times_ns = {2'000'100, 2'500'100, 3'000'100};
+    out.on_request(r0);
+    out.on_request(make_record(1, 0, 5'000, 1));  // no token times: no token rows
+    out.on_sample({.t_ns = 0, .entity = "instance/0", .metric = "waiting", .value = 2});
+    out.on_sample(
+        {.t_ns = 100'000'000, .entity = "cluster", .metric = "kv_utilization", .value = 0.125});
+    sink.add_scalar("run", "ttft_p99_s", 0.1);
+    sink.add_scalar("run", "attainment_tbt", std::numeric_limits<double>::quiet_NaN());
+    sink.add_scalar("instance/1", "busy_fraction", 1.0 / 3.0);
+    sink.add_tbt_histogram(hist1);
+    sink.end_run("ok", 1.25, "9f86d081884c7d65");
+    EXPECT_FALSE(sink.run_open());
+
+    const int64_t run2 = sink.begin_run({.scenario = "b",
+                                         .policy = "sarathi",
+                                         .router = "lor",
+                                         .workload = "w2",
+                                         .code_rev = "0.1.0",
+                                         .started_at = "2024-05-01T10:01:00Z",
+                                         .seed = std::numeric_limits<uint64_t>::max()},
+                                        {{"policy.chunk", "512"}});
+    EXPECT_EQ(run2, 2);
+    sim::RequestRecord r2 = make_record(0, 3, 7, 2);
+    r2.token_times_ns = {2'000'007, 2'500'007};
+    sink.listener().on_request(r2);
+    sink.add_scalar("run", "ttft_p99_s", 0.2);
+    sink.end_run("failed", 0.5, "");
+  }
+
+  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "1"}}));
+  EXPECT_EQ(query_rows(db, "SELECT * FROM run ORDER BY run_id"),
+            (Rows{{"1", "scenarios/a.json", "vllm", "round_robin", "azure_conv 0s+60s", "7", "ns",
+                   "0.1.0", "2024-05-01T10:00:00Z", "1.25", "ok", "9f86d081884c7d65"},
+                  {"2", "b", "sarathi", "lor", "w2", "-1", "ns", "0.1.0", "2024-05-01T10:01:00Z",
+                   "0.5", "failed", ""}}));
+  EXPECT_EQ(query_rows(db, "SELECT * FROM run_param ORDER BY run_id, key"),
+            (Rows{{"1", "cluster.instances", "2"},
+                  {"1", "policy.max_num_seqs", "256"},
+                  {"2", "policy.chunk", "512"}}));
+  EXPECT_EQ(
+      query_rows(db, "SELECT * FROM request ORDER BY run_id, request_id"),
+      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0"},
+            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1"},
+            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0"}}));
+  EXPECT_EQ(query_rows(db, "SELECT * FROM token ORDER BY run_id, request_id, token_index"),
+            (Rows{{"1", "0", "0", "2000100"},
+                  {"1", "0", "1", "2500100"},
+                  {"1", "0", "2", "3000100"},
+                  {"2", "0", "0", "2000007"},
+                  {"2", "0", "1", "2500007"}}));
+  EXPECT_EQ(query_rows(db, "SELECT * FROM sample ORDER BY run_id, t_ns"),
+            (Rows{{"1", "0", "instance/0", "waiting", "2.0"},
+                  {"1", "100000000", "cluster", "kv_utilization", "0.125"}}));
+  // NaN has no SQLite representation and reads back as NULL; reals keep every bit.
+  EXPECT_EQ(query_rows(db, "SELECT * FROM scalar ORDER BY run_id, entity, name"),
+            (Rows{{"1", "instance/1", "busy_fraction", "0.3333333333333333"},
+                  {"1", "run", "attainment_tbt", "NULL"},
+                  {"1", "run", "ttft_p99_s", "0.1"},
+                  {"2", "run", "ttft_p99_s", "0.2"}}));
+  EXPECT_EQ(
+      std::stod(query_rows(db, "SELECT value FROM scalar WHERE name = 'busy_fraction'")[0][0]),
+      1.0 / 3.0);
+
+  const auto bins = hist1.bins();
+  ASSERT_EQ(bins.size(), 2u);
+  EXPECT_EQ(query_rows(db, "SELECT * FROM tbt_histogram ORDER BY run_id, lower_ns"),
+            (Rows{{"1", "5", "6", "3"},
+                  {"1", std::to_string(bins[1].lower), std::to_string(bins[1].upper), "2"}}));
+  EXPECT_LE(bins[1].lower, 1'000'000);
+  EXPECT_GT(bins[1].upper, 1'000'000);
+
+  // Views.
+  EXPECT_EQ(query_rows(db,
+                       "SELECT run_id, request_id, queueing_ms, ttft_ms, tpot_ms, e2e_ms, "
+                       "max_tbt_ms FROM request_metrics ORDER BY run_id, request_id"),
+            (Rows{{"1", "0", "0.001", "2.0", "0.5", "3.0", "0.75"},
+                  {"1", "1", "0.001", "2.0", "NULL", "2.0", "0.75"},
+                  {"2", "0", "0.001", "2.0", "0.5", "2.5", "0.75"}}));
+  EXPECT_EQ(query_rows(db, "SELECT * FROM token_gap ORDER BY run_id, request_id, token_index"),
+            (Rows{{"1", "0", "1", "500000", "0.5"},
+                  {"1", "0", "2", "500000", "0.5"},
+                  {"2", "0", "1", "500000", "0.5"}}));
+  EXPECT_EQ(query_rows(db, "SELECT run_id, status, requests FROM run_overview ORDER BY run_id"),
+            (Rows{{"1", "ok", "2"}, {"2", "failed", "1"}}));
+
+  // Reopening appends further runs.
+  {
+    SqliteSink sink(db);
+    EXPECT_EQ(sink.begin_run({.scenario = "c"}, {}), 3);
+    sink.end_run("ok", 0, "");
+  }
+  EXPECT_EQ(query_rows(db, "SELECT count(*) FROM run"), (Rows{{"3"}}));
+}
+
+TEST_F(SqliteSinkTest, DestroyedSinkRollsBackTheOpenRun) {
+  const std::string db = path("results.db");
+  {
+    SqliteSink sink(db);
+    sink.begin_run({.scenario = "kept"}, {{"k", "v"}});
+    sink.listener().on_request(make_record(0, 0, 0, 2));
+    sink.end_run("ok", 1, "");
+  }
+  {
+    SqliteSink sink(db);
+    EXPECT_EQ(sink.begin_run({.scenario = "lost"}, {{"k", "v2"}}), 2);
+    sim::RequestRecord r = make_record(0, 0, 0, 2);
+    r.token_times_ns = {1, 2};
+    sink.listener().on_request(r);
+    sink.listener().on_sample({.t_ns = 1, .entity = "cluster", .metric = "waiting", .value = 1});
+    sink.add_scalar("run", "x", 1);
+    LogHistogram h;
+    h.add(10);
+    sink.add_tbt_histogram(h);
+    // Readers are not blocked by the open run and do not see it.
+    EXPECT_EQ(query_rows(db, "SELECT count(*) FROM run"), (Rows{{"1"}}));
+    EXPECT_EQ(query_rows(db, "SELECT count(*) FROM request"), (Rows{{"1"}}));
+    // Destroyed without end_run, as when an exception unwinds through the caller.
+  }
+  EXPECT_EQ(query_rows(db, "SELECT run_id, scenario, status FROM run"),
+            (Rows{{"1", "kept", "ok"}}));
+  EXPECT_EQ(query_rows(db,
+                       "SELECT (SELECT count(*) FROM run_param WHERE run_id = 2), "
+                       "(SELECT count(*) FROM request WHERE run_id = 2), "
+                       "(SELECT count(*) FROM token), (SELECT count(*) FROM sample), "
+                       "(SELECT count(*) FROM scalar), (SELECT count(*) FROM tbt_histogram), "
+                       "(SELECT count(*) FROM request WHERE run_id = 1)"),
+            (Rows{{"0", "0", "0", "0", "0", "0", "1"}}));
+}
+
+TEST_F(SqliteSinkTest, FailedWriteRollsBackAndSinkStaysUsable) {
+  const std::string db = path("results.db");
+  SqliteSink sink(db);
+  sink.begin_run({.scenario = "first"}, {});
+  sink.end_run("ok", 1, "");
+
+  sink.begin_run({.scenario = "broken"}, {});
+  sink.listener().on_request(make_record(5, 0, 0, 2));
+  const std::string message =
+      error_of([&] { sink.listener().on_request(make_record(5, 0, 0, 2)); });
+  EXPECT_NE(message.find(db + ": sqlite error: UNIQUE constraint failed: request.run_id, "
+                              "request.request_id (while inserting a request row)"),
+            std::string::npos)
+      << message;
+  EXPECT_FALSE(sink.run_open());
+  EXPECT_EQ(query_rows(db, "SELECT count(*) FROM request"), (Rows{{"0"}}));
+
+  // Nothing may be written outside a run.
+  EXPECT_NE(error_of([&] { sink.add_scalar("run", "x", 1); }).find("no run is open"),
+            std::string::npos);
+  EXPECT_THROW(sink.listener().on_sample({}), Error);
+  EXPECT_THROW(sink.end_run("ok", 0, ""), Error);
+
+  // Duplicate params fail begin_run cleanly too.
+  EXPECT_THROW(sink.begin_run({.scenario = "dup"}, {{"a", "1"}, {"a", "2"}}), Error);
+  EXPECT_FALSE(sink.run_open());
+
+  EXPECT_EQ(sink.begin_run({.scenario = "second"}, {}), 2);
+  EXPECT_THROW(sink.begin_run({.scenario = "nested"}, {}), Error);
+  sink.abort_run();
+  EXPECT_FALSE(sink.run_open());
+  EXPECT_EQ(sink.begin_run({.scenario = "third"}, {}), 2);
+  sink.end_run("ok", 1, "");
+  EXPECT_EQ(query_rows(db, "SELECT run_id, scenario FROM run ORDER BY run_id"),
+            (Rows{{"1", "first"}, {"2", "third"}}));
+  EXPECT_EQ(query_rows(db, "SELECT count(*) FROM request"), (Rows{{"0"}}));
+}
+
+TEST_F(SqliteSinkTest, RejectsAFileThatIsNotADatabase) {
+  const std::string file = path("notes.db");
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < 20; ++i) {
+      out << "these are plain text notes, not a SQLite database\n";
+    }
+  }
+  const std::string message = error_of([&] { SqliteSink sink(file); });
+  EXPECT_EQ(message.rfind(file + ": sqlite error: file is not a database (while ", 0), 0u)
+      << message;
+}
+
+TEST_F(SqliteSinkTest, RejectsAnotherSchemaVersion) {
+  const std::string file = path("old.db");
+  { SqliteSink sink(file); }
+  raw_exec(file, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
+            file +
+                ": results database has schema_version 2, this build reads and writes "
+                "version 1");
+}
+
+TEST_F(SqliteSinkTest, RejectsAForeignDatabase) {
+  const std::string file = path("other.db");
+  raw_exec(file, "CREATE TABLE people(name TEXT)");
+  EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
+            file + ": not a servesim results database (it has no meta table)");
+}
+
+TEST_F(SqliteSinkTest, UnopenablePathNamesTheFile) {
+  const std::string file = path("missing_dir/results.db");
+  const std::string message = error_of([&] { SqliteSink sink(file); });
+  EXPECT_EQ(message.rfind(file + ": sqlite error: unable to open database file (while opening", 0),
+            0u)
+      << message;
+}
+
+}  // namespace
+}  // namespace servesim::reports
