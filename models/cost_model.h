@@ -64,6 +64,18 @@ class IterationCostModel {
   virtual std::string describe() const = 0;
 };
 
+// Key/value heads held by one TP rank: num_kv_heads / tp, or 1 when there are fewer KV heads than
+// ranks (each rank then keeps a replica of one KV head, as vLLM does).
+int kv_heads_per_rank(const ModelSpec& model, int tp);
+
+// True when `tp` can shard `model`: tp >= 1, tp divides num_attention_heads, and either tp
+// divides num_kv_heads (num_kv_heads >= tp) or num_kv_heads divides tp (replicated KV heads).
+bool is_valid_tp(const ModelSpec& model, int tp);
+
+// Throws std::invalid_argument when the model or GPU pointer is null, CapacityError (listing the
+// valid degrees) when the TP degree cannot shard the model.
+void validate_deployment(const Deployment& deployment);
+
 // Knobs of the roofline model. Efficiencies multiply the GPU's peak numbers.
 struct RooflineParams {
   double compute_efficiency = 0;   // 0 = derive from the GPU's measured matmul peak (else 0.75)
@@ -74,7 +86,9 @@ struct RooflineParams {
   Duration iteration_overhead{2'000'000};  // scheduler/launch/CPU time per iteration (2 ms)
 };
 
-// Throws CapacityError if the deployment is not valid (TP does not divide the heads).
+// Throws CapacityError if the deployment is not valid (TP does not divide the heads), and
+// std::invalid_argument for a null model/GPU or out-of-range params. The returned model keeps its
+// own copies of the model and GPU specs.
 std::unique_ptr<IterationCostModel> make_roofline_cost_model(const Deployment& deployment,
                                                              const RooflineParams& params);
 

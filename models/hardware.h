@@ -22,6 +22,7 @@ struct GpuSpec {
   std::string key;   // catalog key, e.g. "h100_sxm"
   std::string name;  // marketing name, e.g. "NVIDIA H100 SXM5 80GB"
   std::string arch;  // e.g. "Hopper (GH100, sm_90)"
+  std::string form_factor;  // e.g. "SXM5", "PCIe Gen5 dual-slot"
   int64_t memory_bytes = 0;
   double mem_bw_bytes_per_s = 0;     // peak DRAM bandwidth
   double bf16_flops_per_s = 0;       // dense tensor-core peak
@@ -31,9 +32,22 @@ struct GpuSpec {
   int sm_count = 0;
   int64_t l2_bytes = 0;
   double nvlink_bytes_per_s_per_direction = 0;  // 0 when the GPU has no NVLink
+  // Largest TP group whose GPUs all reach each other over NVLink: 8 on SXM baseboards (NVSwitch),
+  // 2 for PCIe cards with an NVLink bridge (pairs only), 0 without NVLink.
+  int nvlink_max_tp = 0;
   double pcie_bytes_per_s_per_direction = 0;
   double tdp_w = 0;
   double price_usd_per_hour = 0;  // indicative on-demand price
+
+  // Dense tensor-core peak for GEMMs whose weights are in `d`. FP8 on a GPU without FP8 tensor
+  // cores (A100) runs as weight-only FP8 at the BF16 rate, so the BF16 peak is returned.
+  double peak_flops_per_s(Dtype d) const;
+  // Measured maximum achievable matmul rate for `d` (same fallback as peak_flops_per_s), 0 when
+  // unknown.
+  double measured_matmul_flops_per_s(Dtype d) const;
+  // Per-direction bandwidth of the link a `tp`-GPU all-reduce runs over: NVLink when the whole
+  // group is NVLink-connected (tp <= nvlink_max_tp), else PCIe.
+  double tp_link_bytes_per_s(int tp) const;
 };
 
 struct MoeSpec {
@@ -63,6 +77,10 @@ struct ModelSpec {
   // KV bytes per token for the whole model at the given KV dtype: 2 * layers * kv_heads * head_dim.
   int64_t kv_bytes_per_token(Dtype kv_dtype) const;
 };
+
+// Where the catalogs live relative to the repository root (tests and the CLI run from there).
+inline constexpr const char* kDefaultGpuCatalogPath = "models/catalog/gpus.json";
+inline constexpr const char* kDefaultModelCatalogDir = "models/catalog/models";
 
 class GpuCatalog {
  public:

@@ -17,6 +17,8 @@ struct MemoryParams {
 };
 
 struct MemoryPlan {
+  // What was planned, e.g. "llama-3.1-8b on 1 x h100_sxm (tp1, bf16 weights, bf16 KV)".
+  std::string label;
   int64_t gpu_memory_bytes = 0;          // per GPU
   int64_t usable_bytes = 0;              // gpu_memory_bytes * utilization
   int64_t weight_bytes_per_gpu = 0;
@@ -30,10 +32,20 @@ struct MemoryPlan {
   int64_t max_kv_tokens() const { return num_blocks * block_size; }
 };
 
+// Per GPU: usable = memory_bytes * gpu_memory_utilization (rounded to the byte);
+// kv_pool = usable - weights - activation reserve - runtime overhead;
+// num_blocks = floor(kv_pool / (block_size * kv_bytes_per_token_per_gpu)).
 // Throws CapacityError, naming the model, GPU, TP degree and the bytes needed vs available, when
-// the weights and reserves leave no room for a single KV block.
+// the weights and reserves leave no room for a single KV block (with the smallest TP degree that
+// would fit, when one exists), CapacityError for an invalid TP degree, and std::invalid_argument
+// for out-of-range params.
 MemoryPlan plan_memory(const Deployment& deployment, const MemoryParams& params);
 
+// Estimated per-GPU activation reserve: what vLLM's profiling pass peaks at for a
+// max_num_batched_tokens dummy batch plus the sampler's fp32 logits (see memory_model.cc).
+int64_t activation_reserve_bytes(const Deployment& deployment, const MemoryParams& params);
+
+// Multi-line human-readable summary (GiB figures, blocks, KV tokens).
 std::string describe(const MemoryPlan& plan);
 
 }  // namespace servesim::models

@@ -1,0 +1,77 @@
+#include "models/cost_model.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sim/core/error.h"
+
+namespace servesim::models {
+
+int64_t BatchShape::total_query_tokens() const {
+  int64_t total = 0;
+  for (const Segment& s : segments) {
+    total += s.query_tokens;
+  }
+  return total;
+}
+
+int64_t BatchShape::total_logit_rows() const {
+  int64_t total = 0;
+  for (const Segment& s : segments) {
+    total += s.logit_rows;
+  }
+  return total;
+}
+
+Duration OperatorTimes::total() const {
+  return qkv_gemm + o_gemm + mlp_gemm + attention_prefill + attention_decode + norms_elementwise +
+         allreduce + lm_head + overhead;
+}
+
+int kv_heads_per_rank(const ModelSpec& model, int tp) {
+  return model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
+}
+
+bool is_valid_tp(const ModelSpec& model, int tp) {
+  if (tp < 1 || model.num_attention_heads % tp != 0) {
+    return false;
+  }
+  return model.num_kv_heads >= tp ? model.num_kv_heads % tp == 0 : tp % model.num_kv_heads == 0;
+}
+
+void validate_deployment(const Deployment& deployment) {
+  if (deployment.model == nullptr || deployment.gpu == nullptr) {
+    throw std::invalid_argument("deployment needs both a model and a GPU");
+  }
+  const ModelSpec& m = *deployment.model;
+  const int tp = deployment.tp;
+  if (is_valid_tp(m, tp)) {
+    return;
+  }
+  std::vector<int> valid;
+  for (int t = 1; t <= m.num_attention_heads; ++t) {
+    if (is_valid_tp(m, t)) {
+      valid.push_back(t);
+    }
+  }
+  std::string reason;
+  if (tp < 1) {
+    reason = "must be at least 1";
+  } else if (m.num_attention_heads % tp != 0) {
+    reason = fmt::format("does not divide num_attention_heads ({})", m.num_attention_heads);
+  } else if (m.num_kv_heads >= tp) {
+    reason = fmt::format("does not divide num_key_value_heads ({})", m.num_kv_heads);
+  } else {
+    reason = fmt::format(
+        "is not a multiple of num_key_value_heads ({}), so KV heads cannot be "
+        "replicated evenly",
+        m.num_kv_heads);
+  }
+  throw CapacityError(fmt::format("{}: tensor-parallel degree tp={} {}; valid tp degrees: {}",
+                                  m.key, tp, reason, fmt::join(valid, ", ")));
+}
+
+}  // namespace servesim::models

@@ -1,0 +1,412 @@
+#include "models/hardware.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/core/error.h"
+
+namespace servesim::models {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
+constexpr double kBytesPerMib = 1024.0 * 1024.0;
+constexpr double kBytesPerGb = 1e9;
+constexpr double kFlopsPerTflop = 1e12;
+
+// The price entry preferred when a GPU lists several.
+constexpr const char* kPreferredPriceKey = "runpod_on_demand_2026_03";
+
+std::string join_path(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+// Short rendering of an offending JSON value for error messages.
+std::string render(const Json& value) {
+  std::string text = value.dump();
+  if (text.size() > 60) {
+    text = text.substr(0, 57) + "...";
+  }
+  return text;
+}
+
+// Typed, path-aware access to one JSON document. Every failure throws InputError naming the file
+// and the JSON path of the offending field.
+class FieldReader {
+ public:
+  explicit FieldReader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    throw InputError(file_, 0, path.empty() ? message : path + ": " + message);
+  }
+
+  // Reads and parses the whole file. A syntax error is reported with its 1-based line.
+  Json parse_file() const {
+    std::ifstream in(file_, std::ios::binary);
+    if (!in) {
+      throw InputError(file_, 0, "cannot open file");
+    }
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    const std::string text = buffer.str();
+    try {
+      return Json::parse(text);
+    } catch (const Json::parse_error& e) {
+      const size_t end = std::min<size_t>(e.byte, text.size());
+      const long line = 1 + static_cast<long>(std::count(
+                                text.begin(), text.begin() + static_cast<long>(end), '\n'));
+      std::string what = e.what();
+      // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
+      if (auto pos = what.find("] "); pos != std::string::npos) {
+        what = what.substr(pos + 2);
+      }
+      throw InputError(file_, line, "invalid JSON: " + what);
+    }
+  }
+
+  const Json& object(const Json& parent, const std::string& prefix, const char* key) const {
+    const Json& value = require(parent, prefix, key, "an object");
+    if (!value.is_object()) {
+      fail(join_path(prefix, key), "expected an object, got " + render(value));
+    }
+    return value;
+  }
+
+  std::string string(const Json& parent, const std::string& prefix, const char* key) const {
+    const Json& value = require(parent, prefix, key, "a non-empty string");
+    if (!value.is_string() || value.get<std::string>().empty()) {
+      fail(join_path(prefix, key), "expected a non-empty string, got " + render(value));
+    }
+    return value.get<std::string>();
+  }
+
+  std::string optional_string(const Json& parent, const std::string& prefix,
+                              const char* key) const {
+    auto it = parent.find(key);
+    if (it == parent.end() || it->is_null()) {
+      return "";
+    }
+    if (!it->is_string()) {
+      fail(join_path(prefix, key), "expected a string, got " + render(*it));
+    }
+    return it->get<std::string>();
+  }
+
+  double positive_number(const Json& parent, const std::string& prefix, const char* key) const {
+    const Json& value = require(parent, prefix, key, "a positive number");
+    if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
+      fail(join_path(prefix, key), "expected a positive number, got " + render(value));
+    }
+    return value.get<double>();
+  }
+
+  // Absent or null reads as 0 ("unknown" / "unsupported").
+  double optional_positive_number(const Json& parent, const std::string& prefix,
+                                  const char* key) const {
+    auto it = parent.find(key);
+    if (it == parent.end() || it->is_null()) {
+      return 0;
+    }
+    if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>())) {
+      fail(join_path(prefix, key), "expected a positive number or null, got " + render(*it));
+    }
+    return it->get<double>();
+  }
+
+  int64_t positive_integer(const Json& parent, const std::string& prefix, const char* key) const {
+    const Json& value = require(parent, prefix, key, "a positive integer");
+    if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
+      fail(join_path(prefix, key), "expected a positive integer, got " + render(value));
+    }
+    return value.get<int64_t>();
+  }
+
+  int positive_int(const Json& parent, const std::string& prefix, const char* key) const {
+    const int64_t v = positive_integer(parent, prefix, key);
+    if (v > 1'000'000'000) {
+      fail(join_path(prefix, key), fmt::format("expected a positive integer below 1e9, got {}", v));
+    }
+    return static_cast<int>(v);
+  }
+
+  bool boolean(const Json& parent, const std::string& prefix, const char* key) const {
+    const Json& value = require(parent, prefix, key, "true or false");
+    if (!value.is_boolean()) {
+      fail(join_path(prefix, key), "expected true or false, got " + render(value));
+    }
+    return value.get<bool>();
+  }
+
+ private:
+  const Json& require(const Json& parent, const std::string& prefix, const char* key,
+                      const char* expected) const {
+    auto it = parent.find(key);
+    if (it == parent.end()) {
+      fail(join_path(prefix, key), fmt::format("missing; expected {}", expected));
+    }
+    return *it;
+  }
+
+  std::string file_;
+};
+
+// Price rule: the RunPod on-demand snapshot when listed, else the plain-number entry whose key
+// sorts first (ranges given as [low, high] arrays are skipped).
+double read_price(const FieldReader& reader, const Json& gpu, const std::string& prefix) {
+  const Json& prices = reader.object(gpu, prefix, "price_usd_per_gpu_hour");
+  const std::string path = join_path(prefix, "price_usd_per_gpu_hour");
+  std::vector<std::pair<std::string, double>> plain;
+  for (auto it = prices.begin(); it != prices.end(); ++it) {
+    if (it.value().is_number()) {
+      const double v = it.value().get<double>();
+      if (!(v > 0) || !std::isfinite(v)) {
+        reader.fail(join_path(path, it.key()),
+                    "expected a positive number, got " + render(it.value()));
+      }
+      plain.emplace_back(it.key(), v);
+    }
+  }
+  if (plain.empty()) {
+    reader.fail(path, "expected at least one entry with a plain positive number");
+  }
+  for (const auto& [key, value] : plain) {
+    if (key == kPreferredPriceKey) {
+      return value;
+    }
+  }
+  std::sort(plain.begin(), plain.end());
+  return plain.front().second;
+}
+
+GpuSpec read_gpu(const FieldReader& reader, const std::string& key, const Json& gpu,
+                 const std::string& prefix) {
+  if (!gpu.is_object()) {
+    reader.fail(prefix, "expected an object, got " + render(gpu));
+  }
+  GpuSpec spec;
+  spec.key = key;
+  spec.name = reader.string(gpu, prefix, "name");
+  spec.arch = reader.string(gpu, prefix, "arch");
+  spec.form_factor = reader.string(gpu, prefix, "form_factor");
+  spec.memory_bytes =
+      std::llround(reader.positive_number(gpu, prefix, "memory_capacity_gib") * kBytesPerGib);
+  spec.mem_bw_bytes_per_s =
+      reader.positive_number(gpu, prefix, "memory_bandwidth_gbs") * kBytesPerGb;
+  spec.bf16_flops_per_s = reader.positive_number(gpu, prefix, "bf16_tflops_dense") * kFlopsPerTflop;
+  spec.fp8_flops_per_s =
+      reader.optional_positive_number(gpu, prefix, "fp8_tflops_dense") * kFlopsPerTflop;
+  spec.measured_matmul_bf16_flops_per_s =
+      reader.optional_positive_number(gpu, prefix, "measured_mamf_bf16_tflops") * kFlopsPerTflop;
+  spec.measured_matmul_fp8_flops_per_s =
+      reader.optional_positive_number(gpu, prefix, "measured_mamf_fp8_tflops") * kFlopsPerTflop;
+  spec.sm_count = reader.positive_int(gpu, prefix, "sm_count");
+  spec.l2_bytes = std::llround(reader.positive_number(gpu, prefix, "l2_cache_mb") * kBytesPerMib);
+
+  // NVLink: the per-direction figure when given, else half of the bidirectional per-GPU total.
+  double nvlink_gbs = reader.optional_positive_number(gpu, prefix, "nvlink_gbs_per_direction");
+  if (nvlink_gbs == 0) {
+    nvlink_gbs = reader.optional_positive_number(gpu, prefix, "nvlink_gbs_per_gpu") / 2;
+  }
+  spec.nvlink_bytes_per_s_per_direction = nvlink_gbs * kBytesPerGb;
+  if (nvlink_gbs > 0) {
+    // PCIe cards reach NVLink through a bridge between two boards; SXM parts sit on an NVSwitch
+    // baseboard of 8.
+    spec.nvlink_max_tp = spec.form_factor.rfind("PCIe", 0) == 0 ? 2 : 8;
+  }
+  spec.pcie_bytes_per_s_per_direction =
+      reader.positive_number(gpu, prefix, "pcie_gbs_per_direction") * kBytesPerGb;
+  spec.tdp_w = reader.positive_number(gpu, prefix, "tdp_w");
+  spec.price_usd_per_hour = read_price(reader, gpu, prefix);
+
+  if (spec.measured_matmul_bf16_flops_per_s > spec.bf16_flops_per_s) {
+    reader.fail(join_path(prefix, "measured_mamf_bf16_tflops"),
+                "measured matmul rate exceeds the bf16 peak (bf16_tflops_dense)");
+  }
+  if (spec.fp8_flops_per_s > 0 && spec.measured_matmul_fp8_flops_per_s > spec.fp8_flops_per_s) {
+    reader.fail(join_path(prefix, "measured_mamf_fp8_tflops"),
+                "measured matmul rate exceeds the fp8 peak (fp8_tflops_dense)");
+  }
+  return spec;
+}
+
+ModelSpec read_model(const FieldReader& reader, const std::string& key, const Json& doc) {
+  if (!doc.is_object()) {
+    reader.fail("", "expected a JSON object at the top level");
+  }
+  const std::string root;
+  ModelSpec spec;
+  spec.key = key;
+  spec.name = reader.string(doc, root, "name");
+  spec.hidden_size = reader.positive_integer(doc, root, "hidden_size");
+  spec.num_layers = reader.positive_int(doc, root, "num_layers");
+  spec.num_attention_heads = reader.positive_int(doc, root, "num_attention_heads");
+  spec.num_kv_heads = reader.positive_int(doc, root, "num_key_value_heads");
+  spec.head_dim = reader.positive_integer(doc, root, "head_dim");
+  spec.intermediate_size = reader.positive_integer(doc, root, "intermediate_size");
+  spec.vocab_size = reader.positive_integer(doc, root, "vocab_size");
+  spec.max_position_embeddings = reader.positive_integer(doc, root, "max_position_embeddings");
+  spec.gated_mlp = reader.boolean(doc, root, "gated_mlp");
+  spec.tie_word_embeddings = reader.boolean(doc, root, "tie_word_embeddings");
+  spec.param_count = reader.positive_integer(doc, root, "param_count");
+  spec.weights_bytes_16bit = reader.positive_integer(doc, root, "weights_bytes_16bit");
+
+  if (spec.num_attention_heads % spec.num_kv_heads != 0) {
+    reader.fail("num_key_value_heads",
+                fmt::format("expected a divisor of num_attention_heads ({}), got {}",
+                            spec.num_attention_heads, spec.num_kv_heads));
+  }
+  if (spec.weights_bytes_16bit != 2 * spec.param_count) {
+    reader.fail("weights_bytes_16bit", fmt::format("expected 2 * param_count = {}, got {}",
+                                                   2 * spec.param_count, spec.weights_bytes_16bit));
+  }
+  const int64_t kv_16bit = reader.positive_integer(doc, root, "kv_cache_bytes_per_token_16bit");
+  if (kv_16bit != spec.kv_bytes_per_token(Dtype::kBf16)) {
+    reader.fail("kv_cache_bytes_per_token_16bit",
+                fmt::format("expected 2 * num_layers * num_key_value_heads * head_dim * 2 = {}, "
+                            "got {}",
+                            spec.kv_bytes_per_token(Dtype::kBf16), kv_16bit));
+  }
+
+  if (auto it = doc.find("moe"); it != doc.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      reader.fail("moe", "expected an object or null, got " + render(*it));
+    }
+    MoeSpec moe;
+    moe.num_experts = reader.positive_int(*it, "moe", "num_experts");
+    moe.experts_per_token = reader.positive_int(*it, "moe", "top_k");
+    moe.expert_intermediate_size = reader.positive_integer(*it, "moe", "expert_intermediate_size");
+    if (moe.experts_per_token > moe.num_experts) {
+      reader.fail("moe.top_k", fmt::format("expected at most moe.num_experts ({}), got {}",
+                                           moe.num_experts, moe.experts_per_token));
+    }
+    spec.moe = moe;
+  }
+  if (auto it = doc.find("diffusion_llm"); it != doc.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      reader.fail("diffusion_llm", "expected an object or null, got " + render(*it));
+    }
+    spec.diffusion = true;
+  }
+  return spec;
+}
+
+template <typename Map>
+std::vector<std::string> map_keys(const Map& map) {
+  std::vector<std::string> keys;
+  keys.reserve(map.size());
+  for (const auto& [key, value] : map) {
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+template <typename Map>
+const typename Map::mapped_type& lookup(const Map& map, const std::string& key, const char* what) {
+  auto it = map.find(key);
+  if (it == map.end()) {
+    throw std::invalid_argument(fmt::format("unknown {} \"{}\"; valid values are: {}", what, key,
+                                            fmt::join(map_keys(map), ", ")));
+  }
+  return it->second;
+}
+
+}  // namespace
+
+int64_t dtype_bytes(Dtype d) { return d == Dtype::kFp8 ? 1 : 2; }
+
+const char* dtype_name(Dtype d) { return d == Dtype::kFp8 ? "fp8" : "bf16"; }
+
+Dtype parse_dtype(const std::string& name) {
+  if (name == "bf16") {
+    return Dtype::kBf16;
+  }
+  if (name == "fp8") {
+    return Dtype::kFp8;
+  }
+  throw std::invalid_argument(
+      fmt::format("unknown dtype \"{}\"; valid values are: bf16, fp8", name));
+}
+
+double GpuSpec::peak_flops_per_s(Dtype d) const {
+  return d == Dtype::kFp8 && fp8_flops_per_s > 0 ? fp8_flops_per_s : bf16_flops_per_s;
+}
+
+double GpuSpec::measured_matmul_flops_per_s(Dtype d) const {
+  return d == Dtype::kFp8 && fp8_flops_per_s > 0 ? measured_matmul_fp8_flops_per_s
+                                                 : measured_matmul_bf16_flops_per_s;
+}
+
+double GpuSpec::tp_link_bytes_per_s(int tp) const {
+  return nvlink_bytes_per_s_per_direction > 0 && tp <= nvlink_max_tp
+             ? nvlink_bytes_per_s_per_direction
+             : pcie_bytes_per_s_per_direction;
+}
+
+int64_t ModelSpec::kv_bytes_per_token(Dtype kv_dtype) const {
+  return 2 * static_cast<int64_t>(num_layers) * num_kv_heads * head_dim * dtype_bytes(kv_dtype);
+}
+
+GpuCatalog GpuCatalog::load(const std::string& path) {
+  const FieldReader reader(path);
+  const Json doc = reader.parse_file();
+  if (!doc.is_object()) {
+    reader.fail("", "expected a JSON object at the top level");
+  }
+  const Json& gpus = reader.object(doc, "", "gpus");
+  GpuCatalog catalog;
+  for (auto it = gpus.begin(); it != gpus.end(); ++it) {
+    const std::string prefix = join_path("gpus", it.key());
+    catalog.gpus_.emplace(it.key(), read_gpu(reader, it.key(), it.value(), prefix));
+  }
+  if (catalog.gpus_.empty()) {
+    reader.fail("gpus", "expected at least one GPU");
+  }
+  return catalog;
+}
+
+const GpuSpec& GpuCatalog::get(const std::string& key) const { return lookup(gpus_, key, "GPU"); }
+
+std::vector<std::string> GpuCatalog::keys() const { return map_keys(gpus_); }
+
+ModelCatalog ModelCatalog::load(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw InputError(dir, 0, "not a directory (expected a folder of model *.json files)");
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".json") {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    throw InputError(dir, 0, "no model *.json files found");
+  }
+  ModelCatalog catalog;
+  for (const auto& file : files) {
+    const FieldReader reader(file.string());
+    const std::string key = file.stem().string();
+    catalog.models_.emplace(key, read_model(reader, key, reader.parse_file()));
+  }
+  return catalog;
+}
+
+const ModelSpec& ModelCatalog::get(const std::string& key) const {
+  return lookup(models_, key, "model");
+}
+
+std::vector<std::string> ModelCatalog::keys() const { return map_keys(models_); }
+
+}  // namespace servesim::models

@@ -1,0 +1,182 @@
+// GPU memory plan of one serving instance.
+//
+// Approximations (per GPU of the TP group):
+//  - Weights: weights_bytes_16bit * dtype_bytes(weight) / 2 / tp. Every tensor is assumed to shard
+//    evenly; replicated pieces (norms, replicated KV heads, the MoE router), vocabulary padding and
+//    the 16-bit embeddings/LM head that FP8 checkpoints usually keep are ignored, so FP8 weight
+//    memory is underestimated by about half the embedding + LM head bytes.
+//  - Activation reserve: an estimate of the peak vLLM records while profiling a dummy forward pass
+//    of max_num_batched_tokens tokens. The widest per-token tensors of a layer (hidden state, QKV
+//    output, gate-up output) are assumed live together, times kActivationPeakFactor for the
+//    residual stream, temporaries and allocator slack:
+//      kActivationPeakFactor * tokens * (hidden + (H/t + 2*kvh_rank)*hd + mlp_up_width/t) * 2 B
+//    plus the sampler's fp32 logits for max_num_seqs rows: max_num_seqs * vocab * 4 B.
+//    For Llama-3.1-8B at tp=1 and 2048 tokens this gives 0.42 GiB.
+//  - KV per token per GPU: 2 * layers * kvh_rank * head_dim * dtype_bytes(kv), with
+//    kvh_rank = max(kv_heads / tp, 1) (heads are replicated when kv_heads < tp).
+#include "models/memory_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace servesim::models {
+namespace {
+
+constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMib = 1024.0 * 1024.0;
+constexpr int64_t kDefaultRuntimeOverheadBytes = int64_t{1} << 30;  // 1 GiB
+constexpr double kActivationPeakFactor = 2.0;
+constexpr int64_t kActivationBytes = 2;  // 16-bit activations
+constexpr int64_t kLogitBytes = 4;       // the sampler works on fp32 logits
+
+void check_params(const MemoryParams& p) {
+  if (!(p.gpu_memory_utilization > 0 && p.gpu_memory_utilization <= 1)) {
+    throw std::invalid_argument(
+        fmt::format("gpu_memory_utilization must be in (0, 1], got {}", p.gpu_memory_utilization));
+  }
+  if (p.block_size < 1 || p.max_num_batched_tokens < 1 || p.max_num_seqs < 1) {
+    throw std::invalid_argument(fmt::format(
+        "block_size, max_num_batched_tokens and max_num_seqs must be positive, got {}, {}, {}",
+        p.block_size, p.max_num_batched_tokens, p.max_num_seqs));
+  }
+  if (p.runtime_overhead_bytes < 0) {
+    throw std::invalid_argument(
+        fmt::format("runtime_overhead_bytes must be >= 0, got {}", p.runtime_overhead_bytes));
+  }
+}
+
+int64_t weight_bytes_per_gpu(const ModelSpec& m, Dtype weight_dtype, int tp) {
+  const int64_t total = m.weights_bytes_16bit * dtype_bytes(weight_dtype);
+  const int64_t divisor = 2 * static_cast<int64_t>(tp);
+  return (total + divisor - 1) / divisor;
+}
+
+// Computes the plan without checking that it leaves room for a KV block.
+MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
+  const ModelSpec& m = *d.model;
+  MemoryPlan plan;
+  plan.label = fmt::format("{} on {} x {} (tp{}, {} weights, {} KV)", m.key, d.tp, d.gpu->key, d.tp,
+                           dtype_name(d.weight_dtype), dtype_name(d.kv_dtype));
+  plan.gpu_memory_bytes = d.gpu->memory_bytes;
+  plan.usable_bytes =
+      std::llround(static_cast<double>(d.gpu->memory_bytes) * p.gpu_memory_utilization);
+  plan.weight_bytes_per_gpu = weight_bytes_per_gpu(m, d.weight_dtype, d.tp);
+  plan.activation_reserve_bytes = activation_reserve_bytes(d, p);
+  plan.runtime_overhead_bytes =
+      p.runtime_overhead_bytes > 0 ? p.runtime_overhead_bytes : kDefaultRuntimeOverheadBytes;
+  plan.kv_bytes_per_token_per_gpu = 2 * static_cast<int64_t>(m.num_layers) *
+                                    kv_heads_per_rank(m, d.tp) * m.head_dim *
+                                    dtype_bytes(d.kv_dtype);
+  plan.kv_pool_bytes_per_gpu = plan.usable_bytes - plan.weight_bytes_per_gpu -
+                               plan.activation_reserve_bytes - plan.runtime_overhead_bytes;
+  plan.block_size = p.block_size;
+  const int64_t block_bytes = p.block_size * plan.kv_bytes_per_token_per_gpu;
+  plan.num_blocks = plan.kv_pool_bytes_per_gpu > 0 ? plan.kv_pool_bytes_per_gpu / block_bytes : 0;
+  return plan;
+}
+
+bool fits(const MemoryPlan& plan) { return plan.num_blocks >= 1; }
+
+// Smallest valid TP degree above `d.tp` whose plan fits, or 0.
+int smallest_fitting_tp(const Deployment& d, const MemoryParams& p) {
+  for (int tp = d.tp + 1; tp <= d.model->num_attention_heads; ++tp) {
+    if (!is_valid_tp(*d.model, tp)) {
+      continue;
+    }
+    Deployment other = d;
+    other.tp = tp;
+    if (fits(compute_plan(other, p))) {
+      return tp;
+    }
+  }
+  return 0;
+}
+
+[[noreturn]] void throw_does_not_fit(const Deployment& d, const MemoryParams& p,
+                                     const MemoryPlan& plan) {
+  const ModelSpec& m = *d.model;
+  const double total_weights_gb =
+      static_cast<double>(m.weights_bytes_16bit * dtype_bytes(d.weight_dtype)) / 2 / 1e9;
+  std::string what = fmt::format(
+      "{} ({:.1f} GB of {} weights) does not fit on {} x {} ({:.1f} GiB, {:.0f} % usable): ", m.key,
+      total_weights_gb, dtype_name(d.weight_dtype), d.tp, d.gpu->key,
+      static_cast<double>(plan.gpu_memory_bytes) / kGib, p.gpu_memory_utilization * 100);
+  if (plan.weight_bytes_per_gpu > plan.usable_bytes) {
+    what += fmt::format("needs {:.1f} GiB per GPU for weights alone at tp={}",
+                        static_cast<double>(plan.weight_bytes_per_gpu) / kGib, d.tp);
+  } else {
+    what += fmt::format(
+        "needs {:.1f} GiB weights + {:.2f} GiB activation reserve + {:.2f} GiB runtime overhead "
+        "+ {:.1f} MiB for one KV block per GPU at tp={}, but only {:.1f} GiB is usable",
+        static_cast<double>(plan.weight_bytes_per_gpu) / kGib,
+        static_cast<double>(plan.activation_reserve_bytes) / kGib,
+        static_cast<double>(plan.runtime_overhead_bytes) / kGib,
+        static_cast<double>(plan.block_size * plan.kv_bytes_per_token_per_gpu) / kMib, d.tp,
+        static_cast<double>(plan.usable_bytes) / kGib);
+  }
+  const int better_tp = smallest_fitting_tp(d, p);
+  if (better_tp > 0) {
+    what += fmt::format("; try tp>={} or a larger GPU", better_tp);
+  } else {
+    what += fmt::format("; no tensor-parallel degree up to {} fits, use a larger GPU",
+                        m.num_attention_heads);
+  }
+  throw CapacityError(what);
+}
+
+std::string gib(int64_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / kGib);
+}
+
+}  // namespace
+
+int64_t activation_reserve_bytes(const Deployment& d, const MemoryParams& p) {
+  const ModelSpec& m = *d.model;
+  const double t = d.tp;
+  const double mlp_factor = m.gated_mlp ? 2 : 1;
+  const double intermediate =
+      m.moe ? static_cast<double>(m.moe->experts_per_token * m.moe->expert_intermediate_size)
+            : static_cast<double>(m.intermediate_size);
+  const double width = static_cast<double>(m.hidden_size) +
+                       (m.num_attention_heads / t + 2.0 * kv_heads_per_rank(m, d.tp)) *
+                           static_cast<double>(m.head_dim) +
+                       mlp_factor * intermediate / t;
+  const double forward = kActivationPeakFactor * static_cast<double>(p.max_num_batched_tokens) *
+                         width * kActivationBytes;
+  return std::llround(forward) + p.max_num_seqs * m.vocab_size * kLogitBytes;
+}
+
+MemoryPlan plan_memory(const Deployment& deployment, const MemoryParams& params) {
+  validate_deployment(deployment);
+  check_params(params);
+  MemoryPlan plan = compute_plan(deployment, params);
+  if (!fits(plan)) {
+    throw_does_not_fit(deployment, params, plan);
+  }
+  return plan;
+}
+
+std::string describe(const MemoryPlan& plan) {
+  std::string out = plan.label.empty() ? "memory plan" : plan.label;
+  out += fmt::format("\n  GPU memory          {} per GPU, {} usable ({:.0f} %)",
+                     gib(plan.gpu_memory_bytes), gib(plan.usable_bytes),
+                     plan.gpu_memory_bytes > 0 ? 100.0 * static_cast<double>(plan.usable_bytes) /
+                                                     static_cast<double>(plan.gpu_memory_bytes)
+                                               : 0.0);
+  out += fmt::format("\n  weights             {}", gib(plan.weight_bytes_per_gpu));
+  out += fmt::format("\n  activation reserve  {}", gib(plan.activation_reserve_bytes));
+  out += fmt::format("\n  runtime overhead    {}", gib(plan.runtime_overhead_bytes));
+  out += fmt::format(
+      "\n  KV pool             {}: {} blocks x {} tokens = {} tokens ({:.1f} KiB per token per "
+      "GPU)",
+      gib(plan.kv_pool_bytes_per_gpu), plan.num_blocks, plan.block_size, plan.max_kv_tokens(),
+      static_cast<double>(plan.kv_bytes_per_token_per_gpu) / 1024.0);
+  return out;
+}
+
+}  // namespace servesim::models
