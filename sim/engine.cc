@@ -70,6 +70,7 @@ struct Engine::Impl {
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive
   size_t next_issue = 0;    // closed loop: index of the next request a client sends
+  int64_t pending_arrivals = 0;  // arrival events pushed and not yet processed
   std::vector<RequestId> pending_route;
   bool route_pending = false;
   std::vector<InstanceLoad> loads;
@@ -138,6 +139,7 @@ struct Engine::Impl {
     if (next_arrival >= workload.requests.size()) return;
     if (config.closed_loop.clients > 0) return;  // closed loop issues on completion
     push(workload.requests[next_arrival].arrival, Phase::kArrive, EventKind::kArrival, -1);
+    pending_arrivals++;
   }
 
   // Closed loop: the next request of the workload arrives at `t`.
@@ -145,9 +147,11 @@ struct Engine::Impl {
     if (next_issue >= workload.requests.size()) return;
     workload.requests[next_issue++].arrival = t;
     push(t, Phase::kArrive, EventKind::kArrival, -1);
+    pending_arrivals++;
   }
 
   void on_arrival() {
+    pending_arrivals--;
     const RequestSpec& spec = workload.requests[next_arrival++];
     set_in_system(+1);
     pending_route.push_back(spec.id);
@@ -191,6 +195,8 @@ struct Engine::Impl {
         // Could never be admitted: its full context exceeds the instance's KV pool.
         ++result.requests_rejected;
         set_in_system(-1);
+        // A closed-loop client whose request was rejected moves on to its next one.
+        if (config.closed_loop.clients > 0) issue_closed_loop_request(now + config.closed_loop.think_time);
         continue;
       }
       SeqView seq;
@@ -440,7 +446,23 @@ struct Engine::Impl {
       }
       listener->on_sample({t_ns, "cluster", "in_system", static_cast<double>(in_system)});
     }
-    if (!all_done()) push(now + config.sample_interval, Phase::kSample, EventKind::kSample, -1);
+    if (all_done()) return;
+    if (!work_in_flight()) {
+      // Nothing can make progress any more: a policy left requests it will never schedule.
+      throw std::logic_error(fmt::format(
+          "simulation stalled at t={} ns: {} request(s) neither finished nor in flight",
+          now.time_since_epoch().count(),
+          result.requests_total - result.requests_finished - result.requests_rejected));
+    }
+    push(now + config.sample_interval, Phase::kSample, EventKind::kSample, -1);
+  }
+
+  // True while an arrival, a routing step or a batch is pending.
+  bool work_in_flight() const {
+    if (pending_arrivals > 0 || route_pending) return true;
+    return std::any_of(instances.begin(), instances.end(), [](const InstanceState& s) {
+      return s.busy || s.schedule_pending;
+    });
   }
 
   // ---- main loop ----
@@ -497,6 +519,12 @@ struct Engine::Impl {
           break;
         }
       }
+    }
+    if (!stopped && !all_done()) {
+      throw std::logic_error(fmt::format(
+          "simulation stalled at t={} ns: {} request(s) neither finished nor in flight",
+          now.time_since_epoch().count(),
+          result.requests_total - result.requests_finished - result.requests_rejected));
     }
     result.end_time = stopped ? now : std::max(last_completion, now);
     set_in_system(0);  // close the integral at `now`

@@ -24,15 +24,16 @@ double RngStream::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.
 
 int64_t RngStream::uniform_int(int64_t lo, int64_t hi) {
   assert(lo <= hi);
-  const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
-  if (span == 0) return static_cast<int64_t>(engine_());
+  // Unsigned arithmetic: hi - lo overflows int64 when the range is wider than INT64_MAX.
+  const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
+  if (span == 0) return static_cast<int64_t>(engine_());  // the full int64 range
   // Rejection sampling for an unbiased result.
   const uint64_t limit = UINT64_MAX - UINT64_MAX % span;
   uint64_t x;
   do {
     x = engine_();
   } while (x >= limit);
-  return lo + static_cast<int64_t>(x % span);
+  return static_cast<int64_t>(static_cast<uint64_t>(lo) + x % span);
 }
 
 double RngStream::exponential(double rate) {

@@ -1,0 +1,159 @@
+// Golden tests.
+//
+// 1. Scenario goldens: tests/golden/scenarios/<case>/scenario.json is run and compared with
+//    expected.json beside it: the event fingerprint and integer counts exactly, summary scalars
+//    with a relative tolerance of 1e-9, and the first request rows exactly.
+// 2. Error goldens: tests/golden/bad_config/<case>.json is checked with `servesim check` and the
+//    exit code and stderr are compared with <case>.expected (the data root is written as DATA).
+// 3. Determinism across processes: the quickstart run twice by the CLI gives the same fingerprint.
+//
+// SERVESIM_UPDATE_GOLDEN=1 rewrites the expectations instead of comparing (then review the diff).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/run_scenario.h"
+#include "scenarios/scenario.h"
+
+namespace servesim {
+namespace {
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+bool updating() {
+  const char* v = std::getenv("SERVESIM_UPDATE_GOLDEN");
+  return v && std::string(v) == "1";
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<fs::path> cases(const fs::path& dir, const std::string& ext) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (ext.empty() ? e.is_directory() : e.path().extension() == ext) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Json observe(const app::RunOutcome& o) {
+  Json j;
+  j["event_fingerprint"] = app::format_fingerprint(o.result.event_fingerprint);
+  j["events"] = o.result.events;
+  j["requests_finished"] = o.result.requests_finished;
+  j["requests_rejected"] = o.result.requests_rejected;
+  j["requests_unfinished"] = o.result.requests_unfinished;
+  j["end_time_ns"] = to_ns(o.result.end_time);
+  Json scalars = Json::object();
+  for (const auto& [name, value] : reports::summary_scalars(o.summary)) {
+    scalars[name] = std::isfinite(value) ? Json(value) : Json(nullptr);
+  }
+  j["scalars"] = scalars;
+  Json rows = Json::array();
+  std::vector<sim::RequestRecord> sorted = o.requests;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.request_id < b.request_id; });
+  for (size_t i = 0; i < std::min<size_t>(5, sorted.size()); ++i) {
+    const auto& r = sorted[i];
+    rows.push_back({r.request_id, r.instance_id, r.arrival_ns, r.first_token_ns, r.done_ns,
+                    r.prompt_tokens, r.output_tokens, r.preemptions, r.max_tbt_ns});
+  }
+  j["first_requests"] = rows;
+  return j;
+}
+
+TEST(GoldenScenario, EveryCaseMatchesItsExpectation) {
+  const auto root = scenarios::DataRoot::discover();
+  const auto dirs = cases("tests/golden/scenarios", "");
+  ASSERT_GE(dirs.size(), 4u);
+  for (const auto& dir : dirs) {
+    SCOPED_TRACE(dir.string());
+    const auto s = scenarios::load_scenario((dir / "scenario.json").string(), {}, root);
+    const Json got = observe(app::run_scenario(s, root, {}));
+    const fs::path expected_path = dir / "expected.json";
+    if (updating()) {
+      std::ofstream(expected_path) << got.dump(2) << "\n";
+      continue;
+    }
+    ASSERT_TRUE(fs::exists(expected_path)) << "run with SERVESIM_UPDATE_GOLDEN=1 to create it";
+    const Json want = Json::parse(read_file(expected_path));
+    for (const char* key : {"event_fingerprint", "events", "requests_finished",
+                            "requests_rejected", "requests_unfinished", "end_time_ns",
+                            "first_requests"}) {
+      EXPECT_EQ(got[key], want[key]) << key;
+    }
+    for (auto it = want["scalars"].begin(); it != want["scalars"].end(); ++it) {
+      ASSERT_TRUE(got["scalars"].contains(it.key())) << it.key();
+      const Json& g = got["scalars"][it.key()];
+      if (it.value().is_null()) {
+        EXPECT_TRUE(g.is_null()) << it.key();
+        continue;
+      }
+      const double w = it.value().get<double>();
+      EXPECT_NEAR(g.get<double>(), w, 1e-9 * std::max(1.0, std::fabs(w))) << it.key();
+    }
+  }
+}
+
+// Runs a command, returns (exit code, stderr + stdout).
+std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, ""};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+TEST(GoldenErrors, BadScenariosFailWithTheExpectedMessages) {
+  const auto root = scenarios::DataRoot::discover();
+  const auto files = cases("tests/golden/bad_config", ".json");
+  ASSERT_GE(files.size(), 5u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.string());
+    const auto [rc, out] = run_command(std::string(SERVESIM_BIN) + " check " + f.string());
+    const std::string got =
+        "exit " + std::to_string(rc) + "\n" + replace_all(out, fs::path(root.root).lexically_normal().string(), "DATA");
+    fs::path expected_path = f;
+    expected_path.replace_extension(".expected");
+    if (updating()) {
+      std::ofstream(expected_path) << got;
+      continue;
+    }
+    ASSERT_TRUE(fs::exists(expected_path)) << "run with SERVESIM_UPDATE_GOLDEN=1 to create it";
+    EXPECT_EQ(got, read_file(expected_path));
+  }
+}
+
+TEST(GoldenDeterminism, TwoProcessesGiveTheSameFingerprint) {
+  const std::string cmd = std::string(SERVESIM_BIN) + " run --no-db | grep fingerprint";
+  const auto a = run_command(cmd);
+  const auto b = run_command(cmd);
+  ASSERT_EQ(a.first, 0) << a.second;
+  EXPECT_NE(a.second.find("fingerprint"), std::string::npos);
+  EXPECT_EQ(a.second.substr(a.second.find("fingerprint")), b.second.substr(b.second.find("fingerprint")));
+}
+
+}  // namespace
+}  // namespace servesim
