@@ -1,0 +1,153 @@
+// Measurement plan of servesim-profile: which operator shapes are timed, and roughly how long that
+// takes. Plain C++ (no CUDA), so the plan is built, printed and unit-tested without a GPU.
+//
+// Contract:
+//  - build_plan() is a pure function of PlanOptions: same options, same points, same order.
+//  - Shapes are per GPU: GEMM n/k are the tensor-parallel shard of the model's weights, attention
+//    heads are the heads one GPU holds (num_heads / tp, num_kv_heads / tp but at least 1).
+//  - Token and byte counts are int64_t; the estimate is in seconds (double).
+#ifndef SERVESIM_PROFILES_HARNESS_PLAN_H_
+#define SERVESIM_PROFILES_HARNESS_PLAN_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace servesim::profiling {
+
+// Thrown for bad options and unreadable model files; the executable maps it to exit code 2.
+class HarnessError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The transformer dimensions the harness needs, read from a servesim catalog model JSON.
+struct ModelShape {
+  std::string key;  // catalog key: the file name without ".json", e.g. "llama-3.1-8b"
+  std::string name;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate_size = 0;
+  int64_t vocab_size = 0;
+  bool gated_mlp = true;
+  // True for diffusion LLMs (catalog key "diffusion_llm" present): prefill attention is
+  // bidirectional instead of causal.
+  bool bidirectional = false;
+};
+
+// Parses the catalog fields listed in ModelShape. REQUIRES: `text` is a JSON object.
+// Throws HarnessError naming every missing or non-positive field.
+ModelShape parse_model_shape(const std::string& text, const std::string& key);
+// Reads and parses a model file; the key is the file's stem.
+ModelShape load_model_shape(const std::string& path);
+
+enum class Op { kGemm, kAttentionPrefill, kAttentionDecode, kCollective, kMemcpy };
+
+// Table name of an op, as used in --ops, the CSV file stem and meta.json "tables".
+std::string op_name(Op op);
+// Parses a comma-separated --ops list. Throws HarnessError listing the valid names.
+std::set<Op> parse_ops(const std::string& list);
+std::vector<Op> all_ops();
+
+struct PlanOptions {
+  std::optional<ModelShape> model;  // nullopt: the generic grid
+  int tp = 1;
+  std::set<Op> ops = {Op::kGemm, Op::kAttentionPrefill, Op::kAttentionDecode, Op::kCollective,
+                      Op::kMemcpy};
+  bool quick = false;
+  int reps = 20;                                 // timed repetitions per point (median reported)
+  int warmup = 3;                                // untimed runs per point
+  double max_seconds = 0.0;                      // whole-run budget; 0 = unlimited
+  int num_gpus = 1;                              // GPUs taking part in collectives and peer copies
+  bool fp8 = true;                               // the GPU has fp8 tensor cores (sm_89+)
+  int64_t gpu_memory_bytes = int64_t{80} << 30;  // bounds the attention working sets
+};
+
+struct GemmPoint {
+  std::string layer;  // "qkv", "o", "gate_up", "down", "lm_head" or "grid" (not in the CSV)
+  std::string dtype;  // "bf16" or "fp8_e4m3"
+  int64_t m = 0;      // tokens
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
+struct PrefillPoint {
+  std::string dtype;  // "bf16"
+  int64_t batch = 0;
+  int64_t q_tokens = 0;       // query tokens per sequence
+  int64_t prefix_tokens = 0;  // cached tokens each query also attends to
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  bool causal = true;
+};
+
+struct DecodePoint {
+  std::string dtype;     // "bf16"
+  std::string kv_dtype;  // "bf16"
+  int64_t batch = 0;
+  int64_t context_tokens = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+struct CollectivePoint {
+  std::string op;     // "all_reduce" or "all_gather"
+  std::string dtype;  // "bf16"
+  int num_gpus = 0;
+  int64_t message_bytes = 0;  // all_reduce: buffer size; all_gather: output buffer size
+};
+
+struct MemcpyPoint {
+  std::string kind;  // "d2d", "h2d", "d2h" (pinned host), "peer"
+  int64_t bytes = 0;
+};
+
+struct Plan {
+  std::string model_key;  // ModelShape::key or "generic"
+  int tp = 1;
+  bool quick = false;
+  int reps = 0;
+  int warmup = 0;
+  std::vector<GemmPoint> gemm;
+  std::vector<PrefillPoint> prefill;
+  std::vector<DecodePoint> decode;
+  std::vector<CollectivePoint> collective;
+  std::vector<MemcpyPoint> memcpy;
+  // Table name -> why it (or part of it) is not measured, e.g. collective with one GPU.
+  std::map<std::string, std::string> skipped;
+};
+
+// Token counts (GEMM m) of the full and the --quick grid.
+std::vector<int64_t> token_grid(bool quick);
+
+// REQUIRES: options.tp >= 1 and divides the model's heads (throws HarnessError otherwise).
+Plan build_plan(const PlanOptions& options);
+
+// Bytes of device memory one prefill / decode point needs (Q, K, V, O; no workspace).
+int64_t prefill_working_set_bytes(const PrefillPoint& p);
+int64_t decode_working_set_bytes(const DecodePoint& p);
+
+// Estimated kernel time of a point on an H100-class GPU (roofline with fixed efficiencies).
+double estimate_point_us(const GemmPoint& p);
+double estimate_point_us(const PrefillPoint& p);
+double estimate_point_us(const DecodePoint& p);
+
+// Estimated wall time of the whole plan in seconds (> 0 for a non-empty plan): kernel time over
+// warm-up and repetitions, L2 flushes, and per-point setup (cuDNN plan builds dominate).
+double estimate_plan_seconds(const Plan& plan);
+
+// Human-readable plan: one line per table with its point count and estimated time, then totals.
+std::string format_plan(const Plan& plan);
+
+}  // namespace servesim::profiling
+
+#endif  // SERVESIM_PROFILES_HARNESS_PLAN_H_

@@ -1,0 +1,38 @@
+#include "cli_options.h"
+
+#include <gtest/gtest.h>
+
+namespace servesim::profiling {
+namespace {
+
+TEST(CliOptions, ParsesRunOptions) {
+  CliOptions o = parse_cli({"--model", "m.json", "--tp", "2", "--ops", "gemm,memcpy", "--quick",
+                            "--reps", "7", "--max-seconds", "60", "--out", "dir"});
+  EXPECT_EQ(o.model_path, "m.json");
+  EXPECT_EQ(o.tp, 2);
+  EXPECT_EQ(o.ops, (std::set<Op>{Op::kGemm, Op::kMemcpy}));
+  EXPECT_TRUE(o.quick);
+  EXPECT_EQ(o.reps, 7);
+  EXPECT_DOUBLE_EQ(o.max_seconds, 60.0);
+  EXPECT_EQ(o.out_dir, "dir");
+  EXPECT_FALSE(o.plan_only);
+}
+
+TEST(CliOptions, PlanWithGenericGrid) {
+  CliOptions o = parse_cli({"--grid", "generic", "--plan"});
+  EXPECT_TRUE(o.generic);
+  EXPECT_TRUE(o.plan_only);
+}
+
+TEST(CliOptions, RejectsBadArguments) {
+  EXPECT_THROW(parse_cli({}), HarnessError);
+  EXPECT_THROW(parse_cli({"--model", "a.json", "--grid", "generic"}), HarnessError);
+  EXPECT_THROW(parse_cli({"--grid", "fancy"}), HarnessError);
+  EXPECT_THROW(parse_cli({"--model", "a.json", "--tp", "0"}), HarnessError);
+  EXPECT_THROW(parse_cli({"--model", "a.json", "--reps", "x"}), HarnessError);
+  EXPECT_THROW(parse_cli({"--model", "a.json", "--frobnicate"}), HarnessError);
+  EXPECT_THROW(parse_cli({"--model"}), HarnessError);
+}
+
+}  // namespace
+}  // namespace servesim::profiling
