@@ -17,9 +17,11 @@ using sim::SeqView;
 // max(computed + tokens, reserve) tokens of KV).
 class Decision {
  public:
-  Decision(const InstanceView& view, BatchPlan& plan, std::vector<char>& alive)
-      : view_(view), plan_(plan), alive_(alive), free_(view.free_blocks) {
+  Decision(const InstanceView& view, BatchPlan& plan, std::vector<char>& alive,
+           std::vector<SeqView>& victims)
+      : view_(view), plan_(plan), alive_(alive), victims_(victims), free_(view.free_blocks) {
     alive_.assign(view.running->size(), 1);
+    victims_.clear();
     alive_count_ = static_cast<int64_t>(view.running->size());
   }
 
@@ -27,6 +29,9 @@ class Decision {
   int64_t running_count() const { return alive_count_; }
   bool alive(size_t pos) const { return alive_[pos] != 0; }
   bool preempted_any() const { return !plan_.preempt.empty(); }
+  // The requests preempted so far, as the engine will queue them: recomputed from scratch, and
+  // in preemption order (the engine puts each at the head of waiting, so the last is first).
+  const std::vector<SeqView>& victims() const { return victims_; }
 
   // Extra blocks `seq` needs to hold `kv_tokens` tokens of KV.
   int64_t extra_blocks(const SeqView& seq, int64_t kv_tokens) const {
@@ -42,6 +47,11 @@ class Decision {
       alive_count_--;
       free_ += victim.blocks;
       plan_.preempt.push_back(victim.id);
+      SeqView queued = victim;
+      queued.computed_tokens = 0;
+      queued.blocks = 0;
+      queued.preemptions++;
+      victims_.push_back(queued);
       return static_cast<int64_t>(p);
     }
     return -1;
@@ -74,6 +84,7 @@ class Decision {
   const InstanceView& view_;
   BatchPlan& plan_;
   std::vector<char>& alive_;
+  std::vector<SeqView>& victims_;
   int64_t free_;
   int64_t alive_count_ = 0;
 };
@@ -83,7 +94,7 @@ class Coloc : public sim::BatchingPolicy {
   explicit Coloc(const ColocParams& p) : p_(p) {}
 
   bool next_batch(const InstanceView& view, BatchPlan& plan) override {
-    Decision d(view, plan, alive_);
+    Decision d(view, plan, alive_, victims_);
     switch (p_.mode) {
       case ColocParams::Mode::kStallFree:
         stall_free(view, d);
@@ -138,21 +149,31 @@ class Coloc : public sim::BatchingPolicy {
     admit_waiting(view, d, used, /*stop_after_preemption=*/false);
   }
 
-  // Admits waiting requests in FCFS order while budget, sequence slots and KV allow.
+  // Admits waiting requests in FCFS order while budget, sequence slots and KV allow. Requests
+  // preempted earlier in this decision are at the head of the waiting queue (policies.md §1.3),
+  // so they come first: a later request must not take the KV they gave up.
   void admit_waiting(const InstanceView& view, Decision& d, int64_t& used,
                      bool stop_after_preemption) {
     if (stop_after_preemption && d.preempted_any()) return;
-    for (const SeqView& r : *view.waiting) {
+    auto try_admit = [&](const SeqView& r) {
       const int64_t budget = p_.max_num_batched_tokens - used;
-      if (budget <= 0 || d.running_count() >= p_.max_num_seqs) return;
+      if (budget <= 0 || d.running_count() >= p_.max_num_seqs) return false;
       int64_t n = r.remaining_tokens();
       if (p_.long_prefill_token_threshold > 0) n = std::min(n, p_.long_prefill_token_threshold);
-      if (!p_.enable_chunked_prefill && n > budget) return;
+      if (!p_.enable_chunked_prefill && n > budget) return false;
       n = std::min(n, budget);
       const int64_t kv_tokens = whole_prompt() ? r.num_tokens() : n;
-      if (blocks_for_tokens(kv_tokens, view.block_size) > d.free_blocks()) return;
+      if (blocks_for_tokens(kv_tokens, view.block_size) > d.free_blocks()) return false;
       d.admit(r, n, prefill_reserve(r));
       used += n;
+      return true;
+    };
+    const std::vector<SeqView>& victims = d.victims();
+    for (auto it = victims.rbegin(); it != victims.rend(); ++it) {
+      if (!try_admit(*it)) return;
+    }
+    for (const SeqView& r : *view.waiting) {
+      if (!try_admit(r)) return;
     }
   }
 
@@ -214,7 +235,8 @@ class Coloc : public sim::BatchingPolicy {
 
   ColocParams p_;
   int64_t block_size_ = 16;
-  std::vector<char> alive_;  // reused across decisions
+  std::vector<char> alive_;       // reused across decisions
+  std::vector<SeqView> victims_;  // reused across decisions
 };
 
 }  // namespace

@@ -1,0 +1,129 @@
+#include "policies/routers.h"
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace servesim::policies {
+namespace {
+
+using sim::InstanceLoad;
+
+InstanceLoad load(int32_t id) {
+  InstanceLoad l;
+  l.instance_id = id;
+  l.total_blocks = 100;
+  return l;
+}
+
+std::vector<InstanceLoad> loads(int n) {
+  std::vector<InstanceLoad> out;
+  for (int i = 0; i < n; ++i) out.push_back(load(i));
+  return out;
+}
+
+int32_t route(sim::RoutingPolicy& router, const std::vector<InstanceLoad>& instances) {
+  const sim::ClusterView view{time_from_ns(0), &instances, 16};
+  return router.route(view, RequestSpec{});
+}
+
+TEST(RoundRobin, CyclesOverInstancesInIndexOrder) {
+  auto router = make_round_robin();
+  const auto inst = loads(3);
+  std::vector<int32_t> picks;
+  for (int i = 0; i < 7; ++i) picks.push_back(route(*router, inst));
+  EXPECT_EQ(picks, (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 0}));
+}
+
+TEST(RoundRobin, SkipsInstancesThatAreNotAccepting) {
+  auto router = make_round_robin();
+  auto inst = loads(3);
+  inst[1].accepting = false;
+  std::vector<int32_t> picks;
+  for (int i = 0; i < 5; ++i) picks.push_back(route(*router, inst));
+  EXPECT_EQ(picks, (std::vector<int32_t>{0, 2, 0, 2, 0}));
+}
+
+TEST(RoundRobin, IgnoresLoad) {
+  auto router = make_round_robin();
+  auto inst = loads(2);
+  inst[0].outstanding = 1000;
+  inst[0].used_blocks = 100;
+  EXPECT_EQ(route(*router, inst), 0);
+  EXPECT_EQ(route(*router, inst), 1);
+  EXPECT_EQ(route(*router, inst), 0);
+}
+
+TEST(RoundRobin, ThrowsWithoutAnAcceptingInstance) {
+  auto router = make_round_robin();
+  auto inst = loads(2);
+  inst[0].accepting = inst[1].accepting = false;
+  EXPECT_THROW(route(*router, inst), std::logic_error);
+}
+
+TEST(LeastOutstanding, PicksTheFewestOutstanding) {
+  auto router = make_least_outstanding();
+  auto inst = loads(4);
+  inst[0].outstanding = 3;
+  inst[1].outstanding = 2;
+  inst[2].outstanding = 0;
+  inst[3].outstanding = 1;
+  // Waiting, running and KV use play no part.
+  inst[2].waiting = 50;
+  inst[2].used_blocks = 99;
+  EXPECT_EQ(route(*router, inst), 2);
+}
+
+TEST(LeastOutstanding, TiesGoToTheLowestIndex) {
+  auto router = make_least_outstanding();
+  auto inst = loads(4);
+  inst[0].outstanding = 3;
+  inst[1].outstanding = 1;
+  inst[2].outstanding = 1;
+  inst[3].outstanding = 1;
+  EXPECT_EQ(route(*router, inst), 1);
+  EXPECT_EQ(route(*router, inst), 1);  // stateless
+}
+
+TEST(LeastOutstanding, SkipsInstancesThatAreNotAccepting) {
+  auto router = make_least_outstanding();
+  auto inst = loads(4);
+  inst[0].outstanding = 3;
+  inst[1].outstanding = 1;
+  inst[1].accepting = false;
+  inst[2].outstanding = 2;
+  inst[3].outstanding = 2;
+  EXPECT_EQ(route(*router, inst), 2);
+  for (auto& l : inst) l.accepting = false;
+  EXPECT_THROW(route(*router, inst), std::logic_error);
+}
+
+TEST(LeastKvLoad, UsesUsedPlusQueuedOverTotal) {
+  auto router = make_least_kv_load();
+  auto inst = loads(3);
+  inst[0].used_blocks = 50;  // 0.50
+  inst[1].used_blocks = 10;  // (10 + 50) / 100 = 0.60: fewest used, but queued prompts count
+  inst[1].queued_prompt_blocks = 50;
+  inst[2].total_blocks = 200;  // (60 + 0) / 200 = 0.30: most used, but the largest pool
+  inst[2].used_blocks = 60;
+  EXPECT_EQ(route(*router, inst), 2);
+  inst[2].queued_prompt_blocks = 50;  // (60 + 50) / 200 = 0.55
+  EXPECT_EQ(route(*router, inst), 0);
+}
+
+TEST(LeastKvLoad, TiesGoToTheLowestIndexAndNonAcceptingAreSkipped) {
+  auto router = make_least_kv_load();
+  auto inst = loads(3);
+  inst[0].used_blocks = 40;
+  inst[1].used_blocks = 20;  // 0.2
+  inst[2].total_blocks = 50;
+  inst[2].queued_prompt_blocks = 10;  // 0.2
+  EXPECT_EQ(route(*router, inst), 1);
+  inst[1].accepting = false;
+  EXPECT_EQ(route(*router, inst), 2);
+}
+
+}  // namespace
+}  // namespace servesim::policies
