@@ -18,8 +18,8 @@ struct CliOptions {
   std::string model_path;  // --model; empty with --grid generic
   bool generic = false;    // --grid generic
   int tp = 1;              // --tp
-  std::set<Op> ops = {Op::kGemm, Op::kAttentionPrefill, Op::kAttentionDecode, Op::kCollective,
-                      Op::kMemcpy};
+  std::set<Op> ops = {Op::kGemm,       Op::kAttentionPrefill, Op::kAttentionDecode,
+                      Op::kCollective, Op::kMemcpy,           Op::kForward};
   bool quick = false;        // --quick
   int reps = 20;             // --reps
   int warmup = 3;            // --warmup

@@ -116,7 +116,10 @@ std::string method_text() {
          "together exceed L2) divided by the launch count; random inputs; GEMM via cuBLASLt "
          "(heuristic top algorithm, 32 MiB workspace, fp8 with per-tensor scales and fast "
          "accumulation, bf16 output); attention via the cuDNN backend flash-attention graph "
-         "(bf16, BSHD layout, fp32 softmax); collectives via NCCL, slowest GPU";
+         "(bf16, BSHD layout, fp32 softmax); collectives via NCCL, slowest GPU; forward: one "
+         "whole model forward pass (every layer's own weights and KV cache) timed with CUDA "
+         "events, no L2 flush, median of the repetitions, decode also replayed as one captured "
+         "CUDA graph";
 }
 
 }  // namespace servesim::profiling

@@ -1,7 +1,5 @@
 // cuBLASLt GEMM latency: D[m x n] = X[m x k] * W[n x k]^T, the layout of a linear layer with
-// row-major activations X and row-major weights W. In cuBLASLt's column-major terms this is the
-// "TN" problem (A = W transposed, B = X), the layout Hopper's fp8 kernels require.
-#include <cublasLt.h>
+// row-major activations X and row-major weights W (see lt_matmul.h).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -12,20 +10,11 @@
 
 #include "gpu_bench.h"
 #include "gpu_timer.h"
+#include "lt_matmul.h"
 
 namespace servesim::profiling {
 namespace {
 
-#define SERVESIM_CUBLAS_CHECK(expr)                                   \
-  do {                                                                \
-    cublasStatus_t servesim_st_ = (expr);                             \
-    if (servesim_st_ != CUBLAS_STATUS_SUCCESS) {                      \
-      throw GpuError(std::string(#expr) + ": cublas status " +        \
-                     std::to_string(static_cast<int>(servesim_st_))); \
-    }                                                                 \
-  } while (0)
-
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kMaxWeightCopies = 8;
 
 // Device buffers for one (dtype, n, k): weight copies to rotate through, activations for the
@@ -43,72 +32,6 @@ struct GemmBuffers {
   }
 };
 
-class LtMatmul {
- public:
-  LtMatmul(cublasLtHandle_t lt, bool fp8, int64_t m, int64_t n, int64_t k, const float* scale_dev)
-      : lt_(lt) {
-    cudaDataType_t in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-    SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T;
-    cublasOperation_t tb = CUBLAS_OP_N;
-    SERVESIM_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    SERVESIM_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    if (fp8) {
-      // Per-tensor scales (device pointers), fast accumulation as serving engines run fp8.
-      SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-          desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_dev, sizeof scale_dev));
-      SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-          desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_dev, sizeof scale_dev));
-      int8_t fast = 1;
-      SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
-                                                           &fast, sizeof fast));
-    }
-    SERVESIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, in_type, k, n, k));
-    SERVESIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, in_type, k, m, k));
-    SERVESIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_, CUDA_R_16BF, n, m, n));
-    cublasLtMatmulPreference_t pref = nullptr;
-    SERVESIM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = kWorkspaceBytes;
-    SERVESIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    int found = 0;
-    cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, b_, c_, c_, pref, 1, &heuristic_, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      destroy();
-      throw GpuError("cublasLtMatmulAlgoGetHeuristic found no algorithm");
-    }
-  }
-  ~LtMatmul() { destroy(); }
-
-  void run(cudaStream_t s, const void* w, const void* x, void* d, void* workspace) const {
-    float alpha = 1.0f;
-    float beta = 0.0f;
-    SERVESIM_CUBLAS_CHECK(cublasLtMatmul(lt_, desc_, &alpha, w, a_, x, b_, &beta, d, c_, d, c_,
-                                         &heuristic_.algo, workspace, kWorkspaceBytes, s));
-  }
-
- private:
-  void destroy() {
-    if (a_) cublasLtMatrixLayoutDestroy(a_);
-    if (b_) cublasLtMatrixLayoutDestroy(b_);
-    if (c_) cublasLtMatrixLayoutDestroy(c_);
-    if (desc_) cublasLtMatmulDescDestroy(desc_);
-    a_ = b_ = c_ = nullptr;
-    desc_ = nullptr;
-  }
-
-  cublasLtHandle_t lt_;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr;
-  cublasLtMatrixLayout_t b_ = nullptr;
-  cublasLtMatrixLayout_t c_ = nullptr;
-  cublasLtMatmulHeuristicResult_t heuristic_{};
-};
-
 }  // namespace
 
 std::vector<GemmRow> run_gemm(const std::vector<GemmPoint>& points, const RunContext& ctx) {
@@ -124,7 +47,7 @@ std::vector<GemmRow> run_gemm(const std::vector<GemmPoint>& points, const RunCon
   SERVESIM_CUBLAS_CHECK(cublasLtCreate(&lt));
   void* workspace = nullptr;
   float* scale = nullptr;
-  SERVESIM_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+  SERVESIM_CUDA_CHECK(cudaMalloc(&workspace, kGemmWorkspaceBytes));
   SERVESIM_CUDA_CHECK(cudaMalloc(&scale, sizeof(float)));
   float one = 1.0f;
   SERVESIM_CUDA_CHECK(cudaMemcpy(scale, &one, sizeof one, cudaMemcpyHostToDevice));

@@ -36,13 +36,6 @@ struct RunContext {
   bool out_of_time() const { return max_seconds > 0 && elapsed_seconds() > max_seconds; }
 };
 
-// Appends `text` to the skip note of `table` ("; "-separated).
-inline void add_skip_note(std::map<std::string, std::string>* skipped, const std::string& table,
-                          const std::string& text) {
-  std::string& note = (*skipped)[table];
-  note += (note.empty() ? "" : "; ") + text;
-}
-
 // Number of CUDA devices; on failure returns 0 and sets *error to the CUDA error text.
 int visible_gpu_count(std::string* error);
 
@@ -64,6 +57,9 @@ std::vector<DecodeRow> run_attention_decode(const std::vector<DecodePoint>& poin
 std::vector<CollectiveRow> run_collectives(const std::vector<CollectivePoint>& points,
                                            const RunContext& ctx);
 std::vector<MemcpyRow> run_memcpy(const std::vector<MemcpyPoint>& points, const RunContext& ctx);
+// Whole forward passes of `model` (one GPU's shard), one row per point (see forward_bench.cu).
+std::vector<ForwardRow> run_forward(const ForwardModel& model,
+                                    const std::vector<ForwardPoint>& points, const RunContext& ctx);
 
 }  // namespace servesim::profiling
 

@@ -32,13 +32,16 @@ __global__ void fill_fp8_kernel(__nv_fp8_e4m3* p, int64_t n, uint32_t seed, floa
   }
 }
 
+}  // namespace
+
 double median(std::vector<double> v) {
+  if (v.empty()) {
+    return 0.0;
+  }
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-
-}  // namespace
 
 void fill_random_bf16(void* ptr, int64_t count, uint32_t seed, float scale, cudaStream_t s) {
   fill_bf16_kernel<<<1024, 256, 0, s>>>(static_cast<__nv_bfloat16*>(ptr), count, seed, scale);

@@ -15,6 +15,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace servesim::profiling {
 
@@ -69,6 +70,9 @@ class GpuTimer {
   int flush_count_ = 0;
   int graph_points_ = 0;
 };
+
+// Median of the samples (mean of the middle two for an even count); 0 when empty.
+double median(std::vector<double> samples);
 
 // Fills device memory with deterministic pseudo-random values in [-scale, scale].
 void fill_random_bf16(void* ptr, int64_t count, uint32_t seed, float scale, cudaStream_t s);

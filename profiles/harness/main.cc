@@ -112,11 +112,18 @@ int run(const sp::CliOptions& cli) {
     table_failed("memcpy", e);
   }
   save();
+  try {
+    results.forward = sp::run_forward(plan.forward_model, plan.forward, ctx);
+  } catch (const std::exception& e) {
+    table_failed("forward", e);
+  }
+  save();
   std::fprintf(stderr,
-               "wrote %s (gemm %zu, prefill %zu, decode %zu, collective %zu, memcpy %zu "
-               "rows) in %.1f s\n",
+               "wrote %s (gemm %zu, prefill %zu, decode %zu, collective %zu, memcpy %zu, "
+               "forward %zu rows) in %.1f s\n",
                out_dir.c_str(), results.gemm.size(), results.prefill.size(), results.decode.size(),
-               results.collective.size(), results.memcpy.size(), ctx.elapsed_seconds());
+               results.collective.size(), results.memcpy.size(), results.forward.size(),
+               ctx.elapsed_seconds());
   for (const auto& [table, why] : results.skipped) {
     std::fprintf(stderr, "  skipped (%s): %s\n", table.c_str(), why.c_str());
   }

@@ -21,6 +21,10 @@ constexpr double kLaunchUs = 4.0;
 constexpr double kGemmSetupS = 0.01;
 constexpr double kAttentionSetupS = 0.08;  // seen on an H100 with cuDNN 9.19
 constexpr double kCopySetupS = 0.005;
+// Forward pass: five GEMM heuristic queries and one attention plan per shape, plus allocating and
+// filling the weights and the KV cache once per run.
+constexpr double kForwardSetupS = 0.15;
+constexpr double kForwardRunSetupS = 3.0;
 // One L2 flush (writing twice a 50 MB L2) and the host round trip around each repetition.
 constexpr double kFlushUs = 45.0;
 constexpr double kRepOverheadUs = 15.0;
@@ -204,6 +208,77 @@ void add_memcpy_points(const PlanOptions& o, Plan* plan) {
   }
 }
 
+void add_forward_points(const PlanOptions& o, Plan* plan) {
+  if (!o.model) {
+    plan->skipped["forward"] = "needs a model (--model): the generic grid has no forward pass";
+    return;
+  }
+  const ForwardModel fm = forward_model(*o.model, o.tp);
+  plan->forward_model = fm;
+  const int64_t budget = static_cast<int64_t>(kForwardMemoryFraction * o.gpu_memory_bytes);
+  if (forward_weight_bytes(fm) > budget) {
+    plan->skipped["forward"] = "the weights of one GPU (" +
+                               std::to_string(forward_weight_bytes(fm) >> 20) +
+                               " MiB) do not fit in the GPU memory; use a larger --tp";
+    return;
+  }
+  struct Shape {
+    int64_t batch;
+    int64_t q_tokens;
+  };
+  std::vector<Shape> prefill;
+  for (int64_t q : o.quick ? std::vector<int64_t>{512, 2048, 8192} : powers_of_two(128, 8192)) {
+    prefill.push_back({1, q});
+  }
+  if (!o.quick) {
+    prefill.push_back({4, 512});
+  }
+  prefill.push_back({8, 1024});
+  std::vector<int64_t> decode_batches =
+      o.quick ? std::vector<int64_t>{1, 32, 256} : std::vector<int64_t>{1, 8, 32, 64, 128, 256};
+  std::vector<int64_t> decode_contexts =
+      o.quick ? std::vector<int64_t>{2048} : std::vector<int64_t>{512, 2048, 8192};
+
+  int dropped_prefill = 0;
+  int dropped_decode = 0;
+  for (const Shape& s : prefill) {
+    ForwardPoint p{"prefill", s.batch, s.q_tokens, s.q_tokens, false};
+    if (forward_working_set_bytes(fm, p) > budget) {
+      ++dropped_prefill;
+      continue;
+    }
+    plan->forward.push_back(p);
+  }
+  if (!fm.causal) {
+    add_skip_note(&plan->skipped, "forward",
+                  "decode rows not planned: a diffusion LLM has no autoregressive decode step");
+    return;
+  }
+  for (int64_t b : decode_batches) {
+    for (int64_t ctx : decode_contexts) {
+      ForwardPoint p{"decode", b, 1, ctx, false};
+      if (forward_working_set_bytes(fm, p) > budget) {
+        ++dropped_decode;
+        continue;
+      }
+      plan->forward.push_back(p);  // launched kernel by kernel
+      p.graph = true;
+      plan->forward.push_back(p);  // the same pass replayed as a CUDA graph
+    }
+  }
+  const std::string over = " whose weights, KV cache and activations exceed " +
+                           std::to_string(static_cast<int>(kForwardMemoryFraction * 100)) +
+                           "% of the GPU memory not planned";
+  if (dropped_prefill > 0) {
+    add_skip_note(&plan->skipped, "forward",
+                  std::to_string(dropped_prefill) + " prefill shapes" + over);
+  }
+  if (dropped_decode > 0) {
+    add_skip_note(&plan->skipped, "forward",
+                  std::to_string(dropped_decode) + " decode shapes" + over);
+  }
+}
+
 double point_seconds(double kernel_us, int reps, int warmup, double setup_s) {
   double per_rep_us = std::max(kernel_us, kLaunchUs) + kFlushUs + kRepOverheadUs;
   return setup_s + (reps + warmup + 1) * per_rep_us * 1e-6;
@@ -286,12 +361,15 @@ std::string op_name(Op op) {
       return "collective";
     case Op::kMemcpy:
       return "memcpy";
+    case Op::kForward:
+      return "forward";
   }
   return "unknown";
 }
 
 std::vector<Op> all_ops() {
-  return {Op::kGemm, Op::kAttentionPrefill, Op::kAttentionDecode, Op::kCollective, Op::kMemcpy};
+  return {Op::kGemm,       Op::kAttentionPrefill, Op::kAttentionDecode,
+          Op::kCollective, Op::kMemcpy,           Op::kForward};
 }
 
 std::set<Op> parse_ops(const std::string& list) {
@@ -366,6 +444,9 @@ Plan build_plan(const PlanOptions& o) {
   if (o.ops.count(Op::kMemcpy)) {
     add_memcpy_points(o, &plan);
   }
+  if (o.ops.count(Op::kForward)) {
+    add_forward_points(o, &plan);
+  }
   return plan;
 }
 
@@ -380,6 +461,65 @@ int64_t decode_working_set_bytes(const DecodePoint& p) {
   int64_t q_o = 2 * p.batch * p.num_heads * p.head_dim;
   int64_t k_v = 2 * p.batch * p.context_tokens * p.num_kv_heads * p.head_dim;
   return (q_o + k_v) * kBf16Bytes;
+}
+
+ForwardModel forward_model(const ModelShape& m, int tp) {
+  ForwardModel f;
+  f.num_layers = m.num_layers;
+  f.hidden = m.hidden_size;
+  f.num_heads = m.num_heads / tp;
+  f.num_kv_heads = std::max<int64_t>(1, m.num_kv_heads / tp);
+  f.head_dim = m.head_dim;
+  f.qkv_n = (f.num_heads + 2 * f.num_kv_heads) * f.head_dim;
+  f.mlp_inner = m.intermediate_size / tp;
+  f.mlp_n = (m.gated_mlp ? 2 : 1) * f.mlp_inner;
+  f.vocab = m.vocab_size / tp;
+  f.gated_mlp = m.gated_mlp;
+  f.causal = !m.bidirectional;
+  return f;
+}
+
+int64_t forward_weight_bytes(const ForwardModel& m) {
+  int64_t per_layer = m.qkv_n * m.hidden + m.hidden * m.num_heads * m.head_dim +
+                      m.mlp_n * m.hidden + m.hidden * m.mlp_inner + 2 * m.hidden;
+  return (m.num_layers * per_layer + m.vocab * m.hidden + m.hidden) * kBf16Bytes;
+}
+
+int64_t forward_kv_bytes(const ForwardModel& m, const ForwardPoint& p) {
+  return m.num_layers * p.batch * p.context_tokens * 2 * m.num_kv_heads * m.head_dim * kBf16Bytes;
+}
+
+int64_t forward_activation_bytes(const ForwardModel& m, const ForwardPoint& p) {
+  int64_t t = p.tokens();
+  // Embedding source, residual stream, normed input, O and down outputs; QKV; Q and attention
+  // output; gate-up and its activation; the last tokens' norm and logits.
+  int64_t elems = 5 * t * m.hidden + t * m.qkv_n + 2 * t * m.num_heads * m.head_dim +
+                  t * (m.mlp_n + m.mlp_inner) + p.batch * (m.hidden + m.vocab);
+  return elems * kBf16Bytes;
+}
+
+int64_t forward_working_set_bytes(const ForwardModel& m, const ForwardPoint& p) {
+  return forward_weight_bytes(m) + forward_kv_bytes(m, p) + forward_activation_bytes(m, p);
+}
+
+double estimate_point_us(const ForwardModel& m, const ForwardPoint& p) {
+  int64_t t = p.tokens();
+  auto gemm = [&](int64_t rows, int64_t n, int64_t k) {
+    return estimate_point_us(GemmPoint{"", "bf16", rows, n, k});
+  };
+  double attention =
+      p.kind == "decode"
+          ? estimate_point_us(DecodePoint{"bf16", "bf16", p.batch, p.context_tokens, m.num_heads,
+                                          m.num_kv_heads, m.head_dim})
+          : estimate_point_us(PrefillPoint{"bf16", p.batch, p.q_tokens, 0, m.num_heads,
+                                           m.num_kv_heads, m.head_dim, m.causal});
+  // Norms, RoPE, residual adds and SiLU-mul: read and write their tensors once each.
+  double elementwise_bytes = kBf16Bytes * static_cast<double>(t) *
+                             (10.0 * m.hidden + 2.0 * m.qkv_n + m.mlp_n + m.mlp_inner);
+  double layer = gemm(t, m.qkv_n, m.hidden) + gemm(t, m.hidden, m.num_heads * m.head_dim) +
+                 gemm(t, m.mlp_n, m.hidden) + gemm(t, m.hidden, m.mlp_inner) + attention +
+                 elementwise_bytes / kBytesPerS * 1e6 + 7 * kLaunchUs;
+  return m.num_layers * layer + gemm(p.batch, m.vocab, m.hidden) + 2 * kLaunchUs;
 }
 
 double estimate_point_us(const GemmPoint& p) {
@@ -423,8 +563,16 @@ double estimate_plan_seconds(const Plan& plan) {
     double bw = p.kind == "d2d" ? kBytesPerS / 2 : 25e9;
     s += point_seconds(p.bytes / bw * 1e6 + kLaunchUs, plan.reps, plan.warmup, kCopySetupS);
   }
+  if (!plan.forward.empty()) {
+    s += kForwardRunSetupS;
+    for (const ForwardPoint& p : plan.forward) {
+      // No L2 flush between passes; a pass is far longer than the host round trip.
+      s += kForwardSetupS +
+           (plan.reps + plan.warmup + 1) * estimate_point_us(plan.forward_model, p) * 1e-6;
+    }
+  }
   bool empty = plan.gemm.empty() && plan.prefill.empty() && plan.decode.empty() &&
-               plan.collective.empty() && plan.memcpy.empty();
+               plan.collective.empty() && plan.memcpy.empty() && plan.forward.empty();
   // Process start-up: context creation, library loading, device memory for the L2 flush.
   return empty ? s : s + 3.0;
 }
@@ -456,8 +604,18 @@ std::string format_plan(const Plan& plan) {
   line("attention_decode", plan.decode.size(), only(&Plan::decode));
   line("collective", plan.collective.size(), only(&Plan::collective));
   line("memcpy", plan.memcpy.size(), only(&Plan::memcpy));
+  double forward_s = 0.0;
+  if (!plan.forward.empty()) {
+    Plan p;
+    p.reps = plan.reps;
+    p.warmup = plan.warmup;
+    p.forward_model = plan.forward_model;
+    p.forward = plan.forward;
+    forward_s = estimate_plan_seconds(p) - 3.0;
+  }
+  line("forward", plan.forward.size(), forward_s);
   size_t total = plan.gemm.size() + plan.prefill.size() + plan.decode.size() +
-                 plan.collective.size() + plan.memcpy.size();
+                 plan.collective.size() + plan.memcpy.size() + plan.forward.size();
   out << "  total: " << total << " points, estimated "
       << format_seconds(estimate_plan_seconds(plan)) << " on an H100-class GPU\n";
   for (const auto& [table, why] : plan.skipped) {

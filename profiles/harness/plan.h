@@ -25,6 +25,13 @@ class HarnessError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Appends `text` to the skip note of `table` ("; "-separated).
+inline void add_skip_note(std::map<std::string, std::string>* skipped, const std::string& table,
+                          const std::string& text) {
+  std::string& note = (*skipped)[table];
+  note += (note.empty() ? "" : "; ") + text;
+}
+
 // The transformer dimensions the harness needs, read from a servesim catalog model JSON.
 struct ModelShape {
   std::string key;  // catalog key: the file name without ".json", e.g. "llama-3.1-8b"
@@ -48,7 +55,7 @@ ModelShape parse_model_shape(const std::string& text, const std::string& key);
 // Reads and parses a model file; the key is the file's stem.
 ModelShape load_model_shape(const std::string& path);
 
-enum class Op { kGemm, kAttentionPrefill, kAttentionDecode, kCollective, kMemcpy };
+enum class Op { kGemm, kAttentionPrefill, kAttentionDecode, kCollective, kMemcpy, kForward };
 
 // Table name of an op, as used in --ops, the CSV file stem and meta.json "tables".
 std::string op_name(Op op);
@@ -59,8 +66,8 @@ std::vector<Op> all_ops();
 struct PlanOptions {
   std::optional<ModelShape> model;  // nullopt: the generic grid
   int tp = 1;
-  std::set<Op> ops = {Op::kGemm, Op::kAttentionPrefill, Op::kAttentionDecode, Op::kCollective,
-                      Op::kMemcpy};
+  std::set<Op> ops = {Op::kGemm,       Op::kAttentionPrefill, Op::kAttentionDecode,
+                      Op::kCollective, Op::kMemcpy,           Op::kForward};
   bool quick = false;
   int reps = 20;                                 // timed repetitions per point (median reported)
   int warmup = 3;                                // untimed runs per point
@@ -111,6 +118,35 @@ struct MemcpyPoint {
   int64_t bytes = 0;
 };
 
+// One GPU's share of a whole model forward pass (forward.csv): the shapes of every operator.
+struct ForwardModel {
+  int64_t num_layers = 0;
+  int64_t hidden = 0;
+  int64_t num_heads = 0;     // query heads on this GPU
+  int64_t num_kv_heads = 0;  // KV heads on this GPU (at least 1)
+  int64_t head_dim = 0;
+  int64_t qkv_n = 0;      // (num_heads + 2 num_kv_heads) head_dim
+  int64_t mlp_n = 0;      // gate_up GEMM output width: 2 I / tp (I / tp without a gated MLP)
+  int64_t mlp_inner = 0;  // I / tp: down GEMM input width
+  int64_t vocab = 0;      // V / tp: LM head output width
+  bool gated_mlp = true;
+  bool causal = true;  // prefill attention mask (false for diffusion LLMs)
+};
+
+// One row of forward.csv. kind "prefill": batch sequences of q_tokens new tokens each, no cached
+// prefix (context_tokens == q_tokens). kind "decode": batch sequences of one new token each
+// attending context_tokens cached tokens (the new one included; q_tokens == 1). graph: the pass is
+// replayed as one captured CUDA graph instead of launched kernel by kernel.
+struct ForwardPoint {
+  std::string kind;
+  int64_t batch = 0;
+  int64_t q_tokens = 0;
+  int64_t context_tokens = 0;
+  bool graph = false;
+
+  int64_t tokens() const { return batch * q_tokens; }  // rows of the layer GEMMs
+};
+
 struct Plan {
   std::string model_key;  // ModelShape::key or "generic"
   int tp = 1;
@@ -122,6 +158,8 @@ struct Plan {
   std::vector<DecodePoint> decode;
   std::vector<CollectivePoint> collective;
   std::vector<MemcpyPoint> memcpy;
+  ForwardModel forward_model;  // set when `forward` is planned
+  std::vector<ForwardPoint> forward;
   // Table name -> why it (or part of it) is not measured, e.g. collective with one GPU.
   std::map<std::string, std::string> skipped;
 };
@@ -136,10 +174,24 @@ Plan build_plan(const PlanOptions& options);
 int64_t prefill_working_set_bytes(const PrefillPoint& p);
 int64_t decode_working_set_bytes(const DecodePoint& p);
 
+// Per-GPU shapes of `model`'s forward pass at tensor-parallel degree tp.
+ForwardModel forward_model(const ModelShape& model, int tp);
+// Device memory of a forward point: every layer's weights and the LM head (allocated separately,
+// as a real model holds them), the KV cache of all layers for the point's sequences, and the
+// activations of one layer.
+int64_t forward_weight_bytes(const ForwardModel& m);
+int64_t forward_kv_bytes(const ForwardModel& m, const ForwardPoint& p);
+int64_t forward_activation_bytes(const ForwardModel& m, const ForwardPoint& p);
+int64_t forward_working_set_bytes(const ForwardModel& m, const ForwardPoint& p);
+// Fraction of the GPU memory a forward point may use (the rest: CUDA context, library
+// workspaces, allocator slack).
+inline constexpr double kForwardMemoryFraction = 0.9;
+
 // Estimated kernel time of a point on an H100-class GPU (roofline with fixed efficiencies).
 double estimate_point_us(const GemmPoint& p);
 double estimate_point_us(const PrefillPoint& p);
 double estimate_point_us(const DecodePoint& p);
+double estimate_point_us(const ForwardModel& m, const ForwardPoint& p);
 
 // Estimated wall time of the whole plan in seconds (> 0 for a non-empty plan): kernel time over
 // warm-up and repetitions, L2 flushes, and per-point setup (cuDNN plan builds dominate).

@@ -129,6 +129,14 @@ std::string memcpy_csv(const std::vector<MemcpyRow>& rows) {
              [](const MemcpyPoint& p) { return p.kind + "," + s(p.bytes); });
 }
 
+std::string forward_csv(const std::vector<ForwardRow>& rows) {
+  return csv("kind,batch,q_tokens,context_tokens,graph,latency_us", rows,
+             [](const ForwardPoint& p) {
+               return p.kind + "," + s(p.batch) + "," + s(p.q_tokens) + "," + s(p.context_tokens) +
+                      "," + (p.graph ? "1" : "0");
+             });
+}
+
 std::map<std::string, std::string> written_tables(const ProfileResults& r) {
   std::map<std::string, std::string> t;
   auto add = [&t](const std::string& name, bool any) {
@@ -141,6 +149,7 @@ std::map<std::string, std::string> written_tables(const ProfileResults& r) {
   add("attention_decode", !r.decode.empty());
   add("collective", !r.collective.empty());
   add("memcpy", !r.memcpy.empty());
+  add("forward", !r.forward.empty());
   return t;
 }
 
@@ -205,6 +214,9 @@ void write_profile_dir(const std::string& dir, const DeviceInfo& device,
   }
   if (tables.count("memcpy")) {
     files.emplace_back("memcpy.csv", memcpy_csv(results.memcpy));
+  }
+  if (tables.count("forward")) {
+    files.emplace_back("forward.csv", forward_csv(results.forward));
   }
   for (const auto& [name, text] : files) {
     write_file(root / name, text);

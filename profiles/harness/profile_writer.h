@@ -41,6 +41,10 @@ struct MemcpyRow {
   MemcpyPoint point;
   double latency_us = 0;
 };
+struct ForwardRow {
+  ForwardPoint point;
+  double latency_us = 0;
+};
 
 // What the GPU and its libraries report; filled by the CUDA side, or by hand in tests.
 struct DeviceInfo {
@@ -69,6 +73,7 @@ struct ProfileResults {
   std::vector<DecodeRow> decode;
   std::vector<CollectiveRow> collective;
   std::vector<MemcpyRow> memcpy;
+  std::vector<ForwardRow> forward;
   std::map<std::string, std::string> skipped;  // table -> reason (plan skips and run failures)
 };
 
@@ -82,6 +87,7 @@ std::string prefill_csv(const std::vector<PrefillRow>& rows);
 std::string decode_csv(const std::vector<DecodeRow>& rows);
 std::string collective_csv(const std::vector<CollectiveRow>& rows);
 std::string memcpy_csv(const std::vector<MemcpyRow>& rows);
+std::string forward_csv(const std::vector<ForwardRow>& rows);
 
 // Table name -> file name for every table that has at least one row.
 std::map<std::string, std::string> written_tables(const ProfileResults& results);

@@ -18,6 +18,13 @@ TEST(CliOptions, ParsesRunOptions) {
   EXPECT_FALSE(o.plan_only);
 }
 
+TEST(CliOptions, DefaultOpsIncludeForward) {
+  CliOptions o = parse_cli({"--model", "m.json"});
+  EXPECT_EQ(o.ops.size(), all_ops().size());
+  EXPECT_EQ(o.ops.count(Op::kForward), 1u);
+  EXPECT_EQ(parse_cli({"--model", "m.json", "--ops", "forward"}).ops, std::set<Op>{Op::kForward});
+}
+
 TEST(CliOptions, PlanWithGenericGrid) {
   CliOptions o = parse_cli({"--grid", "generic", "--plan"});
   EXPECT_TRUE(o.generic);

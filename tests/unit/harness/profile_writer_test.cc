@@ -36,6 +36,9 @@ ProfileResults fixed_results() {
   r.prefill = {{{"bf16", 2, 1024, 4096, 32, 8, 128, true}, 150.5}};
   r.decode = {{{"bf16", "bf16", 64, 8192, 32, 8, 128}, 1234.5678}};
   r.memcpy = {{{"d2d", 4096}, 2.0}};
+  r.forward = {{{"prefill", 1, 8192, 8192, false}, 251234.5678},
+               {{"decode", 64, 1, 2048, false}, 9876.5},
+               {{"decode", 64, 1, 2048, true}, 9123.25}};
   r.skipped = {{"collective", "only 1 GPU is visible; NCCL collectives need 2 or more"}};
   return r;
 }
@@ -76,6 +79,11 @@ TEST(ProfileWriter, GoldenCsv) {
             "all_reduce,bf16,8,1048576,25.250\n");
   EXPECT_EQ(memcpy_csv(r.memcpy), "kind,bytes,latency_us\nd2d,4096,2.000\n");
   EXPECT_EQ(memcpy_csv({}), "kind,bytes,latency_us\n");
+  EXPECT_EQ(forward_csv(r.forward),
+            "kind,batch,q_tokens,context_tokens,graph,latency_us\n"
+            "prefill,1,8192,8192,0,251234.568\n"
+            "decode,64,1,2048,0,9876.500\n"
+            "decode,64,1,2048,1,9123.250\n");
 }
 
 TEST(ProfileWriter, GoldenMetaJson) {
@@ -106,6 +114,7 @@ TEST(ProfileWriter, GoldenMetaJson) {
   "tables": {
     "attention_decode": "attention_decode.csv",
     "attention_prefill": "attention_prefill.csv",
+    "forward": "forward.csv",
     "gemm": "gemm.csv",
     "memcpy": "memcpy.csv"
   },
@@ -121,8 +130,8 @@ TEST(ProfileWriter, WritesDirectory) {
       std::filesystem::temp_directory_path() / "servesim_harness_writer_test";
   std::filesystem::remove_all(dir);
   write_profile_dir(dir.string(), fixed_device(), fixed_results());
-  for (const char* f :
-       {"meta.json", "gemm.csv", "attention_prefill.csv", "attention_decode.csv", "memcpy.csv"}) {
+  for (const char* f : {"meta.json", "gemm.csv", "attention_prefill.csv", "attention_decode.csv",
+                        "memcpy.csv", "forward.csv"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "collective.csv"));
