@@ -2,9 +2,9 @@
 //
 // Contract: value types in, a Duration out. A cost model never sees the engine: it is given the
 // shape of one forward pass (one Segment per request in the batch) and returns how long that pass
-// takes on the deployment (model x GPU x TP degree x dtypes). Deterministic and thread-compatible
-// (const methods may be called concurrently). The planner calls it analytically, without a
-// simulation.
+// takes on the deployment (model x GPU x TP degree x dtypes). Deterministic. Models that count
+// lookups (lookup_stats) are used by one thread at a time; build one per engine. The planner
+// calls it analytically, without a simulation.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +52,27 @@ struct OperatorTimes {
   Duration total() const;
 };
 
+// Where predicted time came from, summed over every iteration_time() call of one model object.
+// A measured-profile model splits time by how each operator was looked up; the roofline model
+// reports everything as analytic.
+struct LookupStats {
+  double interpolated_s = 0;  // inside a measured grid (or exactly on a point)
+  double extrapolated_s = 0;  // outside every measured grid: fitted roofline or edge extension
+  double analytic_s = 0;      // operators no table covers (overhead, roofline-only GPUs)
+  int64_t lookups = 0;        // operator lookups made
+  // extrapolated / (interpolated + extrapolated); 0 when nothing was looked up in tables.
+  double extrapolated_share() const {
+    const double t = interpolated_s + extrapolated_s;
+    return t > 0 ? extrapolated_s / t : 0.0;
+  }
+};
+
 class IterationCostModel {
  public:
+  // Accumulated since construction. Counting makes iteration_time() not thread-safe: use one
+  // model object per engine (they are cheap to build).
+  virtual LookupStats lookup_stats() const { return {}; }
+
   virtual ~IterationCostModel() = default;
   // REQUIRES: !shape.empty(). Returns the wall time of the pass, including per-iteration overhead.
   virtual Duration iteration_time(const BatchShape& shape) const = 0;
