@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <deque>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -26,6 +27,15 @@ struct RequestState {
   int64_t tbt_violations = 0;
   int32_t preemptions = 0;
   std::vector<int64_t> token_times_ns;
+};
+
+// A prefilled request on its way from a prefill to a decode instance.
+struct Handoff {
+  SeqView seq;            // as it left the prefill instance's running list (blocks held there)
+  int32_t source = -1;    // prefill instance
+  SimTime ready{};        // when its prefill finished
+  SimTime prefill_start{};  // start of the iteration that finished the prefill
+  int64_t reserved_blocks = 0;  // on the decode instance, once the transfer started
 };
 
 struct BatchItem {
@@ -62,6 +72,7 @@ struct Engine::Impl {
   EngineConfig config;
   std::vector<InstanceState> instances;
   std::unique_ptr<RoutingPolicy> router;
+  std::unique_ptr<RoutingPolicy> decode_router;
   Workload workload;
   RecordListener* listener;
 
@@ -75,6 +86,15 @@ struct Engine::Impl {
   bool route_pending = false;
   std::vector<InstanceLoad> loads;
 
+  // Disaggregation: prefilled requests waiting for room on a decode instance (FIFO), requests
+  // whose KV is on the wire, and when each link is next free.
+  bool disaggregated = false;
+  int64_t max_decode_blocks = 0;
+  std::deque<Handoff> handoffs;
+  std::map<RequestId, Handoff> in_transit;
+  std::map<std::pair<int32_t, int32_t>, SimTime> link_free_at;
+  std::vector<InstanceLoad> decode_loads;
+
   int64_t in_system = 0;
   SimTime in_system_since{};
   long double in_system_area_ns = 0;  // integral of in_system over time
@@ -83,8 +103,12 @@ struct Engine::Impl {
   bool stopped = false;
 
   Impl(EngineConfig c, std::vector<InstanceSetup> setups, std::unique_ptr<RoutingPolicy> r,
-       Workload w, RecordListener* l)
-      : config(std::move(c)), router(std::move(r)), workload(std::move(w)), listener(l) {
+       Workload w, RecordListener* l, std::unique_ptr<RoutingPolicy> dr)
+      : config(std::move(c)),
+        router(std::move(r)),
+        decode_router(std::move(dr)),
+        workload(std::move(w)),
+        listener(l) {
     if (setups.empty()) throw std::invalid_argument("engine needs at least one instance");
     if (!router) throw std::invalid_argument("engine needs a router");
     for (auto& s : setups) {
@@ -101,8 +125,25 @@ struct Engine::Impl {
         throw std::invalid_argument("workload is not finalised: request ids must be 0..N-1");
       }
     }
+    bool any_prefill = false, any_decode = false, any_entry = false;
+    for (const auto& inst : instances) {
+      any_prefill |= inst.setup.role == InstanceRole::kPrefill;
+      any_entry |= inst.setup.role != InstanceRole::kDecode;
+      if (inst.setup.role == InstanceRole::kDecode) {
+        any_decode = true;
+        max_decode_blocks = std::max(max_decode_blocks, inst.setup.num_blocks);
+      }
+    }
+    if (!any_entry) throw std::invalid_argument("engine needs a prefill or unified instance");
+    disaggregated = any_prefill;
+    if (disaggregated) {
+      if (!any_decode) throw std::invalid_argument("prefill instances need a decode instance");
+      if (!decode_router) throw std::invalid_argument("prefill instances need a decode router");
+      if (!config.transfer.link) throw std::invalid_argument("prefill instances need KV links");
+    }
     requests.resize(workload.requests.size());
     loads.resize(instances.size());
+    decode_loads.resize(instances.size());
     result.requests_total = static_cast<int64_t>(workload.requests.size());
     result.instances.resize(instances.size());
   }
@@ -172,7 +213,7 @@ struct Engine::Impl {
     l.total_blocks = inst.setup.num_blocks;
     l.used_blocks = inst.setup.num_blocks - inst.free_blocks;
     l.queued_prompt_blocks = inst.queued_prompt_blocks;
-    l.accepting = true;
+    l.accepting = inst.setup.role != InstanceRole::kDecode;
   }
 
   void on_route() {
@@ -191,8 +232,10 @@ struct Engine::Impl {
       rs.instance = target;
       const int64_t full_blocks =
           blocks_for_tokens(spec.prompt_tokens + spec.output_tokens, inst.setup.block_size);
-      if (full_blocks > inst.setup.num_blocks) {
-        // Could never be admitted: its full context exceeds the instance's KV pool.
+      if (full_blocks > inst.setup.num_blocks ||
+          (disaggregated && full_blocks > max_decode_blocks)) {
+        // Could never be admitted: its full context exceeds the instance's (or, disaggregated,
+        // every decode instance's) KV pool.
         ++result.requests_rejected;
         set_in_system(-1);
         // A closed-loop client whose request was rejected moves on to its next one.
@@ -383,18 +426,97 @@ struct Engine::Impl {
       seq.generated_tokens++;
       RequestState& rs = requests[static_cast<size_t>(seq.id)];
       record_token(rs, t_ns);
-      if (seq.generated_tokens == seq.output_tokens) any_finished = true;
+      if (seq.generated_tokens == seq.output_tokens || inst.setup.role == InstanceRole::kPrefill) {
+        any_finished = true;  // finished, or prefilled and leaving for a decode instance
+      }
     }
     if (any_finished) {
       for (SeqView& seq : inst.running) {
-        if (seq.generated_tokens != seq.output_tokens) continue;
-        finish(i, inst, seq);
-        seq.id = -1;
+        if (seq.generated_tokens == seq.output_tokens) {
+          finish(i, inst, seq);
+          seq.id = -1;
+        } else if (inst.setup.role == InstanceRole::kPrefill && seq.generated_tokens > 0) {
+          requests[static_cast<size_t>(seq.id)].running_pos = kNotRunning;
+          handoffs.push_back({seq, static_cast<int32_t>(i), now, inst.batch_start, 0});
+          seq.id = -1;
+        }
       }
       std::erase_if(inst.running, [](const SeqView& s) { return s.id < 0; });
       reindex_running(inst);
     }
     request_schedule(i);
+    if (disaggregated) start_transfers();
+  }
+
+  // ---- KV transfers (disaggregation) ----
+
+  // Starts transfers for waiting hand-offs in FIFO order while the chosen decode instance has room
+  // for the request's KV (head-of-line blocking: the prefill instance keeps holding the KV).
+  void start_transfers() {
+    while (!handoffs.empty()) {
+      Handoff& h = handoffs.front();
+      for (size_t j = 0; j < instances.size(); ++j) {
+        refresh_load(j);
+        decode_loads[j] = loads[j];
+        decode_loads[j].accepting = instances[j].setup.role == InstanceRole::kDecode;
+      }
+      ClusterView view{now, &decode_loads, instances.front().setup.block_size};
+      const RequestSpec& spec = workload.requests[static_cast<size_t>(h.seq.id)];
+      const int32_t d = decode_router->route(view, spec);
+      if (d < 0 || static_cast<size_t>(d) >= instances.size() ||
+          instances[static_cast<size_t>(d)].setup.role != InstanceRole::kDecode) {
+        throw std::logic_error(fmt::format("decode router returned instance {}, not a decode instance", d));
+      }
+      InstanceState& dst = instances[static_cast<size_t>(d)];
+      const int64_t need = blocks_for_tokens(h.seq.computed_tokens, dst.setup.block_size);
+      if (need > dst.free_blocks) return;  // wait for room on the decode side
+      dst.free_blocks -= need;
+      dst.outstanding++;
+      h.reserved_blocks = need;
+      InstanceState& src = instances[static_cast<size_t>(h.source)];
+      const LinkSpec link = config.transfer.link(h.source, d);
+      const int64_t bytes = h.seq.computed_tokens * src.setup.kv_bytes_per_token;
+      const Duration wire = link.latency + duration_from_seconds(static_cast<double>(bytes) /
+                                                                 link.bytes_per_s);
+      SimTime& free_at = link_free_at[{h.source, d}];
+      SimTime end;
+      if (config.transfer.mode == KvTransferMode::kLayerwiseOverlap) {
+        // Layers were sent as they completed during the prefill iteration.
+        const SimTime start = std::max(free_at, h.prefill_start);
+        end = std::max(start + wire, now + wire / std::max(1, config.transfer.num_layers));
+      } else {
+        end = std::max(now, free_at) + wire;
+      }
+      free_at = end;
+      src.stats.kv_transfers_out++;
+      src.stats.kv_bytes_out += bytes;
+      src.stats.transfer_wait_ns += (now - h.ready).count();
+      Event e{end, Phase::kTransferDone, EventKind::kTransferDone, d, 0, 0};
+      e.request = h.seq.id;
+      queue.push(e);
+      in_transit.emplace(h.seq.id, h);
+      handoffs.pop_front();
+    }
+  }
+
+  void on_transfer_done(size_t d, RequestId id) {
+    auto it = in_transit.find(id);
+    if (it == in_transit.end()) throw std::logic_error("transfer of an unknown request finished");
+    Handoff h = it->second;
+    in_transit.erase(it);
+    InstanceState& src = instances[static_cast<size_t>(h.source)];
+    src.free_blocks += h.seq.blocks;
+    src.outstanding--;
+    InstanceState& dst = instances[d];
+    SeqView seq = h.seq;
+    seq.blocks = h.reserved_blocks;
+    RequestState& rs = requests[static_cast<size_t>(id)];
+    rs.instance = static_cast<int32_t>(d);
+    rs.running_pos = static_cast<int32_t>(dst.running.size());
+    dst.running.push_back(seq);
+    request_schedule(d);
+    request_schedule(static_cast<size_t>(h.source));
+    start_transfers();
   }
 
   void finish(size_t i, InstanceState& inst, const SeqView& seq) {
@@ -459,7 +581,7 @@ struct Engine::Impl {
 
   // True while an arrival, a routing step or a batch is pending.
   bool work_in_flight() const {
-    if (pending_arrivals > 0 || route_pending) return true;
+    if (pending_arrivals > 0 || route_pending || !in_transit.empty()) return true;
     return std::any_of(instances.begin(), instances.end(), [](const InstanceState& s) {
       return s.busy || s.schedule_pending;
     });
@@ -505,7 +627,8 @@ struct Engine::Impl {
           stopped = true;
           break;
         case EventKind::kTransferDone:
-          throw std::logic_error("transfer events are not produced by this engine");
+          on_transfer_done(static_cast<size_t>(e.target), e.request);
+          break;
       }
       if (config.progress && (result.events & 0xFFFF) == 0 && result.requests_total > 0) {
         config.progress(static_cast<double>(result.requests_finished) /
@@ -513,7 +636,8 @@ struct Engine::Impl {
       }
       if (all_done() && next_arrival >= workload.requests.size() && !stopped) {
         // Everything finished: stop without draining sampling/stop events.
-        if (std::none_of(instances.begin(), instances.end(), [](const InstanceState& s) {
+        if (handoffs.empty() && in_transit.empty() &&
+            std::none_of(instances.begin(), instances.end(), [](const InstanceState& s) {
               return s.busy || !s.running.empty() || !s.waiting.empty();
             })) {
           break;
@@ -541,10 +665,23 @@ struct Engine::Impl {
   }
 };
 
+const char* role_name(InstanceRole role) {
+  switch (role) {
+    case InstanceRole::kUnified:
+      return "unified";
+    case InstanceRole::kPrefill:
+      return "prefill";
+    case InstanceRole::kDecode:
+      return "decode";
+  }
+  return "?";
+}
+
 Engine::Engine(EngineConfig config, std::vector<InstanceSetup> instances,
-               std::unique_ptr<RoutingPolicy> router, Workload workload, RecordListener* listener)
+               std::unique_ptr<RoutingPolicy> router, Workload workload, RecordListener* listener,
+               std::unique_ptr<RoutingPolicy> decode_router)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(instances), std::move(router),
-                                   std::move(workload), listener)) {}
+                                   std::move(workload), listener, std::move(decode_router))) {}
 
 Engine::~Engine() = default;
 

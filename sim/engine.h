@@ -27,10 +27,35 @@
 
 namespace servesim::sim {
 
+// What an instance does in a disaggregated deployment.
+enum class InstanceRole {
+  kUnified,  // prefill and decode (colocation)
+  kPrefill,  // prefills only; after a request's first token its KV moves to a decode instance
+  kDecode,   // receives requests with their KV after prefill and decodes them
+};
+const char* role_name(InstanceRole role);
+
+// A point-to-point path for KV transfers between two instances. Transfers on one link are
+// serialized FIFO; the TP ranks of the sender each send their shard in parallel, which
+// `bytes_per_s` already includes.
+struct LinkSpec {
+  double bytes_per_s = 0;
+  Duration latency{};
+};
+
+// How KV moves from a prefill to a decode instance.
+enum class KvTransferMode {
+  kAfterPrefill,      // the whole KV once the prompt is done (DistServe)
+  kLayerwiseOverlap,  // layer i is sent while layer i+1 computes; only what the prefill
+                      // iteration could not hide is exposed, at least one layer's share (Splitwise)
+};
+
 // One serving instance (a TP group of GPUs running one model replica).
 struct InstanceSetup {
   std::string gpu;  // catalog key, for reports
   int tp = 1;       // GPUs in the instance
+  InstanceRole role = InstanceRole::kUnified;
+  int64_t kv_bytes_per_token = 0;  // whole-instance KV bytes per token (for transfers)
   std::shared_ptr<const models::IterationCostModel> cost_model;
   int64_t num_blocks = 0;  // KV blocks (from the memory plan)
   int64_t block_size = 16;
@@ -45,8 +70,17 @@ struct ClosedLoopSpec {
   Duration think_time{};
 };
 
+// KV transfer plumbing of a disaggregated cluster. `link(src, dst)` gives the path between two
+// instances (indices into the engine's instance list); `num_layers` sizes layer-wise overlap.
+struct TransferConfig {
+  KvTransferMode mode = KvTransferMode::kAfterPrefill;
+  std::function<LinkSpec(int32_t src, int32_t dst)> link;
+  int num_layers = 1;
+};
+
 struct EngineConfig {
   SloSpec slo;
+  TransferConfig transfer;  // used only when some instance has role kPrefill
   Duration sample_interval{1'000'000'000};  // time-series period; 0 disables sampling
   bool record_token_times = false;          // keep every token's time in RequestRecord
   std::optional<Duration> max_sim_time;     // stop here even if requests are unfinished
@@ -55,8 +89,12 @@ struct EngineConfig {
   std::function<void(double)> progress;
 };
 
+
 struct InstanceStats {
   int64_t iterations = 0;
+  int64_t kv_transfers_out = 0;     // requests handed to a decode instance
+  int64_t kv_bytes_out = 0;
+  int64_t transfer_wait_ns = 0;     // prefilled requests waiting for room on a decode instance
   int64_t busy_ns = 0;
   int64_t prefill_tokens = 0;  // tokens computed in segments with more than one query token
   int64_t decode_tokens = 0;
@@ -82,8 +120,11 @@ struct RunResult {
 class Engine {
  public:
   // REQUIRES: at least one instance; every instance has a cost model and a batching policy.
+  // `decode_router` picks the decode instance of each KV hand-off (its view's `accepting` flags
+  // mark the decode instances); required when some instance has role kPrefill, else unused.
   Engine(EngineConfig config, std::vector<InstanceSetup> instances,
-         std::unique_ptr<RoutingPolicy> router, Workload workload, RecordListener* listener);
+         std::unique_ptr<RoutingPolicy> router, Workload workload, RecordListener* listener,
+         std::unique_ptr<RoutingPolicy> decode_router = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -44,6 +44,7 @@ struct Event {
   int32_t target = -1;       // instance index, or -1 for cluster-level events
   uint64_t seq = 0;          // assigned by the queue
   uint64_t generation = 0;   // for lazy cancellation; meaning is up to the target
+  int64_t request = -1;      // the request an event is about (KV transfers), else -1
 };
 
 // True when `a` must be processed before `b`.

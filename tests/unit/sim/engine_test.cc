@@ -326,3 +326,81 @@ TEST(EngineValidation, InvalidPlanIsReportedAsAPolicyBug) {
 
 }  // namespace
 }  // namespace servesim::sim
+
+namespace servesim::sim {
+namespace {
+
+// A 1 prefill + 1 decode deployment of Llama-3.1-8B on H100s joined by a 100 GB/s link.
+RunResult run_disaggregated(Workload w, RecordListener* listener, KvTransferMode mode,
+                            std::shared_ptr<CheckedCostModel> cost, int64_t decode_blocks = 0) {
+  const models::MemoryPlan plan = models::plan_memory(llama8b_h100(), models::MemoryParams{});
+  std::vector<InstanceSetup> inst;
+  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode}) {
+    InstanceSetup s;
+    s.gpu = "h100_sxm";
+    s.role = role;
+    s.cost_model = cost;
+    s.num_blocks = role == InstanceRole::kDecode && decode_blocks > 0 ? decode_blocks : plan.num_blocks;
+    s.block_size = 16;
+    s.kv_bytes_per_token = llama8b_h100().model->kv_bytes_per_token(models::Dtype::kBf16);
+    policies::ColocParams p;
+    p.mode = policies::ColocParams::Mode::kPrefillPriority;
+    s.batching = policies::make_coloc(p);
+    inst.push_back(std::move(s));
+  }
+  EngineConfig config;
+  config.record_token_times = true;
+  config.transfer.mode = mode;
+  config.transfer.num_layers = 32;
+  config.transfer.link = [](int32_t, int32_t) { return LinkSpec{100e9, std::chrono::microseconds(10)}; };
+  Engine engine(config, std::move(inst), policies::make_round_robin(), std::move(w), listener,
+                policies::make_least_outstanding());
+  return engine.run();
+}
+
+TEST(EngineDisaggregation, TransferGapAppearsBetweenFirstAndSecondToken) {
+  const int64_t prompt = 2000, output = 4;
+  CollectingListener rec;
+  auto cost = make_cost();
+  const RunResult res = run_disaggregated(fixed_workload(1, 0, prompt, output, 1), &rec,
+                                          KvTransferMode::kAfterPrefill, cost);
+  ASSERT_EQ(rec.requests.size(), 1u);
+  const RequestRecord& r = rec.requests[0];
+  models::BatchShape shape;
+  shape.segments = {{prompt, prompt, 1}};
+  EXPECT_EQ(r.ttft_ns(), cost->iteration_time(shape).count());
+  // KV of 2000 tokens x 128 KiB over 100 GB/s plus 10 us, then one decode iteration on D.
+  const int64_t wire_ns = 10'000 + duration_from_seconds(2000.0 * 131072 / 100e9).count();
+  shape.segments = {{1, prompt + 1, 1}};
+  EXPECT_EQ(r.token_times_ns[1] - r.token_times_ns[0], wire_ns + cost->iteration_time(shape).count());
+  EXPECT_EQ(r.instance_id, 1);
+  EXPECT_EQ(res.instances[0].kv_transfers_out, 1);
+  EXPECT_EQ(res.instances[0].kv_bytes_out, 2000 * 131072);
+  EXPECT_EQ(res.instances[0].decode_tokens, 0);  // the prefill instance never decodes
+}
+
+TEST(EngineDisaggregation, LayerwiseOverlapHidesMostOfTheTransfer) {
+  CollectingListener a, b;
+  run_disaggregated(fixed_workload(1, 0, 2000, 3, 1), &a, KvTransferMode::kAfterPrefill, make_cost());
+  run_disaggregated(fixed_workload(1, 0, 2000, 3, 1), &b, KvTransferMode::kLayerwiseOverlap,
+                    make_cost());
+  const int64_t gap_after = a.requests[0].token_times_ns[1] - a.requests[0].token_times_ns[0];
+  const int64_t gap_overlap = b.requests[0].token_times_ns[1] - b.requests[0].token_times_ns[0];
+  EXPECT_LT(gap_overlap, gap_after);
+  EXPECT_EQ(a.requests[0].ttft_ns(), b.requests[0].ttft_ns());
+}
+
+TEST(EngineDisaggregation, BackPressureHoldsKvOnThePrefillSideUntilTheDecodeSideHasRoom) {
+  // The decode pool holds ~2 of these requests at a time; all 20 still finish, in order.
+  CollectingListener rec;
+  const RunResult res = run_disaggregated(fixed_workload(20, 0, 900, 100, 1), &rec,
+                                          KvTransferMode::kAfterPrefill, make_cost(),
+                                          /*decode_blocks=*/130);
+  EXPECT_EQ(res.requests_finished, 20);
+  EXPECT_GT(res.instances[0].transfer_wait_ns, 0);
+  EXPECT_LE(res.instances[1].peak_used_blocks, 130);
+  for (const auto& r : rec.requests) EXPECT_EQ(r.instance_id, 1);
+}
+
+}  // namespace
+}  // namespace servesim::sim
