@@ -67,7 +67,7 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   FanOut fan(&memory, db ? &db->listener() : nullptr);
 
   sim::Engine engine(std::move(inputs.config), std::move(inputs.instances), std::move(inputs.router),
-                     std::move(inputs.workload), &fan);
+                     std::move(inputs.workload), &fan, std::move(inputs.decode_router));
   out.result = engine.run();
   out.summary = reports::summarize(memory.requests, out.result.tbt_ns, scenario.slo,
                                    {out.result.num_gpus, out.result.gpu_seconds});

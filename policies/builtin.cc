@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "policies/coloc.h"
+#include "policies/disagg.h"
 #include "policies/routers.h"
 
 namespace servesim::policies {
@@ -11,6 +12,7 @@ void register_builtin_policies() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_coloc();
+    register_disagg();
     register_routers();
   });
 }

@@ -227,24 +227,27 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
   r.finish();
 }
 
-// Reads a plugin section {"type": NAME, ...params of NAME's schema} from `top[key]`.
-// Exactly one of `batching` and `routing` is the registry to look NAME up in.
+// Reads a plugin section {"type": NAME, ...params of NAME's schema} from `top[key]`, NAME being
+// one of `entries` (name -> schema).
 void read_plugin(ObjectReader& top, const std::string& key, const std::string& default_type,
-                 const Registry<sim::BatchingPolicyEntry>* batching,
-                 const Registry<sim::RoutingPolicyEntry>* routing, PluginSpec& out) {
+                 const std::map<std::string, const ParamSchema*>& entries, PluginSpec& out) {
   Json& rout = top.resolved()[key];
   const Json empty = Json::object();
   const Json* in = top.object(key, false);
   ObjectReader r(in ? *in : empty, top.child_path(key), top.issues(), rout);
-  const std::vector<std::string> names = batching ? batching->names() : routing->names();
+  std::vector<std::string> names;
+  for (const auto& [name, schema] : entries) names.push_back(name);
   const auto type = r.string("type", default_type, names);
   if (type) {
     out.type = *type;
-    const ParamSchema& schema =
-        batching ? batching->get(*type).schema : routing->get(*type).schema;
-    out.params = r.params(schema);
+    out.params = r.params(*entries.at(*type));
   }
   r.finish();
+}
+
+template <typename Registry>
+void add_schemas(const Registry& registry, std::map<std::string, const ParamSchema*>& out) {
+  for (const auto& [name, entry] : registry.entries()) out[name] = &entry.schema;
 }
 
 }  // namespace
@@ -267,12 +270,14 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   if (model) s.model = *model;
 
   // cluster
+  bool cluster_sets_layout = false;
   {
     const Json* in = top.object("cluster", true);
     Json& out = resolved["cluster"];
     const Json empty = Json::object();
     ObjectReader r(in ? *in : empty, "cluster", issues, out);
     if (in) {
+      cluster_sets_layout = in->contains("instances") || in->contains("tp");
       if (auto g = r.string("gpu", std::nullopt, catalogs.gpus.keys())) s.cluster.gpu = *g;
       s.cluster.instances = r.integer("instances", int64_t{1}, 1, 100000).value_or(1);
       s.cluster.tp = static_cast<int>(r.integer("tp", int64_t{1}, 1, 64).value_or(1));
@@ -284,8 +289,34 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     }
   }
 
-  read_plugin(top, "router", "round_robin", nullptr, &sim::routing_policies(), s.router);
-  read_plugin(top, "policy", "coloc", &sim::batching_policies(), nullptr, s.policy);
+  {
+    std::map<std::string, const ParamSchema*> routers, policies;
+    add_schemas(sim::routing_policies(), routers);
+    add_schemas(sim::batching_policies(), policies);
+    add_schemas(sim::cluster_policies(), policies);
+    read_plugin(top, "router", "round_robin", routers, s.router);
+    read_plugin(top, "policy", "coloc", policies, s.policy);
+    s.cluster_policy = sim::cluster_policies().contains(s.policy.type);
+  }
+
+  // network
+  {
+    const Json empty = Json::object();
+    const Json* in = top.object("network", false);
+    Json& out = resolved["network"];
+    ObjectReader r(in ? *in : empty, "network", issues, out);
+    const NetworkSpec d;
+    s.network.gpus_per_node =
+        static_cast<int>(r.integer("gpus_per_node", int64_t{d.gpus_per_node}, 1, 1024).value_or(8));
+    s.network.inter_node_gbps_per_gpu =
+        r.number("inter_node_gbps_per_gpu", d.inter_node_gbps_per_gpu, 0.0, {}, true)
+            .value_or(d.inter_node_gbps_per_gpu);
+    s.network.inter_node_latency =
+        r.duration("inter_node_latency", d.inter_node_latency).value_or(d.inter_node_latency);
+    s.network.intra_node_latency =
+        r.duration("intra_node_latency", d.intra_node_latency).value_or(d.intra_node_latency);
+    r.finish();
+  }
 
   // cost model
   {
@@ -353,25 +384,74 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   }
   top.finish();
 
-  // Cross-field checks: the deployment must be valid and fit in memory.
+  // Instance groups: a cluster policy lays them out; otherwise one unified group.
+  if (issues.empty() && s.cluster_policy) {
+    if (cluster_sets_layout) {
+      issues.add("cluster", fmt::format("instances and tp are set by policy {}'s own parameters; "
+                                        "remove cluster.instances and cluster.tp",
+                                        s.policy.type));
+    }
+    const sim::ClusterLayout layout = sim::cluster_policies().get(s.policy.type).make(s.policy.params);
+    int64_t total = 0;
+    for (const auto& g : layout.groups) {
+      GroupPlan plan;
+      plan.role = g.role;
+      plan.count = g.count;
+      plan.tp = g.tp;
+      s.groups.push_back(plan);
+      total += g.count;
+    }
+    s.cluster.instances = total;
+    s.cluster.tp = layout.groups.front().tp;
+    resolved["cluster"]["instances"] = total;
+    resolved["cluster"]["tp"] = s.cluster.tp;
+  } else if (issues.empty()) {
+    GroupPlan plan;
+    plan.count = s.cluster.instances;
+    plan.tp = s.cluster.tp;
+    s.groups.push_back(plan);
+  }
+
+  // Cross-field checks: every group's deployment must be valid and fit in memory.
   if (issues.empty()) {
     const auto& model_spec = catalogs.models.get(s.model);
     const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
-    models::Deployment dep{&model_spec, &gpu_spec, s.cluster.tp, s.cluster.weight_dtype,
-                           s.cluster.kv_dtype};
-    if (s.policy.params.contains("block_size")) s.memory.block_size = s.policy.params.get_int("block_size");
-    if (s.policy.params.contains("gpu_memory_utilization")) {
-      s.memory.gpu_memory_utilization = s.policy.params.get_double("gpu_memory_utilization");
+    std::vector<models::MemoryParams> group_memory;
+    if (s.cluster_policy) {
+      for (const auto& g : sim::cluster_policies().get(s.policy.type).make(s.policy.params).groups) {
+        models::MemoryParams m;
+        m.block_size = g.block_size;
+        m.gpu_memory_utilization = g.gpu_memory_utilization;
+        m.max_num_batched_tokens = g.max_num_batched_tokens;
+        m.max_num_seqs = g.max_num_seqs;
+        group_memory.push_back(m);
+      }
+    } else {
+      const ParamValues& p = s.policy.params;
+      if (p.contains("block_size")) s.memory.block_size = p.get_int("block_size");
+      if (p.contains("gpu_memory_utilization")) {
+        s.memory.gpu_memory_utilization = p.get_double("gpu_memory_utilization");
+      }
+      if (p.contains("max_num_batched_tokens")) {
+        s.memory.max_num_batched_tokens = p.get_int("max_num_batched_tokens");
+      }
+      if (p.contains("max_num_seqs")) s.memory.max_num_seqs = p.get_int("max_num_seqs");
+      group_memory.push_back(s.memory);
     }
-    if (s.policy.params.contains("max_num_batched_tokens")) {
-      s.memory.max_num_batched_tokens = s.policy.params.get_int("max_num_batched_tokens");
+    for (size_t i = 0; i < s.groups.size(); ++i) {
+      GroupPlan& g = s.groups[i];
+      const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
+                                   s.cluster.kv_dtype};
+      try {
+        models::make_roofline_cost_model(dep, s.cost);
+        g.memory = models::plan_memory(dep, group_memory[i]);
+      } catch (const CapacityError& e) {
+        issues.add(s.cluster_policy ? "policy" : "cluster", e.what());
+      }
     }
-    if (s.policy.params.contains("max_num_seqs")) s.memory.max_num_seqs = s.policy.params.get_int("max_num_seqs");
-    try {
-      models::make_roofline_cost_model(dep, s.cost);
-      s.memory_plan = models::plan_memory(dep, s.memory);
-    } catch (const CapacityError& e) {
-      issues.add("cluster", e.what());
+    if (issues.empty()) {
+      s.memory = group_memory.front();
+      s.memory_plan = s.groups.front().memory;
     }
   }
   if (!issues.empty()) throw ConfigError(source, issues.list());
@@ -496,24 +576,72 @@ Workload build_workload(const Scenario& scenario, const DataRoot& root) {
   return w;
 }
 
+namespace {
+
+// Bandwidth and latency of the KV path between two instances placed by `first_gpu`.
+sim::LinkSpec link_between(const NetworkSpec& net, const models::GpuSpec& gpu, int64_t src_gpu,
+                           int src_tp, int64_t dst_gpu, int dst_tp) {
+  const int ranks = std::min(src_tp, dst_tp);
+  const bool same_node = src_gpu / net.gpus_per_node == dst_gpu / net.gpus_per_node;
+  if (same_node) {
+    const double per_gpu = gpu.nvlink_bytes_per_s_per_direction > 0
+                               ? gpu.nvlink_bytes_per_s_per_direction
+                               : gpu.pcie_bytes_per_s_per_direction;
+    return {per_gpu * ranks, net.intra_node_latency};
+  }
+  return {net.inter_node_gbps_per_gpu * 1e9 / 8 * ranks, net.inter_node_latency};
+}
+
+}  // namespace
+
 EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   const Catalogs& catalogs = Catalogs::get(root);
   EngineInputs in;
-  const models::Deployment dep{&catalogs.models.get(s.model), &catalogs.gpus.get(s.cluster.gpu),
-                               s.cluster.tp, s.cluster.weight_dtype, s.cluster.kv_dtype};
-  in.cost_model = models::make_roofline_cost_model(dep, s.cost);
-  const auto& policy_entry = sim::batching_policies().get(s.policy.type);
-  for (int64_t i = 0; i < s.cluster.instances; ++i) {
-    sim::InstanceSetup setup;
-    setup.gpu = s.cluster.gpu;
-    setup.tp = s.cluster.tp;
-    setup.cost_model = in.cost_model;
-    setup.num_blocks = s.memory_plan.num_blocks;
-    setup.block_size = s.memory_plan.block_size;
-    setup.batching = policy_entry.make(s.policy.params);
-    in.instances.push_back(std::move(setup));
+  const models::ModelSpec& model = catalogs.models.get(s.model);
+  const models::GpuSpec& gpu = catalogs.gpus.get(s.cluster.gpu);
+  std::optional<sim::ClusterLayout> layout;
+  if (s.cluster_policy) layout = sim::cluster_policies().get(s.policy.type).make(s.policy.params);
+  const auto* policy_entry = s.cluster_policy ? nullptr : &sim::batching_policies().get(s.policy.type);
+
+  std::map<int, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
+  std::vector<int64_t> first_gpu;
+  std::vector<int> tps;
+  int64_t next_gpu = 0;
+  for (size_t gi = 0; gi < s.groups.size(); ++gi) {
+    const GroupPlan& g = s.groups[gi];
+    auto& cost = cost_by_tp[g.tp];
+    if (!cost) {
+      const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype};
+      cost = models::make_roofline_cost_model(dep, s.cost);
+    }
+    if (!in.cost_model) in.cost_model = cost;
+    for (int64_t i = 0; i < g.count; ++i) {
+      sim::InstanceSetup setup;
+      setup.gpu = s.cluster.gpu;
+      setup.tp = g.tp;
+      setup.role = g.role;
+      setup.kv_bytes_per_token = model.kv_bytes_per_token(s.cluster.kv_dtype);
+      setup.cost_model = cost;
+      setup.num_blocks = g.memory.num_blocks;
+      setup.block_size = g.memory.block_size;
+      setup.batching = layout ? layout->groups[gi].make_batching() : policy_entry->make(s.policy.params);
+      in.instances.push_back(std::move(setup));
+      first_gpu.push_back(next_gpu);
+      tps.push_back(g.tp);
+      next_gpu += g.tp;
+    }
   }
   in.router = sim::routing_policies().get(s.router.type).make(s.router.params);
+  if (layout) {
+    in.decode_router = sim::routing_policies().get(layout->decode_router).make({});
+    in.config.transfer.mode = layout->transfer;
+    in.config.transfer.num_layers = model.num_layers;
+    const NetworkSpec net = s.network;
+    in.config.transfer.link = [net, gpu, first_gpu, tps](int32_t a, int32_t b) {
+      return link_between(net, gpu, first_gpu[static_cast<size_t>(a)], tps[static_cast<size_t>(a)],
+                          first_gpu[static_cast<size_t>(b)], tps[static_cast<size_t>(b)]);
+    };
+  }
   in.workload = build_workload(s, root);
   in.config.slo = s.slo;
   in.config.sample_interval = s.output.sample_interval;

@@ -59,6 +59,25 @@ struct PluginSpec {
   ParamValues params;
 };
 
+// Where instances sit and how KV moves between them. Instances take GPUs in order, tp each,
+// filling nodes of `gpus_per_node`; a transfer between two instances uses NVLink (or PCIe when the
+// GPU has none) inside a node and the RDMA NICs between nodes, each TP rank sending its shard in
+// parallel.
+struct NetworkSpec {
+  int gpus_per_node = 8;
+  double inter_node_gbps_per_gpu = 200;  // RDMA NIC bandwidth per GPU, Gbit/s
+  Duration inter_node_latency{10'000};
+  Duration intra_node_latency{5'000};
+};
+
+// One group of identical instances after validation (a unified policy has one group).
+struct GroupPlan {
+  sim::InstanceRole role = sim::InstanceRole::kUnified;
+  int64_t count = 1;
+  int tp = 1;
+  models::MemoryPlan memory;
+};
+
 struct OutputSpec {
   Duration sample_interval{1'000'000'000};
   bool record_token_times = false;
@@ -76,7 +95,10 @@ struct Scenario {
   PluginSpec policy;
   models::RooflineParams cost;
   models::MemoryParams memory;
-  models::MemoryPlan memory_plan;  // computed during validation
+  models::MemoryPlan memory_plan;  // of the first group, computed during validation
+  bool cluster_policy = false;     // policy.type names a cluster policy (instance layout)
+  std::vector<GroupPlan> groups;   // instance groups, computed during validation
+  NetworkSpec network;
   Json workload;                   // validated workload section (resolved)
   sim::SloSpec slo;
   OutputSpec output;
@@ -115,6 +137,7 @@ struct EngineInputs {
   sim::EngineConfig config;
   std::vector<sim::InstanceSetup> instances;
   std::unique_ptr<sim::RoutingPolicy> router;
+  std::unique_ptr<sim::RoutingPolicy> decode_router;  // disaggregated layouts only
   Workload workload;
   std::shared_ptr<const models::IterationCostModel> cost_model;
 };

@@ -27,13 +27,6 @@
 
 namespace servesim::sim {
 
-// What an instance does in a disaggregated deployment.
-enum class InstanceRole {
-  kUnified,  // prefill and decode (colocation)
-  kPrefill,  // prefills only; after a request's first token its KV moves to a decode instance
-  kDecode,   // receives requests with their KV after prefill and decodes them
-};
-const char* role_name(InstanceRole role);
 
 // A point-to-point path for KV transfers between two instances. Transfers on one link are
 // serialized FIFO; the TP ranks of the sender each send their shard in parallel, which
@@ -43,12 +36,6 @@ struct LinkSpec {
   Duration latency{};
 };
 
-// How KV moves from a prefill to a decode instance.
-enum class KvTransferMode {
-  kAfterPrefill,      // the whole KV once the prompt is done (DistServe)
-  kLayerwiseOverlap,  // layer i is sent while layer i+1 computes; only what the prefill
-                      // iteration could not hide is exposed, at least one layer's share (Splitwise)
-};
 
 // One serving instance (a TP group of GPUs running one model replica).
 struct InstanceSetup {

@@ -12,4 +12,9 @@ Registry<RoutingPolicyEntry>& routing_policies() {
   return registry;
 }
 
+Registry<ClusterPolicyEntry>& cluster_policies() {
+  static Registry<ClusterPolicyEntry> registry("cluster policy");
+  return registry;
+}
+
 }  // namespace servesim::sim

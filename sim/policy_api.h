@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sim/core/params.h"
 #include "sim/core/registry.h"
@@ -45,8 +46,36 @@ struct RoutingPolicyEntry {
   std::function<std::unique_ptr<RoutingPolicy>(const ParamValues&)> make;
 };
 
+// One group of identical instances in a cluster policy's layout.
+struct InstanceGroup {
+  InstanceRole role = InstanceRole::kUnified;
+  int64_t count = 1;
+  int tp = 1;
+  // Sizes the group's memory plan (activation reserve and KV blocks).
+  int64_t block_size = 16;
+  double gpu_memory_utilization = 0.9;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = 256;
+  std::function<std::unique_ptr<BatchingPolicy>()> make_batching;  // one per instance
+};
+
+// A cluster-level policy decides the instance layout (roles, counts, TP degrees, batching per
+// role) and how prefilled requests reach decode instances.
+struct ClusterLayout {
+  std::vector<InstanceGroup> groups;  // instances are numbered group by group, in this order
+  KvTransferMode transfer = KvTransferMode::kAfterPrefill;
+  std::string decode_router = "least_outstanding";  // a routing_policies() name
+};
+
+struct ClusterPolicyEntry {
+  std::string description;
+  ParamSchema schema;
+  std::function<ClusterLayout(const ParamValues&)> make;
+};
+
 // Function-local static registries (no static-initialisation-order dependence).
 Registry<BatchingPolicyEntry>& batching_policies();
 Registry<RoutingPolicyEntry>& routing_policies();
+Registry<ClusterPolicyEntry>& cluster_policies();
 
 }  // namespace servesim::sim

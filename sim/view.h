@@ -15,6 +15,21 @@
 
 namespace servesim::sim {
 
+// What an instance does in a disaggregated deployment.
+enum class InstanceRole {
+  kUnified,  // prefill and decode (colocation)
+  kPrefill,  // prefills only; after a request's first token its KV moves to a decode instance
+  kDecode,   // receives requests with their KV after prefill and decodes them
+};
+const char* role_name(InstanceRole role);
+
+// How KV moves from a prefill to a decode instance.
+enum class KvTransferMode {
+  kAfterPrefill,      // the whole KV once the prompt is done (DistServe)
+  kLayerwiseOverlap,  // layer i is sent while layer i+1 computes; only what the prefill
+                      // iteration could not hide is exposed, at least one layer's share (Splitwise)
+};
+
 // Tokens -> KV blocks, rounding up. REQUIRES: block_size > 0, tokens >= 0.
 inline int64_t blocks_for_tokens(int64_t tokens, int64_t block_size) {
   return (tokens + block_size - 1) / block_size;
