@@ -6,7 +6,12 @@
 // - Loading validates everything up front: meta.json "format" must be "servesim-profile" and
 //   "version" 1 (other versions are rejected); every CSV row must have the header's column count
 //   and well-formed numbers. Errors are InputError with file and 1-based line.
-// - Rows whose dtype is unknown to this version are skipped (FORMAT.md), never rejected.
+// - Rows whose dtype is unknown to this version are skipped (FORMAT.md), never rejected; they are
+//   counted in Profile::unknown_dtype_rows. A key repeated within a table is rejected (InputError
+//   naming the line of its first occurrence).
+// - Writing refuses what would not load back (unknown dtypes, non-finite latencies, repeated
+//   keys); every producer of profiles (harness, importers) gets its file text from to_csv() and
+//   meta_json() below, so equal rows give byte-identical files.
 // - Canonical dtype strings: "bf16", "fp16", "fp8_e4m3", "fp8_block", "nvfp4", "int8".
 // - Pure value types: no dependency on the engine or the cost model.
 #pragma once
@@ -109,7 +114,9 @@ struct ProfileMeta {
 };
 
 struct Profile {
-  std::string dir;  // where it was loaded from (empty when built in memory)
+  // Where it was loaded from; for an imported profile, its directory relative to a profiles root
+  // (profile_subdir()); empty when built in memory otherwise.
+  std::string dir;
   ProfileMeta meta;
   std::vector<GemmRow> gemm;
   std::vector<AttentionPrefillRow> attention_prefill;
@@ -119,6 +126,9 @@ struct Profile {
   std::vector<ElementwiseRow> elementwise;
   std::vector<MemcpyRow> memcpy;
   std::vector<ForwardRow> forward;
+  // Table name -> rows load_profile() skipped because a dtype is not one this version knows
+  // (FORMAT.md: ignored row by row). Empty for profiles built in memory.
+  std::map<std::string, int64_t> unknown_dtype_rows;
 };
 
 // Loads one profile directory. Throws InputError (file:line) on malformed content.
@@ -131,6 +141,68 @@ std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const s
 std::vector<std::string> profiled_gpus(const std::string& profiles_root);
 
 // Writes meta.json and one CSV per non-empty table (FORMAT.md text rules), creating `dir`.
+// A `<table>.csv` left in `dir` for a table that is now empty is removed (a file exists iff
+// meta.json lists it). Throws Error, before writing anything, for rows that would not load back
+// (unknown dtype, latency not finite or negative, repeated key), and on I/O failure.
 void write_profile(const Profile& profile, const std::string& dir);
+
+// ---- Shared helpers of the format (used by the loader, the writers, importers and compare).
+
+// Table names of this version, in FORMAT.md order ("gemm", "attention_prefill", ...).
+const std::vector<std::string>& table_names();
+
+// Canonical dtype string for `name`, accepting the aliases found in third-party data
+// ("bfloat16" -> "bf16", "float16"/"half" -> "fp16", "fp8" -> "fp8_e4m3"); canonical names map to
+// themselves. Returns "" for a name this version does not know.
+std::string canonical_dtype(const std::string& name);
+
+// Maps a CUDA device name to servesim's GPU catalog key (models/catalog/gpus.json), e.g.
+// "NVIDIA H100 80GB HBM3" -> "h100_sxm". Unknown names map to the lowercase name with every run of
+// characters outside [a-z0-9] replaced by '_' and a leading "nvidia_" removed ("unknown_gpu" if
+// nothing is left).
+std::string gpu_catalog_key(const std::string& device_name);
+
+// A latency as written to the CSVs: fixed-point with exactly three digits after the point
+// (nanosecond resolution). REQUIRES: finite.
+std::string format_latency_us(double latency_us);
+
+// The key of a row: every column except latency_us as comma-separated canonical text (optional
+// columns with their defaults filled in). Two rows of one table with equal keys are duplicates.
+std::string row_key(const GemmRow& row);
+std::string row_key(const AttentionPrefillRow& row);
+std::string row_key(const AttentionDecodeRow& row);
+std::string row_key(const CollectiveRow& row);
+std::string row_key(const MoeRow& row);
+std::string row_key(const ElementwiseRow& row);
+std::string row_key(const MemcpyRow& row);
+std::string row_key(const ForwardRow& row);
+
+// CSV text of one table: the header line, then one line per row in the given order, '\n' line
+// ends. Optional columns (attention_prefill kv_dtype, collective nodes) are written only when some
+// row differs from the column's default, so rows without them print as before they existed.
+std::string to_csv(const std::vector<GemmRow>& rows);
+std::string to_csv(const std::vector<AttentionPrefillRow>& rows);
+std::string to_csv(const std::vector<AttentionDecodeRow>& rows);
+std::string to_csv(const std::vector<CollectiveRow>& rows);
+std::string to_csv(const std::vector<MoeRow>& rows);
+std::string to_csv(const std::vector<ElementwiseRow>& rows);
+std::string to_csv(const std::vector<MemcpyRow>& rows);
+std::string to_csv(const std::vector<ForwardRow>& rows);
+
+// Table name -> file name ("gemm" -> "gemm.csv") for every non-empty table of `profile`.
+std::map<std::string, std::string> table_files(const Profile& profile);
+
+// Text of meta.json: "format" and "version", then the keys of FORMAT.md in its order (values from
+// the ProfileMeta members where it has one, else from meta.fields, else "" / 0 for required keys;
+// integer keys as JSON numbers), then the other meta.fields keys sorted (as strings), then
+// "tables" (table_files) and "skipped". Two-space indent, ends with '\n'.
+std::string meta_json(const Profile& profile);
+
+// Conventional directory of a profile relative to the profiles root, "<gpu>/<name>": name is
+// "servesim_harness" for source "servesim-profile", else the source with characters outside
+// [a-z0-9_] replaced by '_'; then "_<variant>" when meta.fields has a non-empty "variant"; then
+// "_<model>" unless the model is "generic". E.g. "h100_sxm/aiconfigurator_vllm",
+// "h100_sxm/servesim_harness_llama-3.1-8b".
+std::string profile_subdir(const Profile& profile);
 
 }  // namespace servesim::profiles

@@ -1,42 +1,16 @@
 #include "profile_writer.h"
 
-#include <cctype>
 #include <chrono>
-#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <utility>
+
+#include "profiles/profile_tables.h"
 
 namespace servesim::profiling {
 namespace {
 
-std::string fmt_us(double us) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", us);
-  return buf;
-}
-
-template <typename Row, typename Fn>
-std::string csv(const char* header, const std::vector<Row>& rows, Fn&& line) {
-  std::string out = std::string(header) + "\n";
-  for (const Row& r : rows) {
-    out += line(r.point) + "," + fmt_us(r.latency_us) + "\n";
-  }
-  return out;
-}
-
-std::string s(int64_t v) { return std::to_string(v); }
-
-std::string lower(std::string text) {
-  for (char& c : text) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return text;
-}
-
-bool has(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+namespace pf = servesim::profiles;
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -47,181 +21,161 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   }
 }
 
+pf::GemmRow convert(const GemmRow& r) {
+  const GemmPoint& p = r.point;
+  return {p.dtype, p.m, p.n, p.k, r.latency_us};
+}
+
+pf::AttentionPrefillRow convert(const PrefillRow& r) {
+  const PrefillPoint& p = r.point;
+  pf::AttentionPrefillRow out;
+  out.dtype = p.dtype;
+  out.kv_dtype = p.dtype;
+  out.batch = p.batch;
+  out.q_tokens = p.q_tokens;
+  out.prefix_tokens = p.prefix_tokens;
+  out.num_heads = static_cast<int>(p.num_heads);
+  out.num_kv_heads = static_cast<int>(p.num_kv_heads);
+  out.head_dim = static_cast<int>(p.head_dim);
+  out.causal = p.causal;
+  out.latency_us = r.latency_us;
+  return out;
+}
+
+pf::AttentionDecodeRow convert(const DecodeRow& r) {
+  const DecodePoint& p = r.point;
+  pf::AttentionDecodeRow out;
+  out.dtype = p.dtype;
+  out.kv_dtype = p.kv_dtype;
+  out.batch = p.batch;
+  out.context_tokens = p.context_tokens;
+  out.num_heads = static_cast<int>(p.num_heads);
+  out.num_kv_heads = static_cast<int>(p.num_kv_heads);
+  out.head_dim = static_cast<int>(p.head_dim);
+  out.latency_us = r.latency_us;
+  return out;
+}
+
+pf::CollectiveRow convert(const CollectiveRow& r) {
+  const CollectivePoint& p = r.point;
+  pf::CollectiveRow out;
+  out.op = p.op;
+  out.dtype = p.dtype;
+  out.num_gpus = p.num_gpus;
+  out.message_bytes = p.message_bytes;
+  out.latency_us = r.latency_us;
+  return out;
+}
+
+pf::MemcpyRow convert(const MemcpyRow& r) { return {r.point.kind, r.point.bytes, r.latency_us}; }
+
+pf::ForwardRow convert(const ForwardRow& r) {
+  const ForwardPoint& p = r.point;
+  return {p.kind, p.batch, p.q_tokens, p.context_tokens, p.graph, r.latency_us};
+}
+
+template <typename Row>
+auto convert_all(const std::vector<Row>& rows) {
+  std::vector<decltype(convert(rows.front()))> out;
+  out.reserve(rows.size());
+  for (const Row& r : rows) {
+    out.push_back(convert(r));
+  }
+  return out;
+}
+
+// The measured results as a profile of the shared format (profiles/profile_tables.h), which owns
+// the text of every file.
+pf::Profile to_profile(const DeviceInfo& d, const ProfileResults& r) {
+  pf::Profile p;
+  pf::ProfileMeta& m = p.meta;
+  m.gpu = gpu_catalog_key(d.gpu_name);
+  m.gpu_name = d.gpu_name;
+  m.source = "servesim-profile";
+  m.model = r.model_key;
+  m.tp = r.tp;
+  m.l2_bytes = d.l2_bytes;
+  m.date = r.date;
+  m.license = "measured by the servesim project; same license as the repository";
+  m.fields["compute_capability"] = d.compute_capability;
+  m.fields["sm_count"] = std::to_string(d.sm_count);
+  m.fields["sm_clock_mhz"] = std::to_string(d.sm_clock_mhz);
+  m.fields["mem_clock_mhz"] = std::to_string(d.mem_clock_mhz);
+  m.fields["memory_bytes"] = std::to_string(d.memory_bytes);
+  m.fields["driver"] = d.driver;
+  m.fields["cuda_runtime"] = d.cuda_runtime;
+  m.fields["cublas"] = d.cublas;
+  m.fields["cudnn"] = d.cudnn;
+  m.fields["nccl"] = d.nccl;
+  m.fields["harness_version"] = kHarnessVersion;
+  m.fields["method"] = r.method;
+  m.skipped = r.skipped;
+  p.gemm = convert_all(r.gemm);
+  p.attention_prefill = convert_all(r.prefill);
+  p.attention_decode = convert_all(r.decode);
+  p.collective = convert_all(r.collective);
+  p.memcpy = convert_all(r.memcpy);
+  p.forward = convert_all(r.forward);
+  return p;
+}
+
 }  // namespace
 
 std::string gpu_catalog_key(const std::string& device_name) {
-  std::string n = lower(device_name);
-  // Order matters: "H100 PCIe" before the generic H100, "80GB" A100 before the 40 GB one.
-  if (has(n, "h200")) {
-    return "h200_sxm";
-  }
-  if (has(n, "h100") && has(n, "pcie")) {
-    return "h100_pcie";
-  }
-  if (has(n, "h100") && (has(n, "hbm3") || has(n, "sxm"))) {
-    return "h100_sxm";
-  }
-  if (has(n, "a100") && has(n, "80gb")) {
-    return "a100_80gb_sxm";
-  }
-  if (has(n, "a100") && has(n, "40gb") && !has(n, "pcie")) {
-    return "a100_40gb_sxm";
-  }
-  if (has(n, "l40s")) {
-    return "l40s";
-  }
-  if (has(n, "rtx 4090")) {
-    return "rtx4090";
-  }
-  if (has(n, "b200")) {
-    return "b200_sxm";
-  }
-  std::string key;
-  for (char c : n) {
-    bool keep = std::isalnum(static_cast<unsigned char>(c)) != 0;
-    if (keep) {
-      key += c;
-    } else if (!key.empty() && key.back() != '_') {
-      key += '_';
-    }
-  }
-  while (!key.empty() && key.back() == '_') {
-    key.pop_back();
-  }
-  const std::string prefix = "nvidia_";
-  if (key.rfind(prefix, 0) == 0) {
-    key = key.substr(prefix.size());
-  }
-  return key.empty() ? "unknown_gpu" : key;
+  return pf::gpu_catalog_key(device_name);
 }
 
-std::string gemm_csv(const std::vector<GemmRow>& rows) {
-  return csv("dtype,m,n,k,latency_us", rows, [](const GemmPoint& p) {
-    return p.dtype + "," + s(p.m) + "," + s(p.n) + "," + s(p.k);
-  });
-}
+std::string gemm_csv(const std::vector<GemmRow>& rows) { return pf::to_csv(convert_all(rows)); }
 
 std::string prefill_csv(const std::vector<PrefillRow>& rows) {
-  return csv("dtype,batch,q_tokens,prefix_tokens,num_heads,num_kv_heads,head_dim,causal,latency_us",
-             rows, [](const PrefillPoint& p) {
-               return p.dtype + "," + s(p.batch) + "," + s(p.q_tokens) + "," + s(p.prefix_tokens) +
-                      "," + s(p.num_heads) + "," + s(p.num_kv_heads) + "," + s(p.head_dim) + "," +
-                      (p.causal ? "1" : "0");
-             });
+  return pf::to_csv(convert_all(rows));
 }
 
-std::string decode_csv(const std::vector<DecodeRow>& rows) {
-  return csv("dtype,kv_dtype,batch,context_tokens,num_heads,num_kv_heads,head_dim,latency_us", rows,
-             [](const DecodePoint& p) {
-               return p.dtype + "," + p.kv_dtype + "," + s(p.batch) + "," + s(p.context_tokens) +
-                      "," + s(p.num_heads) + "," + s(p.num_kv_heads) + "," + s(p.head_dim);
-             });
-}
+std::string decode_csv(const std::vector<DecodeRow>& rows) { return pf::to_csv(convert_all(rows)); }
 
 std::string collective_csv(const std::vector<CollectiveRow>& rows) {
-  return csv("op,dtype,num_gpus,message_bytes,latency_us", rows, [](const CollectivePoint& p) {
-    return p.op + "," + p.dtype + "," + std::to_string(p.num_gpus) + "," + s(p.message_bytes);
-  });
+  return pf::to_csv(convert_all(rows));
 }
 
-std::string memcpy_csv(const std::vector<MemcpyRow>& rows) {
-  return csv("kind,bytes,latency_us", rows,
-             [](const MemcpyPoint& p) { return p.kind + "," + s(p.bytes); });
-}
+std::string memcpy_csv(const std::vector<MemcpyRow>& rows) { return pf::to_csv(convert_all(rows)); }
 
 std::string forward_csv(const std::vector<ForwardRow>& rows) {
-  return csv("kind,batch,q_tokens,context_tokens,graph,latency_us", rows,
-             [](const ForwardPoint& p) {
-               return p.kind + "," + s(p.batch) + "," + s(p.q_tokens) + "," + s(p.context_tokens) +
-                      "," + (p.graph ? "1" : "0");
-             });
+  return pf::to_csv(convert_all(rows));
 }
 
 std::map<std::string, std::string> written_tables(const ProfileResults& r) {
-  std::map<std::string, std::string> t;
-  auto add = [&t](const std::string& name, bool any) {
-    if (any) {
-      t[name] = name + ".csv";
-    }
-  };
-  add("gemm", !r.gemm.empty());
-  add("attention_prefill", !r.prefill.empty());
-  add("attention_decode", !r.decode.empty());
-  add("collective", !r.collective.empty());
-  add("memcpy", !r.memcpy.empty());
-  add("forward", !r.forward.empty());
-  return t;
+  return pf::table_files(to_profile(DeviceInfo{}, r));
 }
 
 std::string meta_json(const DeviceInfo& d, const ProfileResults& r) {
-  nlohmann::ordered_json j;
-  j["format"] = "servesim-profile";
-  j["version"] = kFormatVersion;
-  j["gpu"] = gpu_catalog_key(d.gpu_name);
-  j["gpu_name"] = d.gpu_name;
-  j["compute_capability"] = d.compute_capability;
-  j["sm_count"] = d.sm_count;
-  j["sm_clock_mhz"] = d.sm_clock_mhz;
-  j["mem_clock_mhz"] = d.mem_clock_mhz;
-  j["l2_bytes"] = d.l2_bytes;
-  j["memory_bytes"] = d.memory_bytes;
-  j["driver"] = d.driver;
-  j["cuda_runtime"] = d.cuda_runtime;
-  j["cublas"] = d.cublas;
-  j["cudnn"] = d.cudnn;
-  j["nccl"] = d.nccl;
-  j["harness_version"] = kHarnessVersion;
-  j["date"] = r.date;
-  j["source"] = "servesim-profile";
-  j["method"] = r.method;
-  j["model"] = r.model_key;
-  j["tp"] = r.tp;
-  j["license"] = "measured by the servesim project; same license as the repository";
-  nlohmann::ordered_json tables = nlohmann::ordered_json::object();
-  for (const auto& [name, file] : written_tables(r)) {
-    tables[name] = file;
-  }
-  j["tables"] = tables;
-  nlohmann::ordered_json skipped = nlohmann::ordered_json::object();
-  for (const auto& [name, why] : r.skipped) {
-    skipped[name] = why;
-  }
-  j["skipped"] = skipped;
-  return j.dump(2) + "\n";
+  return pf::meta_json(to_profile(d, r));
 }
 
 void write_profile_dir(const std::string& dir, const DeviceInfo& device,
                        const ProfileResults& results) {
+  // Not pf::write_profile(): that one refuses rows it could not load back (a NaN latency), and
+  // a measurement run must keep whatever it measured. The text is the shared writer's.
   std::filesystem::path root(dir);
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) {
     throw HarnessError("cannot create " + dir + ": " + ec.message());
   }
-  std::map<std::string, std::string> tables = written_tables(results);
-  std::vector<std::pair<std::string, std::string>> files;
-  if (tables.count("gemm")) {
-    files.emplace_back("gemm.csv", gemm_csv(results.gemm));
-  }
-  if (tables.count("attention_prefill")) {
-    files.emplace_back("attention_prefill.csv", prefill_csv(results.prefill));
-  }
-  if (tables.count("attention_decode")) {
-    files.emplace_back("attention_decode.csv", decode_csv(results.decode));
-  }
-  if (tables.count("collective")) {
-    files.emplace_back("collective.csv", collective_csv(results.collective));
-  }
-  if (tables.count("memcpy")) {
-    files.emplace_back("memcpy.csv", memcpy_csv(results.memcpy));
-  }
-  if (tables.count("forward")) {
-    files.emplace_back("forward.csv", forward_csv(results.forward));
-  }
-  for (const auto& [name, text] : files) {
-    write_file(root / name, text);
-  }
-  write_file(root / "meta.json", meta_json(device, results));
+  pf::Profile p = to_profile(device, results);
+  std::map<std::string, std::string> tables = pf::table_files(p);
+  auto emit = [&](const char* table, auto text_fn) {
+    auto it = tables.find(table);
+    if (it != tables.end()) {
+      write_file(root / it->second, text_fn());
+    }
+  };
+  emit("gemm", [&] { return pf::to_csv(p.gemm); });
+  emit("attention_prefill", [&] { return pf::to_csv(p.attention_prefill); });
+  emit("attention_decode", [&] { return pf::to_csv(p.attention_decode); });
+  emit("collective", [&] { return pf::to_csv(p.collective); });
+  emit("memcpy", [&] { return pf::to_csv(p.memcpy); });
+  emit("forward", [&] { return pf::to_csv(p.forward); });
+  write_file(root / "meta.json", pf::meta_json(p));
 }
 
 std::string utc_now_iso8601() {

@@ -6,6 +6,8 @@
 //    lines, latencies in microseconds with 3 decimals, booleans as 0/1.
 //  - meta.json keys appear in the order FORMAT.md lists them; text ends with '\n'.
 //  - write_profile_dir() creates the directory and overwrites files of the same name.
+//  - The text of every file comes from the format library (profiles/profile_tables.h: to_csv,
+//    meta_json), which the importers use too; this writer only maps the harness's rows onto it.
 #ifndef SERVESIM_PROFILES_HARNESS_PROFILE_WRITER_H_
 #define SERVESIM_PROFILES_HARNESS_PROFILE_WRITER_H_
 

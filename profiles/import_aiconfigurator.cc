@@ -1,0 +1,466 @@
+#include "profiles/import_aiconfigurator.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "profiles/import_common.h"
+#include "profiles/profile_csv.h"
+#include "sim/core/error.h"
+
+namespace servesim::profiles {
+namespace fs = std::filesystem;
+namespace {
+
+const char* kMethod =
+    "aiconfigurator collector: each vLLM operator run with synthetic weights on one GPU "
+    "(collectives "
+    "on 2, 4 or 8 GPUs of one node), 3 warm-ups, then timed with CUDA events, normally replaying a "
+    "captured CUDA graph (eager when capture fails); latency_us is upstream's average time of one "
+    "operator call (ms x 1000), not a median; repeated measurements of one key are merged by their "
+    "median. attention_prefill rows include the KV-cache write and have no cached prefix; "
+    "attention_decode rows reuse the same KV blocks every iteration, so points whose KV cache fits "
+    "in L2 are cache-hot (optimistic). collective: nccl-tests out-of-place time for all_reduce, "
+    "all_gather, reduce_scatter, alltoall; custom_all_reduce is vLLM's custom all-reduce replayed "
+    "in a CUDA graph";
+
+// Accumulates what one system's import dropped or merged, per table.
+class Notes {
+ public:
+  void add(const std::string& table, const std::string& text) {
+    std::string& note = notes_[table];
+    note += (note.empty() ? "" : "; ") + text;
+  }
+  void merged(const std::string& table, int64_t count) {
+    if (count > 0) {
+      add(table, fmt::format("{} repeated measurements of an existing key merged into it "
+                             "(median)",
+                             count));
+    }
+  }
+  // One "<count> rows with <what> <value> dropped<why>" per counted value.
+  void counted(const std::string& table, const std::map<std::string, int64_t>& counts,
+               const std::string& what, const std::string& why = "") {
+    for (const auto& [value, count] : counts) {
+      add(table, fmt::format("{} rows with {} {} dropped{}", count, what, value, why));
+    }
+  }
+  const std::map<std::string, std::string>& all() const { return notes_; }
+
+ private:
+  std::map<std::string, std::string> notes_;
+};
+
+// Facts gathered across the tables of one system.
+struct SystemFacts {
+  std::set<std::string> devices;
+  std::set<std::string> versions;  // framework version column of the vllm tables
+  std::set<std::string> kernels;   // kernel_source column of the vllm tables
+};
+
+void note_columns(const CsvReader& csv, SystemFacts* facts, bool vllm_table) {
+  int device = csv.find("device");
+  if (device >= 0) {
+    facts->devices.insert(csv.text(device));
+  }
+  if (!vllm_table) {
+    return;
+  }
+  int version = csv.find("version");
+  if (version >= 0) {
+    facts->versions.insert(csv.text(version));
+  }
+  int kernel = csv.find("kernel_source");
+  if (kernel >= 0) {
+    facts->kernels.insert(csv.text(kernel));
+  }
+}
+
+int64_t element_bytes(const std::string& dtype) {
+  if (dtype == "bf16" || dtype == "fp16") {
+    return 2;
+  }
+  if (dtype == "int8" || dtype == "fp8_e4m3") {
+    return 1;
+  }
+  return 0;
+}
+
+void import_gemm(const std::string& path, Profile* p, Notes* notes, SystemFacts* facts) {
+  const char* expected = "gemm_dtype,m,n,k,latency";
+  CsvReader csv(path);
+  int dtype = csv.require("gemm_dtype", expected), m = csv.require("m", expected),
+      n = csv.require("n", expected), k = csv.require("k", expected),
+      lat = csv.require("latency", expected);
+  RowMerger<GemmRow> rows;
+  std::map<std::string, int64_t> unknown;
+  while (csv.next()) {
+    note_columns(csv, facts, true);
+    GemmRow r;
+    r.dtype = canonical_dtype(csv.text(dtype));
+    if (r.dtype.empty()) {
+      ++unknown[csv.text(dtype)];
+      continue;
+    }
+    r.m = csv.integer(m, 1);
+    r.n = csv.integer(n, 1);
+    r.k = csv.integer(k, 1);
+    r.latency_us = ms_to_us(csv.non_negative(lat));
+    rows.add(std::move(r));
+  }
+  notes->counted("gemm", unknown, "gemm_dtype");
+  notes->merged("gemm", rows.merged());
+  p->gemm = rows.take();
+}
+
+// Context (prefill) or generation (decode) attention; both files have the same columns.
+void import_attention(const std::string& path, bool context, Profile* p, Notes* notes,
+                      SystemFacts* facts) {
+  const char* expected =
+      "batch_size,isl,num_heads,num_key_value_heads,head_dim,beam_width,attn_dtype,"
+      "kv_cache_dtype,step,latency (optional window_size)";
+  const std::string table = context ? "attention_prefill" : "attention_decode";
+  CsvReader csv(path);
+  int batch = csv.require("batch_size", expected), isl = csv.require("isl", expected),
+      heads = csv.require("num_heads", expected),
+      kv_heads = csv.require("num_key_value_heads", expected),
+      head_dim = csv.require("head_dim", expected), beam = csv.require("beam_width", expected),
+      dtype = csv.require("attn_dtype", expected), kv = csv.require("kv_cache_dtype", expected),
+      step = csv.require("step", expected), lat = csv.require("latency", expected),
+      window = csv.find("window_size");
+  RowMerger<AttentionPrefillRow> prefill;
+  RowMerger<AttentionDecodeRow> decode;
+  std::map<std::string, int64_t> unknown, windowed, beams, steps;
+  while (csv.next()) {
+    note_columns(csv, facts, true);
+    std::string q_type = canonical_dtype(csv.text(dtype));
+    std::string kv_type = canonical_dtype(csv.text(kv));
+    if (q_type.empty() || kv_type.empty()) {
+      ++unknown[csv.text(dtype) + "/" + csv.text(kv)];
+      continue;
+    }
+    if (window >= 0 && csv.integer(window, 0) != 0) {
+      ++windowed[csv.text(window)];
+      continue;
+    }
+    if (csv.integer(beam, 1) != 1) {
+      ++beams[csv.text(beam)];
+      continue;
+    }
+    int64_t isl_tokens = csv.integer(isl, 1);
+    int64_t step_tokens = csv.integer(step, 0);
+    if (context) {
+      if (step_tokens != 0) {
+        ++steps[csv.text(step)];
+        continue;
+      }
+      AttentionPrefillRow r;
+      r.dtype = q_type;
+      r.kv_dtype = kv_type;
+      r.batch = csv.integer(batch, 1);
+      r.q_tokens = isl_tokens;
+      r.prefix_tokens = 0;
+      r.num_heads = csv.small_integer(heads, 1);
+      r.num_kv_heads = csv.small_integer(kv_heads, 1);
+      r.head_dim = csv.small_integer(head_dim, 1);
+      r.causal = true;
+      r.latency_us = ms_to_us(csv.non_negative(lat));
+      prefill.add(std::move(r));
+    } else {
+      AttentionDecodeRow r;
+      r.dtype = q_type;
+      r.kv_dtype = kv_type;
+      r.batch = csv.integer(batch, 1);
+      r.context_tokens = isl_tokens + step_tokens;
+      r.num_heads = csv.small_integer(heads, 1);
+      r.num_kv_heads = csv.small_integer(kv_heads, 1);
+      r.head_dim = csv.small_integer(head_dim, 1);
+      r.latency_us = ms_to_us(csv.non_negative(lat));
+      decode.add(std::move(r));
+    }
+  }
+  notes->counted(table, unknown, "attn_dtype/kv_cache_dtype");
+  notes->counted(table, windowed, "window_size", " (sliding-window attention)");
+  notes->counted(table, beams, "beam_width");
+  notes->counted(table, steps, "step");
+  if (context) {
+    notes->merged(table, prefill.merged());
+    p->attention_prefill = prefill.take();
+  } else {
+    notes->merged(table, decode.merged());
+    p->attention_decode = decode.take();
+  }
+}
+
+void import_moe(const std::string& path, const AiconfiguratorImportOptions& options, Profile* p,
+                Notes* notes, SystemFacts* facts) {
+  const char* expected =
+      "moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,"
+      "distribution,latency";
+  std::string keep;  // distribution kept; "" = all
+  if (!options.all_moe_distributions) {
+    CsvReader scan(path);
+    int dist = scan.require("distribution", expected);
+    keep = "power_law_1.01";
+    while (scan.next()) {
+      if (scan.field(dist) == "balanced") {
+        keep = "balanced";
+        break;
+      }
+    }
+  }
+  CsvReader csv(path);
+  int dtype = csv.require("moe_dtype", expected), tokens = csv.require("num_tokens", expected),
+      hidden = csv.require("hidden_size", expected), inter = csv.require("inter_size", expected),
+      topk = csv.require("topk", expected), experts = csv.require("num_experts", expected),
+      moe_tp = csv.require("moe_tp_size", expected), moe_ep = csv.require("moe_ep_size", expected),
+      dist = csv.require("distribution", expected), lat = csv.require("latency", expected);
+  RowMerger<MoeRow> rows;
+  std::map<std::string, int64_t> unknown, other_distribution;
+  while (csv.next()) {
+    note_columns(csv, facts, true);
+    MoeRow r;
+    r.dtype = canonical_dtype(csv.text(dtype));
+    if (r.dtype.empty()) {
+      ++unknown[csv.text(dtype)];
+      continue;
+    }
+    r.distribution = csv.non_empty(dist);
+    if (!keep.empty() && r.distribution != keep) {
+      ++other_distribution[r.distribution];
+      continue;
+    }
+    r.num_tokens = csv.integer(tokens, 1);
+    r.hidden_size = csv.integer(hidden, 1);
+    r.inter_size = csv.integer(inter, 1);
+    r.topk = csv.small_integer(topk, 1);
+    r.num_experts = csv.small_integer(experts, 1);
+    r.moe_tp = csv.small_integer(moe_tp, 1);
+    r.moe_ep = csv.small_integer(moe_ep, 1);
+    r.latency_us = ms_to_us(csv.non_negative(lat));
+    rows.add(std::move(r));
+  }
+  notes->counted("moe", unknown, "moe_dtype",
+                 " (weight-only quantized MoE; no servesim dtype for it)");
+  if (!keep.empty()) {
+    notes->add("moe", fmt::format("only routing distribution {} kept (to keep the repository "
+                                  "small; the data set also has the others)",
+                                  keep));
+    notes->counted("moe", other_distribution, "distribution");
+  }
+  notes->merged("moe", rows.merged());
+  p->moe = rows.take();
+}
+
+void import_nccl(const std::string& path, RowMerger<CollectiveRow>* rows, Notes* notes,
+                 SystemFacts* facts) {
+  const char* expected = "op_name,nccl_dtype,num_gpus,message_size,latency";
+  CsvReader csv(path);
+  int op = csv.require("op_name", expected), dtype = csv.require("nccl_dtype", expected),
+      gpus = csv.require("num_gpus", expected), size = csv.require("message_size", expected),
+      lat = csv.require("latency", expected);
+  std::map<std::string, int64_t> unknown;
+  while (csv.next()) {
+    note_columns(csv, facts, false);
+    CollectiveRow r;
+    r.dtype = canonical_dtype(csv.text(dtype));
+    int64_t bytes = element_bytes(r.dtype);
+    if (bytes == 0) {
+      ++unknown[csv.text(dtype)];
+      continue;
+    }
+    r.op = csv.non_empty(op);
+    r.num_gpus = csv.small_integer(gpus, 1);
+    r.message_bytes = csv.integer(size, 1) * bytes;
+    r.latency_us = ms_to_us(csv.non_negative(lat));
+    rows->add(std::move(r));
+  }
+  notes->counted("collective", unknown, "nccl_dtype");
+}
+
+void import_custom_allreduce(const std::string& path, RowMerger<CollectiveRow>* rows, Notes* notes,
+                             SystemFacts* facts) {
+  const char* expected = "allreduce_dtype,num_gpus,message_size,latency,backend";
+  CsvReader csv(path);
+  int dtype = csv.require("allreduce_dtype", expected), gpus = csv.require("num_gpus", expected),
+      size = csv.require("message_size", expected), lat = csv.require("latency", expected),
+      backend = csv.require("backend", expected);
+  std::map<std::string, int64_t> unknown, other_backend;
+  while (csv.next()) {
+    note_columns(csv, facts, true);
+    if (csv.field(backend) != "vllm_graph") {
+      ++other_backend[csv.text(backend)];
+      continue;
+    }
+    CollectiveRow r;
+    r.op = "custom_all_reduce";
+    r.dtype = canonical_dtype(csv.text(dtype));
+    int64_t bytes = element_bytes(r.dtype);
+    if (bytes == 0) {
+      ++unknown[csv.text(dtype)];
+      continue;
+    }
+    r.num_gpus = csv.small_integer(gpus, 1);
+    r.message_bytes = csv.integer(size, 1) * bytes;
+    r.latency_us = ms_to_us(csv.non_negative(lat));
+    rows->add(std::move(r));
+  }
+  notes->counted("collective", other_backend, "custom all-reduce backend",
+                 " (eager launch; serving replays the CUDA graph variant)");
+  notes->counted("collective", unknown, "allreduce_dtype");
+}
+
+std::string join(const std::set<std::string>& values) {
+  std::string out;
+  for (const std::string& v : values) {
+    out += (out.empty() ? "" : ", ") + v;
+  }
+  return out;
+}
+
+// The single sub-directory of `dir` whose name starts with `prefix`, "" if none.
+std::string one_subdir(const std::string& dir, const std::string& prefix, bool required) {
+  std::vector<std::string> found;
+  for (const std::string& name : subdirectories(dir)) {
+    if (name.rfind(prefix, 0) == 0) {
+      found.push_back(name);
+    }
+  }
+  if (found.size() > 1 || (required && found.empty())) {
+    throw InputError(dir, 0,
+                     fmt::format("expected {} {}<version> sub-directory, found {}",
+                                 required ? "one" : "at most one", prefix, found.size()));
+  }
+  return found.empty() ? "" : found.front();
+}
+
+Profile import_system(const std::string& dir, const AiconfiguratorImportOptions& options) {
+  fs::path root(dir);
+  std::string system = root.filename().string();
+  if (system.empty()) {
+    system = root.parent_path().filename().string();
+  }
+  std::string vllm = one_subdir(dir, "vllm_", true);
+  std::string nccl = one_subdir(dir, "nccl_", false);
+  fs::path vllm_dir = root / vllm;
+
+  Profile p;
+  Notes notes;
+  SystemFacts facts;
+  auto exists = [](const fs::path& path) { return fs::is_regular_file(path); };
+  auto absent = [&notes](const std::string& table, const std::string& file) {
+    notes.add(table, file + " is not in the data set");
+  };
+
+  if (exists(vllm_dir / "gemm_perf.csv")) {
+    import_gemm((vllm_dir / "gemm_perf.csv").string(), &p, &notes, &facts);
+  } else {
+    absent("gemm", "gemm_perf.csv");
+  }
+  if (exists(vllm_dir / "context_attention_perf.csv")) {
+    import_attention((vllm_dir / "context_attention_perf.csv").string(), true, &p, &notes, &facts);
+  } else {
+    absent("attention_prefill", "context_attention_perf.csv");
+  }
+  if (exists(vllm_dir / "generation_attention_perf.csv")) {
+    import_attention((vllm_dir / "generation_attention_perf.csv").string(), false, &p, &notes,
+                     &facts);
+  } else {
+    absent("attention_decode", "generation_attention_perf.csv");
+  }
+  if (exists(vllm_dir / "moe_perf.csv")) {
+    import_moe((vllm_dir / "moe_perf.csv").string(), options, &p, &notes, &facts);
+  } else {
+    absent("moe", "moe_perf.csv");
+  }
+  RowMerger<CollectiveRow> collective;
+  if (!nccl.empty() && exists(root / nccl / "nccl_perf.csv")) {
+    import_nccl((root / nccl / "nccl_perf.csv").string(), &collective, &notes, &facts);
+  } else {
+    notes.add("collective", "no nccl_<version>/nccl_perf.csv in the data set");
+  }
+  if (exists(vllm_dir / "custom_allreduce_perf.csv")) {
+    import_custom_allreduce((vllm_dir / "custom_allreduce_perf.csv").string(), &collective, &notes,
+                            &facts);
+  } else {
+    notes.add("collective", "custom_allreduce_perf.csv is not in the data set");
+  }
+  notes.merged("collective", collective.merged());
+  p.collective = collective.take();
+  notes.add("memcpy", "not in the aiconfigurator data set");
+  notes.add("forward", "not in the aiconfigurator data set");
+  notes.add("elementwise", "not in the aiconfigurator data set");
+
+  if (facts.devices.size() != 1) {
+    throw InputError(dir, 0,
+                     fmt::format("expected one device name in the CSVs' device column, found {} "
+                                 "({})",
+                                 facts.devices.size(), join(facts.devices)));
+  }
+  ProfileMeta& m = p.meta;
+  m.gpu_name = *facts.devices.begin();
+  m.gpu = gpu_catalog_key(m.gpu_name);
+  m.source = "aiconfigurator";
+  m.model = "generic";
+  m.tp = 1;
+  m.l2_bytes = 0;
+  m.date = utc_now_iso8601();
+  m.license = "Apache-2.0 (ai-dynamo/aiconfigurator)";
+  m.skipped = notes.all();
+  m.fields["nccl"] = nccl.empty() ? "" : nccl.substr(std::string("nccl_").size());
+  m.fields["harness_version"] =
+      std::string("servesim ") + SERVESIM_VERSION + " import_aiconfigurator";
+  m.fields["method"] = kMethod;
+  m.fields["variant"] = "vllm";
+  m.fields["framework"] = "vLLM";
+  m.fields["framework_version"] = join(facts.versions);
+  m.fields["kernels"] = join(facts.kernels);
+  m.fields["upstream"] = std::string("github.com/ai-dynamo/aiconfigurator @ ") +
+                         kAiconfiguratorCommit +
+                         ", aic-core/src/aiconfigurator_core/systems/data/" + system +
+                         "/ (Parquet; legacy vLLM collector)";
+  m.fields["upstream_system"] = system;
+  m.fields["converted_from"] = "shared/data/profiles/aiconfigurator/" + system + "/" + vllm +
+                               (nccl.empty() ? "" : ", " + nccl);
+  p.dir = profile_subdir(p);
+  return p;
+}
+
+bool is_system_dir(const std::string& dir) {
+  for (const std::string& name : subdirectories(dir)) {
+    if (name.rfind("vllm_", 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<Profile> import_aiconfigurator(const std::string& system_dir) {
+  return import_aiconfigurator(system_dir, AiconfiguratorImportOptions{});
+}
+
+std::vector<Profile> import_aiconfigurator(const std::string& system_dir,
+                                           const AiconfiguratorImportOptions& options) {
+  if (is_system_dir(system_dir)) {
+    return {import_system(system_dir, options)};
+  }
+  std::vector<Profile> profiles;
+  for (const std::string& name : subdirectories(system_dir)) {
+    std::string sub = (fs::path(system_dir) / name).string();
+    if (is_system_dir(sub)) {
+      profiles.push_back(import_system(sub, options));
+    }
+  }
+  if (profiles.empty()) {
+    throw InputError(system_dir, 0,
+                     "expected an aiconfigurator system directory (with a vllm_<version>/ "
+                     "sub-directory) or a directory of them, found neither");
+  }
+  return profiles;
+}
+
+}  // namespace servesim::profiles
