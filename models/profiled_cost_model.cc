@@ -1,0 +1,1216 @@
+#include "models/profiled_cost_model.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "models/profile_interpolation.h"
+#include "models/roofline_terms.h"
+#include "sim/core/error.h"
+
+namespace servesim::models {
+namespace {
+
+using interp::Lookup;
+using interp::RooflineFit;
+
+// Where an operator's time came from (LookupStats buckets).
+enum Kind : uint8_t { kInterpolated = 0, kExtrapolated = 1, kAnalytic = 2 };
+
+Kind kind_of(const Lookup& l) { return l.extrapolated ? kExtrapolated : kInterpolated; }
+
+// Operators of OperatorTimes, in order.
+enum Op : size_t {
+  kQkv,
+  kO,
+  kMlp,
+  kPrefill,
+  kDecode,
+  kElementwise,
+  kAllreduce,
+  kLmHead,
+  kOverhead,
+  kOps
+};
+
+struct Parts {
+  std::array<double, kOps> s{};
+  std::array<double, 3> split{};  // seconds by Kind
+  int64_t lookups = 0;
+};
+
+// Per token count (M = sum of query tokens): the operators that depend on M only.
+struct TokenEntry {
+  std::array<double, 5> s{};      // qkv, o, mlp, elementwise, allreduce (whole pass)
+  std::array<double, 3> split{};  // their seconds by Kind
+  bool ready = false;
+};
+
+struct RowsEntry {
+  double s = 0;
+  uint8_t kind = 0;
+  bool ready = false;
+};
+
+const char* gemm_dtype(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
+const char* kv_dtype_name(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
+
+// Peak FLOP/s of a table dtype string on `gpu` (0 = unknown: no clamp).
+double table_peak_flops(const GpuSpec& gpu, const std::string& dtype) {
+  if (dtype == "bf16" || dtype == "fp16") {
+    return gpu.bf16_flops_per_s;
+  }
+  if (dtype == "fp8_e4m3" || dtype == "fp8_block") {
+    return gpu.peak_flops_per_s(Dtype::kFp8);
+  }
+  return 0;
+}
+
+// A roofline fit equivalent to the roofline model's GemmTerm / attention terms at throughputs x.
+RooflineFit fit_from_throughputs(double flops_per_s, double bytes_per_s, double launch_s) {
+  RooflineFit f;
+  f.t0_s = launch_s;
+  f.mem_s_per_byte = 1 / bytes_per_s;
+  f.compute = true;
+  f.f_max = flops_per_s;
+  f.u_half = 0;
+  f.v_half = 0;
+  return f;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return s;
+}
+
+// Power-law alpha of a distribution string ("power_law_1.2" -> 1.2); +inf for others.
+double power_law_alpha(const std::string& d) {
+  const std::string prefix = "power_law_";
+  if (d.rfind(prefix, 0) != 0) {
+    return std::numeric_limits<double>::infinity();
+  }
+  try {
+    return std::stod(d.substr(prefix.size()));
+  } catch (const std::exception&) {
+    return std::numeric_limits<double>::infinity();
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+struct ProfiledCostModel::Impl {
+  // A GEMM family's source: a table, or an analytic fit (weight bytes of the deployment).
+  struct GemmSource {
+    const interp::GemmTable* table = nullptr;
+    RooflineFit fit;
+    double n = 0, k = 0, weight_bytes = 2;
+    Lookup at(double m) const {
+      if (table != nullptr) {
+        return table->predict(m, n, k);
+      }
+      return {interp::gemm_reference(fit, m, n, k, weight_bytes), false};
+    }
+    Kind kind(const Lookup& l) const { return table != nullptr ? kind_of(l) : kAnalytic; }
+  };
+
+  ModelSpec model;
+  GpuSpec gpu;
+  Deployment d;
+  ProfiledParams params;
+  detail::RankShapes shapes;
+  detail::Rates peak;        // peak_bound_time() and per-operator clamps
+  detail::Rates achievable;  // roofline fallbacks (all-reduce, overhead)
+  ProfiledDiagnostics diag;
+  std::string note;
+
+  // Tables built from the profiles (owned; the sources point into them).
+  std::vector<std::unique_ptr<interp::GemmTable>> gemm_tables;
+  std::vector<std::unique_ptr<interp::PrefillTable>> prefill_tables;
+  std::vector<std::unique_ptr<interp::DecodeTable>> decode_tables;
+  std::vector<std::unique_ptr<interp::CurveTable>> curve_tables;
+
+  GemmSource qkv, o, gate_up, down, router, lm_head;
+  // MoE layer table (key into moe_table), or experts through gate_up/down GEMMs.
+  const interp::CurveTable* moe_table = nullptr;
+  std::string moe_key;
+  // Attention.
+  interp::HeadConfig heads;
+  const interp::PrefillTable* prefill = nullptr;
+  interp::PrefillTable::Bound prefill_bound;  // prefill bound to `heads`
+  bool prefill_bidirectional_from_causal = false;
+  RooflineFit prefill_fit;  // analytic prefill (no table)
+  const interp::DecodeTable* decode = nullptr;
+  interp::DecodeTable::Bound decode_bound;  // decode bound to `heads`
+  RooflineFit decode_fit;                   // analytic decode (no table)
+  double decode_floor_bw = 0;
+  bool causal = true;
+  // All-reduce.
+  const interp::CurveTable* custom_ar = nullptr;
+  std::string custom_ar_key;
+  double custom_ar_max_bytes = 0, custom_ar_min_bytes = 0;
+  const interp::CurveTable* nccl_ar = nullptr;
+  std::string nccl_ar_key;
+  // Elementwise.
+  const interp::CurveTable* elementwise = nullptr;
+  std::vector<std::pair<std::string, double>> elementwise_keys;  // key, count per layer
+  double elementwise_bw = 0;                                     // analytic
+
+  bool uncalibrated = false;  // no tables and no donor: exactly the roofline model
+
+  mutable std::vector<TokenEntry> token_memo;
+  mutable std::vector<RowsEntry> lm_memo;
+  mutable LookupStats stats;
+  mutable int64_t clamped_predictions = 0;
+
+  Impl(const Deployment& dep, const std::vector<profiles::Profile>& profiles,
+       const ProfiledParams& p);
+
+  // Construction helpers.
+  std::vector<const profiles::Profile*> ordered(const std::vector<profiles::Profile>& all) const;
+  std::vector<profiles::GemmRow> gemm_rows(const profiles::Profile& prof, const std::string& dtype,
+                                           const GpuSpec& table_gpu);
+  const interp::GemmTable* gemm_table(
+      const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
+      std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache);
+  void resolve_direct(const std::vector<const profiles::Profile*>& order);
+  void resolve_donor(const std::vector<const profiles::Profile*>& order, const GpuSpec& donor);
+  void resolve_uncalibrated();
+
+  // Evaluation.
+  const TokenEntry& tokens_entry(int64_t m) const;
+  TokenEntry compute_tokens(double m) const;
+  RowsEntry compute_lm_head(double rows) const;
+  double clamp(double predicted, double bound) const {
+    if (predicted < bound) {
+      ++clamped_predictions;
+      return bound;
+    }
+    return predicted;
+  }
+  Parts evaluate(const detail::BatchSums& s) const;
+  void attention(const detail::BatchSums& s, Parts* out) const;
+};
+
+std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
+    const std::vector<profiles::Profile>& all) const {
+  std::vector<const profiles::Profile*> out;
+  for (const profiles::Profile& p : all) {
+    out.push_back(&p);
+  }
+  const auto rows = [](const profiles::Profile* p) {
+    return p->gemm.size() + p->attention_prefill.size() + p->attention_decode.size() +
+           p->collective.size() + p->moe.size() + p->elementwise.size();
+  };
+  const std::string model_key = lower(model.key);
+  const auto rank = [&](const profiles::Profile* p) {
+    int r = 2;
+    if (!params.prefer_source.empty() &&
+        (p->meta.source.find(params.prefer_source) != std::string::npos ||
+         p->dir.find(params.prefer_source) != std::string::npos)) {
+      r = 0;
+    } else if (lower(p->meta.model) == model_key) {
+      r = 1;
+    }
+    return r;
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const profiles::Profile* a, const profiles::Profile* b) {
+                     const int ra = rank(a), rb = rank(b);
+                     if (ra != rb) {
+                       return ra < rb;
+                     }
+                     if (rows(a) != rows(b)) {
+                       return rows(a) > rows(b);
+                     }
+                     return a->dir < b->dir;
+                   });
+  return out;
+}
+
+std::vector<profiles::GemmRow> ProfiledCostModel::Impl::gemm_rows(const profiles::Profile& prof,
+                                                                  const std::string& dtype,
+                                                                  const GpuSpec& table_gpu) {
+  std::vector<profiles::GemmRow> rows;
+  const double peak_flops = table_peak_flops(table_gpu, dtype);
+  const double wb = interp::table_dtype_bytes(dtype);
+  for (const profiles::GemmRow& r : prof.gemm) {
+    if (r.dtype != dtype) {
+      continue;
+    }
+    profiles::GemmRow c = r;
+    const double m = static_cast<double>(r.m), n = static_cast<double>(r.n),
+                 k = static_cast<double>(r.k);
+    const double operand_bytes = n * k * wb + 2 * (m * k + m * n);
+    const double memory_bound = operand_bytes / table_gpu.mem_bw_bytes_per_s;
+    const double compute_bound = peak_flops > 0 ? 2 * m * n * k / peak_flops : 0;
+    const double bound = std::max(memory_bound, compute_bound);
+    if (c.latency_us * 1e-6 < bound) {
+      c.latency_us = bound * 1e6;
+      // Operands that fit in L2 were timed L2-resident (repeated launches without a flush): faster
+      // than DRAM, as no layer of a real pass is.
+      const bool l2_resident = memory_bound >= compute_bound && table_gpu.l2_bytes > 0 &&
+                               operand_bytes < static_cast<double>(table_gpu.l2_bytes);
+      ++diag.rows_clamped_to_peak[l2_resident ? "gemm_l2_resident" : "gemm"];
+    }
+    rows.push_back(c);
+  }
+  return rows;
+}
+
+const interp::GemmTable* ProfiledCostModel::Impl::gemm_table(
+    const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
+    std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache) {
+  const auto key = std::make_pair(&prof, dtype);
+  const auto it = cache->find(key);
+  if (it != cache->end()) {
+    return it->second;
+  }
+  const interp::GemmTable* table = nullptr;
+  std::vector<profiles::GemmRow> rows = gemm_rows(prof, dtype, table_gpu);
+  if (!rows.empty()) {
+    gemm_tables.push_back(std::make_unique<interp::GemmTable>(
+        rows, interp::table_dtype_bytes(dtype),
+        prof.meta.l2_bytes > 0 ? prof.meta.l2_bytes : table_gpu.l2_bytes));
+    table = gemm_tables.back().get();
+  }
+  (*cache)[key] = table;
+  return table;
+}
+
+ProfiledCostModel::Impl::Impl(const Deployment& dep, const std::vector<profiles::Profile>& profiles,
+                              const ProfiledParams& p)
+    : model((validate_deployment(dep), *dep.model)), gpu(*dep.gpu), d(dep), params(p) {
+  d.model = &model;
+  d.gpu = &gpu;
+  detail::check_roofline_params(p.roofline);
+  if (p.memo_tokens < 0) {
+    throw std::invalid_argument("memo_tokens must be non-negative");
+  }
+  shapes = detail::rank_shapes(d);
+  {
+    detail::Throughputs x = detail::peak_throughputs(d);
+    peak = detail::make_rates(shapes, x);
+    // Attention at the peak of the KV dtype (FP8 attention runs on FP8 tensor cores).
+    peak.attn_flop_s =
+        shapes.layers * shapes.attention_flops_per_position() / gpu.peak_flops_per_s(d.kv_dtype);
+  }
+  achievable = detail::make_rates(shapes, detail::achievable_throughputs(d, p.roofline));
+  heads = {static_cast<int>(std::lround(shapes.heads)), static_cast<int>(shapes.kv_heads),
+           static_cast<int>(model.head_dim)};
+  causal = !model.diffusion;
+
+  std::vector<profiles::Profile> own;
+  std::string other_gpu;
+  for (const profiles::Profile& prof : profiles) {
+    if (prof.meta.gpu == gpu.key) {
+      own.push_back(prof);
+    } else if (other_gpu.empty()) {
+      other_gpu = prof.meta.gpu;
+    } else if (prof.meta.gpu != other_gpu) {
+      throw std::invalid_argument(
+          fmt::format("profiled cost model for {}: profiles of several other "
+                      "GPUs ({}, {}) were passed",
+                      gpu.key, other_gpu, prof.meta.gpu));
+    }
+  }
+  if (!own.empty()) {
+    resolve_direct(ordered(profiles));
+  } else if (!other_gpu.empty()) {
+    if (p.tables_gpu == nullptr || p.tables_gpu->key != other_gpu) {
+      throw std::invalid_argument(
+          fmt::format("profiled cost model for {}: the profiles are for {}; "
+                      "set ProfiledParams::tables_gpu "
+                      "to the {} spec to use them as a donor",
+                      gpu.key, other_gpu, other_gpu));
+    }
+    resolve_donor(ordered(profiles), *p.tables_gpu);
+  } else {
+    resolve_uncalibrated();
+  }
+}
+
+void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::Profile*>& order) {
+  std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*> cache;
+  std::vector<std::string> used;
+  const auto describe_profile = [](const profiles::Profile* prof) {
+    return prof->dir.empty() ? prof->meta.source : prof->dir;
+  };
+
+  // GEMMs: a profile with the exact shape first, else the one with the richest (n, k) grid.
+  const auto pick_gemm = [&](const char* name, double n, double k, double wb,
+                             const std::vector<std::string>& dtypes, GemmSource* src) {
+    src->n = n;
+    src->k = k;
+    src->weight_bytes = wb;
+    for (const std::string& dtype : dtypes) {
+      const interp::GemmTable* best = nullptr;
+      const profiles::Profile* best_prof = nullptr;
+      for (const profiles::Profile* prof : order) {
+        const interp::GemmTable* t = gemm_table(*prof, dtype, gpu, &cache);
+        if (t != nullptr && t->has_shape(n, k)) {
+          best = t;
+          best_prof = prof;
+          break;
+        }
+      }
+      if (best == nullptr) {
+        size_t most = 0;
+        for (const profiles::Profile* prof : order) {
+          const interp::GemmTable* t = gemm_table(*prof, dtype, gpu, &cache);
+          if (t != nullptr && t->points() > most) {
+            most = t->points();
+            best = t;
+            best_prof = prof;
+          }
+        }
+      }
+      if (best != nullptr) {
+        src->table = best;
+        diag.sources.push_back(fmt::format("{}: gemm {} n={} k={} from {}{}", name, dtype, n, k,
+                                           describe_profile(best_prof),
+                                           best->has_shape(n, k) ? " (measured shape)" : ""));
+        return;
+      }
+    }
+    // No rows of the dtype: the fitted roofline of any 16-bit GEMM table, scaled to the dtype's
+    // peak, else the roofline's achievable throughputs.
+    const double dtype_peak = gpu.peak_flops_per_s(d.weight_dtype);
+    for (const profiles::Profile* prof : order) {
+      for (const char* dt : {"bf16", "fp16"}) {
+        const interp::GemmTable* t = gemm_table(*prof, dt, gpu, &cache);
+        if (t != nullptr) {
+          const double ratio =
+              wb < 2 && gpu.bf16_flops_per_s > 0 ? dtype_peak / gpu.bf16_flops_per_s : 1;
+          src->fit = t->fit().scaled(ratio, 1);
+          diag.sources.push_back(fmt::format("{}: fitted roofline of gemm {} from {} (no {} rows)",
+                                             name, dt, describe_profile(prof), dtypes.front()));
+          return;
+        }
+      }
+    }
+    src->fit = fit_from_throughputs(
+        wb < 2 ? gpu.peak_flops_per_s(d.weight_dtype) *
+                     detail::derived_compute_efficiency(gpu, params.roofline, d.weight_dtype)
+               : gpu.bf16_flops_per_s *
+                     detail::derived_compute_efficiency(gpu, params.roofline, Dtype::kBf16),
+        gpu.mem_bw_bytes_per_s * params.roofline.memory_efficiency,
+        to_seconds(params.roofline.kernel_launch));
+    diag.sources.push_back(fmt::format("{}: roofline (no gemm table)", name));
+  };
+  const std::vector<std::string> wdtypes = d.weight_dtype == Dtype::kFp8
+                                               ? std::vector<std::string>{"fp8_e4m3"}
+                                               : std::vector<std::string>{"bf16", "fp16"};
+  const std::vector<std::string> act16 = {"bf16", "fp16"};
+  const double wb = shapes.weight_bytes;
+  pick_gemm("qkv_gemm", shapes.qkv_n, shapes.qkv_k, wb, wdtypes, &qkv);
+  pick_gemm("o_gemm", shapes.o_n, shapes.o_k, wb, wdtypes, &o);
+  pick_gemm(shapes.moe ? "expert_gate_up" : "gate_up_gemm", shapes.gate_up_n, shapes.gate_up_k, wb,
+            wdtypes, &gate_up);
+  pick_gemm(shapes.moe ? "expert_down" : "down_gemm", shapes.down_n, shapes.down_k, wb, wdtypes,
+            &down);
+  pick_gemm("lm_head", shapes.lm_head_n, shapes.lm_head_k, 2, act16, &lm_head);
+  if (shapes.moe) {
+    pick_gemm("moe_router", shapes.experts, shapes.hidden, 2, act16, &router);
+    // The fused MoE layer table: balanced routing, else the mildest power law.
+    const std::string dtype = gemm_dtype(d.weight_dtype);
+    for (const profiles::Profile* prof : order) {
+      std::vector<interp::CurveTable::Row> rows;
+      std::string best_dist;
+      double best_alpha = std::numeric_limits<double>::infinity();
+      for (const profiles::MoeRow& r : prof->moe) {
+        if (r.dtype != dtype || r.hidden_size != model.hidden_size ||
+            r.inter_size != model.moe->expert_intermediate_size ||
+            r.topk != model.moe->experts_per_token || r.num_experts != model.moe->num_experts ||
+            r.moe_tp != d.tp || r.moe_ep != 1) {
+          continue;
+        }
+        const double alpha = r.distribution == "balanced" ? 0 : power_law_alpha(r.distribution);
+        if (alpha < best_alpha) {
+          best_alpha = alpha;
+          best_dist = r.distribution;
+        }
+      }
+      if (best_dist.empty()) {
+        continue;
+      }
+      for (const profiles::MoeRow& r : prof->moe) {
+        if (r.dtype == dtype && r.hidden_size == model.hidden_size &&
+            r.inter_size == model.moe->expert_intermediate_size &&
+            r.topk == model.moe->experts_per_token && r.num_experts == model.moe->num_experts &&
+            r.moe_tp == d.tp && r.moe_ep == 1 && r.distribution == best_dist) {
+          if (moe_key.empty()) {
+            moe_key = interp::moe_key(r);
+          }
+          rows.push_back(
+              {interp::moe_key(r), static_cast<double>(r.num_tokens), r.latency_us * 1e-6});
+        }
+      }
+      curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
+      moe_table = curve_tables.back().get();
+      diag.sources.push_back(
+          fmt::format("moe_mlp: moe {} from {}", moe_key, describe_profile(prof)));
+      break;
+    }
+    if (moe_table == nullptr) {
+      diag.sources.push_back("moe_mlp: expert GEMMs from the gemm table (no moe rows)");
+    }
+  }
+
+  // Attention.
+  const std::string kv = kv_dtype_name(d.kv_dtype);
+  const double peak_bw = gpu.mem_bw_bytes_per_s;
+  const auto pick_prefill = [&](bool want_causal) -> bool {
+    const interp::PrefillTable* exact = nullptr;
+    const interp::PrefillTable* any = nullptr;
+    const profiles::Profile* exact_prof = nullptr;
+    const profiles::Profile* any_prof = nullptr;
+    for (const profiles::Profile* prof : order) {
+      std::vector<profiles::AttentionPrefillRow> rows;
+      for (const profiles::AttentionPrefillRow& r : prof->attention_prefill) {
+        const std::string rkv = r.kv_dtype.empty() ? r.dtype : r.kv_dtype;
+        if (r.dtype != "bf16" || rkv != kv || r.causal != want_causal) {
+          continue;
+        }
+        profiles::AttentionPrefillRow c = r;
+        const double attn_peak = gpu.peak_flops_per_s(d.kv_dtype);
+        const double bound = std::max(
+            interp::prefill_reference(
+                fit_from_throughputs(attn_peak, peak_bw, 0), r.num_heads, r.num_kv_heads,
+                r.head_dim, static_cast<double>(r.batch), static_cast<double>(r.q_tokens),
+                static_cast<double>(r.prefix_tokens), interp::table_dtype_bytes(rkv), r.causal),
+            0.0);
+        if (c.latency_us * 1e-6 < bound) {
+          c.latency_us = bound * 1e6;
+          ++diag.rows_clamped_to_peak["attention_prefill"];
+        }
+        rows.push_back(c);
+      }
+      if (rows.empty()) {
+        continue;
+      }
+      prefill_tables.push_back(std::make_unique<interp::PrefillTable>(rows, want_causal));
+      const interp::PrefillTable* t = prefill_tables.back().get();
+      if (!t->covers(heads)) {
+        continue;
+      }
+      if (any == nullptr) {
+        any = t;
+        any_prof = prof;
+      }
+      if (t->has_family(heads)) {
+        exact = t;
+        exact_prof = prof;
+        break;
+      }
+    }
+    prefill = exact != nullptr ? exact : any;
+    if (prefill != nullptr) {
+      prefill_bound = prefill->bind(heads);
+      diag.sources.push_back(fmt::format(
+          "attention_prefill: {} kv {} from {}{}", want_causal ? "causal" : "bidirectional", kv,
+          describe_profile(exact != nullptr ? exact_prof : any_prof),
+          exact != nullptr ? "" : " (head configuration transferred)"));
+    }
+    return prefill != nullptr;
+  };
+  if (!pick_prefill(causal) && !causal && pick_prefill(true)) {
+    prefill_bidirectional_from_causal = true;
+  }
+  {
+    const interp::DecodeTable* exact = nullptr;
+    const interp::DecodeTable* any = nullptr;
+    const profiles::Profile* exact_prof = nullptr;
+    const profiles::Profile* any_prof = nullptr;
+    const int64_t l2 = gpu.l2_bytes;
+    for (const profiles::Profile* prof : order) {
+      std::vector<profiles::AttentionDecodeRow> rows;
+      int64_t cache_hot = 0;
+      for (const profiles::AttentionDecodeRow& r : prof->attention_decode) {
+        const std::string rkv = r.kv_dtype.empty() ? r.dtype : r.kv_dtype;
+        if (r.dtype != "bf16" || rkv != kv) {
+          continue;
+        }
+        profiles::AttentionDecodeRow c = r;
+        const double kv_bytes = 2.0 * static_cast<double>(r.batch) *
+                                static_cast<double>(r.context_tokens) * r.num_kv_heads *
+                                r.head_dim * interp::table_dtype_bytes(rkv);
+        const int64_t table_l2 = prof->meta.l2_bytes > 0 ? prof->meta.l2_bytes : l2;
+        const bool hot = table_l2 > 0 && kv_bytes < static_cast<double>(table_l2);
+        cache_hot += hot ? 1 : 0;
+        const double bound = kv_bytes / peak_bw;
+        if (c.latency_us * 1e-6 < bound) {
+          c.latency_us = bound * 1e6;
+          ++diag.rows_clamped_to_peak[hot ? "attention_decode_cache_hot" : "attention_decode"];
+        }
+        rows.push_back(c);
+      }
+      if (rows.empty()) {
+        continue;
+      }
+      const int64_t table_l2 = prof->meta.l2_bytes > 0 ? prof->meta.l2_bytes : l2;
+      decode_tables.push_back(std::make_unique<interp::DecodeTable>(rows, table_l2, peak_bw));
+      const interp::DecodeTable* t = decode_tables.back().get();
+      if (!t->covers(heads)) {
+        continue;
+      }
+      if (any == nullptr) {
+        any = t;
+        any_prof = prof;
+        diag.decode_rows_cache_hot = cache_hot;
+      }
+      if (t->has_family(heads)) {
+        exact = t;
+        exact_prof = prof;
+        diag.decode_rows_cache_hot = cache_hot;
+        break;
+      }
+    }
+    decode = exact != nullptr ? exact : any;
+    if (decode != nullptr) {
+      decode_bound = decode->bind(heads);
+      diag.sources.push_back(
+          fmt::format("attention_decode: kv {} from {}{}; floor at {:.0f} GB/s", kv,
+                      describe_profile(exact != nullptr ? exact_prof : any_prof),
+                      exact != nullptr ? "" : " (head configuration transferred)",
+                      decode->floor_bandwidth() / 1e9));
+    }
+  }
+  if (prefill == nullptr) {
+    prefill_fit =
+        fit_from_throughputs(gpu.bf16_flops_per_s * detail::derived_compute_efficiency(
+                                                        gpu, params.roofline, Dtype::kBf16),
+                             gpu.mem_bw_bytes_per_s * params.roofline.memory_efficiency,
+                             to_seconds(params.roofline.kernel_launch));
+    diag.sources.push_back("attention_prefill: roofline (no table)");
+  }
+  if (decode == nullptr) {
+    decode_fit = fit_from_throughputs(gpu.bf16_flops_per_s,
+                                      gpu.mem_bw_bytes_per_s * params.roofline.memory_efficiency,
+                                      to_seconds(params.roofline.kernel_launch));
+    diag.sources.push_back("attention_decode: roofline (no table)");
+  }
+
+  // All-reduce: vLLM's custom all-reduce where it covers the message, else NCCL.
+  if (d.tp > 1) {
+    for (const profiles::Profile* prof : order) {
+      std::vector<interp::CurveTable::Row> custom, nccl;
+      for (const profiles::CollectiveRow& r : prof->collective) {
+        if (r.num_gpus != d.tp || r.nodes != 1) {
+          continue;
+        }
+        const bool sixteen = r.dtype == "bf16" || r.dtype == "fp16";
+        if (r.op == "custom_all_reduce" && sixteen && custom_ar == nullptr &&
+            params.custom_allreduce) {
+          custom.push_back({interp::collective_key(r.op, "16bit", r.num_gpus, r.nodes),
+                            static_cast<double>(r.message_bytes), r.latency_us * 1e-6});
+        } else if (r.op == "all_reduce" && sixteen && nccl_ar == nullptr) {
+          nccl.push_back({interp::collective_key(r.op, "16bit", r.num_gpus, r.nodes),
+                          static_cast<double>(r.message_bytes), r.latency_us * 1e-6});
+        }
+      }
+      if (!custom.empty()) {
+        curve_tables.push_back(std::make_unique<interp::CurveTable>(custom));
+        custom_ar = curve_tables.back().get();
+        custom_ar_key = custom.front().key;
+        custom_ar_min_bytes = custom_ar->min_size(custom_ar_key);
+        custom_ar_max_bytes = custom_ar->max_size(custom_ar_key);
+        diag.sources.push_back(
+            fmt::format("allreduce: custom_all_reduce tp{} from {} ({:.0f} to {:.0f} B)", d.tp,
+                        describe_profile(prof), custom_ar_min_bytes, custom_ar_max_bytes));
+      }
+      if (!nccl.empty()) {
+        curve_tables.push_back(std::make_unique<interp::CurveTable>(nccl));
+        nccl_ar = curve_tables.back().get();
+        nccl_ar_key = nccl.front().key;
+        diag.sources.push_back(
+            fmt::format("allreduce: nccl all_reduce tp{} from {}", d.tp, describe_profile(prof)));
+      }
+      if (custom_ar != nullptr && nccl_ar != nullptr) {
+        break;
+      }
+    }
+    if (custom_ar == nullptr && nccl_ar == nullptr) {
+      diag.sources.push_back("allreduce: link roofline (no collective table)");
+    }
+  }
+
+  // Elementwise: Vidur rows for this model and tp, all five operators present.
+  {
+    const std::string name = interp::normalized_model_name(model.key);
+    static const std::array<std::pair<const char*, double>, 5> kOps = {
+        {{"input_layernorm", 1},
+         {"post_attention_layernorm", 1},
+         {"attn_rope", 1},
+         {"mlp_act", 1},
+         {"add", 2}}};
+    for (const profiles::Profile* prof : order) {
+      std::vector<interp::CurveTable::Row> rows;
+      std::map<std::string, int> seen;
+      for (const profiles::ElementwiseRow& r : prof->elementwise) {
+        if (r.tp != d.tp || interp::normalized_model_name(r.model) != name) {
+          continue;
+        }
+        rows.push_back({interp::elementwise_key(r.model, r.op, r.tp),
+                        static_cast<double>(r.num_tokens), r.latency_us * 1e-6});
+        seen[r.op] += 1;
+      }
+      bool complete = true;
+      for (const auto& [op, count] : kOps) {
+        complete &= seen.count(op) > 0;
+      }
+      if (!complete) {
+        continue;
+      }
+      curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
+      elementwise = curve_tables.back().get();
+      for (const auto& [op, count] : kOps) {
+        elementwise_keys.emplace_back(interp::elementwise_key(model.key, op, d.tp), count);
+      }
+      diag.sources.push_back(
+          fmt::format("norms_elementwise: vidur elementwise from {}", describe_profile(prof)));
+      break;
+    }
+    if (elementwise == nullptr) {
+      // Roofline bytes at the bandwidth fitted to the GEMM table of the dense GEMMs.
+      const interp::GemmTable* t = qkv.table != nullptr ? qkv.table : lm_head.table;
+      elementwise_bw = t != nullptr && t->fit().bandwidth() > 0
+                           ? std::min(t->fit().bandwidth(), gpu.mem_bw_bytes_per_s)
+                           : gpu.mem_bw_bytes_per_s * params.roofline.memory_efficiency;
+      diag.sources.push_back(
+          fmt::format("norms_elementwise: roofline bytes at {:.0f} GB/s (fitted to the "
+                      "gemm table) + {} "
+                      "launches",
+                      elementwise_bw / 1e9, detail::kElementwiseKernelsPerLayer));
+    }
+  }
+  note = fmt::format("{}: measured tables of {}", gpu.key, gpu.key);
+  for (const auto& [table, count] : diag.rows_clamped_to_peak) {
+    note += fmt::format("; {} {} rows faster than the peak bound clamped", count, table);
+  }
+}
+
+void ProfiledCostModel::Impl::resolve_donor(const std::vector<const profiles::Profile*>& order,
+                                            const GpuSpec& donor) {
+  // Efficiency curves fitted on the donor's tables, scaled by the peak ratios.
+  std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*> cache;
+  const double bw_ratio = gpu.mem_bw_bytes_per_s / donor.mem_bw_bytes_per_s;
+  const auto flops_ratio = [&](Dtype dt) {
+    const double dp = donor.peak_flops_per_s(dt);
+    return dp > 0 ? gpu.peak_flops_per_s(dt) / dp : 1.0;
+  };
+  const auto fit_for = [&](const std::vector<std::string>& dtypes, Dtype dt, RooflineFit* out) {
+    for (const std::string& dtype : dtypes) {
+      for (const profiles::Profile* prof : order) {
+        const interp::GemmTable* t = gemm_table(*prof, dtype, donor, &cache);
+        if (t != nullptr) {
+          *out = t->fit().scaled(flops_ratio(dt), bw_ratio);
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  RooflineFit wfit, afit;
+  const std::vector<std::string> wdtypes = d.weight_dtype == Dtype::kFp8
+                                               ? std::vector<std::string>{"fp8_e4m3"}
+                                               : std::vector<std::string>{"bf16", "fp16"};
+  const bool have16 = fit_for({"bf16", "fp16"}, Dtype::kBf16, &afit);
+  if (!fit_for(wdtypes, d.weight_dtype, &wfit)) {
+    wfit = have16 ? afit.scaled(gpu.bf16_flops_per_s > 0 && d.weight_dtype == Dtype::kFp8
+                                    ? gpu.peak_flops_per_s(Dtype::kFp8) / gpu.bf16_flops_per_s
+                                    : 1.0,
+                                1)
+                  : fit_from_throughputs(gpu.peak_flops_per_s(d.weight_dtype) * 0.75,
+                                         gpu.mem_bw_bytes_per_s * 0.8, 2e-6);
+  }
+  if (!have16) {
+    afit = fit_from_throughputs(gpu.bf16_flops_per_s * 0.75, gpu.mem_bw_bytes_per_s * 0.8, 2e-6);
+  }
+  const auto set = [&](GemmSource* s, double n, double k, double wb, const RooflineFit& f) {
+    s->table = nullptr;
+    s->fit = f;
+    s->n = n;
+    s->k = k;
+    s->weight_bytes = wb;
+  };
+  set(&qkv, shapes.qkv_n, shapes.qkv_k, shapes.weight_bytes, wfit);
+  set(&o, shapes.o_n, shapes.o_k, shapes.weight_bytes, wfit);
+  set(&gate_up, shapes.gate_up_n, shapes.gate_up_k, shapes.weight_bytes, wfit);
+  set(&down, shapes.down_n, shapes.down_k, shapes.weight_bytes, wfit);
+  set(&lm_head, shapes.lm_head_n, shapes.lm_head_k, 2, afit);
+  set(&router, shapes.experts, shapes.hidden, 2, afit);
+  elementwise_bw = afit.bandwidth();
+
+  const std::string kv = kv_dtype_name(d.kv_dtype);
+  bool have_prefill = false, have_decode = false;
+  for (const profiles::Profile* prof : order) {
+    if (!have_prefill) {
+      std::vector<profiles::AttentionPrefillRow> rows;
+      for (const profiles::AttentionPrefillRow& r : prof->attention_prefill) {
+        if (r.dtype == "bf16" && (r.kv_dtype.empty() ? r.dtype : r.kv_dtype) == kv && r.causal) {
+          rows.push_back(r);
+        }
+      }
+      if (!rows.empty()) {
+        prefill_fit =
+            interp::PrefillTable(rows, true).fit().scaled(flops_ratio(Dtype::kBf16), bw_ratio);
+        have_prefill = true;
+      }
+    }
+    if (!have_decode) {
+      std::vector<profiles::AttentionDecodeRow> rows;
+      for (const profiles::AttentionDecodeRow& r : prof->attention_decode) {
+        if (r.dtype == "bf16" && (r.kv_dtype.empty() ? r.dtype : r.kv_dtype) == kv) {
+          rows.push_back(r);
+        }
+      }
+      if (!rows.empty()) {
+        const interp::DecodeTable t(rows,
+                                    prof->meta.l2_bytes > 0 ? prof->meta.l2_bytes : donor.l2_bytes,
+                                    donor.mem_bw_bytes_per_s);
+        decode_fit = t.fit().scaled(1, bw_ratio);
+        decode_floor_bw = t.floor_bandwidth() * bw_ratio;
+        have_decode = true;
+      }
+    }
+  }
+  if (!have_prefill) {
+    prefill_fit =
+        fit_from_throughputs(gpu.bf16_flops_per_s * 0.75, gpu.mem_bw_bytes_per_s * 0.8, 2e-6);
+  }
+  if (!have_decode) {
+    decode_fit = fit_from_throughputs(gpu.bf16_flops_per_s, gpu.mem_bw_bytes_per_s * 0.8, 2e-6);
+  }
+  note = fmt::format(
+      "{}: no measured tables; roofline with efficiencies "
+      "fitted on {} (same architecture, {})",
+      gpu.key, donor.key, gpu_architecture(gpu));
+  diag.sources.push_back(
+      fmt::format("gemm: roofline fitted on {} ({:.0f} TFLOP/s saturated, {:.0f} GB/s), "
+                  "scaled to {}",
+                  donor.key, wfit.f_max / 1e12, wfit.bandwidth() / 1e9, gpu.key));
+  diag.sources.push_back(fmt::format("attention: rooflines fitted on {} attention tables{}",
+                                     donor.key,
+                                     have_prefill && have_decode ? "" : " (partly defaults)"));
+  diag.sources.push_back("allreduce: link roofline");
+}
+
+void ProfiledCostModel::Impl::resolve_uncalibrated() {
+  uncalibrated = true;
+  const detail::Throughputs x = detail::achievable_throughputs(d, params.roofline);
+  const RooflineFit wfit = fit_from_throughputs(x.gemm_flops_per_s, x.mem_bytes_per_s, x.launch_s);
+  const RooflineFit afit = fit_from_throughputs(x.bf16_flops_per_s, x.mem_bytes_per_s, x.launch_s);
+  const auto set = [](GemmSource* s, double n, double k, double wb, const RooflineFit& f) {
+    s->table = nullptr;
+    s->fit = f;
+    s->n = n;
+    s->k = k;
+    s->weight_bytes = wb;
+  };
+  set(&qkv, shapes.qkv_n, shapes.qkv_k, shapes.weight_bytes, wfit);
+  set(&o, shapes.o_n, shapes.o_k, shapes.weight_bytes, wfit);
+  set(&gate_up, shapes.gate_up_n, shapes.gate_up_k, shapes.weight_bytes, wfit);
+  set(&down, shapes.down_n, shapes.down_k, shapes.weight_bytes, wfit);
+  set(&lm_head, shapes.lm_head_n, shapes.lm_head_k, 2, afit);
+  set(&router, shapes.experts, shapes.hidden, 2, afit);
+  prefill_fit = afit;
+  decode_fit = afit;
+  elementwise_bw = x.mem_bytes_per_s;
+  note = fmt::format("{}: no measured tables and no donor; roofline with default efficiencies",
+                     gpu.key);
+  diag.sources.push_back("all operators: roofline (RooflineParams efficiencies)");
+}
+
+const TokenEntry& ProfiledCostModel::Impl::tokens_entry(int64_t m) const {
+  if (m > params.memo_tokens) {
+    static thread_local TokenEntry scratch;
+    scratch = compute_tokens(static_cast<double>(m));
+    return scratch;
+  }
+  const auto index = static_cast<size_t>(m);
+  if (index >= token_memo.size()) {
+    token_memo.resize(std::min(static_cast<size_t>(params.memo_tokens) + 1,
+                               std::max(index + 1, 2 * token_memo.size())));
+  }
+  TokenEntry& e = token_memo[index];
+  if (!e.ready) {
+    e = compute_tokens(static_cast<double>(m));
+    e.ready = true;
+  }
+  return e;
+}
+
+// Accumulates a part of an operator into its time and the LookupStats buckets of `e`.
+struct Split {
+  double s = 0;
+  std::array<double, 3> by_kind{};
+  void add(double seconds, Kind k) {
+    s += seconds;
+    by_kind[k] += seconds;
+  }
+  // Raises the total to `bound` (scaling the parts) and returns the total.
+  double clamp_to(double bound, int64_t* clamped) {
+    if (s < bound) {
+      ++*clamped;
+      const double f = s > 0 ? bound / s : 0;
+      for (double& b : by_kind) {
+        b *= f;
+      }
+      if (s <= 0) {
+        by_kind[kAnalytic] = bound;
+      }
+      s = bound;
+    }
+    return s;
+  }
+};
+
+TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
+  TokenEntry e;
+  const double layers = shapes.layers;
+  std::array<double, 3> by_kind{};
+  const auto finish = [&](size_t slot, Split& part, double bound) {
+    e.s[slot] = part.clamp_to(bound, &clamped_predictions);
+    for (size_t k = 0; k < 3; ++k) {
+      by_kind[k] += part.by_kind[k];
+    }
+  };
+  const auto gemm = [&](const GemmSource& g, double rows, double times, Split* out) {
+    const Lookup l = g.at(rows);
+    out->add(times * l.seconds, g.kind(l));
+  };
+  Split q, ov, mlp, elem, ar;
+  gemm(qkv, m, layers, &q);
+  finish(0, q, peak.qkv.time(m));
+  gemm(o, m, layers, &ov);
+  finish(1, ov, peak.o.time(m));
+  if (!shapes.moe) {
+    gemm(gate_up, m, layers, &mlp);
+    gemm(down, m, layers, &mlp);
+  } else {
+    gemm(router, m, layers, &mlp);
+    if (moe_table != nullptr) {
+      const Lookup l = moe_table->predict(moe_key, m);
+      mlp.add(layers * l.seconds, kind_of(l));
+    } else {
+      const double routed = m * shapes.experts_per_token;
+      const double touched = std::min(shapes.experts, routed);
+      gemm(gate_up, routed / touched, layers * touched, &mlp);
+      gemm(down, routed / touched, layers * touched, &mlp);
+    }
+  }
+  finish(2, mlp, detail::mlp_time(peak, m));
+  if (elementwise != nullptr) {
+    for (const auto& [key, count] : elementwise_keys) {
+      const Lookup l = elementwise->predict(key, m);
+      elem.add(layers * count * l.seconds, kind_of(l));
+    }
+  } else {
+    elem.add(
+        layers * (m * shapes.elementwise_bytes_per_token / elementwise_bw +
+                  detail::kElementwiseKernelsPerLayer * to_seconds(params.roofline.kernel_launch)),
+        kAnalytic);
+  }
+  finish(3, elem, peak.elementwise_s * m);
+  if (d.tp > 1) {
+    const double bytes = m * shapes.allreduce_bytes_per_token;
+    const double per_pass = layers * detail::kAllReducesPerLayer;
+    if (custom_ar != nullptr && bytes >= custom_ar_min_bytes && bytes <= custom_ar_max_bytes) {
+      const Lookup l = custom_ar->predict(custom_ar_key, bytes);
+      ar.add(per_pass * l.seconds, kind_of(l));
+    } else if (nccl_ar != nullptr) {
+      const Lookup l = nccl_ar->predict(nccl_ar_key, bytes);
+      ar.add(per_pass * l.seconds, kind_of(l));
+    } else if (custom_ar != nullptr) {
+      const Lookup l = custom_ar->predict(custom_ar_key, bytes);
+      ar.add(per_pass * l.seconds, kExtrapolated);
+    } else {
+      ar.add(achievable.allreduce_s * m + achievable.allreduce_fixed_s, kAnalytic);
+    }
+    finish(4, ar, peak.allreduce_s * m);
+  }
+  e.split = by_kind;
+  return e;
+}
+
+RowsEntry ProfiledCostModel::Impl::compute_lm_head(double rows) const {
+  const Lookup l = lm_head.at(rows);
+  Split part;
+  part.add(l.seconds, lm_head.kind(l));
+  RowsEntry e;
+  e.s = part.clamp_to(peak.lm_head.time(rows), &clamped_predictions);
+  e.kind = static_cast<uint8_t>(lm_head.kind(l));
+  e.ready = true;
+  return e;
+}
+
+void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) const {
+  const double layers = shapes.layers;
+  const double hd = static_cast<double>(model.head_dim);
+  if (s.has_prefill) {
+    const double b = s.prefill_segments;
+    Split part;
+    if (prefill != nullptr) {
+      Lookup l;
+      if (prefill_bound.has_prefix_rows()) {
+        // Equivalent uniform batch: q_eq = sqrt(mean q^2), c_eq matching sum(q c).
+        const double q_eq = std::sqrt(s.prefill_q2 / b);
+        const double c_eq = s.prefill_qc / (b * q_eq);
+        l = prefill_bound.predict(b, q_eq, c_eq);
+      } else {
+        // AIConfigurator's rule on the batch: T(B, K) * sum(k^2 - c^2) / sum(k^2).
+        const double k_eq = std::sqrt(s.prefill_k2 / b);
+        l = prefill_bound.predict(b, k_eq, 0);
+        const double work =
+            prefill->causal() ? 2 * s.prefill_qc + s.prefill_q2 : s.prefill_qc + s.prefill_q2;
+        l.seconds *= work / s.prefill_k2;
+      }
+      if (prefill_bidirectional_from_causal) {
+        // Bidirectional attention (diffusion LLM) from causal rows: scaled by the key positions.
+        l.seconds *= (s.prefill_qc + s.prefill_q2) / s.prefill_key_positions;
+        l.extrapolated = true;
+      }
+      part.add(layers * l.seconds, kind_of(l));
+    } else {
+      const double q_eq = std::sqrt(s.prefill_q2 / b);
+      const double c_eq = s.prefill_qc / (b * q_eq);
+      part.add(layers * interp::prefill_reference(prefill_fit, shapes.heads, shapes.kv_heads, hd, b,
+                                                  q_eq, c_eq, shapes.kv_bytes, causal),
+               kAnalytic);
+    }
+    out->s[kPrefill] =
+        part.clamp_to(detail::attention_time(peak, s.prefill_key_positions, s.prefill_kv_tokens,
+                                             s.prefill_query_tokens),
+                      &clamped_predictions);
+    for (size_t k = 0; k < 3; ++k) {
+      out->split[k] += part.by_kind[k];
+    }
+  }
+  if (s.has_decode) {
+    const double b = s.decode_query_tokens;
+    const double context = (s.decode_kv_tokens - b) / b;
+    Split part;
+    if (decode != nullptr) {
+      const Lookup l = decode_bound.predict(b, context);
+      part.add(layers * l.seconds, kind_of(l));
+    } else {
+      double t = interp::decode_reference(decode_fit, shapes.heads, shapes.kv_heads, hd, b, context,
+                                          shapes.kv_bytes);
+      if (decode_floor_bw > 0) {
+        t = std::max(t, 2 * b * context * shapes.kv_heads * hd * shapes.kv_bytes / decode_floor_bw);
+      }
+      part.add(layers * t, kAnalytic);
+    }
+    out->s[kDecode] =
+        part.clamp_to(detail::attention_time(peak, s.decode_key_positions, s.decode_kv_tokens,
+                                             s.decode_query_tokens),
+                      &clamped_predictions);
+    for (size_t k = 0; k < 3; ++k) {
+      out->split[k] += part.by_kind[k];
+    }
+  }
+}
+
+Parts ProfiledCostModel::Impl::evaluate(const detail::BatchSums& s) const {
+  Parts out;
+  if (uncalibrated) {
+    const OperatorTimes t = detail::evaluate(achievable, s);
+    const Duration parts[kOps] = {t.qkv_gemm,          t.o_gemm,           t.mlp_gemm,
+                                  t.attention_prefill, t.attention_decode, t.norms_elementwise,
+                                  t.allreduce,         t.lm_head,          t.overhead};
+    for (size_t i = 0; i < kOps; ++i) {
+      out.s[i] = to_seconds(parts[i]);
+      out.split[kAnalytic] += out.s[i];
+    }
+    out.lookups = 1;
+    return out;
+  }
+  const TokenEntry& e = tokens_entry(static_cast<int64_t>(s.tokens));
+  out.s[kQkv] = e.s[0];
+  out.s[kO] = e.s[1];
+  out.s[kMlp] = e.s[2];
+  out.s[kElementwise] = e.s[3];
+  out.s[kAllreduce] = e.s[4];
+  out.split = e.split;
+  out.lookups = d.tp > 1 ? 5 : 4;
+  if (s.logit_rows > 0) {
+    const auto rows = static_cast<int64_t>(s.logit_rows);
+    RowsEntry computed;
+    const RowsEntry* lm = &computed;
+    if (rows <= params.memo_tokens) {
+      const auto index = static_cast<size_t>(rows);
+      if (index >= lm_memo.size()) {
+        lm_memo.resize(std::min(static_cast<size_t>(params.memo_tokens) + 1,
+                                std::max(index + 1, 2 * lm_memo.size())));
+      }
+      if (!lm_memo[index].ready) {
+        lm_memo[index] = compute_lm_head(s.logit_rows);
+      }
+      lm = &lm_memo[index];
+    } else {
+      computed = compute_lm_head(s.logit_rows);
+    }
+    out.s[kLmHead] = lm->s;
+    out.split[lm->kind] += lm->s;
+    ++out.lookups;
+  }
+  attention(s, &out);
+  out.lookups += (s.has_prefill ? 1 : 0) + (s.has_decode ? 1 : 0);
+  out.s[kOverhead] = to_seconds(params.roofline.iteration_overhead);
+  out.split[kAnalytic] += out.s[kOverhead];
+  return out;
+}
+
+namespace {
+
+OperatorTimes to_operator_times(const Parts& p) {
+  OperatorTimes t;
+  t.qkv_gemm = duration_from_seconds(p.s[kQkv]);
+  t.o_gemm = duration_from_seconds(p.s[kO]);
+  t.mlp_gemm = duration_from_seconds(p.s[kMlp]);
+  t.attention_prefill = duration_from_seconds(p.s[kPrefill]);
+  t.attention_decode = duration_from_seconds(p.s[kDecode]);
+  t.norms_elementwise = duration_from_seconds(p.s[kElementwise]);
+  t.allreduce = duration_from_seconds(p.s[kAllreduce]);
+  t.lm_head = duration_from_seconds(p.s[kLmHead]);
+  t.overhead = duration_from_seconds(p.s[kOverhead]);
+  return t;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+ProfiledCostModel::ProfiledCostModel(const Deployment& d,
+                                     const std::vector<profiles::Profile>& gpu_profiles,
+                                     const ProfiledParams& p)
+    : impl_(std::make_unique<Impl>(d, gpu_profiles, p)) {}
+
+ProfiledCostModel::~ProfiledCostModel() = default;
+
+Duration ProfiledCostModel::iteration_time(const BatchShape& shape) const {
+  const Parts p = impl_->evaluate(detail::sum_segments(shape));
+  const Duration t = to_operator_times(p).total();
+  LookupStats& st = impl_->stats;
+  st.interpolated_s += p.split[kInterpolated];
+  st.extrapolated_s += p.split[kExtrapolated];
+  st.analytic_s += p.split[kAnalytic];
+  st.lookups += p.lookups;
+  return t;
+}
+
+OperatorTimes ProfiledCostModel::breakdown(const BatchShape& shape) const {
+  return to_operator_times(impl_->evaluate(detail::sum_segments(shape)));
+}
+
+Duration ProfiledCostModel::peak_bound_time(const BatchShape& shape) const {
+  return detail::evaluate(impl_->peak, detail::sum_segments(shape)).total();
+}
+
+LookupStats ProfiledCostModel::lookup_stats() const { return impl_->stats; }
+
+std::string ProfiledCostModel::calibration_note() const { return impl_->note; }
+
+const ProfiledDiagnostics& ProfiledCostModel::diagnostics() const {
+  impl_->diag.predictions_clamped_to_peak = impl_->clamped_predictions;
+  return impl_->diag;
+}
+
+std::string ProfiledCostModel::describe() const {
+  const Impl& m = *impl_;
+  std::string dtypes = dtype_name(m.d.weight_dtype);
+  if (m.d.kv_dtype != m.d.weight_dtype) {
+    dtypes += fmt::format(" (kv {})", dtype_name(m.d.kv_dtype));
+  }
+  return fmt::format("profiled {} on {} tp{} {}: {}; overhead {:g} ms", m.model.key, m.gpu.key,
+                     m.d.tp, dtypes, m.note, to_ms(m.params.roofline.iteration_overhead));
+}
+
+std::unique_ptr<IterationCostModel> make_profiled_cost_model(
+    const Deployment& d, const std::vector<profiles::Profile>& gpu_profiles,
+    const ProfiledParams& p) {
+  return std::make_unique<ProfiledCostModel>(d, gpu_profiles, p);
+}
+
+std::string gpu_architecture(const GpuSpec& gpu) {
+  const size_t paren = gpu.arch.find(" (");
+  std::string family = paren == std::string::npos ? gpu.arch : gpu.arch.substr(0, paren);
+  while (!family.empty() && family.back() == ' ') {
+    family.pop_back();
+  }
+  return family;
+}
+
+namespace {
+
+// "sm_89" in an arch string, or "" when absent.
+std::string sm_version(const GpuSpec& gpu) {
+  const size_t at = gpu.arch.find("sm_");
+  if (at == std::string::npos) {
+    return "";
+  }
+  size_t end = at + 3;
+  while (end < gpu.arch.size() && std::isalnum(static_cast<unsigned char>(gpu.arch[end]))) {
+    ++end;
+  }
+  return gpu.arch.substr(at, end - at);
+}
+
+}  // namespace
+
+std::optional<std::string> pick_donor_gpu(const GpuSpec& target, const GpuCatalog& catalog,
+                                          const std::vector<std::string>& with_tables) {
+  const std::string family = gpu_architecture(target);
+  std::optional<std::string> best;
+  std::pair<int, double> best_score{std::numeric_limits<int>::max(), 0};
+  for (const std::string& key : with_tables) {
+    if (key == target.key || catalog.all().count(key) == 0) {
+      continue;
+    }
+    const GpuSpec& g = catalog.get(key);
+    if (family.empty() || gpu_architecture(g) != family) {
+      continue;
+    }
+    const std::pair<int, double> score{
+        sm_version(g) == sm_version(target) ? 0 : 1,
+        std::abs(std::log(g.mem_bw_bytes_per_s / target.mem_bw_bytes_per_s))};
+    if (!best || score < best_score) {
+      best = key;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+std::unique_ptr<IterationCostModel> load_profiled_cost_model(const Deployment& d,
+                                                             const GpuCatalog& catalog,
+                                                             const std::string& profiles_root,
+                                                             ProfiledParams p) {
+  validate_deployment(d);
+  std::vector<profiles::Profile> profs = profiles::load_gpu_profiles(profiles_root, d.gpu->key);
+  if (profs.empty()) {
+    const std::optional<std::string> donor =
+        pick_donor_gpu(*d.gpu, catalog, profiles::profiled_gpus(profiles_root));
+    if (donor) {
+      profs = profiles::load_gpu_profiles(profiles_root, *donor);
+      p.tables_gpu = &catalog.get(*donor);
+    }
+  }
+  return make_profiled_cost_model(d, profs, p);
+}
+
+}  // namespace servesim::models

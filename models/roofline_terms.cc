@@ -1,0 +1,281 @@
+#include "models/roofline_terms.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace servesim::models::detail {
+namespace {
+
+// Elements moved per hidden element per token by the two fused residual-add + RMSNorm kernels (each
+// reads the input and the residual and writes both).
+constexpr double kNormResidualElements = 8;
+
+GemmTerm make_gemm(double layers, double n, double k, double weight_bytes, double flops_per_s,
+                   double bytes_per_s, double launch_s) {
+  GemmTerm g;
+  g.flop_s = layers * 2 * n * k / flops_per_s;
+  g.weight_s = layers * n * k * weight_bytes / bytes_per_s;
+  g.act_s = layers * kActivationBytes * (n + k) / bytes_per_s;
+  g.launch_s = layers * launch_s;
+  return g;
+}
+
+// Compute efficiency when neither the params nor the catalog give one.
+constexpr double kDefaultComputeEfficiency = 0.75;
+
+void check_efficiency(double value, const char* name, bool zero_allowed) {
+  if (!(value <= 1) || (zero_allowed ? value < 0 : value <= 0)) {
+    throw std::invalid_argument(fmt::format("roofline {} must be in {}0, 1], got {}", name,
+                                            zero_allowed ? "[" : "(", value));
+  }
+}
+
+[[noreturn]] void throw_malformed(const BatchShape& shape) {
+  for (const Segment& seg : shape.segments) {
+    if (seg.query_tokens < 1 || seg.context_tokens < seg.query_tokens || seg.logit_rows < 0 ||
+        seg.context_tokens > kMaxSegmentTokens) {
+      throw std::invalid_argument(
+          fmt::format("malformed batch segment (query_tokens {}, context_tokens {}, "
+                      "logit_rows {}): need "
+                      "1 <= query_tokens <= context_tokens <= {} and logit_rows >= 0",
+                      seg.query_tokens, seg.context_tokens, seg.logit_rows, kMaxSegmentTokens));
+    }
+  }
+  throw std::logic_error("throw_malformed called on a well-formed batch");
+}
+
+}  // namespace
+
+RankShapes rank_shapes(const Deployment& d) {
+  const ModelSpec& m = *d.model;
+  const double t = d.tp;
+  RankShapes s;
+  s.tp = d.tp;
+  s.layers = m.num_layers;
+  s.hidden = static_cast<double>(m.hidden_size);
+  s.head_dim = static_cast<double>(m.head_dim);
+  s.heads = static_cast<double>(m.num_attention_heads) / t;
+  s.kv_heads = kv_heads_per_rank(m, d.tp);
+  s.weight_bytes = static_cast<double>(dtype_bytes(d.weight_dtype));
+  s.kv_bytes = static_cast<double>(dtype_bytes(d.kv_dtype));
+  const double mlp_factor = m.gated_mlp ? 2 : 1;
+  s.qkv_n = (s.heads + 2 * s.kv_heads) * s.head_dim;
+  s.qkv_k = s.hidden;
+  s.o_n = s.hidden;
+  s.o_k = s.heads * s.head_dim;
+  double active_intermediate = static_cast<double>(m.intermediate_size) / t;
+  double intermediate = active_intermediate;
+  if (m.moe) {
+    s.moe = true;
+    s.experts = m.moe->num_experts;
+    s.experts_per_token = m.moe->experts_per_token;
+    intermediate = static_cast<double>(m.moe->expert_intermediate_size) / t;
+    active_intermediate = m.moe->experts_per_token * intermediate;
+  }
+  s.gate_up_n = mlp_factor * intermediate;
+  s.gate_up_k = s.hidden;
+  s.down_n = s.hidden;
+  s.down_k = intermediate;
+  s.lm_head_n = static_cast<double>(m.vocab_size) / t;
+  s.lm_head_k = s.hidden;
+  const double elementwise_elements = kNormResidualElements * s.hidden +
+                                      (mlp_factor + 1) * active_intermediate +
+                                      2 * (s.heads + s.kv_heads) * s.head_dim;
+  s.elementwise_bytes_per_token = kActivationBytes * elementwise_elements;
+  s.allreduce_bytes_per_token = d.tp > 1 ? s.hidden * kActivationBytes : 0;
+  return s;
+}
+
+Rates make_rates(const RankShapes& s, const Throughputs& x) {
+  const double layers = s.layers;
+  const double bw = x.mem_bytes_per_s;
+  Rates r;
+  r.qkv = make_gemm(layers, s.qkv_n, s.qkv_k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+  r.o = make_gemm(layers, s.o_n, s.o_k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+  if (s.moe) {
+    r.moe = true;
+    r.experts = s.experts;
+    r.experts_per_token = s.experts_per_token;
+    r.router = make_gemm(layers, s.experts, s.hidden, kActivationBytes, x.bf16_flops_per_s, bw,
+                         x.launch_s);
+    r.expert_gate_up = make_gemm(layers, s.gate_up_n, s.gate_up_k, s.weight_bytes,
+                                 x.gemm_flops_per_s, bw, x.launch_s);
+    r.expert_down =
+        make_gemm(layers, s.down_n, s.down_k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+  } else {
+    r.gate_up = make_gemm(layers, s.gate_up_n, s.gate_up_k, s.weight_bytes, x.gemm_flops_per_s, bw,
+                          x.launch_s);
+    r.down =
+        make_gemm(layers, s.down_n, s.down_k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+  }
+  r.lm_head =
+      make_gemm(1, s.lm_head_n, s.lm_head_k, kActivationBytes, x.bf16_flops_per_s, bw, x.launch_s);
+
+  r.attn_flop_s = layers * s.attention_flops_per_position() / x.bf16_flops_per_s;
+  r.attn_kv_s = layers * s.kv_bytes_per_token() / bw;
+  r.attn_query_s = layers * s.query_bytes_per_token() / bw;
+  r.attn_launch_s = layers * x.launch_s;
+
+  r.elementwise_s = layers * s.elementwise_bytes_per_token / bw;
+  r.elementwise_launch_s = layers * kElementwiseKernelsPerLayer * x.launch_s;
+
+  if (s.tp > 1) {
+    const double t = s.tp;
+    const double ring = 2 * (t - 1) / t;
+    r.allreduce_s =
+        layers * kAllReducesPerLayer * ring * s.allreduce_bytes_per_token / x.link_bytes_per_s;
+    r.allreduce_fixed_s = layers * kAllReducesPerLayer * x.allreduce_latency_s;
+  }
+  r.overhead_s = x.overhead_s;
+  return r;
+}
+
+void check_roofline_params(const RooflineParams& p) {
+  check_efficiency(p.compute_efficiency, "compute_efficiency", true);
+  check_efficiency(p.memory_efficiency, "memory_efficiency", false);
+  check_efficiency(p.link_efficiency, "link_efficiency", false);
+  if (p.kernel_launch.count() < 0 || p.allreduce_latency.count() < 0 ||
+      p.iteration_overhead.count() < 0) {
+    throw std::invalid_argument("roofline latencies and overhead must be non-negative");
+  }
+}
+
+double derived_compute_efficiency(const GpuSpec& gpu, const RooflineParams& p, Dtype dtype) {
+  if (p.compute_efficiency > 0) {
+    return p.compute_efficiency;
+  }
+  const double measured = gpu.measured_matmul_flops_per_s(dtype);
+  return measured > 0 ? std::min(1.0, measured / gpu.peak_flops_per_s(dtype))
+                      : kDefaultComputeEfficiency;
+}
+
+Throughputs peak_throughputs(const Deployment& d) {
+  const GpuSpec& gpu = *d.gpu;
+  Throughputs peak;
+  peak.gemm_flops_per_s = gpu.peak_flops_per_s(d.weight_dtype);
+  peak.bf16_flops_per_s = gpu.bf16_flops_per_s;
+  peak.mem_bytes_per_s = gpu.mem_bw_bytes_per_s;
+  peak.link_bytes_per_s = gpu.tp_link_bytes_per_s(d.tp);
+  return peak;
+}
+
+Throughputs achievable_throughputs(const Deployment& d, const RooflineParams& p) {
+  const GpuSpec& gpu = *d.gpu;
+  Throughputs x = peak_throughputs(d);
+  x.gemm_flops_per_s *= derived_compute_efficiency(gpu, p, d.weight_dtype);
+  x.bf16_flops_per_s *= derived_compute_efficiency(gpu, p, Dtype::kBf16);
+  x.mem_bytes_per_s *= p.memory_efficiency;
+  x.link_bytes_per_s *= p.link_efficiency;
+  x.launch_s = to_seconds(p.kernel_launch);
+  x.allreduce_latency_s = to_seconds(p.allreduce_latency);
+  x.overhead_s = to_seconds(p.iteration_overhead);
+  return x;
+}
+
+// One branch-free pass: totals over all segments plus masked totals over decode segments
+// (query_tokens == 1); the prefill-like sums are the differences.
+BatchSums sum_segments(const BatchShape& shape) {
+  if (shape.segments.empty()) {
+    throw std::invalid_argument("iteration cost requested for an empty batch");
+  }
+  // Unsigned arithmetic: wraps (defined) on garbage input, which the sign check then rejects.
+  uint64_t tokens = 0, rows = 0, positions2 = 0, kv_tokens = 0;
+  uint64_t decodes = 0, decode_positions2 = 0, decode_kv_tokens = 0;
+  double k2 = 0, q2 = 0, qc = 0;
+  bool malformed = false;
+  for (const Segment& seg : shape.segments) {
+    const auto q = static_cast<uint64_t>(seg.query_tokens);
+    const auto k = static_cast<uint64_t>(seg.context_tokens);
+    // k <= kMaxSegmentTokens (also rejects k < 0), then 1 <= q <= k (q <= 0 wraps to huge).
+    malformed |=
+        (k > static_cast<uint64_t>(kMaxSegmentTokens)) | (q - 1 >= k) | (seg.logit_rows < 0);
+    // Causal: q new tokens after k - q cached ones see q*(k-q) + q*(q+1)/2 key positions
+    // (accumulated doubled, to stay in integers).
+    const uint64_t pos2 = 2 * q * (k - q) + q * (q + 1);
+    const uint64_t kv = k + q;  // k attended tokens read, q new tokens written
+    const uint64_t decode_mask = 0 - static_cast<uint64_t>(q == 1);
+    tokens += q;
+    rows += static_cast<uint64_t>(seg.logit_rows);
+    positions2 += pos2;
+    kv_tokens += kv;
+    decodes += decode_mask & 1;
+    decode_positions2 += pos2 & decode_mask;
+    decode_kv_tokens += kv & decode_mask;
+    if (q != 1) {  // prefill-like segments are few; decode-only batches skip this
+      const double qd = static_cast<double>(q), kd = static_cast<double>(k);
+      k2 += kd * kd;
+      q2 += qd * qd;
+      qc += qd * (kd - qd);
+    }
+  }
+  if (malformed) {
+    throw_malformed(shape);
+  }
+  const uint64_t positions = positions2 / 2;
+  const uint64_t decode_positions = decode_positions2 / 2;
+  BatchSums s;
+  s.tokens = static_cast<double>(tokens);
+  s.logit_rows = static_cast<double>(rows);
+  s.has_decode = decodes > 0;
+  s.has_prefill = decodes < shape.segments.size();
+  s.decode_key_positions = static_cast<double>(decode_positions);
+  s.decode_kv_tokens = static_cast<double>(decode_kv_tokens);
+  s.decode_query_tokens = static_cast<double>(decodes);
+  s.prefill_key_positions = static_cast<double>(positions - decode_positions);
+  s.prefill_kv_tokens = static_cast<double>(kv_tokens - decode_kv_tokens);
+  s.prefill_query_tokens = static_cast<double>(tokens - decodes);
+  s.prefill_segments = static_cast<double>(shape.segments.size() - decodes);
+  s.prefill_k2 = k2;
+  s.prefill_q2 = q2;
+  s.prefill_qc = qc;
+  return s;
+}
+
+double attention_time(const Rates& r, double positions, double kv_tokens, double query_tokens) {
+  return std::max(r.attn_flop_s * positions,
+                  r.attn_kv_s * kv_tokens + r.attn_query_s * query_tokens) +
+         r.attn_launch_s;
+}
+
+double mlp_time(const Rates& r, double rows) {
+  if (!r.moe) {
+    return r.gate_up.time(rows) + r.down.time(rows);
+  }
+  const double routed = rows * r.experts_per_token;
+  const double experts = std::min(r.experts, routed);
+  const GemmTerm& gu = r.expert_gate_up;
+  const GemmTerm& dn = r.expert_down;
+  return r.router.time(rows) +
+         std::max(gu.flop_s * routed, gu.weight_s * experts + gu.act_s * routed) + gu.launch_s +
+         std::max(dn.flop_s * routed, dn.weight_s * experts + dn.act_s * routed) + dn.launch_s;
+}
+
+OperatorTimes evaluate(const Rates& r, const BatchSums& s) {
+  const double rows = s.tokens;
+  OperatorTimes out;
+  out.qkv_gemm = duration_from_seconds(r.qkv.time(rows));
+  out.o_gemm = duration_from_seconds(r.o.time(rows));
+  out.mlp_gemm = duration_from_seconds(mlp_time(r, rows));
+  if (s.has_prefill) {
+    out.attention_prefill = duration_from_seconds(
+        attention_time(r, s.prefill_key_positions, s.prefill_kv_tokens, s.prefill_query_tokens));
+  }
+  if (s.has_decode) {
+    out.attention_decode = duration_from_seconds(
+        attention_time(r, s.decode_key_positions, s.decode_kv_tokens, s.decode_query_tokens));
+  }
+  out.norms_elementwise = duration_from_seconds(r.elementwise_s * rows + r.elementwise_launch_s);
+  if (r.allreduce_s > 0) {
+    out.allreduce = duration_from_seconds(r.allreduce_s * rows + r.allreduce_fixed_s);
+  }
+  if (s.logit_rows > 0) {
+    out.lm_head = duration_from_seconds(r.lm_head.time(s.logit_rows));
+  }
+  out.overhead = duration_from_seconds(r.overhead_s);
+  return out;
+}
+
+}  // namespace servesim::models::detail

@@ -1,0 +1,336 @@
+#include "models/profiled_cost_model.h"
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "models/cost_model.h"
+#include "models/hardware.h"
+#include "models/profile_interpolation.h"
+#include "profiles/profile_tables.h"
+#include "sim/core/error.h"
+#include "sim/core/time.h"
+
+namespace servesim::models {
+namespace {
+
+class ProfiledTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gpus_ = new GpuCatalog(GpuCatalog::load(kDefaultGpuCatalogPath));
+    models_ = new ModelCatalog(ModelCatalog::load(kDefaultModelCatalogDir));
+  }
+  static void TearDownTestSuite() {
+    delete gpus_;
+    delete models_;
+  }
+
+  static Deployment deployment(const std::string& model, const std::string& gpu, int tp,
+                               Dtype weights = Dtype::kBf16, Dtype kv = Dtype::kBf16) {
+    return {&models_->get(model), &gpus_->get(gpu), tp, weights, kv};
+  }
+
+  static bool have_real_tables() {
+    return std::filesystem::exists("profiles/h100_sxm/aiconfigurator_vllm/meta.json") &&
+           std::filesystem::exists("profiles/l40s/aiconfigurator_vllm/meta.json");
+  }
+
+  static BatchShape decodes(int64_t batch, int64_t context) {
+    BatchShape shape;
+    for (int64_t i = 0; i < batch; ++i) {
+      shape.segments.push_back({1, context, 1});
+    }
+    return shape;
+  }
+
+  static BatchShape prefill(int64_t tokens, int64_t prefix = 0) {
+    BatchShape shape;
+    shape.segments.push_back({tokens, tokens + prefix, 1});
+    return shape;
+  }
+
+  static double seconds(Duration d) { return to_seconds(d); }
+
+  static GpuCatalog* gpus_;
+  static ModelCatalog* models_;
+};
+
+GpuCatalog* ProfiledTest::gpus_ = nullptr;
+ModelCatalog* ProfiledTest::models_ = nullptr;
+
+// A small synthetic H100 profile: GEMM rows for the Llama-3.1-8B tp1 shapes on m = 1..4096.
+profiles::Profile synthetic_h100_gemm() {
+  profiles::Profile p;
+  p.meta.gpu = "h100_sxm";
+  p.meta.source = "test";
+  p.meta.model = "generic";
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}}) {
+    for (int64_t m = 1; m <= 4096; m *= 2) {
+      const double md = static_cast<double>(m), nd = static_cast<double>(n),
+                   kd = static_cast<double>(k);
+      const double t =
+          5e-6 + std::max((nd * kd * 2 + 2 * md * (nd + kd)) / 2.8e12, 2 * md * nd * kd / 700e12);
+      p.gemm.push_back({"bf16", m, n, k, t * 1e6});
+    }
+  }
+  return p;
+}
+
+TEST_F(ProfiledTest, IterationTimeIsTheBreakdownTotalAndAtLeastThePeakBound) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> ctx(1, 20000), q(2, 3000), n(1, 64);
+  struct Case {
+    const char* model;
+    const char* gpu;
+    int tp;
+    Dtype w, kv;
+  };
+  for (const Case& c : {Case{"llama-3.1-8b", "h100_sxm", 1, Dtype::kBf16, Dtype::kBf16},
+                        Case{"llama-3.1-70b", "h100_sxm", 4, Dtype::kFp8, Dtype::kFp8},
+                        Case{"mixtral-8x7b", "b200_sxm", 2, Dtype::kBf16, Dtype::kBf16},
+                        Case{"qwen2.5-14b-instruct", "l40s", 2, Dtype::kBf16, Dtype::kFp8},
+                        Case{"llama-2-70b", "a100_80gb_sxm", 2, Dtype::kBf16, Dtype::kBf16}}) {
+    const Deployment d = deployment(c.model, c.gpu, c.tp, c.w, c.kv);
+    const auto m = make_profiled_cost_model(d, profiles::load_gpu_profiles("profiles", c.gpu), {});
+    for (int trial = 0; trial < 200; ++trial) {
+      BatchShape shape;
+      const int segments = n(rng);
+      for (int s = 0; s < segments; ++s) {
+        const int64_t k = ctx(rng);
+        const int64_t qq = s % 7 == 0 ? std::min<int64_t>(q(rng), k) : 1;
+        shape.segments.push_back({qq, k, s % 3 == 0 ? 0 : 1});
+      }
+      const Duration t = m->iteration_time(shape);
+      EXPECT_EQ(t, m->breakdown(shape).total());
+      EXPECT_GE(t, m->peak_bound_time(shape)) << c.model << " on " << c.gpu;
+      EXPECT_EQ(t, m->iteration_time(shape));  // memoised and deterministic
+    }
+  }
+}
+
+TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1),
+                                          profiles::load_gpu_profiles("profiles", "h100_sxm"), {});
+  const auto& pm = dynamic_cast<const ProfiledCostModel&>(*m);
+  ASSERT_FALSE(pm.diagnostics().sources.empty());
+  EXPECT_NE(pm.diagnostics().sources[0].find("servesim_harness_llama-3.1-8b"), std::string::npos);
+  EXPECT_NE(pm.describe().find("profiled llama-3.1-8b on h100_sxm tp1"), std::string::npos);
+  // Larger batches and contexts never get faster (coarse steps: tables are measured data).
+  EXPECT_LT(m->iteration_time(decodes(8, 1024)), m->iteration_time(decodes(64, 1024)));
+  EXPECT_LT(m->iteration_time(decodes(32, 1024)), m->iteration_time(decodes(32, 8192)));
+  EXPECT_LT(m->iteration_time(prefill(512)), m->iteration_time(prefill(4096)));
+  EXPECT_LT(m->iteration_time(prefill(512)), m->iteration_time(prefill(512, 4096)));
+}
+
+TEST_F(ProfiledTest, LookupStatsSplitInterpolatedExtrapolatedAnalytic) {
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1),
+                                          {synthetic_h100_gemm()}, {});
+  // Inside the GEMM grid: GEMMs interpolated; attention, norms, overhead analytic (no tables).
+  m->iteration_time(decodes(16, 1000));
+  const LookupStats a = m->lookup_stats();
+  EXPECT_GT(a.interpolated_s, 0);
+  EXPECT_EQ(a.extrapolated_s, 0);
+  EXPECT_GE(a.analytic_s, 2e-3);  // at least the 2 ms iteration overhead
+  EXPECT_EQ(a.extrapolated_share(), 0);
+  // 16384 tokens: beyond the measured m range of every GEMM.
+  m->iteration_time(prefill(16384));
+  const LookupStats b = m->lookup_stats();
+  EXPECT_GT(b.extrapolated_s, 0);
+  EXPECT_GT(b.extrapolated_share(), 0);
+  EXPECT_GT(b.lookups, a.lookups);
+  const double total = b.interpolated_s + b.extrapolated_s + b.analytic_s;
+  // Everything predicted is accounted once.
+  BatchShape p = prefill(16384);
+  const double expected =
+      seconds(m->iteration_time(decodes(16, 1000))) + seconds(m->iteration_time(p));
+  const LookupStats c = m->lookup_stats();
+  EXPECT_NEAR(c.interpolated_s + c.extrapolated_s + c.analytic_s - total, expected, 1e-6);
+}
+
+TEST_F(ProfiledTest, GemmsMatchTheTableAtMeasuredPoints) {
+  const profiles::Profile p = synthetic_h100_gemm();
+  ProfiledParams pp;
+  pp.roofline.iteration_overhead = Duration{0};
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1), {p}, pp);
+  const OperatorTimes t = m->breakdown(decodes(64, 500));
+  const double qkv_row = [&] {
+    for (const profiles::GemmRow& r : p.gemm) {
+      if (r.m == 64 && r.n == 6144) {
+        return r.latency_us * 1e-6;
+      }
+    }
+    return 0.0;
+  }();
+  EXPECT_NEAR(seconds(t.qkv_gemm), 32 * qkv_row, 2e-9);
+}
+
+TEST_F(ProfiledTest, TensorParallelAllReduceUsesCustomRowsWhereTheyCoverTheMessage) {
+  profiles::Profile p;
+  p.meta.gpu = "h100_sxm";
+  p.meta.source = "test";
+  for (int64_t bytes = 1024; bytes <= (int64_t{1} << 20); bytes *= 2) {
+    p.collective.push_back({"custom_all_reduce", "bf16", 2, bytes, 1, 5.0});
+  }
+  for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 2) {
+    p.collective.push_back({"all_reduce", "fp16", 2, bytes, 1, 50.0});
+    p.collective.push_back({"all_reduce", "fp16", 4, bytes, 1, 90.0});
+  }
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 2), {p}, {});
+  // 64 tokens x 4096 x 2 B = 512 KiB: custom rows; 2 all-reduces x 32 layers.
+  EXPECT_NEAR(seconds(m->breakdown(decodes(64, 100)).allreduce), 64 * 5e-6, 1e-9);
+  // 1024 tokens = 8 MiB: beyond the custom rows, NCCL.
+  EXPECT_NEAR(seconds(m->breakdown(prefill(1024)).allreduce), 64 * 50e-6, 1e-9);
+  bool custom = false;
+  for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(*m).diagnostics().sources) {
+    custom |= s.find("custom_all_reduce tp2") != std::string::npos;
+  }
+  EXPECT_TRUE(custom);
+}
+
+TEST_F(ProfiledTest, DecodeAttentionDependsOnTheTotalContext) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1),
+                                          profiles::load_gpu_profiles("profiles", "h100_sxm"), {});
+  BatchShape skewed;
+  skewed.segments = {{1, 1000, 1}, {1, 3000, 1}};
+  EXPECT_EQ(m->breakdown(skewed).attention_decode, m->breakdown(decodes(2, 2000)).attention_decode);
+}
+
+TEST_F(ProfiledTest, MixedPrefillBatchFollowsTheDocumentedRule) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  // L40S: aiconfigurator prefill rows (no prefix axis), so
+  //   T(B, K_rms) * sum(k^2 - c^2) / sum(k^2).
+  const std::vector<profiles::Profile> profs = profiles::load_gpu_profiles("profiles", "l40s");
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "l40s", 1), profs, {});
+  BatchShape shape;
+  shape.segments = {{512, 512, 1}, {256, 2304, 1}};  // second: 256 new tokens after 2048 cached
+  std::vector<profiles::AttentionPrefillRow> rows;
+  for (const profiles::Profile& p : profs) {
+    for (const profiles::AttentionPrefillRow& r : p.attention_prefill) {
+      if (r.kv_dtype == "bf16") {
+        rows.push_back(r);
+      }
+    }
+  }
+  const interp::PrefillTable table(rows, true);
+  const double k2 = 512.0 * 512 + 2304.0 * 2304, c2 = 2048.0 * 2048;
+  const double expected =
+      32 * table.predict({32, 8, 128}, 2, std::sqrt(k2 / 2), 0).seconds * (k2 - c2) / k2;
+  // Rows faster than the peak bound are clamped in the model: compare loosely.
+  EXPECT_NEAR(seconds(m->breakdown(shape).attention_prefill), expected, 0.02 * expected);
+}
+
+TEST_F(ProfiledTest, Rtx4090BorrowsTheL40sEfficiencies) {
+  const GpuSpec& rtx = gpus_->get("rtx4090");
+  EXPECT_EQ(gpu_architecture(rtx), "Ada Lovelace");
+  EXPECT_EQ(pick_donor_gpu(rtx, *gpus_, {"h100_sxm", "l40s", "a100_80gb_sxm"}),
+            std::optional<std::string>("l40s"));
+  EXPECT_EQ(pick_donor_gpu(gpus_->get("h100_pcie"), *gpus_, {"h100_sxm", "l40s"}),
+            std::optional<std::string>("h100_sxm"));
+  EXPECT_FALSE(pick_donor_gpu(rtx, *gpus_, {"h100_sxm", "rtx4090"}).has_value());
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const Deployment d = deployment("llama-3.1-8b", "rtx4090", 1);
+  const auto m = load_profiled_cost_model(d, *gpus_, "profiles");
+  const auto& pm = dynamic_cast<const ProfiledCostModel&>(*m);
+  EXPECT_EQ(pm.calibration_note(),
+            "rtx4090: no measured tables; roofline with "
+            "efficiencies fitted on l40s (same "
+            "architecture, Ada Lovelace)");
+  EXPECT_NE(m->describe().find(pm.calibration_note()), std::string::npos);
+  const Duration t = m->iteration_time(decodes(8, 2000));
+  EXPECT_GE(t, m->peak_bound_time(decodes(8, 2000)));
+  const LookupStats s = m->lookup_stats();
+  EXPECT_EQ(s.interpolated_s, 0);
+  EXPECT_EQ(s.extrapolated_s, 0);
+  EXPECT_NEAR(s.analytic_s, seconds(t), 1e-8);
+  // A decode step of Llama-3.1-8B streams its 16 GB of weights: the 4090 (1008 GB/s) is faster than
+  // the L40S (864 GB/s), but by less than the bandwidth ratio.
+  const auto l40s =
+      load_profiled_cost_model(deployment("llama-3.1-8b", "l40s", 1), *gpus_, "profiles");
+  const double ratio = seconds(l40s->iteration_time(decodes(8, 2000))) / seconds(t);
+  EXPECT_GT(ratio, 1.0);
+  EXPECT_LT(ratio, 1008.0 / 864.0);
+  // Donor profiles without the donor's spec are refused.
+  EXPECT_THROW(make_profiled_cost_model(d, profiles::load_gpu_profiles("profiles", "l40s"), {}),
+               std::invalid_argument);
+}
+
+TEST_F(ProfiledTest, WithoutTablesItIsTheRooflineAndSaysSo) {
+  const Deployment d = deployment("llama-3.1-8b", "h100_sxm", 1);
+  const auto m = make_profiled_cost_model(d, {}, {});
+  const auto r = make_roofline_cost_model(d, {});
+  EXPECT_NE(dynamic_cast<const ProfiledCostModel&>(*m).calibration_note().find("no measured"),
+            std::string::npos);
+  for (const BatchShape& s : {decodes(1, 100), decodes(64, 4000), prefill(2048)}) {
+    EXPECT_NEAR(seconds(m->iteration_time(s)), seconds(r->iteration_time(s)),
+                1e-6 * seconds(r->iteration_time(s)));
+    EXPECT_EQ(m->peak_bound_time(s), r->peak_bound_time(s));
+  }
+}
+
+TEST_F(ProfiledTest, RowsFasterThanThePeakAreClampedAndCounted) {
+  profiles::Profile p = synthetic_h100_gemm();
+  for (profiles::GemmRow& r : p.gemm) {
+    if (r.m == 4096 && r.n == 28672) {
+      r.latency_us = 1;  // 2 * 4096 * 28672 * 4096 FLOP in 1 us: far beyond the peak
+    }
+  }
+  ProfiledParams pp;
+  pp.roofline.iteration_overhead = Duration{0};
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1), {p}, pp);
+  const auto& pm = dynamic_cast<const ProfiledCostModel&>(*m);
+  ASSERT_EQ(pm.diagnostics().rows_clamped_to_peak.count("gemm"), 1u);
+  EXPECT_EQ(pm.diagnostics().rows_clamped_to_peak.at("gemm"), 1);
+  BatchShape shape;
+  for (int i = 0; i < 4096; ++i) {
+    shape.segments.push_back({1, 10, 0});
+  }
+  EXPECT_GE(m->breakdown(shape).mlp_gemm,
+            duration_from_seconds(32 * 2 * 4096.0 * 28672 * 4096 /
+                                  gpus_->get("h100_sxm").bf16_flops_per_s));
+}
+
+TEST_F(ProfiledTest, MemoAndDirectPathsAgree) {
+  const profiles::Profile p = synthetic_h100_gemm();
+  ProfiledParams small;
+  small.memo_tokens = 8;
+  const auto a = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1), {p}, {});
+  const auto b = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1), {p}, small);
+  for (int64_t tokens : {3, 100, 1000, 5000}) {
+    EXPECT_EQ(a->iteration_time(prefill(tokens)), b->iteration_time(prefill(tokens)));
+  }
+}
+
+TEST_F(ProfiledTest, RejectsBadInputs) {
+  const profiles::Profile p = synthetic_h100_gemm();
+  EXPECT_THROW(make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 3), {p}, {}),
+               CapacityError);
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1), {p}, {});
+  EXPECT_THROW(m->iteration_time(BatchShape{}), std::invalid_argument);
+  BatchShape bad;
+  bad.segments.push_back({5, 2, 1});
+  EXPECT_THROW(m->iteration_time(bad), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace servesim::models
