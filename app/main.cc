@@ -8,8 +8,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "app/capacity.h"
+#include "app/profiles_cmd.h"
 #include "app/regress.h"
 #include "app/run_scenario.h"
+#include "app/validate.h"
 #include "models/memory_model.h"
 #include "policies/builtin.h"
 #include "reports/query.h"
@@ -53,12 +56,14 @@ void print_deployment(const scenarios::Scenario& s, const scenarios::DataRoot& r
   const auto& cat = scenarios::Catalogs::get(root);
   const auto& gpu = cat.gpus.get(s.cluster.gpu);
   fmt::print("scenario   {} ({})\n", s.name, s.source);
-  fmt::print("model      {} on {} instance(s) of {} x {} (tp {}), weights {}, KV {}\n", s.model,
-             s.cluster.instances, s.cluster.tp, gpu.name, s.cluster.tp,
+  fmt::print("model      {} on {}, weights {}, KV {}\n", s.model, gpu.name,
              models::dtype_name(s.cluster.weight_dtype), models::dtype_name(s.cluster.kv_dtype));
   fmt::print("policy     {} / router {}\n", s.policy.type, s.router.type);
-  fmt::print("memory     {} KV blocks of {} tokens per instance ({} tokens)\n",
-             s.memory_plan.num_blocks, s.memory_plan.block_size, s.memory_plan.max_kv_tokens());
+  for (const auto& g : s.groups) {
+    fmt::print("instances  {} x {} (tp {}): {} KV blocks of {} tokens each ({} tokens)\n", g.count,
+               sim::role_name(g.role), g.tp, g.memory.num_blocks, g.memory.block_size,
+               g.memory.max_kv_tokens());
+  }
 }
 
 int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
@@ -75,6 +80,18 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   options.progress = bar.callback();
   const app::RunOutcome o = app::run_scenario(s, root, options);
   fmt::print("workload   {}\n", o.workload_description);
+  for (const auto& d : o.cost_models) fmt::print("cost model {}\n", d);
+  const double table_s = o.lookups.interpolated_s + o.lookups.extrapolated_s;
+  if (table_s > 0) {
+    fmt::print("calibration {:.1f} % of table-driven iteration time interpolated inside measured "
+               "data, {:.1f} % extrapolated\n",
+               100 * o.lookups.interpolated_s / table_s, 100 * o.lookups.extrapolated_share());
+  }
+  if (o.lookups.extrapolated_share() > 0.05) {
+    fmt::print("warning: {:.1f} % of the predicted iteration time was extrapolated outside the "
+               "measured profiles (more than 5 %); treat the results with care\n",
+               100 * o.lookups.extrapolated_share());
+  }
   fmt::print("\n{}", reports::format_summary(o.summary, s.slo));
   if (o.result.requests_rejected > 0) {
     fmt::print("warning: {} request(s) rejected: their prompt + output exceeds an instance's KV "
@@ -145,6 +162,11 @@ int cmd_list(const std::string& what) {
       fmt::print("  {:<18} {}\n", name, e.description);
       print_schema(e.schema);
     }
+    fmt::print("cluster policies (scenario key \"policy\"; they lay out the instances):\n");
+    for (const auto& [name, e] : sim::cluster_policies().entries()) {
+      fmt::print("  {:<18} {}\n", name, e.description);
+      print_schema(e.schema);
+    }
     fmt::print("routers (scenario key \"router\"):\n");
     for (const auto& [name, e] : sim::routing_policies().entries()) {
       fmt::print("  {:<18} {}\n", name, e.description);
@@ -206,6 +228,43 @@ int main(int argc, char** argv) {
   regress->add_option("baseline", baseline, "baseline JSON (bench/goodput_baseline.json)")->required();
   regress->add_flag("--update", update, "rewrite the baseline with the measured goodput");
 
+  auto* profiles_cmd = cli.add_subcommand("profiles", "import and compare measured profiles");
+  profiles_cmd->require_subcommand(1);
+  std::string import_kind, import_dir, out_root = "profiles";
+  auto* import = profiles_cmd->add_subcommand(
+      "import", "convert a measured dataset (aiconfigurator or vidur) into servesim profiles");
+  import->add_option("source", import_kind, "aiconfigurator | vidur")
+      ->required()
+      ->check(CLI::IsMember({"aiconfigurator", "vidur"}));
+  import->add_option("dir", import_dir, "dataset directory")->required()->check(CLI::ExistingDirectory);
+  import->add_option("--out", out_root, "profiles root to write into")->capture_default_str();
+  std::string compare_a, compare_b;
+  auto* compare = profiles_cmd->add_subcommand("compare", "ratio statistics of profile B vs A");
+  compare->add_option("a", compare_a, "reference profile directory")->required();
+  compare->add_option("b", compare_b, "profile directory to compare")->required();
+
+  auto* capacity = cli.add_subcommand(
+      "capacity", "serving capacity: the largest request rate meeting the SLO (bisection on rate)");
+  std::vector<std::string> capacity_slo;
+  std::optional<double> capacity_attainment;
+  double capacity_start = 0;
+  capacity->add_option("scenario", scenario_path, "scenario JSON file")->required();
+  capacity->add_option("--slo", capacity_slo,
+                       "objective: tbt_p99=100ms, ttft_p90=2s, tpot_p99=50ms, ttft=1s ... "
+                       "(repeatable)")
+      ->required();
+  capacity->add_option("--attainment", capacity_attainment,
+                       "also require this share of requests to meet the per-request objectives");
+  capacity->add_option("--start-rate", capacity_start, "first rate probed (default: the scenario's)");
+  capacity->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
+
+  auto* validate = cli.add_subcommand("validate", "fidelity report of the calibrated cost model");
+  std::vector<std::string> validate_gpus;
+  bool skip_loo = false, skip_iterations = false;
+  validate->add_option("--gpu", validate_gpus, "only these GPUs (repeatable)");
+  validate->add_flag("--no-leave-one-out", skip_loo, "skip the leave-one-out table checks");
+  validate->add_flag("--no-iterations", skip_iterations, "skip the iteration-level checks");
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -218,6 +277,37 @@ int main(int argc, char** argv) {
     if (*check) return cmd_check(scenario_path, overrides);
     if (*list) return cmd_list(what);
     if (*query) return cmd_query(db, sql);
+    if (*import) {
+      servesim::app::import_profiles(import_kind, import_dir, out_root, std::cout);
+      return 0;
+    }
+    if (*compare) {
+      servesim::app::compare_profile_dirs(compare_a, compare_b, std::cout);
+      return 0;
+    }
+    if (*validate) {
+      servesim::app::ValidateOptions vo;
+      vo.leave_one_out = !skip_loo;
+      vo.iterations = !skip_iterations;
+      vo.gpus = validate_gpus;
+      const int failed = servesim::app::run_validation(servesim::scenarios::DataRoot::discover(), vo,
+                                                       {}, std::cout);
+      return failed == 0 ? 0 : 1;
+    }
+    if (*capacity) {
+      servesim::app::CapacityOptions co;
+      co.slo = capacity_slo;
+      co.attainment = capacity_attainment;
+      co.start_rate = capacity_start;
+      const auto r = servesim::app::find_capacity(scenario_path, overrides, co,
+                                                  servesim::scenarios::DataRoot::discover(), std::cout);
+      fmt::print("\nserving capacity {:.3f} req/s; at that rate: goodput {:.1f} tok/s, "
+                 "{:.3f} req/s/GPU, SLO attainment {:.2f} %\n",
+                 r.capacity_rps, r.at_capacity.goodput_tokens_per_s,
+                 r.at_capacity.num_gpus > 0 ? r.at_capacity.request_rate_per_s / r.at_capacity.num_gpus : 0.0,
+                 r.at_capacity.slo_attainment * 100);
+      return r.capacity_rps > 0 ? 0 : 1;
+    }
     if (*regress) {
       const int failures = servesim::app::run_regression(
           baseline, servesim::scenarios::DataRoot::discover(), {update}, std::cout);

@@ -49,6 +49,8 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   inputs.config.progress = options.progress;
   RunOutcome out;
   out.workload_description = inputs.workload.description;
+  std::vector<std::shared_ptr<const models::IterationCostModel>> cost_models = inputs.cost_models;
+  for (const auto& m : cost_models) out.cost_models.push_back(m->describe());
 
   std::unique_ptr<reports::SqliteSink> db;
   if (!options.db_path.empty()) {
@@ -72,6 +74,13 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   out.summary = reports::summarize(memory.requests, out.result.tbt_ns, scenario.slo,
                                    {out.result.num_gpus, out.result.gpu_seconds});
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  for (const auto& m : cost_models) {
+    const models::LookupStats st = m->lookup_stats();
+    out.lookups.interpolated_s += st.interpolated_s;
+    out.lookups.extrapolated_s += st.extrapolated_s;
+    out.lookups.analytic_s += st.analytic_s;
+    out.lookups.lookups += st.lookups;
+  }
 
   if (db) {
     for (const auto& [name, value] : reports::summary_scalars(out.summary)) {
@@ -81,6 +90,10 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
     db->add_scalar("run", "requests_unfinished", static_cast<double>(out.result.requests_unfinished));
     db->add_scalar("run", "mean_in_system", out.result.mean_in_system);
     db->add_scalar("run", "events", static_cast<double>(out.result.events));
+    db->add_scalar("run", "cost_interpolated_s", out.lookups.interpolated_s);
+    db->add_scalar("run", "cost_extrapolated_s", out.lookups.extrapolated_s);
+    db->add_scalar("run", "cost_analytic_s", out.lookups.analytic_s);
+    db->add_scalar("run", "cost_extrapolated_share", out.lookups.extrapolated_share());
     for (size_t i = 0; i < out.result.instances.size(); ++i) {
       const auto& st = out.result.instances[i];
       const std::string entity = fmt::format("instance/{}", i);

@@ -28,6 +28,8 @@ struct RunOutcome {
   int64_t run_id = 0;                          // in the database, when one was written
   double wall_s = 0;
   std::string workload_description;
+  std::vector<std::string> cost_models;  // describe() of each cost model used
+  models::LookupStats lookups;           // summed over the cost models
 };
 
 // Runs `scenario`. Throws what the layers below throw (ConfigError, InputError, Error).

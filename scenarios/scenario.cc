@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "policies/builtin.h"
+#include "scenarios/cost_models.h"
 #include "scenarios/json_reader.h"
 #include "sim/core/rng.h"
 #include "traces/generators.h"
@@ -325,7 +326,9 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     Json& out = resolved["cost_model"];
     ObjectReader r(in ? *in : empty, "cost_model", issues, out);
     const models::RooflineParams d;
-    r.string("type", std::string("roofline"), {"roofline"});
+    s.cost_type = r.string("type", std::string("profiled"), {"profiled", "roofline"}).value_or("profiled");
+    s.cost_custom_allreduce =
+        r.string("allreduce", std::string("custom"), {"custom", "nccl"}).value_or("custom") == "custom";
     s.cost.compute_efficiency = r.number("compute_efficiency", d.compute_efficiency, 0.0, 1.0).value_or(0);
     s.cost.memory_efficiency =
         r.number("memory_efficiency", d.memory_efficiency, 0.0, 1.0, true).value_or(d.memory_efficiency);
@@ -612,7 +615,8 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     auto& cost = cost_by_tp[g.tp];
     if (!cost) {
       const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype};
-      cost = models::make_roofline_cost_model(dep, s.cost);
+      cost = make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce}, dep, root);
+      in.cost_models.push_back(cost);
     }
     if (!in.cost_model) in.cost_model = cost;
     for (int64_t i = 0; i < g.count; ++i) {

@@ -93,6 +93,8 @@ struct Scenario {
   ClusterSpec cluster;
   PluginSpec router;
   PluginSpec policy;
+  std::string cost_type = "profiled";  // "profiled" (measured tables) or "roofline"
+  bool cost_custom_allreduce = true;   // profiled: vLLM custom all-reduce (else NCCL)
   models::RooflineParams cost;
   models::MemoryParams memory;
   models::MemoryPlan memory_plan;  // of the first group, computed during validation
@@ -139,7 +141,8 @@ struct EngineInputs {
   std::unique_ptr<sim::RoutingPolicy> router;
   std::unique_ptr<sim::RoutingPolicy> decode_router;  // disaggregated layouts only
   Workload workload;
-  std::shared_ptr<const models::IterationCostModel> cost_model;
+  std::shared_ptr<const models::IterationCostModel> cost_model;       // of the first group
+  std::vector<std::shared_ptr<const models::IterationCostModel>> cost_models;  // one per TP degree
 };
 EngineInputs build_engine_inputs(const Scenario& scenario, const DataRoot& root);
 

@@ -272,7 +272,9 @@ TEST(EngineClosedLoop, NeverMoreThanClientsInFlight) {
   const RunResult res = run_engine(setup, fixed_workload(40, 1.0, 200, 30, 1), &rec);
   EXPECT_EQ(res.requests_finished, 40);
   for (const auto& s : rec.samples) {
-    if (s.metric == "in_system") EXPECT_LE(s.value, 4.0);
+    if (s.metric == "in_system") {
+      EXPECT_LE(s.value, 4.0);
+    }
   }
   // Each request after the first four arrives exactly think_time after one finished.
   std::vector<int64_t> done;
@@ -400,6 +402,63 @@ TEST(EngineDisaggregation, BackPressureHoldsKvOnThePrefillSideUntilTheDecodeSide
   EXPECT_GT(res.instances[0].transfer_wait_ns, 0);
   EXPECT_LE(res.instances[1].peak_used_blocks, 130);
   for (const auto& r : rec.requests) EXPECT_EQ(r.instance_id, 1);
+}
+
+}  // namespace
+}  // namespace servesim::sim
+
+#include "models/profiled_cost_model.h"
+#include "profiles/profile_tables.h"
+
+namespace servesim::sim {
+namespace {
+
+// Records every batch the engine prices and what it was charged.
+class RecordingCostModel : public models::IterationCostModel {
+ public:
+  explicit RecordingCostModel(std::unique_ptr<models::IterationCostModel> inner)
+      : inner_(std::move(inner)) {}
+  Duration iteration_time(const models::BatchShape& s) const override {
+    const Duration t = inner_->iteration_time(s);
+    seen.emplace_back(s, t);
+    return t;
+  }
+  models::OperatorTimes breakdown(const models::BatchShape& s) const override {
+    return inner_->breakdown(s);
+  }
+  Duration peak_bound_time(const models::BatchShape& s) const override {
+    return inner_->peak_bound_time(s);
+  }
+  std::string describe() const override { return inner_->describe(); }
+  mutable std::vector<std::pair<models::BatchShape, Duration>> seen;
+
+ private:
+  std::unique_ptr<models::IterationCostModel> inner_;
+};
+
+TEST(EngineCostModel, SameBatchCostsTheSameThroughTheEngineAndCalledDirectly) {
+  const auto tables = profiles::load_gpu_profiles("profiles", "h100_sxm");
+  ASSERT_FALSE(tables.empty());
+  auto recording = std::make_shared<RecordingCostModel>(
+      models::make_profiled_cost_model(llama8b_h100(), tables, {}));
+  std::vector<InstanceSetup> inst(1);
+  inst[0].cost_model = recording;
+  inst[0].num_blocks = 20000;
+  inst[0].batching = policies::make_coloc({});
+  CollectingListener rec;
+  Engine engine(EngineConfig{}, std::move(inst), policies::make_round_robin(),
+                fixed_workload(200, 40.0, 700, 60, 9), &rec);
+  const RunResult res = engine.run();
+  ASSERT_EQ(res.requests_finished, 200);
+  ASSERT_EQ(static_cast<int64_t>(recording->seen.size()), res.instances[0].iterations);
+  // A fresh model, called directly with the recorded shapes, charges exactly the same.
+  const auto direct = models::make_profiled_cost_model(llama8b_h100(), tables, {});
+  int64_t busy = 0;
+  for (const auto& [shape, charged] : recording->seen) {
+    EXPECT_EQ(direct->iteration_time(shape).count(), charged.count());
+    busy += charged.count();
+  }
+  EXPECT_EQ(busy, res.instances[0].busy_ns);
 }
 
 }  // namespace

@@ -1,0 +1,215 @@
+#include "app/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "models/fidelity.h"
+#include "profiles/profile_tables.h"
+#include "scenarios/cost_models.h"
+#include "sim/core/error.h"
+
+namespace servesim::app {
+namespace fs = std::filesystem;
+
+namespace {
+
+double loo_bound(const std::string& op, const ValidateBounds& b) {
+  if (op == "gemm") return b.loo_gemm_mape;
+  if (op == "attention_prefill") return b.loo_prefill_mape;
+  if (op == "attention_decode") return b.loo_decode_mape;
+  if (op == "collective") return b.loo_collective_mape;
+  return 0;  // reported, not bounded
+}
+
+// Leave-one-out over every measured table. Returns the number of failing cells.
+int leave_one_out_report(const scenarios::DataRoot& root, const ValidateOptions& options,
+                         const ValidateBounds& bounds, std::ostream& out) {
+  const std::string profiles_root = (fs::path(root.root) / "profiles").string();
+  out << "Leave-one-out: each measured point predicted from the other points of its table\n";
+  out << fmt::format("{:<14} {:<20} {:<18} {:<28} {:>6} {:>5} {:>7} {:>7} {:>8} {:>6} {:>6}  {}\n",
+                     "gpu", "source", "operator", "variant", "points", "excl", "MAPE%", "p90%",
+                     "max%", "extr%", "bound%", "verdict");
+  int failed = 0, cells = 0;
+  for (const std::string& gpu : profiles::profiled_gpus(profiles_root)) {
+    if (!options.gpus.empty() &&
+        std::find(options.gpus.begin(), options.gpus.end(), gpu) == options.gpus.end()) {
+      continue;
+    }
+    for (const profiles::Profile& p : scenarios::gpu_profiles(root, gpu)) {
+      for (const models::FidelityCell& c : models::leave_one_out(p)) {
+        const double bound = loo_bound(c.op, bounds);
+        const bool pass = bound == 0 || c.mape_pct <= bound * 100;
+        failed += pass ? 0 : 1;
+        cells++;
+        out << fmt::format(
+            "{:<14} {:<20} {:<18} {:<28} {:>6} {:>5} {:>7.2f} {:>7.2f} {:>8.2f} {:>6.1f} {:>6}  {}\n",
+            c.gpu, c.source, c.op, c.variant, c.points, c.excluded, c.mape_pct, c.p90_ape_pct,
+            c.max_ape_pct, c.extrapolated_share * 100,
+            bound > 0 ? fmt::format("{:.0f}", bound * 100) : "-",
+            bound == 0 ? "reported" : pass ? "ok" : "FAIL");
+      }
+    }
+  }
+  out << fmt::format("{} cells, {} over their bound\n\n", cells, failed);
+  return failed;
+}
+
+struct PointCheck {
+  std::string label;
+  double reference_ms = 0;
+  double predicted_ms = 0;
+  double error() const { return (predicted_ms - reference_ms) / reference_ms; }
+};
+
+// Prints checks and returns how many exceed `bound` (relative error).
+int print_checks(const std::string& title, const std::vector<PointCheck>& checks, double bound,
+                 std::ostream& out) {
+  out << title << "\n";
+  out << fmt::format("  {:<44} {:>12} {:>12} {:>8}  {}\n", "point", "reference ms", "servesim ms",
+                     "error", "verdict");
+  int failed = 0;
+  double sum_abs = 0;
+  for (const PointCheck& c : checks) {
+    const bool pass = std::fabs(c.error()) <= bound;
+    failed += pass ? 0 : 1;
+    sum_abs += std::fabs(c.error());
+    out << fmt::format("  {:<44} {:>12.2f} {:>12.2f} {:>+7.1f}%  {}\n", c.label, c.reference_ms,
+                       c.predicted_ms, c.error() * 100, pass ? "ok" : "FAIL");
+  }
+  out << fmt::format("  {} points, MAPE {:.1f} %, {} beyond {:.0f} %\n\n", checks.size(),
+                     checks.empty() ? 0.0 : sum_abs / checks.size() * 100, failed, bound * 100);
+  return failed;
+}
+
+double predict_ms(const models::IterationCostModel& m, const models::BatchShape& shape) {
+  return to_ms(m.iteration_time(shape));
+}
+
+// DOPD Table I: prefill time of LLaMa-3.3-70B-FP8 on one H100 (vLLM).
+int dopd_table1(const scenarios::DataRoot& root, const ValidateBounds& bounds, std::ostream& out) {
+  const auto& cat = scenarios::Catalogs::get(root);
+  const models::Deployment dep{&cat.models.get("llama-3.3-70b-instruct"), &cat.gpus.get("h100_sxm"),
+                               1, models::Dtype::kFp8, models::Dtype::kBf16};
+  const auto model = scenarios::make_cost_model({}, dep, root);
+  const std::pair<int64_t, double> points[] = {{100, 36}, {200, 46}, {700, 125}, {1200, 193},
+                                               {1700, 269}};
+  std::vector<PointCheck> checks;
+  for (const auto& [prompt, ms] : points) {
+    models::BatchShape shape;
+    shape.segments = {{prompt, prompt, 1}};
+    checks.push_back({fmt::format("prefill {} tokens", prompt), ms, predict_ms(*model, shape)});
+  }
+  return print_checks(
+      fmt::format("DOPD Table I: LLaMa-3.3-70B-FP8 prefill on one H100 ({})", model->describe()),
+      checks, bounds.iteration_error, out);
+}
+
+// DistServe's latency models fitted to A100-80GB measurements:
+//   prefill_ms = a + b * sum(len) + c * sum(len^2); decode_ms = a + b * sum(ctx) + c * batch
+// (separate decode coefficients below/above decoding_large_small_bs_threshold).
+int distserve_models(const scenarios::DataRoot& root, const ValidateBounds& bounds,
+                     std::ostream& out) {
+  const fs::path file = fs::path(root.root) / "profiles/distserve/profiler-a100-80g.distserve.json";
+  std::ifstream in(file);
+  if (!in) throw InputError(file.string(), 0, "cannot open the DistServe latency models");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const auto& cat = scenarios::Catalogs::get(root);
+  const std::pair<const char*, const char*> models_checked[] = {{"facebook/opt-13b", "opt-13b"},
+                                                                {"facebook/opt-66b", "opt-66b"}};
+  int failed = 0;
+  for (const auto& [upstream, key] : models_checked) {
+    if (!doc.contains(upstream)) continue;
+    for (auto it = doc[upstream].begin(); it != doc[upstream].end(); ++it) {
+      const int tp = std::stoi(it.key());
+      const models::ModelSpec& spec = cat.models.get(key);
+      if (spec.num_attention_heads % tp != 0) continue;
+      const models::Deployment dep{&spec, &cat.gpus.get("a100_80gb_sxm"), tp, models::Dtype::kBf16,
+                                   models::Dtype::kBf16};
+      // DistServe's engine all-reduces with NCCL (no vLLM custom all-reduce kernel).
+      scenarios::CostModelChoice choice;
+      choice.custom_allreduce = false;
+      const auto model = scenarios::make_cost_model(choice, dep, root);
+      const auto& c = it.value();
+      const auto& pre = c["prefill"];
+      std::vector<PointCheck> checks;
+      for (int64_t len : {128, 256, 512, 1024, 2048}) {
+        models::BatchShape shape;
+        shape.segments = {{len, len, 1}};
+        const double ref = pre[0].get<double>() + pre[1].get<double>() * len +
+                           pre[2].get<double>() * static_cast<double>(len) * len;
+        checks.push_back({fmt::format("prefill 1 x {}", len), ref, predict_ms(*model, shape)});
+      }
+      const int64_t threshold = c["decoding_large_small_bs_threshold"].get<int64_t>();
+      for (int64_t batch : {1, 8, 32, 64, 128, 256}) {
+        for (int64_t ctx : {256, 1024}) {
+          const auto& d = batch < threshold ? c["decoding_smallbs"] : c["decoding_largebs"];
+          const double ref = d[0].get<double>() + d[1].get<double>() * batch * ctx +
+                             d[2].get<double>() * batch;
+          models::BatchShape shape;
+          shape.segments.assign(static_cast<size_t>(batch), {1, ctx, 1});
+          checks.push_back(
+              {fmt::format("decode {} x ctx {}", batch, ctx), ref, predict_ms(*model, shape)});
+        }
+      }
+      failed += print_checks(fmt::format("DistServe latency model: {} tp {} on A100-80GB", key, tp),
+                             checks, bounds.iteration_error, out);
+    }
+  }
+  return failed;
+}
+
+// Whole forward passes measured by servesim-profile against the profiled and roofline models.
+void forward_passes(const scenarios::DataRoot& root, std::ostream& out) {
+  for (const profiles::Profile& p : scenarios::gpu_profiles(root, "h100_sxm")) {
+    if (p.forward.empty()) continue;
+    const auto& cat = scenarios::Catalogs::get(root);
+    const models::Deployment dep{&cat.models.get(p.meta.model), &cat.gpus.get(p.meta.gpu), p.meta.tp,
+                                 models::Dtype::kBf16, models::Dtype::kBf16};
+    models::RooflineParams no_overhead;
+    no_overhead.iteration_overhead = Duration{0};
+    const auto profiled = scenarios::make_cost_model({"profiled", no_overhead}, dep, root);
+    const auto roofline = scenarios::make_cost_model({"roofline", no_overhead}, dep, root);
+    out << fmt::format("Forward passes of {} measured on {} ({}), per-iteration overhead 0:\n",
+                       p.meta.model, p.meta.gpu_name, p.dir);
+    out << fmt::format("  {:<8} {:>5} {:>6} {:>7} {:>5} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "kind",
+                       "batch", "q", "context", "graph", "measured ms", "profiled ms", "error",
+                       "roofline ms", "error");
+    double sum = 0, sum_ref = 0;
+    const auto rows = models::forward_check(p.forward, *profiled, roofline.get());
+    for (const auto& r : rows) {
+      out << fmt::format("  {:<8} {:>5} {:>6} {:>7} {:>5} {:>12.2f} {:>12.2f} {:>+7.1f}% {:>12.2f} "
+                         "{:>+7.1f}%\n",
+                         r.row.kind, r.row.batch, r.row.q_tokens, r.row.context_tokens,
+                         r.row.graph ? 1 : 0, r.measured_s * 1e3, r.predicted_s * 1e3, r.error_pct,
+                         r.reference_s * 1e3, r.reference_error_pct);
+      sum += std::fabs(r.error_pct);
+      sum_ref += std::fabs(r.reference_error_pct);
+    }
+    out << fmt::format("  MAPE: profiled {:.1f} %, roofline {:.1f} %\n\n",
+                       rows.empty() ? 0.0 : sum / rows.size(),
+                       rows.empty() ? 0.0 : sum_ref / rows.size());
+  }
+}
+
+}  // namespace
+
+int run_validation(const scenarios::DataRoot& root, const ValidateOptions& options,
+                   const ValidateBounds& bounds, std::ostream& out) {
+  int failed = 0;
+  if (options.leave_one_out) failed += leave_one_out_report(root, options, bounds, out);
+  if (options.iterations) {
+    failed += dopd_table1(root, bounds, out);
+    failed += distserve_models(root, bounds, out);
+    forward_passes(root, out);
+  }
+  out << fmt::format("validate: {} check(s) failed\n", failed);
+  return failed;
+}
+
+}  // namespace servesim::app

@@ -1,0 +1,46 @@
+#include "scenarios/cost_models.h"
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "models/profiled_cost_model.h"
+
+namespace servesim::scenarios {
+namespace fs = std::filesystem;
+
+const std::vector<profiles::Profile>& gpu_profiles(const DataRoot& root, const std::string& gpu) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::string>, std::vector<profiles::Profile>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto key = std::make_pair(root.root, gpu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    it = cache.emplace(key, profiles::load_gpu_profiles((fs::path(root.root) / "profiles").string(),
+                                                        gpu))
+             .first;
+  }
+  return it->second;
+}
+
+std::unique_ptr<models::IterationCostModel> make_cost_model(const CostModelChoice& choice,
+                                                            const models::Deployment& deployment,
+                                                            const DataRoot& root) {
+  if (choice.type == "roofline") return models::make_roofline_cost_model(deployment, choice.roofline);
+  models::ProfiledParams p;
+  p.roofline = choice.roofline;
+  p.custom_allreduce = choice.custom_allreduce;
+  const std::vector<profiles::Profile>* tables = &gpu_profiles(root, deployment.gpu->key);
+  if (tables->empty()) {
+    const Catalogs& cat = Catalogs::get(root);
+    const auto donor = models::pick_donor_gpu(
+        *deployment.gpu, cat.gpus, profiles::profiled_gpus((fs::path(root.root) / "profiles").string()));
+    if (donor) {
+      tables = &gpu_profiles(root, *donor);
+      p.tables_gpu = &cat.gpus.get(*donor);
+    }
+  }
+  return models::make_profiled_cost_model(deployment, *tables, p);
+}
+
+}  // namespace servesim::scenarios

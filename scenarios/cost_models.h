@@ -1,0 +1,31 @@
+// Choosing and building the cost model of a deployment: measured-profile driven ("profiled",
+// the default) or the plain roofline. Profiles are read once per process and GPU.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "profiles/profile_tables.h"
+#include "scenarios/scenario.h"
+
+namespace servesim::scenarios {
+
+// Every profile directory of `gpu` under <root>/profiles (cached; empty when there is none).
+const std::vector<profiles::Profile>& gpu_profiles(const DataRoot& root, const std::string& gpu);
+
+// The scenario's `cost_model` section.
+struct CostModelChoice {
+  std::string type = "profiled";  // "profiled" (measured tables) or "roofline"
+  models::RooflineParams roofline;  // knobs shared by both (overhead, fallbacks)
+  bool custom_allreduce = true;     // profiled: vLLM's custom all-reduce rows (else NCCL rows)
+};
+
+// Builds the cost model for a deployment. A profiled model of a GPU without tables borrows the
+// efficiency curves of a measured GPU of the same architecture and says so in describe().
+std::unique_ptr<models::IterationCostModel> make_cost_model(const CostModelChoice& choice,
+                                                            const models::Deployment& deployment,
+                                                            const DataRoot& root);
+
+}  // namespace servesim::scenarios
