@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "models/cost_model.h"
+#include "models/profiled_cost_model.h"
 #include "policies/coloc.h"
+#include "profiles/profile_tables.h"
 #include "sim/core/rng.h"
 #include "sim/event_queue.h"
 #include "traces/loaders.h"
@@ -69,6 +71,22 @@ void BM_RooflineIteration(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_RooflineIteration)->Arg(1)->Arg(32)->Arg(256);
+
+// The calibrated model: every operator looked up in the measured H100 tables (lookups per second
+// = items_per_second x 8 operators).
+void BM_ProfiledIteration(benchmark::State& state) {
+  static const Catalog c;
+  static const auto tables = profiles::load_gpu_profiles("profiles", "h100_sxm");
+  const models::Deployment d{&c.models.get("llama-3.1-8b"), &c.gpus.get("h100_sxm"), 1,
+                             models::Dtype::kBf16, models::Dtype::kBf16};
+  const auto cost = models::make_profiled_cost_model(d, tables, {});
+  models::BatchShape shape;
+  for (int64_t i = 0; i < state.range(0); ++i) shape.segments.push_back({1, 1000 + i, 1});
+  if (state.range(1) > 0) shape.segments.push_back({state.range(1), state.range(1) + 300, 1});
+  for (auto _ : state) benchmark::DoNotOptimize(cost->iteration_time(shape));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ProfiledIteration)->Args({1, 0})->Args({32, 0})->Args({256, 0})->Args({64, 512});
 
 void BM_ColocDecision(benchmark::State& state) {
   const auto policy = policies::make_coloc({});
