@@ -106,10 +106,13 @@ CapacityResult find_capacity(const std::string& scenario_path,
       detail += fmt::format("  {} {:.1f} ms", b.name, v * 1e3);
     }
     if (options.attainment) p.meets &= p.summary.slo_attainment >= *options.attainment;
+    const bool sustained = p.summary.request_rate_per_s >= options.min_throughput_ratio * r;
+    p.meets &= sustained;
     out << fmt::format("rate {:9.3f} req/s  achieved {:8.3f} req/s {} attainment {:6.2f} %  "
                        "goodput {:9.1f} tok/s  {}\n",
                        r, p.summary.request_rate_per_s, detail, p.summary.slo_attainment * 100,
-                       p.summary.goodput_tokens_per_s, p.meets ? "meets" : "violates");
+                       p.summary.goodput_tokens_per_s,
+                       p.meets ? "meets" : sustained ? "violates" : "not sustained");
     result.probes.push_back(p);
     if (p.meets && r > result.capacity_rps) {
       result.capacity_rps = r;

@@ -5,6 +5,8 @@
 // 50, 90, 99 bounds that percentile of the run (tbt over every token gap: Sarathi-Serve's and
 // DynaServe's capacity); `ttft=`, `tpot=`, `tbt_p99=` also set the scenario's per-request
 // objectives, and `--attainment A` additionally requires that share of requests to meet them.
+// A rate must also be sustained: achieved rate >= min_throughput_ratio x offered rate (an
+// overloaded disaggregated deployment queues prompts and keeps its TBT low; this catches it).
 // The rate knob is workload.arrival.rate for generated workloads and workload.rate (time-scale to
 // a rate) for traces; closed-loop workloads have no rate.
 #pragma once
@@ -25,6 +27,9 @@ struct CapacityOptions {
   double start_rate = 0;                  // 0: the scenario's own rate
   double relative_tolerance = 0.02;       // stop when (hi - lo) / hi is below this
   int max_runs = 24;
+  // A rate also counts as sustained only if the run's achieved request rate is at least this share
+  // of the offered one; above capacity queues grow and a finite run hides it in the tail.
+  double min_throughput_ratio = 0.9;
 };
 
 struct CapacityProbe {

@@ -157,3 +157,52 @@ TEST(GoldenDeterminism, TwoProcessesGiveTheSameFingerprint) {
 
 }  // namespace
 }  // namespace servesim
+
+#include "app/capacity.h"
+#include "sim/core/error.h"
+
+namespace servesim {
+namespace {
+
+TEST(Capacity, BisectionBracketsTheLargestRateMeetingTheSlo) {
+  const auto root = scenarios::DataRoot::discover();
+  app::CapacityOptions options;
+  options.slo = {"ttft_p90=500ms"};
+  std::ostringstream log;
+  const app::CapacityResult r = app::find_capacity(
+      "tests/golden/scenarios/quickstart/scenario.json",
+      {R"(workload={"type":"generated","arrival":{"process":"poisson","rate":5.0},"count":300,)"
+       R"("lengths":{"type":"fixed","prompt":1024,"output":64}})"},
+      options, root, log);
+  ASSERT_GT(r.capacity_rps, 0) << log.str();
+  double lowest_violating = 1e300;
+  for (const auto& p : r.probes) {
+    if (p.meets) {
+      EXPECT_LE(p.summary.ttft_s.p90, 0.5);
+      EXPECT_LE(p.rate, r.capacity_rps);
+    } else {
+      lowest_violating = std::min(lowest_violating, p.rate);
+    }
+  }
+  ASSERT_LT(lowest_violating, 1e300) << "the search never found a violating rate";
+  EXPECT_GT(lowest_violating, r.capacity_rps);
+  EXPECT_LE((lowest_violating - r.capacity_rps) / lowest_violating, options.relative_tolerance);
+}
+
+TEST(Capacity, MalformedSloIsAConfigError) {
+  const auto root = scenarios::DataRoot::discover();
+  app::CapacityOptions options;
+  options.slo = {"tbt_p42=1s", "ttft=soon"};
+  std::ostringstream log;
+  try {
+    app::find_capacity("scenarios/quickstart.json", {}, options, root, log);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.issues().size(), 2u);
+    EXPECT_EQ(e.issues()[0].path, "--slo tbt_p42=1s");
+    EXPECT_EQ(e.issues()[1].path, "--slo ttft=soon");
+  }
+}
+
+}  // namespace
+}  // namespace servesim
