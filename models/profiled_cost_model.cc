@@ -189,6 +189,9 @@ struct ProfiledCostModel::Impl {
   void resolve_direct(const std::vector<const profiles::Profile*>& order);
   void resolve_donor(const std::vector<const profiles::Profile*>& order, const GpuSpec& donor);
   void resolve_uncalibrated();
+  // Every GEMM (weights, LM head, MoE router) priced by a fitted roofline instead of a table:
+  // `weights` for the model's weight dtype, `sixteen_bit` for the 16-bit LM head and router.
+  void use_gemm_fits(const RooflineFit& weights, const RooflineFit& sixteen_bit);
 
   // Evaluation.
   const TokenEntry& tokens_entry(int64_t m) const;
@@ -740,19 +743,7 @@ void ProfiledCostModel::Impl::resolve_donor(const std::vector<const profiles::Pr
   if (!have16) {
     afit = fit_from_throughputs(gpu.bf16_flops_per_s * 0.75, gpu.mem_bw_bytes_per_s * 0.8, 2e-6);
   }
-  const auto set = [&](GemmSource* s, double n, double k, double wb, const RooflineFit& f) {
-    s->table = nullptr;
-    s->fit = f;
-    s->n = n;
-    s->k = k;
-    s->weight_bytes = wb;
-  };
-  set(&qkv, shapes.qkv_n, shapes.qkv_k, shapes.weight_bytes, wfit);
-  set(&o, shapes.o_n, shapes.o_k, shapes.weight_bytes, wfit);
-  set(&gate_up, shapes.gate_up_n, shapes.gate_up_k, shapes.weight_bytes, wfit);
-  set(&down, shapes.down_n, shapes.down_k, shapes.weight_bytes, wfit);
-  set(&lm_head, shapes.lm_head_n, shapes.lm_head_k, 2, afit);
-  set(&router, shapes.experts, shapes.hidden, 2, afit);
+  use_gemm_fits(wfit, afit);
   elementwise_bw = afit.bandwidth();
 
   const std::string kv = kv_dtype_name(d.kv_dtype);
@@ -809,11 +800,8 @@ void ProfiledCostModel::Impl::resolve_donor(const std::vector<const profiles::Pr
   diag.sources.push_back("allreduce: link roofline");
 }
 
-void ProfiledCostModel::Impl::resolve_uncalibrated() {
-  uncalibrated = true;
-  const detail::Throughputs x = detail::achievable_throughputs(d, params.roofline);
-  const RooflineFit wfit = fit_from_throughputs(x.gemm_flops_per_s, x.mem_bytes_per_s, x.launch_s);
-  const RooflineFit afit = fit_from_throughputs(x.bf16_flops_per_s, x.mem_bytes_per_s, x.launch_s);
+void ProfiledCostModel::Impl::use_gemm_fits(const RooflineFit& weights,
+                                             const RooflineFit& sixteen_bit) {
   const auto set = [](GemmSource* s, double n, double k, double wb, const RooflineFit& f) {
     s->table = nullptr;
     s->fit = f;
@@ -821,12 +809,20 @@ void ProfiledCostModel::Impl::resolve_uncalibrated() {
     s->k = k;
     s->weight_bytes = wb;
   };
-  set(&qkv, shapes.qkv_n, shapes.qkv_k, shapes.weight_bytes, wfit);
-  set(&o, shapes.o_n, shapes.o_k, shapes.weight_bytes, wfit);
-  set(&gate_up, shapes.gate_up_n, shapes.gate_up_k, shapes.weight_bytes, wfit);
-  set(&down, shapes.down_n, shapes.down_k, shapes.weight_bytes, wfit);
-  set(&lm_head, shapes.lm_head_n, shapes.lm_head_k, 2, afit);
-  set(&router, shapes.experts, shapes.hidden, 2, afit);
+  set(&qkv, shapes.qkv_n, shapes.qkv_k, shapes.weight_bytes, weights);
+  set(&o, shapes.o_n, shapes.o_k, shapes.weight_bytes, weights);
+  set(&gate_up, shapes.gate_up_n, shapes.gate_up_k, shapes.weight_bytes, weights);
+  set(&down, shapes.down_n, shapes.down_k, shapes.weight_bytes, weights);
+  set(&lm_head, shapes.lm_head_n, shapes.lm_head_k, 2, sixteen_bit);
+  set(&router, shapes.experts, shapes.hidden, 2, sixteen_bit);
+}
+
+void ProfiledCostModel::Impl::resolve_uncalibrated() {
+  uncalibrated = true;
+  const detail::Throughputs x = detail::achievable_throughputs(d, params.roofline);
+  const RooflineFit wfit = fit_from_throughputs(x.gemm_flops_per_s, x.mem_bytes_per_s, x.launch_s);
+  const RooflineFit afit = fit_from_throughputs(x.bf16_flops_per_s, x.mem_bytes_per_s, x.launch_s);
+  use_gemm_fits(wfit, afit);
   prefill_fit = afit;
   decode_fit = afit;
   elementwise_bw = x.mem_bytes_per_s;
