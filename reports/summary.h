@@ -51,6 +51,9 @@ struct RunSummary {
   double attainment_ttft = 0;
   double attainment_tpot = 0;
   double attainment_tbt = 0;
+  // Share of all token gaps at or below tbt_p99 (DynaServe reports TBT attainment per token);
+  // NaN when tbt_p99 is unset.
+  double tbt_token_attainment = 0;
 
   double goodput_tokens_per_s = 0;    // DynaServe: output tokens of SLO-meeting requests / duration
   double goodput_requests_per_s = 0;  // DOPD: SLO-meeting requests / duration

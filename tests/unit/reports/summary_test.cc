@@ -160,6 +160,8 @@ TEST(SummarizeTest, TbtObjectiveAllowsOnePercentOfGaps) {
   slo.tbt_p99 = std::chrono::milliseconds(100);
   const RunSummary s = summarize(requests, LogHistogram{}, slo, {.num_gpus = 1});
   EXPECT_DOUBLE_EQ(s.attainment_tbt, 0.5);
+  // 200 + 200 + 99 + 100 gaps, 2 + 3 + 1 + 1 of them above the objective.
+  EXPECT_DOUBLE_EQ(s.tbt_token_attainment, 1.0 - 7.0 / 599.0);
   EXPECT_DOUBLE_EQ(s.slo_attainment, 0.5);
   EXPECT_DOUBLE_EQ(s.duration_s, 1.0);
   EXPECT_DOUBLE_EQ(s.goodput_tokens_per_s, 201 + 101);
@@ -219,8 +221,8 @@ TEST(SummaryScalarsTest, NamesEveryField) {
   const RunSummary s =
       summarize(ten_requests(), LogHistogram{}, slo, {.num_gpus = 2, .gpu_seconds = 3});
   const auto scalars = summary_scalars(s);
-  // 7 counters and rates, 5 x 5 percentiles, 4 attainments, 3 goodputs, 3 GPU figures.
-  EXPECT_EQ(scalars.size(), 42u);
+  // 7 counters and rates, 5 x 5 percentiles, 5 attainments, 3 goodputs, 3 GPU figures.
+  EXPECT_EQ(scalars.size(), 43u);
   std::map<std::string, double> by_name(scalars.begin(), scalars.end());
   EXPECT_EQ(by_name.size(), scalars.size()) << "duplicate names";
   EXPECT_DOUBLE_EQ(by_name.at("requests"), 10);
@@ -232,6 +234,7 @@ TEST(SummaryScalarsTest, NamesEveryField) {
   EXPECT_DOUBLE_EQ(by_name.at("slo_attainment"), 0.6);
   EXPECT_DOUBLE_EQ(by_name.at("attainment_ttft"), 0.6);
   EXPECT_TRUE(std::isnan(by_name.at("attainment_tbt")));
+  EXPECT_TRUE(std::isnan(by_name.at("tbt_token_attainment")));
   EXPECT_DOUBLE_EQ(by_name.at("goodput_tokens_per_s"), 66 / 1.1);
   EXPECT_DOUBLE_EQ(by_name.at("goodput_requests_per_s"), 6 / 1.1);
   EXPECT_DOUBLE_EQ(by_name.at("distserve_goodput_per_gpu"), 0.0);
