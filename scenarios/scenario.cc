@@ -572,6 +572,13 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
 
 Workload build_workload(const Scenario& scenario, const DataRoot& root) {
   Workload w = build_open_workload(scenario.workload, scenario.base_dir, root, scenario.seed, "workload");
+  if (scenario.workload.at("type") == "closed_loop") {
+    // Arrival times come from the clients, not from the generator.
+    w.description = fmt::format("closed loop: {} clients, think time {}, {} requests with lengths {}",
+                                scenario.workload.at("clients").get<int64_t>(),
+                                scenario.workload.at("think_time").get<std::string>(),
+                                w.requests.size(), scenario.workload.at("lengths").dump());
+  }
   if (w.requests.empty()) {
     throw ConfigError(scenario.source, {{"workload", "the workload has no requests (check the "
                                                       "window, first_n and count settings)"}});
