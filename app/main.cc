@@ -94,8 +94,9 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   }
   fmt::print("\n{}", reports::format_summary(o.summary, s.slo));
   if (o.result.requests_rejected > 0) {
-    fmt::print("warning: {} request(s) rejected: their prompt + output exceeds an instance's KV "
-               "pool\n",
+    fmt::print("warning: {} request(s) rejected: they can never run (prompt + output exceeds an "
+               "instance's KV pool, or the prompt exceeds the token budget without chunked "
+               "prefill)\n",
                o.result.requests_rejected);
   }
   if (o.result.requests_unfinished > 0) {

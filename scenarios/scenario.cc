@@ -636,6 +636,12 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       setup.num_blocks = g.memory.num_blocks;
       setup.block_size = g.memory.block_size;
       setup.batching = layout ? layout->groups[gi].make_batching() : policy_entry->make(s.policy.params);
+      // Without chunked prefill a prompt must fit in one iteration's token budget.
+      if (!layout && s.policy.params.contains("enable_chunked_prefill") &&
+          !s.policy.params.get_bool("enable_chunked_prefill") &&
+          s.policy.params.contains("max_num_batched_tokens")) {
+        setup.max_prompt_tokens = s.policy.params.get_int("max_num_batched_tokens");
+      }
       in.instances.push_back(std::move(setup));
       first_gpu.push_back(next_gpu);
       tps.push_back(g.tp);

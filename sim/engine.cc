@@ -232,10 +232,13 @@ struct Engine::Impl {
       rs.instance = target;
       const int64_t full_blocks =
           blocks_for_tokens(spec.prompt_tokens + spec.output_tokens, inst.setup.block_size);
-      if (full_blocks > inst.setup.num_blocks ||
+      const bool prompt_too_long =
+          inst.setup.max_prompt_tokens > 0 && spec.prompt_tokens > inst.setup.max_prompt_tokens;
+      if (prompt_too_long || full_blocks > inst.setup.num_blocks ||
           (disaggregated && full_blocks > max_decode_blocks)) {
-        // Could never be admitted: its full context exceeds the instance's (or, disaggregated,
-        // every decode instance's) KV pool.
+        // Could never be admitted: its prompt exceeds what the batching can schedule, or its
+        // full context exceeds the instance's (or, disaggregated, every decode instance's) KV
+        // pool.
         ++result.requests_rejected;
         set_in_system(-1);
         // A closed-loop client whose request was rejected moves on to its next one.

@@ -45,6 +45,10 @@ struct InstanceSetup {
   int64_t kv_bytes_per_token = 0;  // whole-instance KV bytes per token (for transfers)
   std::shared_ptr<const models::IterationCostModel> cost_model;
   int64_t num_blocks = 0;  // KV blocks (from the memory plan)
+  // Longest prompt the instance's batching can ever schedule (0 = no limit; e.g. the token budget
+  // when chunked prefill is off). Longer requests are rejected at routing, like too-long prompts
+  // in a serving engine, instead of waiting forever.
+  int64_t max_prompt_tokens = 0;
   int64_t block_size = 16;
   std::unique_ptr<BatchingPolicy> batching;
 };
@@ -94,7 +98,7 @@ struct RunResult {
   int64_t events = 0;
   int64_t requests_total = 0;
   int64_t requests_finished = 0;
-  int64_t requests_rejected = 0;    // could never fit in an instance's KV pool
+  int64_t requests_rejected = 0;    // could never run: KV pool too small or prompt too long
   int64_t requests_unfinished = 0;  // still in flight when max_sim_time stopped the run
   SimTime end_time{};               // last completion (or the stop time)
   int num_gpus = 0;

@@ -463,3 +463,26 @@ TEST(EngineCostModel, SameBatchCostsTheSameThroughTheEngineAndCalledDirectly) {
 
 }  // namespace
 }  // namespace servesim::sim
+
+namespace servesim::sim {
+namespace {
+
+TEST(EngineKv, PromptLongerThanWhatTheBatchingCanScheduleIsRejected) {
+  std::vector<InstanceSetup> inst(1);
+  inst[0].cost_model = make_cost();
+  inst[0].num_blocks = 10000;
+  inst[0].max_prompt_tokens = 1024;
+  policies::ColocParams p;
+  p.max_num_batched_tokens = 1024;
+  p.enable_chunked_prefill = false;
+  inst[0].batching = policies::make_coloc(p);
+  Workload w = fixed_workload(3, 1.0, 1000, 10, 1);
+  w.requests[1].prompt_tokens = 3000;
+  Engine engine(EngineConfig{}, std::move(inst), policies::make_round_robin(), std::move(w), nullptr);
+  const RunResult res = engine.run();
+  EXPECT_EQ(res.requests_rejected, 1);
+  EXPECT_EQ(res.requests_finished, 2);
+}
+
+}  // namespace
+}  // namespace servesim::sim
