@@ -113,7 +113,7 @@ class Coloc : public sim::BatchingPolicy {
   bool whole_prompt() const { return p_.kv_allocation == ColocParams::KvAllocation::kWholePrompt; }
 
   // KV tokens to reserve when a prefill chunk is scheduled.
-  int64_t prefill_reserve(const SeqView& seq) const { return whole_prompt() ? seq.num_tokens() : 0; }
+  int64_t prefill_reserve(const SeqView& seq) const { return whole_prompt() ? seq.target_tokens() : 0; }
 
   // Largest chunk of `seq`'s remaining prefill that fits `budget` tokens and the free KV.
   int64_t fit_chunk(const SeqView& seq, int64_t budget, int64_t free_blocks) const {
@@ -162,7 +162,7 @@ class Coloc : public sim::BatchingPolicy {
       if (p_.long_prefill_token_threshold > 0) n = std::min(n, p_.long_prefill_token_threshold);
       if (!p_.enable_chunked_prefill && n > budget) return false;
       n = std::min(n, budget);
-      const int64_t kv_tokens = whole_prompt() ? r.num_tokens() : n;
+      const int64_t kv_tokens = whole_prompt() ? r.target_tokens() : n;
       if (blocks_for_tokens(kv_tokens, view.block_size) > d.free_blocks()) return false;
       d.admit(r, n, prefill_reserve(r));
       used += n;
@@ -218,7 +218,7 @@ class Coloc : public sim::BatchingPolicy {
         if (!p_.enable_chunked_prefill || used > 0) break;
         n = budget;
       }
-      const int64_t kv_tokens = whole_prompt() ? r.num_tokens() : n;
+      const int64_t kv_tokens = whole_prompt() ? r.target_tokens() : n;
       if (blocks_for_tokens(kv_tokens, view.block_size) > d.free_blocks()) break;
       d.admit(r, n, prefill_reserve(r));
       used += n;

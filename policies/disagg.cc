@@ -19,7 +19,7 @@ class PrefillOnlyBatcher : public sim::BatchingPolicy {
     for (const sim::SeqView& r : *view.running) {
       if (count >= p_.max_batch_size || used >= p_.max_tokens) break;
       const int64_t c = std::min(r.remaining_tokens(), p_.max_tokens - used);
-      plan.scheduled.push_back({r.id, c, r.num_tokens()});
+      plan.scheduled.push_back({r.id, c, r.target_tokens()});
       used += c;
       count++;
     }
@@ -30,11 +30,11 @@ class PrefillOnlyBatcher : public sim::BatchingPolicy {
         if (used > 0) break;  // only a batch's first prompt may exceed the token cap
         if (p_.enable_chunked_prefill) n = p_.max_tokens;
       }
-      const int64_t need = sim::blocks_for_tokens(r.num_tokens(), view.block_size);
+      const int64_t need = sim::blocks_for_tokens(r.target_tokens(), view.block_size);
       if (need > free) break;
       free -= need;
       plan.admit.push_back(r.id);
-      plan.scheduled.push_back({r.id, n, r.num_tokens()});
+      plan.scheduled.push_back({r.id, n, r.target_tokens()});
       used += n;
       count++;
     }

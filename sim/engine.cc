@@ -26,6 +26,7 @@ struct RequestState {
   int64_t max_tbt_ns = 0;
   int64_t tbt_violations = 0;
   int32_t preemptions = 0;
+  int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
   std::vector<int64_t> token_times_ns;
 };
 
@@ -216,6 +217,23 @@ struct Engine::Impl {
     l.accepting = inst.setup.role != InstanceRole::kDecode;
   }
 
+  // Asks the router whether to split the request it just placed on `target`.
+  void apply_split(const ClusterView& view, const RequestSpec& spec, int32_t target, SeqView& seq,
+                   RequestState& rs) {
+    const SplitDecision d = router->split(view, spec, target);
+    if (d.split_tokens <= 0) return;
+    const int64_t n = spec.prompt_tokens + spec.output_tokens;
+    if (d.split_tokens >= n || d.target < 0 || static_cast<size_t>(d.target) >= instances.size() ||
+        d.target == target || instances[static_cast<size_t>(d.target)].setup.role == InstanceRole::kPrefill) {
+      throw std::logic_error(fmt::format(
+          "router split request {} at {} of {} tokens onto instance {} (from {}): invalid", spec.id,
+          d.split_tokens, n, d.target, target));
+    }
+    if (!config.transfer.link) throw std::invalid_argument("split requests need KV links");
+    seq.split_tokens = d.split_tokens;
+    rs.split_target = d.target;
+  }
+
   void on_route() {
     route_pending = false;
     for (size_t i = 0; i < instances.size(); ++i) refresh_load(i);
@@ -250,6 +268,11 @@ struct Engine::Impl {
       seq.arrival = spec.arrival;
       seq.prompt_tokens = spec.prompt_tokens;
       seq.output_tokens = spec.output_tokens;
+      if (inst.setup.role == InstanceRole::kPrefill) {
+        seq.split_tokens = spec.prompt_tokens;  // its decode instance is chosen at the hand-off
+      } else {
+        apply_split(view, spec, target, seq, rs);
+      }
       inst.waiting.push_back(seq);
       inst.outstanding++;
       inst.queued_prompt_blocks += blocks_for_tokens(spec.prompt_tokens, inst.setup.block_size);
@@ -416,7 +439,7 @@ struct Engine::Impl {
     inst.busy = false;
     inst.stats.iterations++;
     inst.stats.busy_ns += (now - inst.batch_start).count();
-    bool any_finished = false;
+    bool any_leaving = false;
     for (const BatchItem& item : inst.batch) {
       SeqView& seq = inst.running[static_cast<size_t>(item.running_pos)];
       if (item.tokens > 1) {
@@ -425,20 +448,24 @@ struct Engine::Impl {
         inst.stats.decode_tokens += item.tokens;
       }
       seq.computed_tokens += item.tokens;
+      RequestState& rs = requests[static_cast<size_t>(seq.id)];
+      if (seq.split_tokens > 0 && rs.split_target >= 0 &&
+          config.transfer.mode == KvTransferMode::kChunked) {
+        stream_chunk(i, rs.split_target, item.tokens);
+      }
+      // Finished, or at its split point and leaving for another instance.
+      if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) any_leaving = true;
       if (seq.computed_tokens != seq.num_tokens()) continue;
       seq.generated_tokens++;
-      RequestState& rs = requests[static_cast<size_t>(seq.id)];
       record_token(rs, t_ns);
-      if (seq.generated_tokens == seq.output_tokens || inst.setup.role == InstanceRole::kPrefill) {
-        any_finished = true;  // finished, or prefilled and leaving for a decode instance
-      }
+      if (seq.generated_tokens == seq.output_tokens) any_leaving = true;
     }
-    if (any_finished) {
+    if (any_leaving) {
       for (SeqView& seq : inst.running) {
         if (seq.generated_tokens == seq.output_tokens) {
           finish(i, inst, seq);
           seq.id = -1;
-        } else if (inst.setup.role == InstanceRole::kPrefill && seq.generated_tokens > 0) {
+        } else if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
           requests[static_cast<size_t>(seq.id)].running_pos = kNotRunning;
           handoffs.push_back({seq, static_cast<int32_t>(i), now, inst.batch_start, 0});
           seq.id = -1;
@@ -448,7 +475,17 @@ struct Engine::Impl {
       reindex_running(inst);
     }
     request_schedule(i);
-    if (disaggregated) start_transfers();
+    if (!handoffs.empty()) start_transfers();
+  }
+
+  // Chunked transfer: the KV of `tokens` new tokens leaves for `dst` as soon as they are computed;
+  // chunks queue FIFO on the link behind whatever it is already carrying.
+  void stream_chunk(size_t src, int32_t dst, int64_t tokens) {
+    const LinkSpec link = config.transfer.link(static_cast<int32_t>(src), dst);
+    SimTime& free_at = link_free_at[{static_cast<int32_t>(src), dst}];
+    const int64_t bytes = tokens * instances[src].setup.kv_bytes_per_token;
+    free_at = std::max(free_at, now) + duration_from_seconds(static_cast<double>(bytes) / link.bytes_per_s);
+    instances[src].stats.kv_bytes_out += bytes;
   }
 
   // ---- KV transfers (disaggregation) ----
@@ -465,9 +502,10 @@ struct Engine::Impl {
       }
       ClusterView view{now, &decode_loads, instances.front().setup.block_size};
       const RequestSpec& spec = workload.requests[static_cast<size_t>(h.seq.id)];
-      const int32_t d = decode_router->route(view, spec);
-      if (d < 0 || static_cast<size_t>(d) >= instances.size() ||
-          instances[static_cast<size_t>(d)].setup.role != InstanceRole::kDecode) {
+      const int32_t split_target = requests[static_cast<size_t>(h.seq.id)].split_target;
+      const int32_t d = split_target >= 0 ? split_target : decode_router->route(view, spec);
+      if (split_target < 0 && (d < 0 || static_cast<size_t>(d) >= instances.size() ||
+                               instances[static_cast<size_t>(d)].setup.role != InstanceRole::kDecode)) {
         throw std::logic_error(fmt::format("decode router returned instance {}, not a decode instance", d));
       }
       InstanceState& dst = instances[static_cast<size_t>(d)];
@@ -483,16 +521,23 @@ struct Engine::Impl {
                                                                  link.bytes_per_s);
       SimTime& free_at = link_free_at[{h.source, d}];
       SimTime end;
-      if (config.transfer.mode == KvTransferMode::kLayerwiseOverlap) {
+      const bool streamed = config.transfer.mode == KvTransferMode::kChunked && split_target >= 0;
+      if (streamed) {
+        // Every chunk is already on the wire (stream_chunk); the last one lands after the link
+        // drains, plus the link latency.
+        end = std::max(free_at, now) + link.latency;
+      } else if (config.transfer.mode == KvTransferMode::kLayerwiseOverlap) {
         // Layers were sent as they completed during the prefill iteration.
         const SimTime start = std::max(free_at, h.prefill_start);
         end = std::max(start + wire, now + wire / std::max(1, config.transfer.num_layers));
       } else {
         end = std::max(now, free_at) + wire;
       }
-      free_at = end;
+      if (!streamed) {
+        free_at = end;
+        src.stats.kv_bytes_out += bytes;
+      }
       src.stats.kv_transfers_out++;
-      src.stats.kv_bytes_out += bytes;
       src.stats.transfer_wait_ns += (now - h.ready).count();
       Event e{end, Phase::kTransferDone, EventKind::kTransferDone, d, 0, 0};
       e.request = h.seq.id;
@@ -513,6 +558,7 @@ struct Engine::Impl {
     InstanceState& dst = instances[d];
     SeqView seq = h.seq;
     seq.blocks = h.reserved_blocks;
+    seq.split_tokens = 0;  // the rest of the request runs here
     RequestState& rs = requests[static_cast<size_t>(id)];
     rs.instance = static_cast<int32_t>(d);
     rs.running_pos = static_cast<int32_t>(dst.running.size());

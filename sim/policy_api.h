@@ -26,12 +26,26 @@ class BatchingPolicy {
   virtual bool next_batch(const InstanceView& view, BatchPlan& plan) = 0;
 };
 
+// Where a routed request is split (micro-requests): the first instance computes tokens
+// 1..split_tokens, then the request continues on `target` with its KV. split_tokens == 0: no split.
+struct SplitDecision {
+  int64_t split_tokens = 0;
+  int32_t target = -1;
+};
+
 class RoutingPolicy {
  public:
   virtual ~RoutingPolicy() = default;
   // Returns the index into view.instances of the instance that takes `request`. Only instances
   // with accepting == true may be chosen. REQUIRES: at least one accepting instance.
   virtual int32_t route(const ClusterView& view, const RequestSpec& request) = 0;
+  // Called right after route() chose `instance`: whether to split the request across two
+  // instances. REQUIRES of a split: 0 < split_tokens < prompt + output tokens, and `target` an
+  // instance other than `instance`. Default: no split.
+  virtual SplitDecision split(const ClusterView& view, const RequestSpec& request,
+                              int32_t instance) {
+    return {};
+  }
 };
 
 struct BatchingPolicyEntry {

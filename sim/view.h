@@ -28,6 +28,9 @@ enum class KvTransferMode {
   kAfterPrefill,      // the whole KV once the prompt is done (DistServe)
   kLayerwiseOverlap,  // layer i is sent while layer i+1 computes; only what the prefill
                       // iteration could not hide is exposed, at least one layer's share (Splitwise)
+  kChunked,           // each iteration's new KV is sent as soon as the iteration ends, so only
+                      // what the link still has queued is exposed at the hand-off (DynaServe);
+                      // for requests with a known destination (splits), else as kAfterPrefill
 };
 
 // Tokens -> KV blocks, rounding up. REQUIRES: block_size > 0, tokens >= 0.
@@ -45,12 +48,20 @@ struct SeqView {
   int64_t computed_tokens = 0;   // tokens whose KV is in the cache (0 after a recompute preemption)
   int64_t blocks = 0;            // KV blocks held on this instance
   int32_t preemptions = 0;
+  // > 0: this instance computes the request's tokens up to here and then hands it (with its KV)
+  // to another instance: a prefill instance stops at the prompt, a split micro-request at its
+  // split point. 0: the request stays until it finishes.
+  int64_t split_tokens = 0;
 
   // Tokens that must be in KV before the next token can be sampled: the prompt plus every sampled
   // token (the newest sampled token is fed back in the next step).
   int64_t num_tokens() const { return prompt_tokens + generated_tokens; }
-  // Tokens still to compute before the next sample (1 for a decode step).
-  int64_t remaining_tokens() const { return num_tokens() - computed_tokens; }
+  // Tokens this instance computes before the next sample or hand-off.
+  int64_t target_tokens() const {
+    return split_tokens > 0 && split_tokens < num_tokens() ? split_tokens : num_tokens();
+  }
+  // Tokens still to compute here before the next sample (1 for a decode step) or hand-off.
+  int64_t remaining_tokens() const { return target_tokens() - computed_tokens; }
   // A decode step: the prompt (and any recompute) is done and one token is pending.
   bool is_decode() const { return generated_tokens > 0 && remaining_tokens() == 1; }
 };

@@ -486,3 +486,104 @@ TEST(EngineKv, PromptLongerThanWhatTheBatchingCanScheduleIsRejected) {
 
 }  // namespace
 }  // namespace servesim::sim
+
+namespace servesim::sim {
+namespace {
+
+// Sends every request to instance 0 and splits it at a fixed token onto instance 1.
+class FixedSplitRouter : public RoutingPolicy {
+ public:
+  explicit FixedSplitRouter(int64_t split) : split_(split) {}
+  int32_t route(const ClusterView&, const RequestSpec&) override { return 0; }
+  SplitDecision split(const ClusterView&, const RequestSpec&, int32_t) override {
+    return {split_, 1};
+  }
+
+ private:
+  int64_t split_;
+};
+
+RunResult run_split(int64_t split, KvTransferMode mode, Workload w, RecordListener* listener,
+                    int64_t budget = 4096) {
+  std::vector<InstanceSetup> inst(2);
+  for (auto& s : inst) {
+    s.cost_model = make_cost();
+    s.num_blocks = 20000;
+    s.kv_bytes_per_token = 131072;
+    policies::ColocParams p;
+    p.max_num_batched_tokens = budget;
+    s.batching = policies::make_coloc(p);
+  }
+  EngineConfig config;
+  config.record_token_times = true;
+  config.transfer.mode = mode;
+  config.transfer.link = [](int32_t, int32_t) { return LinkSpec{50e9, std::chrono::microseconds(5)}; };
+  Engine engine(config, std::move(inst), std::make_unique<FixedSplitRouter>(split), std::move(w),
+                listener);
+  return engine.run();
+}
+
+TEST(EngineSplit, SplitInsideThePromptOffloadsPartOfThePrefill) {
+  CollectingListener rec;
+  const RunResult res = run_split(600, KvTransferMode::kAfterPrefill,
+                                  fixed_workload(1, 0, 1000, 5, 1), &rec);
+  ASSERT_EQ(res.requests_finished, 1);
+  EXPECT_EQ(res.instances[0].prefill_tokens, 600);  // alpha: the first 600 prompt tokens
+  EXPECT_EQ(res.instances[1].prefill_tokens, 400);  // beta: the rest, over alpha's KV
+  EXPECT_EQ(res.instances[0].decode_tokens, 0);
+  EXPECT_EQ(res.instances[1].decode_tokens, 4);
+  EXPECT_EQ(rec.requests[0].instance_id, 1);
+  EXPECT_EQ(res.instances[0].kv_bytes_out, 600 * 131072);
+}
+
+TEST(EngineSplit, SplitAfterThePromptMergesEarlyDecodeWithPrefill) {
+  CollectingListener rec;
+  const RunResult res = run_split(1003, KvTransferMode::kAfterPrefill,
+                                  fixed_workload(1, 0, 1000, 10, 1), &rec);
+  ASSERT_EQ(res.requests_finished, 1);
+  // Alpha computes tokens 1..1003: the prompt (sampling token 1) and 3 decodes (tokens 2-4).
+  EXPECT_EQ(res.instances[0].prefill_tokens, 1000);
+  EXPECT_EQ(res.instances[0].decode_tokens, 3);
+  EXPECT_EQ(res.instances[1].decode_tokens, 6);  // tokens 5-10
+  // The hand-off gap (transfer of 1003 tokens of KV) is one TBT sample between tokens 4 and 5.
+  const auto& t = rec.requests[0].token_times_ns;
+  ASSERT_EQ(t.size(), 10u);
+  const int64_t wire = 5'000 + duration_from_seconds(1003.0 * 131072 / 50e9).count();
+  EXPECT_GT(t[4] - t[3], wire);
+}
+
+TEST(EngineSplit, SplitAtThePromptIsClassicDisaggregation) {
+  CollectingListener rec;
+  const RunResult res = run_split(1000, KvTransferMode::kAfterPrefill,
+                                  fixed_workload(1, 0, 1000, 5, 1), &rec);
+  EXPECT_EQ(res.instances[0].prefill_tokens, 1000);
+  EXPECT_EQ(res.instances[0].decode_tokens, 0);
+  EXPECT_EQ(res.instances[1].decode_tokens, 4);
+  // The first token comes from alpha's prefill; the second waits for the whole prompt's KV.
+  models::BatchShape shape;
+  shape.segments = {{1000, 1000, 1}};
+  EXPECT_EQ(rec.requests[0].ttft_ns(), make_cost()->iteration_time(shape).count());
+  const auto& t = rec.requests[0].token_times_ns;
+  const int64_t wire = 5'000 + duration_from_seconds(1000.0 * 131072 / 50e9).count();
+  shape.segments = {{1, 1001, 1}};
+  EXPECT_EQ(t[1] - t[0], wire + make_cost()->iteration_time(shape).count());
+}
+
+TEST(EngineSplit, ChunkedTransferExposesLessThanTransferAfterThePrefill) {
+  // A 6000-token prompt prefilled in 1024-token chunks on alpha, then decoded on beta.
+  CollectingListener after, chunked;
+  run_split(6000, KvTransferMode::kAfterPrefill, fixed_workload(1, 0, 6000, 3, 1), &after, 1024);
+  run_split(6000, KvTransferMode::kChunked, fixed_workload(1, 0, 6000, 3, 1), &chunked, 1024);
+  const auto gap = [](const CollectingListener& l) {
+    return l.requests[0].token_times_ns[1] - l.requests[0].token_times_ns[0];
+  };
+  EXPECT_EQ(after.requests[0].ttft_ns(), chunked.requests[0].ttft_ns());
+  // After the prefill the whole 6000-token KV crosses the link; chunked, only the last chunk.
+  const int64_t whole = duration_from_seconds(6000.0 * 131072 / 50e9).count();
+  const int64_t last_chunk = duration_from_seconds((6000.0 - 5 * 1024) * 131072 / 50e9).count();
+  EXPECT_LT(gap(chunked), gap(after));
+  EXPECT_GE(gap(after) - gap(chunked), whole - last_chunk - 1000);
+}
+
+}  // namespace
+}  // namespace servesim::sim
