@@ -114,7 +114,7 @@ int cmd_check(const std::string& path, const std::vector<std::string>& overrides
   const auto root = scenarios::DataRoot::discover();
   const scenarios::Scenario s = load(path, overrides, root);
   print_deployment(s, root);
-  fmt::print("\n{}\n", models::describe(s.memory_plan));
+  for (const auto& g : s.groups) fmt::print("\n{}\n", models::describe(g.memory));
   const Workload w = scenarios::build_workload(s, root);
   fmt::print("workload   {} ({} requests", w.description, w.requests.size());
   if (w.skipped_rows > 0) fmt::print(", {} rows skipped", w.skipped_rows);

@@ -401,6 +401,10 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       plan.role = g.role;
       plan.count = g.count;
       plan.tp = g.tp;
+      plan.memory_params.block_size = g.block_size;
+      plan.memory_params.gpu_memory_utilization = g.gpu_memory_utilization;
+      plan.memory_params.max_num_batched_tokens = g.max_num_batched_tokens;
+      plan.memory_params.max_num_seqs = g.max_num_seqs;
       s.groups.push_back(plan);
       total += g.count;
     }
@@ -409,9 +413,21 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     resolved["cluster"]["instances"] = total;
     resolved["cluster"]["tp"] = s.cluster.tp;
   } else if (issues.empty()) {
+    // A batching policy's memory knobs (coloc's block_size, gpu_memory_utilization, token
+    // budget and sequence limit) size the plan; policies without them keep the defaults.
     GroupPlan plan;
     plan.count = s.cluster.instances;
     plan.tp = s.cluster.tp;
+    const ParamValues& p = s.policy.params;
+    models::MemoryParams& m = plan.memory_params;
+    if (p.contains("block_size")) m.block_size = p.get_int("block_size");
+    if (p.contains("gpu_memory_utilization")) {
+      m.gpu_memory_utilization = p.get_double("gpu_memory_utilization");
+    }
+    if (p.contains("max_num_batched_tokens")) {
+      m.max_num_batched_tokens = p.get_int("max_num_batched_tokens");
+    }
+    if (p.contains("max_num_seqs")) m.max_num_seqs = p.get_int("max_num_seqs");
     s.groups.push_back(plan);
   }
 
@@ -419,42 +435,15 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   if (issues.empty()) {
     const auto& model_spec = catalogs.models.get(s.model);
     const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
-    std::vector<models::MemoryParams> group_memory;
-    if (s.cluster_policy) {
-      for (const auto& g : sim::cluster_policies().get(s.policy.type).make(s.policy.params).groups) {
-        models::MemoryParams m;
-        m.block_size = g.block_size;
-        m.gpu_memory_utilization = g.gpu_memory_utilization;
-        m.max_num_batched_tokens = g.max_num_batched_tokens;
-        m.max_num_seqs = g.max_num_seqs;
-        group_memory.push_back(m);
-      }
-    } else {
-      const ParamValues& p = s.policy.params;
-      if (p.contains("block_size")) s.memory.block_size = p.get_int("block_size");
-      if (p.contains("gpu_memory_utilization")) {
-        s.memory.gpu_memory_utilization = p.get_double("gpu_memory_utilization");
-      }
-      if (p.contains("max_num_batched_tokens")) {
-        s.memory.max_num_batched_tokens = p.get_int("max_num_batched_tokens");
-      }
-      if (p.contains("max_num_seqs")) s.memory.max_num_seqs = p.get_int("max_num_seqs");
-      group_memory.push_back(s.memory);
-    }
-    for (size_t i = 0; i < s.groups.size(); ++i) {
-      GroupPlan& g = s.groups[i];
+    for (GroupPlan& g : s.groups) {
       const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
                                    s.cluster.kv_dtype};
       try {
         models::make_roofline_cost_model(dep, s.cost);
-        g.memory = models::plan_memory(dep, group_memory[i]);
+        g.memory = models::plan_memory(dep, g.memory_params);
       } catch (const CapacityError& e) {
         issues.add(s.cluster_policy ? "policy" : "cluster", e.what());
       }
-    }
-    if (issues.empty()) {
-      s.memory = group_memory.front();
-      s.memory_plan = s.groups.front().memory;
     }
   }
   if (!issues.empty()) throw ConfigError(source, issues.list());

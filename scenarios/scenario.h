@@ -75,6 +75,7 @@ struct GroupPlan {
   sim::InstanceRole role = sim::InstanceRole::kUnified;
   int64_t count = 1;
   int tp = 1;
+  models::MemoryParams memory_params;  // what sizes the group's memory plan
   models::MemoryPlan memory;
 };
 
@@ -96,8 +97,6 @@ struct Scenario {
   std::string cost_type = "profiled";  // "profiled" (measured tables) or "roofline"
   bool cost_custom_allreduce = true;   // profiled: vLLM custom all-reduce (else NCCL)
   models::RooflineParams cost;
-  models::MemoryParams memory;
-  models::MemoryPlan memory_plan;  // of the first group, computed during validation
   bool cluster_policy = false;     // policy.type names a cluster policy (instance layout)
   std::vector<GroupPlan> groups;   // instance groups, computed during validation
   NetworkSpec network;
