@@ -135,7 +135,7 @@ std::string gib(int64_t bytes) {
 
 }  // namespace
 
-int64_t activation_reserve_bytes(const Deployment& d, const MemoryParams& p) {
+int64_t forward_activation_bytes(const Deployment& d, int64_t tokens) {
   const ModelSpec& m = *d.model;
   const double t = d.tp;
   const double mlp_factor = m.gated_mlp ? 2 : 1;
@@ -146,9 +146,13 @@ int64_t activation_reserve_bytes(const Deployment& d, const MemoryParams& p) {
                        (m.num_attention_heads / t + 2.0 * kv_heads_per_rank(m, d.tp)) *
                            static_cast<double>(m.head_dim) +
                        mlp_factor * intermediate / t;
-  const double forward = kActivationPeakFactor * static_cast<double>(p.max_num_batched_tokens) *
-                         width * kActivationBytes;
-  return std::llround(forward) + p.max_num_seqs * m.vocab_size * kLogitBytes;
+  return std::llround(kActivationPeakFactor * static_cast<double>(tokens) * width *
+                      kActivationBytes);
+}
+
+int64_t activation_reserve_bytes(const Deployment& d, const MemoryParams& p) {
+  return forward_activation_bytes(d, p.max_num_batched_tokens) +
+         p.max_num_seqs * d.model->vocab_size * kLogitBytes;
 }
 
 MemoryPlan plan_memory(const Deployment& deployment, const MemoryParams& params) {

@@ -41,6 +41,11 @@ struct MemoryPlan {
 // for out-of-range params.
 MemoryPlan plan_memory(const Deployment& deployment, const MemoryParams& params);
 
+// Estimated per-GPU activation workspace of one forward pass over `tokens` query tokens (the widest
+// per-token tensors of a layer live together, times a peak factor; see memory_model.cc). Excludes
+// logits. REQUIRES: tokens >= 0.
+int64_t forward_activation_bytes(const Deployment& deployment, int64_t tokens);
+
 // Estimated per-GPU activation reserve: what vLLM's profiling pass peaks at for a
 // max_num_batched_tokens dummy batch plus the sampler's fp32 logits (see memory_model.cc).
 int64_t activation_reserve_bytes(const Deployment& deployment, const MemoryParams& params);

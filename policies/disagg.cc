@@ -98,7 +98,7 @@ sim::ClusterLayout make_disagg_layout(const ParamValues& v) {
   prefill.tp = static_cast<int>(v.get_int("tp_prefill"));
   prefill.max_num_batched_tokens = pp.max_tokens;
   prefill.max_num_seqs = pp.max_batch_size;
-  prefill.make_batching = [pp] { return make_prefill_only_batcher(pp); };
+  prefill.make_batching = [pp](const sim::InstanceContext&) { return make_prefill_only_batcher(pp); };
 
   ColocParams dp;
   dp.mode = ColocParams::Mode::kUnifiedV1;
@@ -110,7 +110,7 @@ sim::ClusterLayout make_disagg_layout(const ParamValues& v) {
   decode.tp = static_cast<int>(v.get_int("tp_decode"));
   decode.max_num_batched_tokens = dp.max_num_batched_tokens;
   decode.max_num_seqs = dp.max_num_seqs;
-  decode.make_batching = [dp] { return make_coloc(dp); };
+  decode.make_batching = [dp](const sim::InstanceContext&) { return make_coloc(dp); };
 
   for (sim::InstanceGroup* g : {&prefill, &decode}) {
     g->block_size = v.get_int("block_size");

@@ -605,6 +605,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   std::map<int, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
   std::vector<int64_t> first_gpu;
   std::vector<int> tps;
+  std::vector<sim::InstanceContext> contexts;  // cluster policies only
   int64_t next_gpu = 0;
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
     const GroupPlan& g = s.groups[gi];
@@ -624,7 +625,21 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       setup.cost_model = cost;
       setup.num_blocks = g.memory.num_blocks;
       setup.block_size = g.memory.block_size;
-      setup.batching = layout ? layout->groups[gi].make_batching() : policy_entry->make(s.policy.params);
+      if (layout) {
+        sim::InstanceContext ctx;
+        ctx.index = static_cast<int32_t>(in.instances.size());
+        ctx.role = g.role;
+        ctx.tp = g.tp;
+        ctx.num_blocks = setup.num_blocks;
+        ctx.block_size = setup.block_size;
+        ctx.kv_bytes_per_token = setup.kv_bytes_per_token;
+        ctx.cost_model = cost;
+        ctx.slo = s.slo;
+        setup.batching = layout->groups[gi].make_batching(ctx);
+        contexts.push_back(std::move(ctx));
+      } else {
+        setup.batching = policy_entry->make(s.policy.params);
+      }
       // Without chunked prefill a prompt must fit in one iteration's token budget.
       if (!layout && s.policy.params.contains("enable_chunked_prefill") &&
           !s.policy.params.get_bool("enable_chunked_prefill") &&
@@ -637,7 +652,11 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       next_gpu += g.tp;
     }
   }
-  in.router = sim::routing_policies().get(s.router.type).make(s.router.params);
+  if (layout && layout->make_router) {
+    in.router = layout->make_router(contexts);
+  } else {
+    in.router = sim::routing_policies().get(s.router.type).make(s.router.params);
+  }
   if (layout) {
     in.decode_router = sim::routing_policies().get(layout->decode_router).make({});
     in.config.transfer.mode = layout->transfer;

@@ -54,6 +54,7 @@ struct InstanceState {
   bool busy = false;
   bool schedule_pending = false;
   SimTime batch_start{};
+  SimTime batch_end{};
   std::vector<BatchItem> batch;
   models::BatchShape shape;
   BatchPlan plan;
@@ -86,6 +87,7 @@ struct Engine::Impl {
   std::vector<RequestId> pending_route;
   bool route_pending = false;
   std::vector<InstanceLoad> loads;
+  std::vector<InstanceQueues> queues_view;
 
   // Disaggregation: prefilled requests waiting for room on a decode instance (FIFO), requests
   // whose KV is on the wire, and when each link is next free.
@@ -231,15 +233,20 @@ struct Engine::Impl {
     }
     if (!config.transfer.link) throw std::invalid_argument("split requests need KV links");
     seq.split_tokens = d.split_tokens;
+    seq.split_target = d.target;
     rs.split_target = d.target;
   }
 
   void on_route() {
     route_pending = false;
-    for (size_t i = 0; i < instances.size(); ++i) refresh_load(i);
+    queues_view.resize(instances.size());
+    for (size_t i = 0; i < instances.size(); ++i) {
+      refresh_load(i);
+      queues_view[i] = {&instances[i].running, &instances[i].waiting, instances[i].batch_end};
+    }
     for (RequestId id : pending_route) {
       const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
-      ClusterView view{now, &loads, instances.front().setup.block_size};
+      ClusterView view{now, &loads, instances.front().setup.block_size, &queues_view};
       const int32_t target = router->route(view, spec);
       if (target < 0 || static_cast<size_t>(target) >= instances.size()) {
         throw std::logic_error(fmt::format("router returned instance {} of {}", target,
@@ -354,13 +361,7 @@ struct Engine::Impl {
     inst.schedule_pending = false;
     if (inst.busy) return;
     if (inst.running.empty() && inst.waiting.empty()) return;
-    InstanceView view{now,
-                      static_cast<int32_t>(i),
-                      inst.setup.block_size,
-                      inst.setup.num_blocks,
-                      inst.free_blocks,
-                      &inst.running,
-                      &inst.waiting};
+    const InstanceView view = instance_view(i);
     BatchPlan& plan = inst.plan;
     plan.clear();
     const bool has_batch = inst.setup.batching->next_batch(view, plan);
@@ -415,6 +416,7 @@ struct Engine::Impl {
     if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
     inst.busy = true;
     inst.batch_start = now;
+    inst.batch_end = now + d;
     push(now + d, Phase::kComplete, EventKind::kBatchDone, static_cast<int32_t>(i));
   }
 
@@ -433,9 +435,16 @@ struct Engine::Impl {
     if (config.record_token_times) rs.token_times_ns.push_back(t_ns);
   }
 
+  InstanceView instance_view(size_t i) const {
+    const InstanceState& inst = instances[i];
+    return {now, static_cast<int32_t>(i), inst.setup.block_size, inst.setup.num_blocks,
+            inst.free_blocks, &inst.running, &inst.waiting};
+  }
+
   void on_batch_done(size_t i) {
     InstanceState& inst = instances[i];
     const int64_t t_ns = now.time_since_epoch().count();
+    inst.setup.batching->on_batch_done(instance_view(i), now - inst.batch_start);
     inst.busy = false;
     inst.stats.iterations++;
     inst.stats.busy_ns += (now - inst.batch_start).count();
@@ -559,6 +568,7 @@ struct Engine::Impl {
     SeqView seq = h.seq;
     seq.blocks = h.reserved_blocks;
     seq.split_tokens = 0;  // the rest of the request runs here
+    seq.split_target = -1;
     RequestState& rs = requests[static_cast<size_t>(id)];
     rs.instance = static_cast<int32_t>(d);
     rs.running_pos = static_cast<int32_t>(dst.running.size());

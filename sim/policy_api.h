@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "models/cost_model.h"
 #include "sim/core/params.h"
 #include "sim/core/registry.h"
+#include "sim/records.h"
 #include "sim/view.h"
 
 namespace servesim::sim {
@@ -24,6 +26,22 @@ class BatchingPolicy {
   // Fills `plan` (cleared by the caller) with the next batch. Returns false when there is nothing
   // to run now (the instance goes idle until the next arrival or completion).
   virtual bool next_batch(const InstanceView& view, BatchPlan& plan) = 0;
+  // Called when the batch of the last next_batch() finished, with its measured duration (the
+  // instance's real iteration time; a policy that keeps a latency table refines it here).
+  virtual void on_batch_done(const InstanceView& view, Duration measured) {}
+};
+
+// What a cluster policy's factories know about the instance (or cluster) they build for: the
+// offline-profiled cost model stands for the profiling a serving system runs before it starts.
+struct InstanceContext {
+  int32_t index = 0;  // into the engine's instance list
+  InstanceRole role = InstanceRole::kUnified;
+  int tp = 1;
+  int64_t num_blocks = 0;
+  int64_t block_size = 16;
+  int64_t kv_bytes_per_token = 0;
+  std::shared_ptr<const models::IterationCostModel> cost_model;
+  SloSpec slo;  // the scenario's objectives
 };
 
 // Where a routed request is split (micro-requests): the first instance computes tokens
@@ -70,7 +88,8 @@ struct InstanceGroup {
   double gpu_memory_utilization = 0.9;
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 256;
-  std::function<std::unique_ptr<BatchingPolicy>()> make_batching;  // one per instance
+  // One per instance, called with that instance's context.
+  std::function<std::unique_ptr<BatchingPolicy>(const InstanceContext&)> make_batching;
 };
 
 // A cluster-level policy decides the instance layout (roles, counts, TP degrees, batching per
@@ -79,6 +98,9 @@ struct ClusterLayout {
   std::vector<InstanceGroup> groups;  // instances are numbered group by group, in this order
   KvTransferMode transfer = KvTransferMode::kAfterPrefill;
   std::string decode_router = "least_outstanding";  // a routing_policies() name
+  // When set, the cluster policy routes arrivals itself (the scenario's router is ignored);
+  // called once with every instance's context, in instance order.
+  std::function<std::unique_ptr<RoutingPolicy>(const std::vector<InstanceContext>&)> make_router;
 };
 
 struct ClusterPolicyEntry {

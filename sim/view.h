@@ -52,6 +52,9 @@ struct SeqView {
   // to another instance: a prefill instance stops at the prompt, a split micro-request at its
   // split point. 0: the request stays until it finishes.
   int64_t split_tokens = 0;
+  // With split_tokens > 0: the instance that continues the request (-1: chosen at the hand-off,
+  // as a prefill instance's decode router does).
+  int32_t split_target = -1;
 
   // Tokens that must be in KV before the next token can be sampled: the prompt plus every sampled
   // token (the newest sampled token is fed back in the next step).
@@ -117,10 +120,20 @@ struct InstanceLoad {
   bool accepting = true;             // false while starting up or draining
 };
 
+// An instance's queues as a cluster router sees them (for routers that predict each instance's
+// future, e.g. DynaServe's execution predictor). Valid only during the call.
+struct InstanceQueues {
+  const std::vector<SeqView>* running = nullptr;
+  const std::deque<SeqView>* waiting = nullptr;
+  SimTime busy_until{};  // end of the batch in progress (<= now when idle)
+};
+
 struct ClusterView {
   SimTime now{};
   const std::vector<InstanceLoad>* instances = nullptr;
   int64_t block_size = 16;
+  // Same order as `instances`; set for arrival routing, null for hand-off routing.
+  const std::vector<InstanceQueues>* queues = nullptr;
 };
 
 }  // namespace servesim::sim

@@ -68,7 +68,7 @@ TEST(DisaggLayout, PrefillGroupThenDecodeGroup) {
   EXPECT_EQ(layout.groups[1].tp, 4);
   EXPECT_EQ(layout.transfer, sim::KvTransferMode::kLayerwiseOverlap);
   EXPECT_EQ(layout.decode_router, "least_outstanding");
-  EXPECT_NE(layout.groups[1].make_batching(), nullptr);
+  EXPECT_NE(layout.groups[1].make_batching(sim::InstanceContext{}), nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,144 @@
+#include "dllm/denoise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace servesim::dllm {
+
+namespace {
+struct NamedAlgorithm {
+  Algorithm a;
+  const char* name;
+};
+constexpr NamedAlgorithm kAlgorithms[] = {{Algorithm::kDllmServe, "dllm-serve"},
+                                          {Algorithm::kFastDllm, "fast-dllm"},
+                                          {Algorithm::kDllmCache, "dllm-cache"},
+                                          {Algorithm::kSparseDllm, "sparse-dllm"},
+                                          {Algorithm::kVanilla, "vanilla"}};
+}  // namespace
+
+std::string algorithm_name(Algorithm a) {
+  for (const auto& n : kAlgorithms) {
+    if (n.a == a) return n.name;
+  }
+  return "?";
+}
+
+std::vector<std::string> algorithm_names() {
+  std::vector<std::string> out;
+  for (const auto& n : kAlgorithms) out.emplace_back(n.name);
+  return out;
+}
+
+Algorithm parse_algorithm(const std::string& name) {
+  for (const auto& n : kAlgorithms) {
+    if (name == n.name) return n.a;
+  }
+  throw std::invalid_argument(fmt::format("unknown dLLM algorithm \"{}\"; valid values are: {}",
+                                          name, fmt::join(algorithm_names(), ", ")));
+}
+
+std::string check_denoise_params(const DenoiseParams& p) {
+  if (p.gen_length < 1 || p.block < 1 || p.steps < 1) {
+    return fmt::format("gen_length, block and steps must be positive, got {}, {}, {}",
+                       p.gen_length, p.block, p.steps);
+  }
+  if (p.gen_length % p.block != 0) {
+    return fmt::format("gen_length {} is not a multiple of block {}", p.gen_length, p.block);
+  }
+  if (p.steps % p.num_blocks() != 0) {
+    return fmt::format("steps {} is not a multiple of the number of blocks {}", p.steps,
+                       p.num_blocks());
+  }
+  if (!(p.retention > 0 && p.retention <= 1)) {
+    return fmt::format("retention must be in (0, 1], got {}", p.retention);
+  }
+  if (p.cache_prompt_interval < 1 || p.cache_gen_interval < 1) {
+    return "cache intervals must be positive";
+  }
+  if (!(p.transfer_ratio > 0 && p.transfer_ratio <= 1)) {
+    return fmt::format("transfer_ratio must be in (0, 1], got {}", p.transfer_ratio);
+  }
+  return {};
+}
+
+bool is_refresh(StepKind k) { return k == StepKind::kFull || k == StepKind::kFullCache; }
+
+int64_t sparse_kept_tokens(const DenoiseParams& p, int64_t seq_len) {
+  const auto kept = static_cast<int64_t>(
+      std::floor(p.retention * static_cast<double>(std::max<int64_t>(seq_len - p.block, 0))));
+  return std::max<int64_t>(1, kept);
+}
+
+StepWork step_work(Algorithm a, const DenoiseParams& p, int64_t prompt, int64_t seq_len,
+                   int64_t step) {
+  const int64_t k = step % p.steps_per_block();
+  const int64_t L = seq_len;
+  const int64_t B = std::min(p.block, L);
+  StepWork w;
+  switch (a) {
+    case Algorithm::kVanilla:
+      w = {StepKind::kFull, L, L, L, 0};
+      break;
+    case Algorithm::kFastDllm:
+      w = k == 0 ? StepWork{StepKind::kFullCache, L, L, L, 0}
+                 : StepWork{StepKind::kReuse, B, L, B, 0};
+      break;
+    case Algorithm::kDllmServe:
+    case Algorithm::kSparseDllm: {
+      // dLLM-Serve takes logits of the active block only, in every phase.
+      const int64_t full_rows = a == Algorithm::kDllmServe ? B : L;
+      if (k == 0) {
+        w = {StepKind::kFull, L, L, full_rows, 0};
+      } else if (k == 1) {
+        w = {StepKind::kFullCache, L, L, full_rows, 0};
+      } else {
+        w = {StepKind::kReuse, B, sparse_kept_tokens(p, L) + B, B, 0};
+      }
+      break;
+    }
+    case Algorithm::kDllmCache: {
+      const int64_t g = step;  // (global step - 1)
+      const bool refresh_prompt = g % p.cache_prompt_interval == 0;
+      const bool refresh_gen = g % p.cache_gen_interval == 0;
+      const int64_t G = L - prompt;  // generation region (incl. padding of a static batch)
+      const auto moved = static_cast<int64_t>(std::ceil(p.transfer_ratio * static_cast<double>(G)));
+      if (refresh_prompt && refresh_gen) {
+        w = {StepKind::kFullCache, L, L, L, 0};
+      } else if (refresh_gen) {
+        w = {StepKind::kCacheGen, G, L, L, 0};
+      } else if (refresh_prompt) {
+        w = {StepKind::kCachePrompt, prompt + moved, L, L, 0};
+      } else {
+        w = {StepKind::kCacheNone, moved, L, L, 0};
+      }
+      if (w.kind == StepKind::kCachePrompt || w.kind == StepKind::kCacheNone) {
+        // V-projection of all G tokens to rank them by similarity: d^2 of a layer's ~(4 d^2 +
+        // 3 d d_ff) weights, i.e. about G / 13 token-equivalents for LLaDA-8B (policies.md 6.3);
+        // priced as G / 13 side tokens.
+        w.side_tokens = (G + 12) / 13;
+      }
+      break;
+    }
+  }
+  return w;
+}
+
+PhaseCounts count_phases(Algorithm a, const DenoiseParams& p, int64_t prompt) {
+  PhaseCounts c;
+  const int64_t L = prompt + p.gen_length;
+  for (int64_t s = 0; s < p.steps; ++s) {
+    const StepWork w = step_work(a, p, prompt, L, s);
+    if (w.query_tokens == L) {
+      ++c.refresh;
+    } else {
+      ++c.reuse;
+    }
+  }
+  return c;
+}
+
+}  // namespace servesim::dllm

@@ -1,0 +1,103 @@
+#include "dllm/memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "models/memory_model.h"
+
+namespace servesim::dllm {
+namespace {
+constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+constexpr int64_t kLogitBytes = 2;    // bf16 logits
+constexpr int64_t kFp64Softmax = 8;  // Fast-dLLM's float64 softmax
+}  // namespace
+
+int64_t logits_bytes(int64_t rows, int64_t vocab, int64_t bytes_per_element) {
+  return rows * vocab * bytes_per_element;
+}
+
+std::vector<int64_t> logit_chunks(const std::vector<int64_t>& rows_per_request, int64_t max_rows) {
+  std::vector<int64_t> chunks;
+  int64_t current = 0;
+  for (const int64_t rows : rows_per_request) {
+    if (rows <= 0) continue;
+    if (max_rows > 0 && current > 0 && current + rows > max_rows) {
+      chunks.push_back(current);
+      current = 0;
+    }
+    current += rows;
+  }
+  if (current > 0) chunks.push_back(current);
+  return chunks;
+}
+
+int64_t pages_for_request(double retention, int64_t seq_len) {
+  const auto kept = static_cast<int64_t>(std::ceil(retention * static_cast<double>(seq_len)));
+  return (kept + kPageTokens - 1) / kPageTokens;
+}
+
+int64_t usable_bytes(const models::Deployment& d, const MemoryKnobs& m) {
+  return std::llround(static_cast<double>(d.gpu->memory_bytes) * m.gpu_memory_utilization);
+}
+
+PagePoolPlan plan_page_pool(const models::Deployment& d, const MemoryKnobs& m,
+                            int64_t max_num_batched_tokens, int64_t max_num_logits,
+                            bool logit_budgeting) {
+  PagePoolPlan plan;
+  plan.usable_bytes = usable_bytes(d, m);
+  plan.weight_bytes = d.model->weights_bytes_16bit * models::dtype_bytes(d.weight_dtype) / 2;
+  plan.runtime_overhead_bytes = m.runtime_overhead_bytes;
+  plan.activation_bytes = models::forward_activation_bytes(d, max_num_batched_tokens);
+  const int64_t rows = logit_budgeting ? std::min(max_num_logits, max_num_batched_tokens)
+                                       : max_num_batched_tokens;
+  plan.logit_reserve_bytes = std::llround(
+      m.logit_copies * static_cast<double>(logits_bytes(rows, d.model->vocab_size, kLogitBytes)));
+  plan.page_bytes = kPageTokens * d.model->kv_bytes_per_token(d.kv_dtype);
+  const int64_t pool = plan.usable_bytes - plan.weight_bytes - plan.runtime_overhead_bytes -
+                       plan.activation_bytes - plan.logit_reserve_bytes;
+  plan.num_pages = pool > 0 ? pool / plan.page_bytes : (pool == 0 ? 0 : -1);
+  return plan;
+}
+
+std::string PagePoolPlan::describe() const {
+  return fmt::format(
+      "{:.2f} GiB usable - {:.2f} GiB weights - {:.2f} GiB runtime - {:.2f} GiB activations - "
+      "{:.2f} GiB logit reserve = {} KV pages of {:.0f} MiB",
+      usable_bytes / kGib, weight_bytes / kGib, runtime_overhead_bytes / kGib,
+      activation_bytes / kGib, logit_reserve_bytes / kGib, std::max<int64_t>(num_pages, 0),
+      page_bytes / (1024.0 * 1024.0));
+}
+
+StaticBatchMemory static_batch_memory(Algorithm a, const models::Deployment& d,
+                                      const MemoryKnobs& m, int64_t batch, int64_t seq_len) {
+  StaticBatchMemory out;
+  out.weight_bytes = d.model->weights_bytes_16bit * models::dtype_bytes(d.weight_dtype) / 2;
+  out.runtime_overhead_bytes = m.runtime_overhead_bytes;
+  const int64_t kv_token = d.model->kv_bytes_per_token(d.kv_dtype);
+  int64_t cached_tokens = 0;
+  switch (a) {
+    case Algorithm::kFastDllm:
+    case Algorithm::kSparseDllm:
+      cached_tokens = seq_len;
+      break;
+    case Algorithm::kDllmCache:
+      cached_tokens = 2 * seq_len;
+      break;
+    case Algorithm::kVanilla:
+    case Algorithm::kDllmServe:
+      cached_tokens = 0;
+      break;
+  }
+  out.kv_bytes = batch * cached_tokens * kv_token;
+  out.activation_bytes = models::forward_activation_bytes(d, batch * seq_len);
+  const int64_t rows = batch * seq_len;
+  out.logits_bytes = logits_bytes(rows, d.model->vocab_size, kLogitBytes);
+  if (a == Algorithm::kFastDllm) {
+    out.logits_bytes += logits_bytes(rows, d.model->vocab_size, kFp64Softmax);
+  }
+  return out;
+}
+
+}  // namespace servesim::dllm
