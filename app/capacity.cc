@@ -1,7 +1,7 @@
 #include "app/capacity.h"
 
+#include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include <fmt/format.h>
 
@@ -10,13 +10,6 @@
 
 namespace servesim::app {
 namespace {
-
-// One percentile bound: metric percentile <= limit.
-struct Bound {
-  std::string name;  // as given, e.g. "tbt_p99"
-  std::function<double(const reports::RunSummary&)> value_s;
-  double limit_s = 0;
-};
 
 const reports::Percentiles* metric(const reports::RunSummary& s, const std::string& m) {
   if (m == "ttft") return &s.ttft_s;
@@ -28,14 +21,14 @@ const reports::Percentiles* metric(const reports::RunSummary& s, const std::stri
 
 }  // namespace
 
-CapacityResult find_capacity(const std::string& scenario_path,
-                             const std::vector<std::string>& overrides,
-                             const CapacityOptions& options, const scenarios::DataRoot& root,
-                             std::ostream& out) {
+SloCriteria SloCriteria::parse(const std::vector<std::string>& slo, std::optional<double> attainment,
+                               double min_throughput_ratio, const std::string& source,
+                               const std::string& where) {
   std::vector<ConfigIssue> issues;
-  std::vector<Bound> bounds;
-  std::vector<std::string> slo_overrides;
-  for (const std::string& arg : options.slo) {
+  SloCriteria c;
+  c.attainment_ = attainment;
+  c.min_throughput_ratio_ = min_throughput_ratio;
+  for (const std::string& arg : slo) {
     const size_t eq = arg.find('=');
     const std::string key = arg.substr(0, eq);
     Duration limit{};
@@ -43,93 +36,94 @@ CapacityResult find_capacity(const std::string& scenario_path,
       if (eq == std::string::npos) throw std::invalid_argument("expected KEY=DURATION");
       limit = parse_duration(arg.substr(eq + 1));
     } catch (const std::invalid_argument& e) {
-      issues.push_back({"--slo " + arg, e.what()});
+      issues.push_back({where + " " + arg, e.what()});
       continue;
     }
     if (key == "ttft" || key == "tpot") {
-      slo_overrides.push_back(fmt::format("slo.{}={}", key, arg.substr(eq + 1)));
+      c.scenario_overrides_.push_back(fmt::format("slo.{}={}", key, arg.substr(eq + 1)));
       continue;
     }
     const size_t us = key.rfind("_p");
     const std::string m = us == std::string::npos ? key : key.substr(0, us);
     const std::string q = us == std::string::npos ? "" : key.substr(us + 2);
     if (metric(reports::RunSummary{}, m) == nullptr || (q != "50" && q != "90" && q != "99")) {
-      issues.push_back({"--slo " + arg,
+      issues.push_back({where + " " + arg,
                         "expected ttft, tpot, or <ttft|tpot|tbt|e2e>_p<50|90|99>, e.g. tbt_p99=100ms"});
       continue;
     }
-    if (key == "tbt_p99") slo_overrides.push_back(fmt::format("slo.tbt_p99={}", arg.substr(eq + 1)));
-    bounds.push_back({key,
-                      [m, q](const reports::RunSummary& s) {
-                        const reports::Percentiles& p = *metric(s, m);
-                        return q == "50" ? p.p50 : q == "90" ? p.p90 : p.p99;
-                      },
-                      to_seconds(limit)});
-  }
-  if (options.slo.empty()) issues.push_back({"--slo", "give at least one objective, e.g. --slo tbt_p99=100ms"});
-  if (!issues.empty()) throw ConfigError("capacity", issues);
-
-  std::vector<std::string> base = overrides;
-  base.insert(base.end(), slo_overrides.begin(), slo_overrides.end());
-  const scenarios::Scenario probe0 = scenarios::load_scenario(scenario_path, base, root);
-  const std::string type = probe0.workload.at("type").get<std::string>();
-  if (type == "closed_loop") {
-    throw ConfigError(scenario_path, {{"workload.type", "a closed-loop workload has no request rate"}});
-  }
-  const std::string knob = type == "generated" ? "workload.arrival.rate" : "workload.rate";
-  double rate = options.start_rate;
-  if (rate <= 0) {
-    if (type == "generated") {
-      rate = probe0.workload.at("arrival").at("rate").get<double>();
-    } else {
-      const Workload w = scenarios::build_workload(probe0, root);
-      const double span = to_seconds(w.requests.back().arrival);
-      rate = span > 0 ? (w.requests.size() - 1) / span : 1.0;
+    if (key == "tbt_p99") {
+      c.scenario_overrides_.push_back(fmt::format("slo.tbt_p99={}", arg.substr(eq + 1)));
     }
+    c.bounds_.push_back({key, m, q, to_seconds(limit)});
   }
+  if (slo.empty()) issues.push_back({where, "give at least one objective, e.g. tbt_p99=100ms"});
+  if (!issues.empty()) throw ConfigError(source, issues);
+  return c;
+}
 
+std::vector<SloCheck> SloCriteria::check(const reports::RunSummary& s, double rate) const {
+  std::vector<SloCheck> out;
+  for (const Bound& b : bounds_) {
+    const reports::Percentiles& p = *metric(s, b.metric);
+    const double v = b.q == "50" ? p.p50 : b.q == "90" ? p.p90 : p.p99;
+    out.push_back({b.name, v, b.limit_s, false, v <= b.limit_s, "s"});
+  }
+  if (attainment_) {
+    // NaN attainment (no requests) fails.
+    out.push_back({"attainment", s.slo_attainment, *attainment_, true,
+                   s.slo_attainment >= *attainment_, ""});
+  }
+  const double need = min_throughput_ratio_ * rate;
+  out.push_back({"sustained", s.sustained_rate_per_s, need, true, s.sustained_rate_per_s >= need, "req/s"});
+  return out;
+}
+
+bool SloCriteria::all_ok(const std::vector<SloCheck>& checks) {
+  return std::all_of(checks.begin(), checks.end(), [](const SloCheck& c) { return c.ok; });
+}
+
+std::string rate_knob(const scenarios::Scenario& s) {
+  const std::string type = s.workload.at("type").get<std::string>();
+  if (type == "closed_loop") {
+    throw ConfigError(s.source, {{"workload.type", "a closed-loop workload has no request rate"}});
+  }
+  return type == "generated" ? "workload.arrival.rate" : "workload.rate";
+}
+
+double workload_rate(const scenarios::Scenario& s, const scenarios::DataRoot& root) {
+  if (s.workload.at("type") == "generated") return s.workload.at("arrival").at("rate").get<double>();
+  const Workload w = scenarios::build_workload(s, root);
+  const double span = to_seconds(w.requests.back().arrival);
+  return span > 0 ? (w.requests.size() - 1) / span : 1.0;
+}
+
+CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe,
+                               double start_rate, const CapacityOptions& options, double max_rate) {
   CapacityResult result;
   auto run_at = [&](double r) {
-    std::vector<std::string> o = base;
-    o.push_back(fmt::format("{}={}", knob, r));
-    const scenarios::Scenario s = scenarios::load_scenario(scenario_path, o, root);
-    RunOptions ro;
-    ro.keep_records = false;
-    CapacityProbe p;
-    p.rate = r;
-    p.summary = run_scenario(s, root, ro).summary;
-    p.meets = true;
-    std::string detail;
-    for (const Bound& b : bounds) {
-      const double v = b.value_s(p.summary);
-      p.meets &= v <= b.limit_s;
-      detail += fmt::format("  {} {:.1f} ms", b.name, v * 1e3);
-    }
-    if (options.attainment) p.meets &= p.summary.slo_attainment >= *options.attainment;
-    const bool sustained = p.summary.request_rate_per_s >= options.min_throughput_ratio * r;
-    p.meets &= sustained;
-    out << fmt::format("rate {:9.3f} req/s  achieved {:8.3f} req/s {} attainment {:6.2f} %  "
-                       "goodput {:9.1f} tok/s  {}\n",
-                       r, p.summary.request_rate_per_s, detail, p.summary.slo_attainment * 100,
-                       p.summary.goodput_tokens_per_s,
-                       p.meets ? "meets" : sustained ? "violates" : "not sustained");
-    result.probes.push_back(p);
+    CapacityProbe p = probe(r);
     if (p.meets && r > result.capacity_rps) {
       result.capacity_rps = r;
       result.at_capacity = p.summary;
     }
-    return p.meets;
+    const bool meets = p.meets;
+    result.probes.push_back(std::move(p));
+    return meets;
   };
+  const bool capped = max_rate > 0;
+  double rate = capped ? std::min(start_rate, max_rate) : start_rate;
 
-  // Bracket: grow until the SLO breaks, or shrink until it holds.
+  // Bracket: grow until the SLO breaks (or the cap is reached), or shrink until it holds.
   double lo = 0, hi = 0;
   int runs = 0;
   if (run_at(rate)) {
     lo = rate;
-    hi = rate * 2;
+    if (capped && lo >= max_rate) return result;
+    hi = capped ? std::min(rate * 2, max_rate) : rate * 2;
     while (runs++ < options.max_runs && run_at(hi)) {
       lo = hi;
-      hi *= 2;
+      if (capped && lo >= max_rate) return result;
+      hi = capped ? std::min(hi * 2, max_rate) : hi * 2;
     }
   } else {
     hi = rate;
@@ -149,6 +143,45 @@ CapacityResult find_capacity(const std::string& scenario_path,
     }
   }
   return result;
+}
+
+CapacityResult find_capacity(const std::string& scenario_path,
+                             const std::vector<std::string>& overrides,
+                             const CapacityOptions& options, const scenarios::DataRoot& root,
+                             std::ostream& out) {
+  const SloCriteria criteria = SloCriteria::parse(options.slo, options.attainment,
+                                                  options.min_throughput_ratio, "capacity");
+  std::vector<std::string> base = overrides;
+  base.insert(base.end(), criteria.scenario_overrides().begin(), criteria.scenario_overrides().end());
+  const scenarios::Scenario probe0 = scenarios::load_scenario(scenario_path, base, root);
+  const std::string knob = rate_knob(probe0);
+  const double rate = options.start_rate > 0 ? options.start_rate : workload_rate(probe0, root);
+
+  auto probe = [&](double r) {
+    std::vector<std::string> o = base;
+    o.push_back(fmt::format("{}={}", knob, r));
+    const scenarios::Scenario s = scenarios::load_scenario(scenario_path, o, root);
+    RunOptions ro;
+    ro.keep_records = false;
+    CapacityProbe p;
+    p.rate = r;
+    p.summary = run_scenario(s, root, ro).summary;
+    const std::vector<SloCheck> checks = criteria.check(p.summary, r);
+    p.meets = SloCriteria::all_ok(checks);
+    std::string detail;
+    bool sustained = true;
+    for (const SloCheck& c : checks) {
+      if (c.unit == "s") detail += fmt::format("  {} {:.1f} ms", c.name, c.value * 1e3);
+      if (c.name == "sustained") sustained = c.ok;
+    }
+    out << fmt::format("rate {:9.3f} req/s  achieved {:8.3f} req/s {} attainment {:6.2f} %  "
+                       "goodput {:9.1f} tok/s  {}\n",
+                       r, p.summary.request_rate_per_s, detail, p.summary.slo_attainment * 100,
+                       p.summary.goodput_tokens_per_s,
+                       p.meets ? "meets" : sustained ? "violates" : "not sustained");
+    return p;
+  };
+  return search_capacity(probe, rate, options);
 }
 
 }  // namespace servesim::app

@@ -1,16 +1,19 @@
 // `servesim capacity SCENARIO --slo tbt_p99=100ms`: serving capacity, the largest request rate at
-// which the SLO holds, found by bisection on the workload's rate.
+// which the SLO holds, found by bisection on the workload's rate. The pieces (SLO criteria, the
+// rate knob, the bisection over any probe) are shared with the capacity planner (app/plan.h).
 //
 // SLO forms (repeatable): `<metric>_p<q>=<duration>` with metric ttft, tpot, tbt, e2e and q in
 // 50, 90, 99 bounds that percentile of the run (tbt over every token gap: Sarathi-Serve's and
 // DynaServe's capacity); `ttft=`, `tpot=`, `tbt_p99=` also set the scenario's per-request
 // objectives, and `--attainment A` additionally requires that share of requests to meet them.
-// A rate must also be sustained: achieved rate >= min_throughput_ratio x offered rate (an
-// overloaded disaggregated deployment queues prompts and keeps its TBT low; this catches it).
+// A rate must also be sustained: the rate of completions while load is offered (RunSummary::
+// sustained_rate_per_s) >= min_throughput_ratio x offered rate (an overloaded disaggregated
+// deployment queues prompts and keeps its TBT low; this catches it).
 // The rate knob is workload.arrival.rate for generated workloads and workload.rate (time-scale to
 // a rate) for traces; closed-loop workloads have no rate.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -27,10 +30,54 @@ struct CapacityOptions {
   double start_rate = 0;                  // 0: the scenario's own rate
   double relative_tolerance = 0.02;       // stop when (hi - lo) / hi is below this
   int max_runs = 24;
-  // A rate also counts as sustained only if the run's achieved request rate is at least this share
-  // of the offered one; above capacity queues grow and a finite run hides it in the tail.
+  // A rate also counts as sustained only if the run's completion rate while load is offered is at
+  // least this share of the offered one; above capacity queues grow and completions fall behind.
   double min_throughput_ratio = 0.9;
 };
+
+// One criterion evaluated on one run: ok when value <= limit (or >= limit when at_least).
+struct SloCheck {
+  std::string name;  // "tbt_p99", "attainment", "sustained"
+  double value = 0;
+  double limit = 0;
+  bool at_least = false;
+  bool ok = false;
+  std::string unit;  // "s", "", "req/s"
+};
+
+// The objectives of a capacity search, parsed once (forms in the header comment).
+class SloCriteria {
+ public:
+  // Throws ConfigError whose issues are located as "<where> <argument>" (e.g. "--slo ttft=soon").
+  static SloCriteria parse(const std::vector<std::string>& slo, std::optional<double> attainment,
+                           double min_throughput_ratio, const std::string& source,
+                           const std::string& where = "--slo");
+
+  // The "slo.*=..." overrides that give runs their per-request objectives.
+  const std::vector<std::string>& scenario_overrides() const { return scenario_overrides_; }
+  // Every criterion on a run offered `rate` req/s: the percentile bounds in the order given, then
+  // attainment (when required), then the sustained-rate check. Deterministic.
+  std::vector<SloCheck> check(const reports::RunSummary& s, double rate) const;
+  static bool all_ok(const std::vector<SloCheck>& checks);
+
+ private:
+  struct Bound {
+    std::string name;    // as given, e.g. "tbt_p99"
+    std::string metric;  // ttft | tpot | tbt | e2e
+    std::string q;       // 50 | 90 | 99
+    double limit_s = 0;
+  };
+  std::vector<Bound> bounds_;
+  std::vector<std::string> scenario_overrides_;
+  std::optional<double> attainment_;
+  double min_throughput_ratio_ = 0.9;
+};
+
+// The override key that sets the request rate of `scenario`'s workload. Throws ConfigError for a
+// closed-loop workload.
+std::string rate_knob(const scenarios::Scenario& scenario);
+// The workload's own offered rate (generated: arrival.rate; traces: requests over the span).
+double workload_rate(const scenarios::Scenario& scenario, const scenarios::DataRoot& root);
 
 struct CapacityProbe {
   double rate = 0;
@@ -43,6 +90,15 @@ struct CapacityResult {
   reports::RunSummary at_capacity;    // the run at that rate
   std::vector<CapacityProbe> probes;  // in the order they were run
 };
+
+// Bisection on rate over `probe` (one run at a rate). Brackets from `start_rate` (doubling while
+// the SLO holds, halving while it does not), then bisects until the bracket is within
+// options.relative_tolerance or options.max_runs is spent. When `max_rate` > 0 no rate above it
+// is probed (a proven upper bound on what can meet the SLO); reaching it while meeting ends the
+// search. Deterministic given a deterministic probe. REQUIRES: start_rate > 0.
+CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe,
+                               double start_rate, const CapacityOptions& options,
+                               double max_rate = 0);
 
 // Throws ConfigError for malformed SLO arguments or a workload without a rate.
 CapacityResult find_capacity(const std::string& scenario_path,

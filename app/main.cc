@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 
 #include "app/capacity.h"
+#include "app/dopd_ratio.h"
+#include "app/dllm_run.h"
+#include "app/plan.h"
 #include "app/profiles_cmd.h"
 #include "app/regress.h"
 #include "app/run_scenario.h"
@@ -66,11 +69,24 @@ void print_deployment(const scenarios::Scenario& s, const scenarios::DataRoot& r
   }
 }
 
+// A diffusion-LLM scenario ("kind": "dllm"). An out-of-memory configuration exits with 2.
+int cmd_run_dllm(const std::string& path, const std::vector<std::string>& overrides,
+                 const scenarios::DataRoot& root, const std::string& db) {
+  const scenarios::DllmScenario s = scenarios::load_dllm_scenario(path, overrides, root);
+  const app::DllmOutcome o = app::run_dllm(s, root, db);
+  fmt::print("{}", app::format_dllm_summary(s, o));
+  if (!db.empty()) fmt::print("results    {} (run_id {})\n", db, o.run_id);
+  return o.oom.empty() ? 0 : 2;
+}
+
 int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
             std::optional<uint64_t> seed, const std::string& db, bool no_db) {
   const auto root = scenarios::DataRoot::discover();
   std::vector<std::string> all = overrides;
   if (seed) all.push_back(fmt::format("seed={}", *seed));
+  if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path)) {
+    return cmd_run_dllm(path, all, root, no_db ? "" : db);
+  }
   const scenarios::Scenario s = load(path, all, root);
   print_deployment(s, root);
   ProgressBar bar;
@@ -229,6 +245,14 @@ int main(int argc, char** argv) {
   regress->add_option("baseline", baseline, "baseline JSON (bench/goodput_baseline.json)")->required();
   regress->add_flag("--update", update, "rewrite the baseline with the measured goodput");
 
+  std::string dllm_table = "all";
+  auto* dllm_report = cli.add_subcommand(
+      "dllm-report", "dLLM-Serve paper tables (Table 4, RTX 4090 sweep, ablation, sensitivity) "
+                     "next to the paper's numbers");
+  dllm_report->add_option("--table", dllm_table, "all | l40s | rtx4090 | ablation | sensitivity")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "l40s", "rtx4090", "ablation", "sensitivity"}));
+
   auto* profiles_cmd = cli.add_subcommand("profiles", "import and compare measured profiles");
   profiles_cmd->require_subcommand(1);
   std::string import_kind, import_dir, out_root = "profiles";
@@ -266,6 +290,33 @@ int main(int argc, char** argv) {
   validate->add_flag("--no-leave-one-out", skip_loo, "skip the leave-one-out table checks");
   validate->add_flag("--no-iterations", skip_iterations, "skip the iteration-level checks");
 
+  auto* plan = cli.add_subcommand(
+      "plan", "capacity planner: cheapest config meeting the SLO, capacity per config, Pareto "
+              "frontier (under mpirun, configs are sharded over ranks)");
+  std::string plan_path;
+  servesim::app::PlanRunOptions plan_options;
+  bool plan_no_db = false;
+  plan->add_option("plan", plan_path, "plan JSON file")->required();
+  plan->add_option("--db", db, "results database (SQLite), appended to")->capture_default_str();
+  plan->add_flag("--no-db", plan_no_db, "do not write a results database");
+  plan->add_option("--jobs,-j", plan_options.jobs, "simulations in parallel (threads per rank)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  plan->add_option("--explain", plan_options.explain,
+                   "config index or label: show why it was pruned or which SLO it fails, by how much");
+  plan->add_option("--emit-scenario", plan_options.emit,
+                   "config index or label: print its scenario document (for servesim run)");
+
+  auto* dopd_ratio = cli.add_subcommand(
+      "dopd-ratio", "DOPD's optimal P/D ratio (eq. 11-14) for a disaggregated scenario, with its inputs");
+  servesim::app::DopdRatioOptions ratio_options;
+  dopd_ratio->add_option("scenario", scenario_path, "scenario JSON file")->required();
+  dopd_ratio->add_option("--isl", ratio_options.isl, "mean input tokens (default: the workload's)");
+  dopd_ratio->add_option("--osl", ratio_options.osl, "mean output tokens (default: the workload's)");
+  dopd_ratio->add_option("--eta", ratio_options.eta, "decode concurrency derating (C_use = eta C_max)")
+      ->capture_default_str();
+  dopd_ratio->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -276,6 +327,10 @@ int main(int argc, char** argv) {
   try {
     if (*run) return cmd_run(scenario_path, overrides, seed, db, no_db);
     if (*check) return cmd_check(scenario_path, overrides);
+    if (*dllm_report) {
+      return servesim::app::run_dllm_report(dllm_table, servesim::scenarios::DataRoot::discover(),
+                                            std::cout);
+    }
     if (*list) return cmd_list(what);
     if (*query) return cmd_query(db, sql);
     if (*import) {
@@ -308,6 +363,19 @@ int main(int argc, char** argv) {
                  r.at_capacity.num_gpus > 0 ? r.at_capacity.request_rate_per_s / r.at_capacity.num_gpus : 0.0,
                  r.at_capacity.slo_attainment * 100);
       return r.capacity_rps > 0 ? 0 : 1;
+    }
+    if (*plan) {
+      plan_options.db_path = plan_no_db ? "" : db;
+      plan_options.progress = true;
+      servesim::app::install_plan_interrupt_handler();
+      return servesim::app::run_plan(plan_path, plan_options,
+                                     servesim::scenarios::DataRoot::discover(), std::cout);
+    }
+    if (*dopd_ratio) {
+      const auto root = servesim::scenarios::DataRoot::discover();
+      servesim::app::print_dopd_ratio(load(scenario_path, overrides, root), root, ratio_options,
+                                      std::cout);
+      return 0;
     }
     if (*regress) {
       const int failures = servesim::app::run_regression(

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "app/dllm_run.h"
 #include "app/run_scenario.h"
 #include "scenarios/json_reader.h"
 
@@ -68,11 +69,17 @@ int run_regression(const std::string& baseline_path, const scenarios::DataRoot& 
   for (size_t i = 0; i < entries.size(); ++i) {
     Entry& e = entries[i];
     const std::string path = scenarios::resolve_data_path(e.scenario, base_dir, root);
-    const scenarios::Scenario s = scenarios::load_scenario(path, e.overrides, root);
-    RunOptions ro;
-    ro.keep_records = false;
-    const RunOutcome o = run_scenario(s, root, ro);
-    const double measured = o.summary.goodput_tokens_per_s;
+    double measured = 0;
+    if (scenarios::is_dllm_scenario_file(path)) {
+      // dLLM scenarios have no SLO (dLLM-Serve's metric): generated tokens/s; 0 when out of memory.
+      const auto s = scenarios::load_dllm_scenario(path, e.overrides, root);
+      measured = run_dllm(s, root, "").metrics.throughput_tok_s;
+    } else {
+      const scenarios::Scenario s = scenarios::load_scenario(path, e.overrides, root);
+      RunOptions ro;
+      ro.keep_records = false;
+      measured = run_scenario(s, root, ro).summary.goodput_tokens_per_s;
+    }
     const double floor = e.goodput * (1.0 - e.tolerance);
     const bool pass = measured >= floor;
     if (!pass) failures++;

@@ -4,7 +4,8 @@
 //   {"entries": [{"name": "quickstart", "scenario": "scenarios/quickstart.json",
 //                 "set": ["cluster.instances=2"],            (optional overrides)
 //                 "goodput_tokens_per_s": 1234.5, "tolerance": 0.05}]}
-// An entry fails when the scenario's DynaServe goodput falls below baseline x (1 - tolerance).
+// An entry fails when the scenario's DynaServe goodput falls below baseline x (1 - tolerance); for
+// a dLLM scenario ("kind": "dllm") the measure is its generated tokens/s.
 // Scenario paths are relative to the baseline file's directory first, then the data root.
 #pragma once
 

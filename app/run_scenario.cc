@@ -11,24 +11,6 @@
 namespace servesim::app {
 namespace {
 
-// Sends every record to the in-memory sink and, when present, to the database.
-class FanOut : public sim::RecordListener {
- public:
-  FanOut(sim::RecordListener* a, sim::RecordListener* b) : a_(a), b_(b) {}
-  void on_request(const sim::RequestRecord& r) override {
-    if (b_) b_->on_request(r);
-    if (a_) a_->on_request(r);
-  }
-  void on_sample(const sim::SampleRecord& s) override {
-    if (b_) b_->on_sample(s);
-    if (a_) a_->on_sample(s);
-  }
-
- private:
-  sim::RecordListener* a_;
-  sim::RecordListener* b_;
-};
-
 std::string utc_now_iso() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -45,31 +27,17 @@ std::string format_fingerprint(uint64_t fingerprint) { return fmt::format("{:016
 RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::DataRoot& root,
                         const RunOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
+  RunOutcome out;
+  out.started_at = utc_now_iso();
   scenarios::EngineInputs inputs = scenarios::build_engine_inputs(scenario, root);
   inputs.config.progress = options.progress;
-  RunOutcome out;
   out.workload_description = inputs.workload.description;
   std::vector<std::shared_ptr<const models::IterationCostModel>> cost_models = inputs.cost_models;
   for (const auto& m : cost_models) out.cost_models.push_back(m->describe());
 
-  std::unique_ptr<reports::SqliteSink> db;
-  if (!options.db_path.empty()) {
-    db = std::make_unique<reports::SqliteSink>(options.db_path);
-    reports::RunInfo info;
-    info.scenario = scenario.name;
-    info.policy = scenario.policy.type;
-    info.router = scenario.router.type;
-    info.workload = inputs.workload.description;
-    info.code_rev = SERVESIM_VERSION;
-    info.started_at = utc_now_iso();
-    info.seed = scenario.seed;
-    out.run_id = db->begin_run(info, scenarios::flatten(scenario.resolved));
-  }
   reports::MemorySink memory;
-  FanOut fan(&memory, db ? &db->listener() : nullptr);
-
   sim::Engine engine(std::move(inputs.config), std::move(inputs.instances), std::move(inputs.router),
-                     std::move(inputs.workload), &fan, std::move(inputs.decode_router));
+                     std::move(inputs.workload), &memory, std::move(inputs.decode_router));
   out.result = engine.run();
   out.summary = reports::summarize(memory.requests, out.result.tbt_ns, scenario.slo,
                                    {out.result.num_gpus, out.result.gpu_seconds});
@@ -81,38 +49,82 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
     out.lookups.analytic_s += st.analytic_s;
     out.lookups.lookups += st.lookups;
   }
-
-  if (db) {
-    for (const auto& [name, value] : reports::summary_scalars(out.summary)) {
-      db->add_scalar("run", name, value);
-    }
-    db->add_scalar("run", "requests_rejected", static_cast<double>(out.result.requests_rejected));
-    db->add_scalar("run", "requests_unfinished", static_cast<double>(out.result.requests_unfinished));
-    db->add_scalar("run", "mean_in_system", out.result.mean_in_system);
-    db->add_scalar("run", "events", static_cast<double>(out.result.events));
-    db->add_scalar("run", "cost_interpolated_s", out.lookups.interpolated_s);
-    db->add_scalar("run", "cost_extrapolated_s", out.lookups.extrapolated_s);
-    db->add_scalar("run", "cost_analytic_s", out.lookups.analytic_s);
-    db->add_scalar("run", "cost_extrapolated_share", out.lookups.extrapolated_share());
-    for (size_t i = 0; i < out.result.instances.size(); ++i) {
-      const auto& st = out.result.instances[i];
-      const std::string entity = fmt::format("instance/{}", i);
-      db->add_scalar(entity, "iterations", static_cast<double>(st.iterations));
-      db->add_scalar(entity, "busy_s", static_cast<double>(st.busy_ns) * 1e-9);
-      db->add_scalar(entity, "prefill_tokens", static_cast<double>(st.prefill_tokens));
-      db->add_scalar(entity, "decode_tokens", static_cast<double>(st.decode_tokens));
-      db->add_scalar(entity, "preemptions", static_cast<double>(st.preemptions));
-      db->add_scalar(entity, "peak_used_blocks", static_cast<double>(st.peak_used_blocks));
-    }
-    db->add_tbt_histogram(out.result.tbt_ns);
-    db->end_run(out.result.requests_unfinished > 0 ? "stopped" : "ok", out.wall_s,
-                format_fingerprint(out.result.event_fingerprint));
+  out.requests = std::move(memory.requests);
+  out.samples = std::move(memory.samples);
+  if (!options.db_path.empty()) {
+    reports::SqliteSink db(options.db_path);
+    out.run_id = write_run(db, make_stored_run(scenario, out, /*with_records=*/true));
   }
-  if (options.keep_records) {
-    out.requests = std::move(memory.requests);
-    out.samples = std::move(memory.samples);
+  if (!options.keep_records) {
+    out.requests.clear();
+    out.requests.shrink_to_fit();
+    out.samples.clear();
+    out.samples.shrink_to_fit();
   }
   return out;
+}
+
+StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome& out,
+                          bool with_records,
+                          const std::vector<std::pair<std::string, std::string>>& extra_params) {
+  StoredRun run;
+  run.info.scenario = scenario.name;
+  run.info.policy = scenario.policy.type;
+  run.info.router = scenario.router.type;
+  run.info.workload = out.workload_description;
+  run.info.code_rev = SERVESIM_VERSION;
+  run.info.started_at = out.started_at;
+  run.info.seed = scenario.seed;
+  run.params = scenarios::flatten(scenario.resolved);
+  run.params.insert(run.params.end(), extra_params.begin(), extra_params.end());
+  for (const auto& [name, value] : reports::summary_scalars(out.summary)) {
+    run.scalars.emplace_back("run", name, value);
+  }
+  run.scalars.emplace_back("run", "requests_rejected", static_cast<double>(out.result.requests_rejected));
+  run.scalars.emplace_back("run", "requests_unfinished",
+                           static_cast<double>(out.result.requests_unfinished));
+  run.scalars.emplace_back("run", "mean_in_system", out.result.mean_in_system);
+  run.scalars.emplace_back("run", "events", static_cast<double>(out.result.events));
+  run.scalars.emplace_back("run", "cost_interpolated_s", out.lookups.interpolated_s);
+  run.scalars.emplace_back("run", "cost_extrapolated_s", out.lookups.extrapolated_s);
+  run.scalars.emplace_back("run", "cost_analytic_s", out.lookups.analytic_s);
+  run.scalars.emplace_back("run", "cost_extrapolated_share", out.lookups.extrapolated_share());
+  for (size_t i = 0; i < out.result.instances.size(); ++i) {
+    const auto& st = out.result.instances[i];
+    const std::string entity = fmt::format("instance/{}", i);
+    run.scalars.emplace_back(entity, "iterations", static_cast<double>(st.iterations));
+    run.scalars.emplace_back(entity, "busy_s", static_cast<double>(st.busy_ns) * 1e-9);
+    run.scalars.emplace_back(entity, "prefill_tokens", static_cast<double>(st.prefill_tokens));
+    run.scalars.emplace_back(entity, "decode_tokens", static_cast<double>(st.decode_tokens));
+    run.scalars.emplace_back(entity, "preemptions", static_cast<double>(st.preemptions));
+    run.scalars.emplace_back(entity, "peak_used_blocks", static_cast<double>(st.peak_used_blocks));
+  }
+  run.tbt_bins = out.result.tbt_ns.bins();
+  if (with_records) {
+    run.requests = out.requests;
+    run.samples = out.samples;
+  }
+  run.status = out.result.requests_unfinished > 0 ? "stopped" : "ok";
+  run.wall_s = out.wall_s;
+  run.fingerprint = format_fingerprint(out.result.event_fingerprint);
+  return run;
+}
+
+int64_t write_run(reports::SqliteSink& db, const StoredRun& run) {
+  const int64_t run_id = db.begin_run(run.info, run.params);
+  try {
+    for (const sim::RequestRecord& r : run.requests) db.listener().on_request(r);
+    for (const sim::SampleRecord& s : run.samples) db.listener().on_sample(s);
+    for (const auto& [entity, name, value] : run.scalars) db.add_scalar(entity, name, value);
+    LogHistogram tbt;
+    for (const LogHistogram::Bin& b : run.tbt_bins) tbt.add(b.lower, b.count);
+    db.add_tbt_histogram(tbt);
+    db.end_run(run.status, run.wall_s, run.fingerprint);
+  } catch (...) {
+    db.abort_run();
+    throw;
+  }
+  return run_id;
 }
 
 }  // namespace servesim::app

@@ -5,9 +5,11 @@
 
 #include <functional>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
+#include "reports/sqlite_sink.h"
 #include "reports/summary.h"
 #include "scenarios/scenario.h"
 #include "sim/engine.h"
@@ -30,7 +32,32 @@ struct RunOutcome {
   std::string workload_description;
   std::vector<std::string> cost_models;  // describe() of each cost model used
   models::LookupStats lookups;           // summed over the cost models
+  std::string started_at;                // wall-clock start, ISO 8601 UTC
 };
+
+// Everything one finished run writes into a results database, as plain data, so that a run
+// simulated on any thread (or MPI rank) can be written by the one owner of the database.
+struct StoredRun {
+  reports::RunInfo info;
+  std::vector<std::pair<std::string, std::string>> params;       // run_param rows
+  std::vector<std::tuple<std::string, std::string, double>> scalars;  // (entity, name, value)
+  std::vector<LogHistogram::Bin> tbt_bins;
+  std::vector<sim::RequestRecord> requests;  // empty: no request/token rows
+  std::vector<sim::SampleRecord> samples;    // empty: no sample rows
+  std::string status;
+  double wall_s = 0;
+  std::string fingerprint;
+};
+
+// The rows `servesim run` stores for `outcome` of `scenario`; `extra_params` are appended to the
+// flattened resolved scenario (their keys must not collide with it). Request and sample rows are
+// included when `with_records` (they must then be in the outcome: keep_records).
+StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome& outcome,
+                          bool with_records,
+                          const std::vector<std::pair<std::string, std::string>>& extra_params = {});
+
+// Writes `run` into `db` as one transaction. Returns its run_id. Throws what SqliteSink throws.
+int64_t write_run(reports::SqliteSink& db, const StoredRun& run);
 
 // Runs `scenario`. Throws what the layers below throw (ConfigError, InputError, Error).
 RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::DataRoot& root,

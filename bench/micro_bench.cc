@@ -9,6 +9,7 @@
 #include "models/cost_model.h"
 #include "models/profiled_cost_model.h"
 #include "policies/coloc.h"
+#include "policies/dynaserve.h"
 #include "profiles/profile_tables.h"
 #include "sim/core/rng.h"
 #include "sim/event_queue.h"
@@ -105,6 +106,59 @@ void BM_ColocDecision(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ColocDecision)->Arg(8)->Arg(64)->Arg(256);
+
+// DynaServe's global scheduler: one split decision (output-length prediction, up to k_max = 6
+// pairs of virtual-batch replays of both instances' queues) for a new request arriving at a pair
+// whose instances each hold `range(0)` requests (α: a quarter still waiting for prefill, the rest
+// decoding; β: decoding), Qwen2.5-14B on calibrated A100 tables.
+void BM_DynaServeSplitDecision(benchmark::State& state) {
+  static const Catalog c;
+  static const auto tables = profiles::load_gpu_profiles("profiles", "a100_80gb_sxm");
+  const models::Deployment d{&c.models.get("qwen2.5-14b-instruct"), &c.gpus.get("a100_80gb_sxm"),
+                             1, models::Dtype::kBf16, models::Dtype::kBf16};
+  const std::shared_ptr<const models::IterationCostModel> cost =
+      models::make_profiled_cost_model(d, tables, {});
+  std::vector<sim::InstanceContext> ctx(2);
+  std::vector<std::shared_ptr<policies::LatencyTable>> latency;
+  for (int i = 0; i < 2; ++i) {
+    ctx[static_cast<size_t>(i)].index = i;
+    ctx[static_cast<size_t>(i)].cost_model = cost;
+    ctx[static_cast<size_t>(i)].num_blocks = 14000;
+    latency.push_back(std::make_shared<policies::LatencyTable>(cost));
+  }
+  const auto router = policies::make_dynaserve_router({}, ctx, latency);
+  const int64_t n = state.range(0);
+  std::vector<std::vector<sim::SeqView>> running(2);
+  std::vector<std::deque<sim::SeqView>> waiting(2);
+  RngStream rng(1, "bench");
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    sim::SeqView s{i, {}, rng.uniform_int(100, 4000), rng.uniform_int(20, 800), 0, 0, 0, 0};
+    const size_t inst = static_cast<size_t>(i % 2);
+    if (inst == 0 && i % 8 == 0) {
+      s.split_tokens = s.prompt_tokens;
+      s.split_target = 1;
+      waiting[0].push_back(s);
+      continue;
+    }
+    s.generated_tokens = std::max<int64_t>(1, s.output_tokens / 3);
+    s.computed_tokens = s.prompt_tokens + s.generated_tokens - 1;
+    running[inst].push_back(s);
+  }
+  std::vector<sim::InstanceLoad> loads(2);
+  std::vector<sim::InstanceQueues> queues = {{&running[0], &waiting[0], {}}, {&running[1], &waiting[1], {}}};
+  const sim::ClusterView view{{}, &loads, 16, &queues};
+  RequestSpec r;
+  r.prompt_tokens = 1500;
+  r.output_tokens = 300;
+  int64_t id = 2 * n;
+  for (auto _ : state) {
+    r.id = id++;
+    const int32_t target = router->route(view, r);
+    benchmark::DoNotOptimize(router->split(view, r, target));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DynaServeSplitDecision)->Arg(8)->Arg(32)->Arg(128);
 
 }  // namespace
 }  // namespace servesim

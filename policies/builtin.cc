@@ -4,6 +4,8 @@
 
 #include "policies/coloc.h"
 #include "policies/disagg.h"
+#include "policies/dopd/dopd.h"
+#include "policies/dynaserve.h"
 #include "policies/routers.h"
 
 namespace servesim::policies {
@@ -13,6 +15,8 @@ void register_builtin_policies() {
   std::call_once(once, [] {
     register_coloc();
     register_disagg();
+    dopd::register_dopd();
+    register_dynaserve();
     register_routers();
   });
 }

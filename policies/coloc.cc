@@ -95,6 +95,7 @@ class Coloc : public sim::BatchingPolicy {
 
   bool next_batch(const InstanceView& view, BatchPlan& plan) override {
     Decision d(view, plan, alive_, victims_);
+    token_limit_ = p_.max_num_batched_tokens;
     switch (p_.mode) {
       case ColocParams::Mode::kStallFree:
         stall_free(view, d);
@@ -109,7 +110,17 @@ class Coloc : public sim::BatchingPolicy {
     return !plan.empty();
   }
 
+  void on_batch_done(const InstanceView& view, Duration measured) override {
+    if (p_.latency_table && last_.plen + last_.dnum > 0) {
+      p_.latency_table->observe(last_.plen, last_.ctx, last_.dnum, last_.prefix, measured);
+    }
+  }
+
  private:
+  // Composition of the last batch, keyed as the latency table keys it.
+  struct Composition {
+    int64_t plen = 0, ctx = 0, dnum = 0, prefix = 0;
+  };
   bool whole_prompt() const { return p_.kv_allocation == ColocParams::KvAllocation::kWholePrompt; }
 
   // KV tokens to reserve when a prefill chunk is scheduled.
@@ -118,7 +129,12 @@ class Coloc : public sim::BatchingPolicy {
   // Largest chunk of `seq`'s remaining prefill that fits `budget` tokens and the free KV.
   int64_t fit_chunk(const SeqView& seq, int64_t budget, int64_t free_blocks) const {
     int64_t c = std::min(seq.remaining_tokens(), budget);
-    if (whole_prompt()) return c;  // whole prompt already reserved, or checked at admission
+    if (whole_prompt()) {
+      // Reserved at admission, except for a request that arrived with part of its KV from another
+      // instance (a split micro-request), which reserves the rest of its prompt here.
+      const int64_t missing = blocks_for_tokens(seq.target_tokens(), block_size_) - seq.blocks;
+      return missing <= free_blocks ? c : 0;
+    }
     const int64_t capacity_tokens = (seq.blocks + free_blocks) * block_size_ - seq.computed_tokens;
     return std::max<int64_t>(0, std::min(c, capacity_tokens));
   }
@@ -129,24 +145,56 @@ class Coloc : public sim::BatchingPolicy {
     const auto& running = *view.running;
     int64_t used = 0;
     // Phase 1: decodes, FCFS.
+    int64_t decode_ctx = 0;
     for (size_t pos = 0; pos < running.size(); ++pos) {
       if (!d.alive(pos) || !running[pos].is_decode()) continue;
       const SeqView& r = running[pos];
       if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + 1))) break;
       d.schedule_running(r, 1);
+      decode_ctx += r.computed_tokens + 1;
       used++;
+    }
+    const int64_t decodes = used;
+    const int64_t mean_ctx = decodes > 0 ? decode_ctx / decodes : 0;
+    int64_t prefix = 0;  // cached prefix of the first prefill chunk this iteration would run
+    if (p_.latency_table) {
+      prefix = next_prefill_prefix(view, d);
+      // The prefill share of this iteration is whatever keeps it within the latency target.
+      token_limit_ = std::min(p_.max_num_batched_tokens,
+                              used + p_.latency_table->prefill_budget(
+                                         p_.iteration_target, mean_ctx, decodes,
+                                         p_.max_num_batched_tokens - used, prefix));
     }
     // Phase 2: partially prefilled running requests.
     for (size_t pos = 0; pos < running.size(); ++pos) {
       if (!d.alive(pos) || running[pos].is_decode()) continue;
       const SeqView& r = running[pos];
-      const int64_t c = fit_chunk(r, p_.max_num_batched_tokens - used, d.free_blocks());
+      if (used == 0 && whole_prompt()) {
+        // Nothing runs this step: a request that arrived with part of its KV (a split
+        // micro-request) and cannot reserve the rest of its prompt would wait forever behind
+        // others doing the same, so preempt from the tail until it fits (nothing scheduled yet
+        // can be a victim).
+        const int64_t missing = blocks_for_tokens(r.target_tokens(), block_size_) - r.blocks;
+        if (!d.make_room(pos, missing)) continue;
+      }
+      const int64_t c = fit_chunk(r, token_limit_ - used, d.free_blocks());
       if (c <= 0) continue;
       d.schedule_running(r, c, prefill_reserve(r));
       used += c;
     }
     // Phase 3: new requests, FCFS; stop at the first that cannot be admitted.
     admit_waiting(view, d, used, /*stop_after_preemption=*/false);
+    last_ = {used - decodes, mean_ctx, decodes, prefix};
+  }
+
+  // Tokens already in KV of the prefill that stall_free would continue first: the first partial
+  // prefill still running, else the head of the waiting queue.
+  static int64_t next_prefill_prefix(const InstanceView& view, const Decision& d) {
+    const auto& running = *view.running;
+    for (size_t pos = 0; pos < running.size(); ++pos) {
+      if (d.alive(pos) && !running[pos].is_decode()) return running[pos].computed_tokens;
+    }
+    return view.waiting->empty() ? 0 : view.waiting->front().computed_tokens;
   }
 
   // Admits waiting requests in FCFS order while budget, sequence slots and KV allow. Requests
@@ -156,7 +204,7 @@ class Coloc : public sim::BatchingPolicy {
                      bool stop_after_preemption) {
     if (stop_after_preemption && d.preempted_any()) return;
     auto try_admit = [&](const SeqView& r) {
-      const int64_t budget = p_.max_num_batched_tokens - used;
+      const int64_t budget = token_limit_ - used;
       if (budget <= 0 || d.running_count() >= p_.max_num_seqs) return false;
       int64_t n = r.remaining_tokens();
       if (p_.long_prefill_token_threshold > 0) n = std::min(n, p_.long_prefill_token_threshold);
@@ -234,6 +282,8 @@ class Coloc : public sim::BatchingPolicy {
   }
 
   ColocParams p_;
+  int64_t token_limit_ = 0;  // this decision's token budget (max_num_batched_tokens unless SLO-aware)
+  Composition last_;
   int64_t block_size_ = 16;
   std::vector<char> alive_;       // reused across decisions
   std::vector<SeqView> victims_;  // reused across decisions

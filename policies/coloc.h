@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "policies/latency_table.h"
 #include "sim/policy_api.h"
 
 namespace servesim::policies {
@@ -28,6 +29,12 @@ struct ColocParams {
   int64_t long_prefill_token_threshold = 0;  // 0 = off
   bool enable_chunked_prefill = true;
   KvAllocation kv_allocation = KvAllocation::kPerChunk;
+  // SLO-aware composition (DynaServe's local scheduler, policies.md §3.5; stall_free mode only):
+  // when set, each iteration's prefill tokens are capped so that the table predicts the
+  // iteration within `iteration_target` given its decodes, and every finished iteration refines
+  // the table with its measured time.
+  std::shared_ptr<LatencyTable> latency_table;
+  Duration iteration_target{};
 
   // Reads the registered schema's values ("auto" allocation follows the mode).
   static ColocParams from(const ParamValues& values);

@@ -120,8 +120,12 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
   int64_t tbt_gaps = 0, tbt_violations = 0;
   int64_t good_output_tokens = 0;
 
+  int64_t last_arrival = std::numeric_limits<int64_t>::min();
+  for (const sim::RequestRecord& r : requests) last_arrival = std::max(last_arrival, r.arrival_ns);
+  int64_t done_by_last_arrival = 0;
   for (const sim::RequestRecord& r : requests) {
     check_record(r);
+    done_by_last_arrival += r.done_ns <= last_arrival;
     first_arrival = std::min(first_arrival, r.arrival_ns);
     last_done = std::max(last_done, r.done_ns);
     input_tokens += r.prompt_tokens;
@@ -167,6 +171,11 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
     s.duration_s = static_cast<double>(last_done - first_arrival) * kNsToS;
   }
   s.request_rate_per_s = per_second(static_cast<double>(s.requests), s.duration_s);
+  s.sustained_rate_per_s = s.request_rate_per_s;
+  if (!requests.empty() && last_arrival > first_arrival) {
+    s.sustained_rate_per_s = per_second(static_cast<double>(done_by_last_arrival),
+                                        static_cast<double>(last_arrival - first_arrival) * kNsToS);
+  }
   s.input_tokens_per_s = per_second(static_cast<double>(input_tokens), s.duration_s);
   s.output_tokens_per_s = per_second(static_cast<double>(output_tokens), s.duration_s);
 
@@ -267,6 +276,7 @@ std::vector<std::pair<std::string, double>> summary_scalars(const RunSummary& s)
   out.emplace_back("total_preemptions", static_cast<double>(s.total_preemptions));
   out.emplace_back("duration_s", s.duration_s);
   out.emplace_back("request_rate_per_s", s.request_rate_per_s);
+  out.emplace_back("sustained_rate_per_s", s.sustained_rate_per_s);
   out.emplace_back("input_tokens_per_s", s.input_tokens_per_s);
   out.emplace_back("output_tokens_per_s", s.output_tokens_per_s);
   add_percentiles(out, "ttft", s.ttft_s);

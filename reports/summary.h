@@ -35,6 +35,10 @@ struct RunSummary {
   double request_rate_per_s = 0;
   double input_tokens_per_s = 0;
   double output_tokens_per_s = 0;
+  // Requests finished by the last arrival / (last arrival - first arrival): the rate the cluster
+  // keeps up with while load is offered, not diluted by draining the last requests' long tails.
+  // Equals request_rate_per_s when all requests arrive at once.
+  double sustained_rate_per_s = 0;
 
   Percentiles ttft_s;
   Percentiles tbt_s;   // every token gap of every request (the TBT histogram)

@@ -445,6 +445,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
         issues.add(s.cluster_policy ? "policy" : "cluster", e.what());
       }
     }
+    if (!issues.empty()) throw DeploymentError(source, issues.list());
   }
   if (!issues.empty()) throw ConfigError(source, issues.list());
   s.workload = resolved["workload"];
@@ -591,6 +592,48 @@ sim::LinkSpec link_between(const NetworkSpec& net, const models::GpuSpec& gpu, i
   return {net.inter_node_gbps_per_gpu * 1e9 / 8 * ranks, net.inter_node_latency};
 }
 
+// Where each instance's GPUs sit (the first GPU index and the TP degree), in instance order;
+// shared with the KV-link function so that instances added by an elastic cluster are placed too.
+struct Placement {
+  std::vector<int64_t> first_gpu;
+  std::vector<int> tps;
+  int64_t next_gpu = 0;
+  void add(int tp) {
+    first_gpu.push_back(next_gpu);
+    tps.push_back(tp);
+    next_gpu += tp;
+  }
+};
+
+// An instance of group `g` (its batching is left to the caller).
+sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model, const GroupPlan& g,
+                              std::shared_ptr<const models::IterationCostModel> cost) {
+  sim::InstanceSetup setup;
+  setup.gpu = s.cluster.gpu;
+  setup.tp = g.tp;
+  setup.role = g.role;
+  setup.kv_bytes_per_token = model.kv_bytes_per_token(s.cluster.kv_dtype);
+  setup.cost_model = std::move(cost);
+  setup.num_blocks = g.memory.num_blocks;
+  setup.block_size = g.memory.block_size;
+  return setup;
+}
+
+// What a cluster policy's factories know about the instance `setup` at `index`.
+sim::InstanceContext context_for(const Scenario& s, const sim::InstanceSetup& setup, int32_t index) {
+  sim::InstanceContext ctx;
+  ctx.index = index;
+  ctx.role = setup.role;
+  ctx.tp = setup.tp;
+  ctx.num_blocks = setup.num_blocks;
+  ctx.block_size = setup.block_size;
+  ctx.kv_bytes_per_token = setup.kv_bytes_per_token;
+  ctx.cost_model = setup.cost_model;
+  ctx.slo = s.slo;
+  ctx.seed = s.seed;
+  return ctx;
+}
+
 }  // namespace
 
 EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
@@ -603,10 +646,8 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   const auto* policy_entry = s.cluster_policy ? nullptr : &sim::batching_policies().get(s.policy.type);
 
   std::map<int, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
-  std::vector<int64_t> first_gpu;
-  std::vector<int> tps;
+  auto placement = std::make_shared<Placement>();
   std::vector<sim::InstanceContext> contexts;  // cluster policies only
-  int64_t next_gpu = 0;
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
     const GroupPlan& g = s.groups[gi];
     auto& cost = cost_by_tp[g.tp];
@@ -617,24 +658,9 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     }
     if (!in.cost_model) in.cost_model = cost;
     for (int64_t i = 0; i < g.count; ++i) {
-      sim::InstanceSetup setup;
-      setup.gpu = s.cluster.gpu;
-      setup.tp = g.tp;
-      setup.role = g.role;
-      setup.kv_bytes_per_token = model.kv_bytes_per_token(s.cluster.kv_dtype);
-      setup.cost_model = cost;
-      setup.num_blocks = g.memory.num_blocks;
-      setup.block_size = g.memory.block_size;
+      sim::InstanceSetup setup = base_setup(s, model, g, cost);
       if (layout) {
-        sim::InstanceContext ctx;
-        ctx.index = static_cast<int32_t>(in.instances.size());
-        ctx.role = g.role;
-        ctx.tp = g.tp;
-        ctx.num_blocks = setup.num_blocks;
-        ctx.block_size = setup.block_size;
-        ctx.kv_bytes_per_token = setup.kv_bytes_per_token;
-        ctx.cost_model = cost;
-        ctx.slo = s.slo;
+        sim::InstanceContext ctx = context_for(s, setup, static_cast<int32_t>(in.instances.size()));
         setup.batching = layout->groups[gi].make_batching(ctx);
         contexts.push_back(std::move(ctx));
       } else {
@@ -647,9 +673,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
         setup.max_prompt_tokens = s.policy.params.get_int("max_num_batched_tokens");
       }
       in.instances.push_back(std::move(setup));
-      first_gpu.push_back(next_gpu);
-      tps.push_back(g.tp);
-      next_gpu += g.tp;
+      placement->add(g.tp);
     }
   }
   if (layout && layout->make_router) {
@@ -662,10 +686,33 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     in.config.transfer.mode = layout->transfer;
     in.config.transfer.num_layers = model.num_layers;
     const NetworkSpec net = s.network;
-    in.config.transfer.link = [net, gpu, first_gpu, tps](int32_t a, int32_t b) {
-      return link_between(net, gpu, first_gpu[static_cast<size_t>(a)], tps[static_cast<size_t>(a)],
-                          first_gpu[static_cast<size_t>(b)], tps[static_cast<size_t>(b)]);
+    in.config.transfer.link = [net, gpu, placement](int32_t a, int32_t b) {
+      const Placement& p = *placement;
+      return link_between(net, gpu, p.first_gpu[static_cast<size_t>(a)], p.tps[static_cast<size_t>(a)],
+                          p.first_gpu[static_cast<size_t>(b)], p.tps[static_cast<size_t>(b)]);
     };
+    in.config.arrivals_to_decode = layout->decode_takes_arrivals;
+  }
+  if (layout && layout->elastic) {
+    // Instances the controller adds are built like the first group of their role.
+    const auto shared_layout = std::make_shared<const sim::ClusterLayout>(*layout);
+    in.config.elastic.make_instance = [s, &model, shared_layout, cost_by_tp, placement](
+                                          sim::InstanceRole role, int32_t index) {
+      for (size_t gi = 0; gi < s.groups.size(); ++gi) {
+        const GroupPlan& g = s.groups[gi];
+        if (g.role != role) continue;
+        sim::InstanceSetup setup = base_setup(s, model, g, cost_by_tp.at(g.tp));
+        setup.batching = shared_layout->groups[gi].make_batching(context_for(s, setup, index));
+        placement->add(g.tp);
+        return setup;
+      }
+      throw std::invalid_argument(fmt::format("policy {} has no {} instances to add",
+                                              s.policy.type, sim::role_name(role)));
+    };
+    in.config.elastic.controller = layout->elastic->make_controller(contexts);
+    in.config.elastic.control_interval = layout->elastic->control_interval;
+    in.config.elastic.startup_prefill = layout->elastic->startup_prefill;
+    in.config.elastic.startup_decode = layout->elastic->startup_decode;
   }
   in.workload = build_workload(s, root);
   in.config.slo = s.slo;

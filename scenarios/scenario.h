@@ -22,6 +22,7 @@
 #include "models/cost_model.h"
 #include "models/hardware.h"
 #include "models/memory_model.h"
+#include "sim/core/error.h"
 #include "sim/core/params.h"
 #include "sim/core/request_spec.h"
 #include "sim/engine.h"
@@ -105,6 +106,14 @@ struct Scenario {
   OutputSpec output;
   std::optional<Duration> max_time;
   Json resolved;                   // the whole resolved document
+};
+
+// The document is valid but describes a deployment that cannot run: a group's model does not fit
+// its GPU at its TP degree, or the TP degree cannot shard the model. A ConfigError (bad input)
+// whose issues carry the CapacityError messages, so callers can tell "cannot fit" from "malformed".
+class DeploymentError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
 };
 
 // Applies `path=value` overrides to a document: the value is parsed as JSON when it is valid

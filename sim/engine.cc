@@ -4,6 +4,7 @@
 #include <cassert>
 #include <deque>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -60,6 +61,10 @@ struct InstanceState {
   BatchPlan plan;
   InstanceStats stats;
   int64_t busy_ns_at_last_sample = 0;
+  Lifecycle state = Lifecycle::kActive;
+  SimTime alive_from{};
+  SimTime retired_at{};
+  std::multiset<SimTime> wakes;  // pending kWake events of the batching policy
 };
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -105,6 +110,13 @@ struct Engine::Impl {
   RunResult result;
   bool stopped = false;
 
+  // Elastic clusters: observations since the controller's previous tick, and GPUs held.
+  std::vector<ObservedArrival> observed_arrivals;
+  std::vector<ObservedFinish> observed_finishes;
+  int alive_gpus = 0;
+  int peak_gpus = 0;
+  bool elastic() const { return config.elastic.controller != nullptr; }
+
   Impl(EngineConfig c, std::vector<InstanceSetup> setups, std::unique_ptr<RoutingPolicy> r,
        Workload w, RecordListener* l, std::unique_ptr<RoutingPolicy> dr)
       : config(std::move(c)),
@@ -144,6 +156,18 @@ struct Engine::Impl {
       if (!decode_router) throw std::invalid_argument("prefill instances need a decode router");
       if (!config.transfer.link) throw std::invalid_argument("prefill instances need KV links");
     }
+    if (elastic() && !config.elastic.make_instance) {
+      throw std::invalid_argument("an elastic cluster needs an instance factory");
+    }
+    if (elastic() && config.elastic.control_interval.count() <= 0) {
+      throw std::invalid_argument("an elastic cluster needs a positive control interval");
+    }
+    for (auto& inst : instances) {
+      inst.stats.role = inst.setup.role;
+      inst.stats.tp = inst.setup.tp;
+      alive_gpus += inst.setup.tp;
+    }
+    peak_gpus = alive_gpus;
     requests.resize(workload.requests.size());
     loads.resize(instances.size());
     decode_loads.resize(instances.size());
@@ -198,6 +222,7 @@ struct Engine::Impl {
     pending_arrivals--;
     const RequestSpec& spec = workload.requests[next_arrival++];
     set_in_system(+1);
+    if (elastic()) observed_arrivals.push_back({now, spec.prompt_tokens});
     pending_route.push_back(spec.id);
     if (!route_pending) {
       route_pending = true;
@@ -216,7 +241,11 @@ struct Engine::Impl {
     l.total_blocks = inst.setup.num_blocks;
     l.used_blocks = inst.setup.num_blocks - inst.free_blocks;
     l.queued_prompt_blocks = inst.queued_prompt_blocks;
-    l.accepting = inst.setup.role != InstanceRole::kDecode;
+    l.role = inst.setup.role;
+    l.state = inst.state;
+    l.tp = inst.setup.tp;
+    l.accepting = inst.state == Lifecycle::kActive &&
+                  (inst.setup.role != InstanceRole::kDecode || config.arrivals_to_decode);
   }
 
   // Asks the router whether to split the request it just placed on `target`.
@@ -367,13 +396,27 @@ struct Engine::Impl {
     const bool has_batch = inst.setup.batching->next_batch(view, plan);
     if (!has_batch) {
       if (!plan.empty()) bad_plan(i, "returned no batch but a non-empty plan");
-      if (inst.running.empty() && !inst.waiting.empty()) {
+      if (!inst.waiting.empty()) {
+        if (const std::optional<SimTime> w = inst.setup.batching->wake_at(view)) {
+          if (*w <= now) bad_plan(i, "wake_at() must return a time after now");
+          if (inst.wakes.empty() || *inst.wakes.begin() > *w) {
+            inst.wakes.insert(*w);
+            push(*w, Phase::kSchedule, EventKind::kWake, static_cast<int32_t>(i));
+          }
+          return;
+        }
+      }
+      // An instance still holding KV of prefilled requests that wait for a decode instance is
+      // not stuck: the hand-off frees the KV and asks the policy again.
+      if (inst.running.empty() && !inst.waiting.empty() &&
+          inst.free_blocks == inst.setup.num_blocks) {
         throw std::logic_error(fmt::format(
             "instance {} at t={} ns: policy left {} waiting request(s) on an empty instance", i,
             now.time_since_epoch().count(), inst.waiting.size()));
       }
       return;
     }
+    if (plan.empty()) bad_plan(i, "returned a batch but an empty plan");
     apply_preemptions(i, inst, plan);
     apply_admissions(i, inst, plan);
 
@@ -485,6 +528,7 @@ struct Engine::Impl {
     }
     request_schedule(i);
     if (!handoffs.empty()) start_transfers();
+    maybe_retire(i);
   }
 
   // Chunked transfer: the KV of `tokens` new tokens leaves for `dst` as soon as they are computed;
@@ -507,7 +551,8 @@ struct Engine::Impl {
       for (size_t j = 0; j < instances.size(); ++j) {
         refresh_load(j);
         decode_loads[j] = loads[j];
-        decode_loads[j].accepting = instances[j].setup.role == InstanceRole::kDecode;
+        decode_loads[j].accepting = instances[j].setup.role == InstanceRole::kDecode &&
+                                    instances[j].state == Lifecycle::kActive;
       }
       ClusterView view{now, &decode_loads, instances.front().setup.block_size};
       const RequestSpec& spec = workload.requests[static_cast<size_t>(h.seq.id)];
@@ -575,6 +620,7 @@ struct Engine::Impl {
     dst.running.push_back(seq);
     request_schedule(d);
     request_schedule(static_cast<size_t>(h.source));
+    maybe_retire(static_cast<size_t>(h.source));
     start_transfers();
   }
 
@@ -586,6 +632,19 @@ struct Engine::Impl {
     set_in_system(-1);
     result.requests_finished++;
     const RequestSpec& spec = workload.requests[static_cast<size_t>(seq.id)];
+    if (elastic()) {
+      ObservedFinish f;
+      f.arrival = spec.arrival;
+      f.ttft = Duration{rs.first_token_ns} - spec.arrival.time_since_epoch();
+      f.e2e = now - spec.arrival;
+      f.output_tokens = seq.output_tokens;
+      f.prompt_tokens = spec.prompt_tokens;
+      f.tpot_ns = seq.output_tokens > 1 ? static_cast<double>(now.time_since_epoch().count() -
+                                                              rs.first_token_ns) /
+                                              static_cast<double>(seq.output_tokens - 1)
+                                        : 0.0;
+      observed_finishes.push_back(f);
+    }
     if (listener) {
       RequestRecord r;
       r.request_id = seq.id;
@@ -613,6 +672,7 @@ struct Engine::Impl {
       const double interval_ns = static_cast<double>(config.sample_interval.count());
       for (size_t i = 0; i < instances.size(); ++i) {
         InstanceState& inst = instances[i];
+        if (inst.state == Lifecycle::kRetired) continue;
         int64_t busy = inst.stats.busy_ns;
         if (inst.busy) busy += (now - inst.batch_start).count();
         const std::string entity = fmt::format("instance/{}", i);
@@ -626,6 +686,7 @@ struct Engine::Impl {
         inst.busy_ns_at_last_sample = busy;
       }
       listener->on_sample({t_ns, "cluster", "in_system", static_cast<double>(in_system)});
+      if (elastic()) sample_cluster_size();
     }
     if (all_done()) return;
     if (!work_in_flight()) {
@@ -642,8 +703,129 @@ struct Engine::Impl {
   bool work_in_flight() const {
     if (pending_arrivals > 0 || route_pending || !in_transit.empty()) return true;
     return std::any_of(instances.begin(), instances.end(), [](const InstanceState& s) {
-      return s.busy || s.schedule_pending;
+      return s.busy || s.schedule_pending || !s.wakes.empty() || s.state == Lifecycle::kStarting;
     });
+  }
+
+  // ---- elastic clusters ----
+
+  // Instance counts by role and state, and GPUs held, as "cluster" samples.
+  void sample_cluster_size() {
+    if (!listener) return;
+    int64_t active_p = 0, active_d = 0, active_u = 0, starting = 0, draining = 0;
+    for (const InstanceState& inst : instances) {
+      if (inst.state == Lifecycle::kActive) {
+        (inst.setup.role == InstanceRole::kPrefill  ? active_p
+         : inst.setup.role == InstanceRole::kDecode ? active_d
+                                                    : active_u)++;
+      }
+      starting += inst.state == Lifecycle::kStarting;
+      draining += inst.state == Lifecycle::kDraining;
+    }
+    const int64_t t_ns = now.time_since_epoch().count();
+    listener->on_sample({t_ns, "cluster", "active_prefill", static_cast<double>(active_p)});
+    listener->on_sample({t_ns, "cluster", "active_decode", static_cast<double>(active_d)});
+    listener->on_sample({t_ns, "cluster", "active_unified", static_cast<double>(active_u)});
+    listener->on_sample({t_ns, "cluster", "starting", static_cast<double>(starting)});
+    listener->on_sample({t_ns, "cluster", "draining", static_cast<double>(draining)});
+    listener->on_sample({t_ns, "cluster", "alive_gpus", static_cast<double>(alive_gpus)});
+  }
+
+  // Retires a draining instance once it holds nothing: no batch, no requests, no KV hand-off
+  // from or to it.
+  void maybe_retire(size_t i) {
+    InstanceState& inst = instances[i];
+    if (inst.state != Lifecycle::kDraining || inst.busy || !inst.running.empty() ||
+        !inst.waiting.empty() || inst.outstanding != 0) {
+      return;
+    }
+    inst.state = Lifecycle::kRetired;
+    inst.retired_at = now;
+    alive_gpus -= inst.setup.tp;
+    sample_cluster_size();
+  }
+
+  void add_instance(InstanceRole role) {
+    const auto index = static_cast<int32_t>(instances.size());
+    InstanceSetup s = config.elastic.make_instance(role, index);
+    if (!s.cost_model || !s.batching || s.block_size <= 0 || s.num_blocks <= 0 || s.role != role) {
+      throw std::invalid_argument(fmt::format(
+          "instance factory built an invalid {} instance (needs a cost model, a policy, KV blocks "
+          "and the asked role)", role_name(role)));
+    }
+    InstanceState st;
+    st.free_blocks = s.num_blocks;
+    st.state = Lifecycle::kStarting;
+    st.alive_from = now;
+    st.stats.role = role;
+    st.stats.tp = s.tp;
+    st.stats.started_ns = now.time_since_epoch().count();
+    st.setup = std::move(s);
+    if (role == InstanceRole::kDecode) {
+      max_decode_blocks = std::max(max_decode_blocks, st.setup.num_blocks);
+    }
+    alive_gpus += st.setup.tp;
+    peak_gpus = std::max(peak_gpus, alive_gpus);
+    instances.push_back(std::move(st));
+    loads.resize(instances.size());
+    decode_loads.resize(instances.size());
+    result.instances.resize(instances.size());
+    const Duration delay = role == InstanceRole::kDecode ? config.elastic.startup_decode
+                                                         : config.elastic.startup_prefill;
+    push(now + delay, Phase::kComplete, EventKind::kInstanceReady, index);
+  }
+
+  void on_instance_ready(size_t i) {
+    InstanceState& inst = instances[i];
+    if (inst.state != Lifecycle::kStarting) return;
+    inst.state = Lifecycle::kActive;
+    sample_cluster_size();
+    if (!handoffs.empty()) start_transfers();  // a new decode instance may take waiting KV
+  }
+
+  [[noreturn]] void bad_decision(const std::string& what) const {
+    throw std::logic_error(fmt::format("cluster controller at t={} ns: invalid decision: {}",
+                                       now.time_since_epoch().count(), what));
+  }
+
+  void on_control() {
+    for (size_t i = 0; i < instances.size(); ++i) refresh_load(i);
+    ControlView view{now, &loads, &observed_arrivals, &observed_finishes,
+                     static_cast<int64_t>(handoffs.size())};
+    ScalingDecision d;
+    config.elastic.controller->control(view, d);
+    observed_arrivals.clear();
+    observed_finishes.clear();
+    if (d.add_prefill < 0 || d.add_decode < 0) bad_decision("negative instance count to add");
+    std::map<InstanceRole, int64_t> active;
+    for (const InstanceState& inst : instances) {
+      if (inst.state == Lifecycle::kActive) active[inst.setup.role]++;
+    }
+    std::set<int32_t> seen;
+    for (int32_t id : d.drain) {
+      if (id < 0 || static_cast<size_t>(id) >= instances.size() ||
+          instances[static_cast<size_t>(id)].state != Lifecycle::kActive || !seen.insert(id).second) {
+        bad_decision(fmt::format("drains instance {}, which is not an active instance", id));
+      }
+      if (--active[instances[static_cast<size_t>(id)].setup.role] < 1) {
+        bad_decision(fmt::format("drains instance {}, the last active {} instance", id,
+                                 role_name(instances[static_cast<size_t>(id)].setup.role)));
+      }
+    }
+    for (int32_t id : d.drain) {
+      instances[static_cast<size_t>(id)].state = Lifecycle::kDraining;
+      maybe_retire(static_cast<size_t>(id));
+    }
+    for (int64_t k = 0; k < d.add_prefill; ++k) add_instance(InstanceRole::kPrefill);
+    for (int64_t k = 0; k < d.add_decode; ++k) add_instance(InstanceRole::kDecode);
+    if (!d.empty()) sample_cluster_size();
+    if (!all_done() && !work_in_flight()) {
+      throw std::logic_error(fmt::format(
+          "simulation stalled at t={} ns: {} request(s) neither finished nor in flight",
+          now.time_since_epoch().count(),
+          result.requests_total - result.requests_finished - result.requests_rejected));
+    }
+    push(now + config.elastic.control_interval, Phase::kControl, EventKind::kControl, -1);
   }
 
   // ---- main loop ----
@@ -658,6 +840,10 @@ struct Engine::Impl {
       push(kTimeZero + config.sample_interval, Phase::kSample, EventKind::kSample, -1);
     }
     if (config.max_sim_time) push(kTimeZero + *config.max_sim_time, Phase::kStop, EventKind::kStop, -1);
+    if (elastic()) {
+      sample_cluster_size();
+      push(kTimeZero + config.elastic.control_interval, Phase::kControl, EventKind::kControl, -1);
+    }
 
     SimTime last_completion{};
     while (!queue.empty() && !stopped) {
@@ -688,6 +874,18 @@ struct Engine::Impl {
         case EventKind::kTransferDone:
           on_transfer_done(static_cast<size_t>(e.target), e.request);
           break;
+        case EventKind::kControl:
+          on_control();
+          break;
+        case EventKind::kInstanceReady:
+          on_instance_ready(static_cast<size_t>(e.target));
+          break;
+        case EventKind::kWake: {
+          InstanceState& inst = instances[static_cast<size_t>(e.target)];
+          inst.wakes.erase(inst.wakes.find(e.time));
+          if (!inst.busy && !inst.schedule_pending) on_schedule(static_cast<size_t>(e.target));
+          break;
+        }
       }
       if (config.progress && (result.events & 0xFFFF) == 0 && result.requests_total > 0) {
         config.progress(static_cast<double>(result.requests_finished) /
@@ -715,10 +913,14 @@ struct Engine::Impl {
     result.mean_in_system = span_ns > 0 ? static_cast<double>(in_system_area_ns / span_ns) : 0.0;
     result.requests_unfinished =
         result.requests_total - result.requests_finished - result.requests_rejected;
+    result.num_gpus = peak_gpus;
     for (size_t i = 0; i < instances.size(); ++i) {
-      result.num_gpus += instances[i].setup.tp;
-      result.gpu_seconds += instances[i].setup.tp * to_seconds(result.end_time);
-      result.instances[i] = instances[i].stats;
+      const InstanceState& inst = instances[i];
+      const bool retired = inst.state == Lifecycle::kRetired;
+      const SimTime until = retired ? inst.retired_at : std::max(result.end_time, inst.alive_from);
+      result.gpu_seconds += inst.setup.tp * to_seconds(until - inst.alive_from);
+      result.instances[i] = inst.stats;
+      if (retired) result.instances[i].retired_ns = inst.retired_at.time_since_epoch().count();
     }
     return std::move(result);
   }
@@ -732,6 +934,20 @@ const char* role_name(InstanceRole role) {
       return "prefill";
     case InstanceRole::kDecode:
       return "decode";
+  }
+  return "?";
+}
+
+const char* lifecycle_name(Lifecycle state) {
+  switch (state) {
+    case Lifecycle::kStarting:
+      return "starting";
+    case Lifecycle::kActive:
+      return "active";
+    case Lifecycle::kDraining:
+      return "draining";
+    case Lifecycle::kRetired:
+      return "retired";
   }
   return "?";
 }

@@ -69,6 +69,17 @@ struct TransferConfig {
   int num_layers = 1;
 };
 
+// An elastic cluster (sim/policy_api.h, ClusterController). `make_instance(role, index)` builds
+// the instance that will sit at `index`, like the initial instances of that role (cost model,
+// memory plan, batching); it may throw std::invalid_argument for a role the layout lacks.
+struct ElasticConfig {
+  std::shared_ptr<ClusterController> controller;  // null: a static cluster
+  Duration control_interval{10'000'000'000};
+  Duration startup_prefill{};
+  Duration startup_decode{};
+  std::function<InstanceSetup(InstanceRole role, int32_t index)> make_instance;
+};
+
 struct EngineConfig {
   SloSpec slo;
   TransferConfig transfer;  // used only when some instance has role kPrefill
@@ -78,6 +89,10 @@ struct EngineConfig {
   ClosedLoopSpec closed_loop;
   // Called from the event loop about every 2^16 events with the share of requests finished.
   std::function<void(double)> progress;
+  // Decode instances also take arrivals (prefilled locally, no KV transfer); the arrival router
+  // sees them as accepting.
+  bool arrivals_to_decode = false;
+  ElasticConfig elastic;
 };
 
 
@@ -91,6 +106,10 @@ struct InstanceStats {
   int64_t decode_tokens = 0;
   int64_t preemptions = 0;
   int64_t peak_used_blocks = 0;
+  InstanceRole role = InstanceRole::kUnified;
+  int tp = 1;
+  int64_t started_ns = 0;   // GPUs held from here (0 for the initial instances)
+  int64_t retired_ns = -1;  // GPUs released here; -1 while alive at the end of the run
 };
 
 struct RunResult {
@@ -101,8 +120,9 @@ struct RunResult {
   int64_t requests_rejected = 0;    // could never run: KV pool too small or prompt too long
   int64_t requests_unfinished = 0;  // still in flight when max_sim_time stopped the run
   SimTime end_time{};               // last completion (or the stop time)
-  int num_gpus = 0;
-  double gpu_seconds = 0;           // sum over instances of tp x time alive
+  int num_gpus = 0;                 // most GPUs held at once (a static cluster: all of them)
+  double gpu_seconds = 0;           // sum over instances of tp x time alive (start .. retirement
+                                    // or end_time)
   double mean_in_system = 0;        // time-average of requests arrived and not finished
   LogHistogram tbt_ns;              // every gap between consecutive tokens of a request
   std::vector<InstanceStats> instances;

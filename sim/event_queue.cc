@@ -21,6 +21,8 @@ const char* phase_name(Phase phase) {
       return "sample";
     case Phase::kStop:
       return "stop";
+    case Phase::kControl:
+      return "control";
   }
   return "?";
 }

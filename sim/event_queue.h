@@ -24,6 +24,9 @@ enum class Phase : uint8_t {
   kSchedule = 4,      // an idle instance asks its batching policy for the next batch
   kSample = 5,        // time-series sampling
   kStop = 6,          // end of the run
+  // Appended after kStop so that the numbering, and so every static run's fingerprint, stays as
+  // it was: at a tie a cluster controller's tick sees the sampled state of that instant.
+  kControl = 7,       // an elastic cluster's controller tick
 };
 const char* phase_name(Phase phase);
 
@@ -35,6 +38,9 @@ enum class EventKind : uint8_t {
   kSchedule,
   kSample,
   kStop,
+  kControl,        // elastic clusters: the controller's periodic tick
+  kInstanceReady,  // an added instance finished starting up (phase kComplete)
+  kWake,           // a batching policy's wake_at() time (phase kSchedule)
 };
 
 struct Event {

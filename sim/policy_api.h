@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ class BatchingPolicy {
   // Called when the batch of the last next_batch() finished, with its measured duration (the
   // instance's real iteration time; a policy that keeps a latency table refines it here).
   virtual void on_batch_done(const InstanceView& view, Duration measured) {}
+  // Called when next_batch() returned false while requests are waiting (a policy holding work
+  // back on purpose, e.g. to accumulate short prompts): the time at which it wants to be asked
+  // again even if nothing arrives or completes. Returns a time > view.now, or nullopt (the
+  // default) for none -- then an empty instance with waiting requests is a stall (logic_error).
+  virtual std::optional<SimTime> wake_at(const InstanceView& view) { return std::nullopt; }
 };
 
 // What a cluster policy's factories know about the instance (or cluster) they build for: the
@@ -42,6 +48,7 @@ struct InstanceContext {
   int64_t kv_bytes_per_token = 0;
   std::shared_ptr<const models::IterationCostModel> cost_model;
   SloSpec slo;  // the scenario's objectives
+  uint64_t seed = 0;  // the scenario's seed, for the policy's own RngStreams
 };
 
 // Where a routed request is split (micro-requests): the first instance computes tokens
@@ -78,6 +85,68 @@ struct RoutingPolicyEntry {
   std::function<std::unique_ptr<RoutingPolicy>(const ParamValues&)> make;
 };
 
+// ---- Elastic clusters -------------------------------------------------------------------------
+//
+// A ClusterController resizes the cluster on the simulated clock. The engine calls control() every
+// ElasticSpec::control_interval with a read-only view; the controller returns scaling actions and
+// the engine validates and applies them:
+// - added instances are built like the layout's first group of that role, hold their GPUs at once
+//   (GPU-seconds count from the add) and take work only after the role's start-up delay;
+// - a drained instance takes no new work, finishes what it holds (including KV hand-offs it sent
+//   or receives) and is retired when empty, releasing its GPUs;
+// - an action that names an instance that is not active, or drains the last active instance of a
+//   role, is a controller bug (std::logic_error).
+// Determinism: control ticks are ordinary events (phase kControl), so a run stays reproducible.
+
+// One arrival since the previous tick.
+struct ObservedArrival {
+  SimTime time{};
+  int64_t prompt_tokens = 0;
+};
+
+// One request finished since the previous tick.
+struct ObservedFinish {
+  SimTime arrival{};
+  Duration ttft{};
+  Duration e2e{};
+  double tpot_ns = 0;  // (E2E - TTFT) / (output - 1); 0 for one-token requests
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+};
+
+struct ControlView {
+  SimTime now{};
+  // Every instance ever created, by index (retired ones included, with state kRetired).
+  const std::vector<InstanceLoad>* instances = nullptr;
+  const std::vector<ObservedArrival>* arrivals = nullptr;  // since the previous tick, in order
+  const std::vector<ObservedFinish>* finished = nullptr;   // since the previous tick, in order
+  int64_t handoffs_waiting = 0;  // prefilled requests waiting for room on a decode instance
+};
+
+struct ScalingDecision {
+  int64_t add_prefill = 0;  // new prefill instances
+  int64_t add_decode = 0;   // new decode instances
+  std::vector<int32_t> drain;  // active instances to drain, by index
+  bool empty() const { return add_prefill == 0 && add_decode == 0 && drain.empty(); }
+};
+
+class ClusterController {
+ public:
+  virtual ~ClusterController() = default;
+  // Fills `decision` (cleared by the caller). Must not keep pointers into `view`.
+  virtual void control(const ControlView& view, ScalingDecision& decision) = 0;
+};
+
+// What a cluster policy asks of the engine to run elastically.
+struct ElasticSpec {
+  Duration control_interval{10'000'000'000};
+  Duration startup_prefill{};  // from the add until a new prefill instance takes work
+  Duration startup_decode{};
+  // Called once with the initial instances' contexts, in instance order.
+  std::function<std::unique_ptr<ClusterController>(const std::vector<InstanceContext>&)>
+      make_controller;
+};
+
 // One group of identical instances in a cluster policy's layout.
 struct InstanceGroup {
   InstanceRole role = InstanceRole::kUnified;
@@ -101,6 +170,11 @@ struct ClusterLayout {
   // When set, the cluster policy routes arrivals itself (the scenario's router is ignored);
   // called once with every instance's context, in instance order.
   std::function<std::unique_ptr<RoutingPolicy>(const std::vector<InstanceContext>&)> make_router;
+  // When true, decode instances also take arrivals (they prefill locally, without a KV transfer);
+  // the arrival router sees them as accepting and must pick by InstanceLoad::role.
+  bool decode_takes_arrivals = false;
+  // When set, the cluster is elastic (see ClusterController).
+  std::optional<ElasticSpec> elastic;
 };
 
 struct ClusterPolicyEntry {

@@ -23,6 +23,17 @@ enum class InstanceRole {
 };
 const char* role_name(InstanceRole role);
 
+// Where an instance is in its life (elastic clusters; a static cluster's instances are all
+// kActive for the whole run). GPUs are held, and counted in GPU-seconds, from kStarting until
+// kRetired.
+enum class Lifecycle {
+  kStarting,  // added, loading weights: takes no work until its start-up delay has passed
+  kActive,    // takes new work
+  kDraining,  // finishes what it holds, takes no new work; retired once empty
+  kRetired,   // gone: its GPUs are released
+};
+const char* lifecycle_name(Lifecycle state);
+
 // How KV moves from a prefill to a decode instance.
 enum class KvTransferMode {
   kAfterPrefill,      // the whole KV once the prompt is done (DistServe)
@@ -118,6 +129,9 @@ struct InstanceLoad {
   int64_t used_blocks = 0;
   int64_t queued_prompt_blocks = 0;  // KV blocks the waiting requests' prompts will need
   bool accepting = true;             // false while starting up or draining
+  InstanceRole role = InstanceRole::kUnified;
+  Lifecycle state = Lifecycle::kActive;
+  int tp = 1;                        // GPUs of the instance
 };
 
 // An instance's queues as a cluster router sees them (for routers that predict each instance's

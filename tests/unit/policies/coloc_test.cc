@@ -93,6 +93,24 @@ TEST(ColocStallFree, DoesNotAdmitWhenTheWholePromptDoesNotFit) {
   EXPECT_TRUE(d.plan.empty());
 }
 
+TEST(ColocStallFree, SplitRequestsThatArrivedWithPartialKvReserveTheRestOrPreemptTheTail) {
+  // Two requests that arrived from another instance with 600 of their 1000 prompt tokens of KV
+  // (38 blocks each): the rest of a prompt needs 25 more blocks.
+  Instance inst;
+  inst.total_blocks = 100;
+  inst.free_blocks = 30;
+  inst.running = {partial_seq(1, 1000, 600, 38), partial_seq(2, 1000, 600, 38)};
+  Decision d = decide(params(Mode::kStallFree, 512), inst);
+  EXPECT_EQ(scheduled(d.plan), (std::vector<Sched>{{1, 400, 1000}}));
+  EXPECT_TRUE(d.plan.preempt.empty());
+  // Neither can reserve the rest of its prompt and nothing else runs: the tail is preempted
+  // rather than both waiting forever.
+  inst.free_blocks = 24;
+  d = decide(params(Mode::kStallFree, 512), inst);
+  EXPECT_EQ(d.plan.preempt, Ids{2});
+  EXPECT_EQ(scheduled(d.plan), (std::vector<Sched>{{1, 400, 1000}}));
+}
+
 TEST(ColocStallFree, ReadmitsAPreemptedRequestWithItsWholeContextReserved) {
   Instance inst;
   inst.free_blocks = 8;  // blocks_for_tokens(100 + 20, 16)

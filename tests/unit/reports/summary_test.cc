@@ -55,6 +55,8 @@ TEST(SummarizeTest, CountsRatesAndExactPercentiles) {
   EXPECT_DOUBLE_EQ(s.request_rate_per_s, 10 / 1.1);
   EXPECT_DOUBLE_EQ(s.input_tokens_per_s, 1045 / 1.1);  // 100 + ... + 109
   EXPECT_DOUBLE_EQ(s.output_tokens_per_s, 110 / 1.1);
+  // Request i finishes at 120 i + 20 ms: 8 of them by the last arrival (900 ms).
+  EXPECT_DOUBLE_EQ(s.sustained_rate_per_s, 8 / 0.9);
 
   // Nearest rank over 10 values: p50 = 5th, p90 = 9th, p99 = 10th smallest.
   EXPECT_DOUBLE_EQ(s.ttft_s.p50, 0.050);
@@ -221,8 +223,8 @@ TEST(SummaryScalarsTest, NamesEveryField) {
   const RunSummary s =
       summarize(ten_requests(), LogHistogram{}, slo, {.num_gpus = 2, .gpu_seconds = 3});
   const auto scalars = summary_scalars(s);
-  // 7 counters and rates, 5 x 5 percentiles, 5 attainments, 3 goodputs, 3 GPU figures.
-  EXPECT_EQ(scalars.size(), 43u);
+  // 8 counters and rates, 5 x 5 percentiles, 5 attainments, 3 goodputs, 3 GPU figures.
+  EXPECT_EQ(scalars.size(), 44u);
   std::map<std::string, double> by_name(scalars.begin(), scalars.end());
   EXPECT_EQ(by_name.size(), scalars.size()) << "duplicate names";
   EXPECT_DOUBLE_EQ(by_name.at("requests"), 10);

@@ -1,0 +1,243 @@
+// `servesim dllm-report`: the dLLM-Serve paper's experiments, each printed next to the paper's
+// numbers. Every run is a shipped scenario under scenarios/dllm/ plus the overrides printed with
+// the table, so `servesim run <file> --set ...` reproduces any cell.
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "app/dllm_run.h"
+
+namespace servesim::app {
+namespace {
+
+const char* const kWorkloads[] = {"livebench", "burst", "osc"};
+const char* const kBaselines[] = {"dllm-cache", "sparse-dllm", "fast-dllm"};
+
+struct Cell {
+  bool oom = false;
+  double tok_s = 0, latency_s = 0, std_s = 0, span_s = 0;
+};
+
+class Runner {
+ public:
+  explicit Runner(const scenarios::DataRoot& root) : root_(root) {}
+
+  // Runs scenarios/dllm/<gpu>_<workload>.json with `policy` (a JSON object replacing the file's
+  // policy for the baselines; empty = the file's dllm-serve policy) and extra overrides.
+  Cell run(const std::string& gpu, const std::string& workload, const std::string& policy,
+           std::vector<std::string> overrides) {
+    const std::string file =
+        (std::filesystem::path(root_.root) / "scenarios/dllm" / (gpu + "_" + workload + ".json"))
+            .string();
+    if (!policy.empty()) overrides.insert(overrides.begin(), "policy=" + policy);
+    const auto s = scenarios::load_dllm_scenario(file, overrides, root_);
+    const DllmOutcome o = run_dllm(s, root_, "");
+    if (cost_models_.emplace(o.cost_model).second) notes_.push_back(o.cost_model);
+    const std::string source = o.workload.substr(0, o.workload.find(", Poisson"));
+    if (workloads_.emplace(source).second) notes_.push_back(o.workload);
+    Cell c;
+    c.oom = !o.oom.empty();
+    c.tok_s = o.metrics.throughput_tok_s;
+    c.latency_s = o.metrics.mean_latency_s;
+    c.std_s = o.metrics.std_latency_s;
+    c.span_s = o.metrics.span_s();
+    return c;
+  }
+  void print_notes(std::ostream& out) {
+    out << "inputs:\n";
+    for (const auto& n : notes_) out << "  " << n << "\n";
+    notes_.clear();
+  }
+
+ private:
+  const scenarios::DataRoot& root_;
+  std::set<std::string> cost_models_, workloads_;
+  std::vector<std::string> notes_;
+};
+
+std::string baseline_policy(const std::string& name) {
+  return fmt::format("{{\"type\":\"{}\"}}", name);
+}
+
+std::string verdict(bool ok) { return ok ? "met" : "NOT MET"; }
+
+std::string fmt_cell(const Cell& c, const char* f = "{:.2f}") {
+  return c.oom ? std::string("OOM") : fmt::format(fmt::runtime(f), c.tok_s);
+}
+
+void table4(Runner& run, std::ostream& out) {
+  // Paper Table 4 (L40S, 1.0 req/s): latency s / tok/s / speedup vs Sparse-dLLM.
+  const std::map<std::string, std::map<std::string, std::array<double, 3>>> paper = {
+      {"livebench",
+       {{"dllm-cache", {419.17, 32.52, 1.01}}, {"sparse-dllm", {435.18, 32.26, 1.00}},
+        {"fast-dllm", {241.19, 56.46, 1.75}}, {"dllm-serve", {218.50, 90.17, 2.79}}}},
+      {"burst",
+       {{"dllm-cache", {6766.53, 33.07, 0.97}}, {"sparse-dllm", {6466.96, 34.23, 1.00}},
+        {"fast-dllm", {3158.38, 61.26, 1.79}}, {"dllm-serve", {1551.40, 106.95, 3.12}}}},
+      {"osc",
+       {{"dllm-cache", {6898.20, 32.62, 0.99}}, {"sparse-dllm", {6791.42, 32.87, 1.00}},
+        {"fast-dllm", {3408.36, 58.23, 1.77}}, {"dllm-serve", {1849.79, 94.32, 2.87}}}}};
+  out << "== Table 4: L40S, LLaDA-8B-Instruct, 1.0 req/s (scenarios/dllm/l40s_<workload>.json; "
+         "baselines: --set 'policy={\"type\":\"<name>\"}') ==\n";
+  out << fmt::format("{:<10} {:<12} {:>11} {:>11} {:>9} | {:>11} {:>9} {:>8}\n", "workload",
+                     "system", "latency s", "tok/s", "speedup", "paper lat", "paper t/s", "paper x");
+  for (const char* w : kWorkloads) {
+    std::map<std::string, Cell> cells;
+    for (const char* b : kBaselines) cells[b] = run.run("l40s", w, baseline_policy(b), {});
+    cells["dllm-serve"] = run.run("l40s", w, "", {});
+    const double base = cells["sparse-dllm"].tok_s;
+    for (const char* name : {"dllm-cache", "sparse-dllm", "fast-dllm", "dllm-serve"}) {
+      const Cell& c = cells[name];
+      const auto& p = paper.at(w).at(name);
+      out << fmt::format("{:<10} {:<12} {:>11} {:>11} {:>9} | {:>11.2f} {:>9.2f} {:>7.2f}x\n", w,
+                         name, c.oom ? "OOM" : fmt::format("{:.2f}", c.latency_s), fmt_cell(c),
+                         c.oom || base <= 0 ? "-" : fmt::format("{:.2f}x", c.tok_s / base), p[0],
+                         p[1], p[2]);
+    }
+    const double serve = cells["dllm-serve"].tok_s, fast = cells["fast-dllm"].tok_s,
+                 sparse = cells["sparse-dllm"].tok_s, cache = cells["dllm-cache"].tok_s;
+    const bool ranking = serve > fast && fast > std::max(sparse, cache) &&
+                         std::abs(sparse - cache) <= 0.15 * std::max(sparse, cache);
+    const double speedup = base > 0 ? serve / base : 0;
+    const double target = paper.at(w).at("dllm-serve")[2];
+    out << fmt::format("  ranking dllm-serve > fast-dllm > sparse-dllm ~ dllm-cache (within 15 %): "
+                       "{}; speedup {:.2f}x vs paper {:.2f}x ({:+.0f} %, +-25 %: {})\n",
+                       verdict(ranking), speedup, target, (speedup / target - 1) * 100,
+                       verdict(std::abs(speedup / target - 1) <= 0.25));
+  }
+  run.print_notes(out);
+  out << "\n";
+}
+
+void rtx4090(Runner& run, std::ostream& out) {
+  const double rates[] = {0.1, 0.2, 0.25, 0.3, 0.4, 0.5};
+  out << "== Fig. 3/4: RTX 4090 throughput (tok/s) vs arrival rate "
+         "(scenarios/dllm/rtx4090_<workload>.json --set workload.arrival.rate=R) ==\n";
+  out << "paper: baselines flatten near 0.25 req/s, dllm-serve keeps scaling to 0.4-0.5 req/s; "
+         "peak dllm-serve 76.6 tok/s vs Fast-dLLM 42.4 (1.81x, Burst); at 0.5 req/s (LiveBench) "
+         "sigma -56 %, span -53 % vs the best baseline\n";
+  for (const char* w : kWorkloads) {
+    out << fmt::format("{:<10} {:<12}", w, "rate");
+    for (double r : rates) out << fmt::format(" {:>8.2f}", r);
+    out << "\n";
+    std::map<std::string, std::vector<Cell>> cells;
+    for (const char* name : {"dllm-cache", "sparse-dllm", "fast-dllm", "dllm-serve"}) {
+      for (double r : rates) {
+        const std::vector<std::string> o = {fmt::format("workload.arrival.rate={}", r)};
+        cells[name].push_back(std::string(name) == "dllm-serve"
+                                  ? run.run("rtx4090", w, "", o)
+                                  : run.run("rtx4090", w, baseline_policy(name), o));
+      }
+      out << fmt::format("{:<10} {:<12}", "", name);
+      for (const Cell& c : cells[name]) out << fmt::format(" {:>8}", fmt_cell(c, "{:.1f}"));
+      out << "\n";
+    }
+    auto peak = [](const std::vector<Cell>& v) {
+      double m = 0;
+      for (const Cell& c : v) m = std::max(m, c.oom ? 0.0 : c.tok_s);
+      return m;
+    };
+    const double ps = peak(cells["dllm-serve"]), pf = peak(cells["fast-dllm"]);
+    // Scaling: throughput gain from 0.25 to 0.5 req/s.
+    const double fast_gain = cells["fast-dllm"][5].tok_s / std::max(cells["fast-dllm"][2].tok_s, 1e-9);
+    const double serve_gain =
+        cells["dllm-serve"][5].tok_s / std::max(cells["dllm-serve"][2].tok_s, 1e-9);
+    const double ratio = pf > 0 ? ps / pf : 0;
+    out << fmt::format("  peak dllm-serve / fast-dllm = {:.2f}x (paper 1.81x, +-25 %: {}); "
+                       "throughput 0.25 -> 0.5 req/s: fast-dllm x{:.2f}, dllm-serve x{:.2f}\n",
+                       ratio, verdict(std::abs(ratio / 1.81 - 1) <= 0.25), fast_gain, serve_gain);
+    // Jitter at 0.5 req/s against the best baseline (highest throughput).
+    const Cell* best = nullptr;
+    for (const char* b : kBaselines) {
+      const Cell& c = cells[b][5];
+      if (!c.oom && (best == nullptr || c.tok_s > best->tok_s)) best = &c;
+    }
+    const Cell& s = cells["dllm-serve"][5];
+    if (best != nullptr && !s.oom) {
+      out << fmt::format("  at 0.5 req/s: latency mean {:.0f} s vs best baseline {:.0f} s; sigma "
+                         "{:+.0f} %, span {:+.0f} % (paper LiveBench: -56 %, -53 %)\n",
+                         s.latency_s, best->latency_s, (s.std_s / best->std_s - 1) * 100,
+                         (s.span_s / best->span_s - 1) * 100);
+    }
+  }
+  run.print_notes(out);
+  out << "\n";
+}
+
+void ablation(Runner& run, std::ostream& out) {
+  out << "== Fig. 8 ablation: speedup over Sparse-dLLM (cumulative), RTX 4090 at 0.5 req/s and "
+         "L40S at 1.0 req/s (the scenario files' rates) ==\n"
+         "engine = dllm-serve with --set policy.phase_aware=false --set policy.logit_budgeting=false; "
+         "+scheduler = --set policy.logit_budgeting=false; +logit budgeting = the full system\n";
+  const std::map<std::string, std::array<double, 3>> paper = {
+      {"livebench", {1.48, NAN, 1.75}}, {"burst", {1.76, 1.82, 1.97}}, {"osc", {1.58, 1.68, 1.76}}};
+  out << fmt::format("{:<14} {:>10} {:>12} {:>14} | {:>8} {:>10} {:>12}  {}\n", "workload",
+                     "engine", "+scheduler", "+logit budget", "paper", "paper", "paper",
+                     "monotone");
+  for (const char* gpu : {"rtx4090", "l40s"}) {
+  for (const char* w : kWorkloads) {
+    const double base = run.run(gpu, w, baseline_policy("sparse-dllm"), {}).tok_s;
+    const Cell e = run.run(gpu, w, "", {"policy.phase_aware=false", "policy.logit_budgeting=false"});
+    const Cell s = run.run(gpu, w, "", {"policy.logit_budgeting=false"});
+    const Cell f = run.run(gpu, w, "", {});
+    const auto x = [&](const Cell& c) {
+      return c.oom || base <= 0 ? std::string("OOM") : fmt::format("{:.2f}x", c.tok_s / base);
+    };
+    const auto p = paper.at(w);
+    const auto px = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.2f}x", v); };
+    const bool mono = !e.oom && !s.oom && !f.oom && e.tok_s <= s.tok_s && s.tok_s <= f.tok_s;
+    out << fmt::format("{:<14} {:>10} {:>12} {:>14} | {:>8} {:>10} {:>12}  {}\n",
+                       fmt::format("{} {}", gpu == std::string("l40s") ? "L40S" : "4090", w), x(e),
+                       x(s), x(f), px(p[0]), px(p[1]), px(p[2]), verdict(mono));
+  }
+  }
+  run.print_notes(out);
+  out << "\n";
+}
+
+void sensitivity(Runner& run, std::ostream& out) {
+  out << "== Fig. 7 sensitivity: RTX 4090, 0.5 req/s (saturated), dllm-serve / sparse-dllm "
+         "throughput ==\n(scenarios/dllm/rtx4090_osc.json with workload.prompts={\"type\":\"fixed\","
+         "\"tokens\":P}; the output sweep sets denoise.gen_length = denoise.steps = G)\n";
+  out << "paper: prompt 100 -> 600: 3.12x -> ~2.45x; output 128 -> 512: 3.21x -> ~2.47x\n";
+  const auto speedup = [&](std::vector<std::string> o) {
+    const Cell b = run.run("rtx4090", "osc", baseline_policy("sparse-dllm"), o);
+    const Cell s = run.run("rtx4090", "osc", "", o);
+    return (b.oom || s.oom || b.tok_s <= 0) ? std::string("OOM")
+                                            : fmt::format("{:.2f}x", s.tok_s / b.tok_s);
+  };
+  out << "prompt (output 256):";
+  for (int p : {100, 200, 300, 400, 500, 600}) {
+    out << fmt::format("  {}: {}", p,
+                       speedup({fmt::format("workload.prompts={{\"type\":\"fixed\",\"tokens\":{}}}", p)}));
+  }
+  out << "\noutput (prompt 100): ";
+  for (int g : {128, 256, 384, 512}) {
+    out << fmt::format("  {}: {}", g,
+                       speedup({"workload.prompts={\"type\":\"fixed\",\"tokens\":100}",
+                                fmt::format("denoise.gen_length={}", g),
+                                fmt::format("denoise.steps={}", g)}));
+  }
+  out << "\n";
+  run.print_notes(out);
+  out << "\n";
+}
+
+}  // namespace
+
+int run_dllm_report(const std::string& table, const scenarios::DataRoot& root, std::ostream& out) {
+  Runner run(root);
+  const bool all = table == "all";
+  if (all || table == "l40s") table4(run, out);
+  if (all || table == "rtx4090") rtx4090(run, out);
+  if (all || table == "ablation") ablation(run, out);
+  if (all || table == "sensitivity") sensitivity(run, out);
+  return 0;
+}
+
+}  // namespace servesim::app

@@ -1,0 +1,41 @@
+// Running diffusion-LLM scenarios (`servesim run scenarios/dllm/<x>.json`) and reproducing the
+// dLLM-Serve paper's tables (`servesim dllm-report`).
+//
+// Contract: run_dllm() builds the workload, the cost model and the simulator from a validated
+// DllmScenario, runs it, and (when db_path is set) writes the run, its resolved parameters, one
+// request row per request (first_token_ns = done_ns: a dLLM request emits its tokens at its last
+// step; output_tokens = generated tokens) and the summary scalars through reports::SqliteSink in
+// one transaction. An out-of-memory configuration is returned with `oom` set (and stored with
+// status "oom"), never run.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "dllm/simulator.h"
+#include "scenarios/dllm_scenario.h"
+
+namespace servesim::app {
+
+struct DllmOutcome {
+  dllm::DllmRunResult result;
+  dllm::DllmMetrics metrics;
+  std::string cost_model;  // describe() of the cost model
+  std::string workload;    // workload description
+  std::string oom;         // non-empty: the configuration does not fit, with why
+  int64_t run_id = 0;
+  double wall_s = 0;
+};
+
+DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot& root,
+                     const std::string& db_path);
+
+// Human-readable summary of one run (the paper's metrics).
+std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutcome& o);
+
+// `servesim dllm-report`: runs the acceptance experiments and prints each table next to the
+// paper's numbers. `table` is one of all, l40s, rtx4090, ablation, sensitivity. Returns 0.
+int run_dllm_report(const std::string& table, const scenarios::DataRoot& root, std::ostream& out);
+
+}  // namespace servesim::app

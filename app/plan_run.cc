@@ -1,0 +1,619 @@
+// Running a plan: pruning, the worker pool over configs, MPI sharding, the results database and
+// the report (cheapest config, top-N table, Pareto frontier), plus --explain and --emit-scenario.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "app/plan.h"
+#include "app/plan_internal.h"
+#include "reports/plan_store.h"
+#include "reports/sqlite_sink.h"
+#include "sim/core/error.h"
+
+namespace servesim::app {
+namespace {
+
+struct Interrupted {};
+
+// ---------------------------------------------------------------------------------------------
+// Serialization between ranks (JSON; doubles round-trip exactly, NaN travels as null).
+
+Json num(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+double num_of(const Json& j) {
+  return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
+}
+
+Json to_json(const StoredRun& r) {
+  Json j;
+  j["info"] = {r.info.scenario, r.info.policy, r.info.router, r.info.workload, r.info.code_rev,
+               r.info.started_at, r.info.seed};
+  j["params"] = Json::array();
+  for (const auto& [k, v] : r.params) j["params"].push_back({k, v});
+  j["scalars"] = Json::array();
+  for (const auto& [e, n, v] : r.scalars) j["scalars"].push_back({e, n, num(v)});
+  j["tbt"] = Json::array();
+  for (const auto& b : r.tbt_bins) j["tbt"].push_back({b.lower, b.upper, b.count});
+  j["requests"] = Json::array();
+  for (const auto& q : r.requests) {
+    j["requests"].push_back({q.request_id, q.instance_id, q.arrival_ns, q.first_scheduled_ns,
+                             q.first_token_ns, q.done_ns, q.prompt_tokens, q.output_tokens,
+                             q.preemptions, q.max_tbt_ns, q.tbt_slo_violations, q.token_times_ns});
+  }
+  j["samples"] = Json::array();
+  for (const auto& s : r.samples) j["samples"].push_back({s.t_ns, s.entity, s.metric, num(s.value)});
+  j["status"] = r.status;
+  j["wall_s"] = r.wall_s;
+  j["fingerprint"] = r.fingerprint;
+  return j;
+}
+
+StoredRun stored_run_of(const Json& j) {
+  StoredRun r;
+  const Json& i = j.at("info");
+  r.info = {i[0], i[1], i[2], i[3], i[4], i[5], i[6].get<uint64_t>()};
+  for (const auto& p : j.at("params")) r.params.emplace_back(p[0], p[1]);
+  for (const auto& s : j.at("scalars")) r.scalars.emplace_back(s[0], s[1], num_of(s[2]));
+  for (const auto& b : j.at("tbt")) r.tbt_bins.push_back({b[0], b[1], b[2]});
+  for (const auto& q : j.at("requests")) {
+    sim::RequestRecord x;
+    x.request_id = q[0];
+    x.instance_id = q[1];
+    x.arrival_ns = q[2];
+    x.first_scheduled_ns = q[3];
+    x.first_token_ns = q[4];
+    x.done_ns = q[5];
+    x.prompt_tokens = q[6];
+    x.output_tokens = q[7];
+    x.preemptions = q[8];
+    x.max_tbt_ns = q[9];
+    x.tbt_slo_violations = q[10];
+    x.token_times_ns = q[11].get<std::vector<int64_t>>();
+    r.requests.push_back(std::move(x));
+  }
+  for (const auto& s : j.at("samples")) r.samples.push_back({s[0], s[1], s[2], num_of(s[3])});
+  r.status = j.at("status");
+  r.wall_s = j.at("wall_s");
+  r.fingerprint = j.at("fingerprint");
+  return r;
+}
+
+Json to_json(const PlanConfigResult& r) {
+  Json j;
+  j["index"] = r.index;
+  j["finished"] = r.finished;
+  j["error"] = r.error;
+  j["at_target"] = r.at_target ? Json(*r.at_target) : Json(nullptr);
+  j["capacity"] = r.capacity_rps;
+  j["probes"] = Json::array();
+  for (const PlanProbe& p : r.probes) {
+    Json pj;
+    pj["rate"] = p.rate;
+    pj["meets"] = p.meets;
+    pj["checks"] = Json::array();
+    for (const SloCheck& c : p.checks) {
+      pj["checks"].push_back({c.name, num(c.value), num(c.limit), c.at_least, c.ok, c.unit});
+    }
+    pj["m"] = {num(p.output_tokens_per_s), num(p.tokens_per_s_per_gpu), num(p.tokens_per_s_per_user),
+               num(p.goodput_tokens_per_s), num(p.slo_attainment), num(p.ttft_p99_s),
+               num(p.tpot_p50_s), num(p.tbt_p99_s), num(p.gpu_seconds)};
+    pj["fingerprint"] = p.fingerprint;
+    pj["run"] = to_json(p.run);
+    j["probes"].push_back(std::move(pj));
+  }
+  return j;
+}
+
+PlanConfigResult config_result_of(const Json& j) {
+  PlanConfigResult r;
+  r.index = j.at("index");
+  r.finished = j.at("finished");
+  r.error = j.at("error");
+  if (!j.at("at_target").is_null()) r.at_target = j.at("at_target").get<size_t>();
+  r.capacity_rps = j.at("capacity");
+  for (const auto& pj : j.at("probes")) {
+    PlanProbe p;
+    p.rate = pj.at("rate");
+    p.meets = pj.at("meets");
+    for (const auto& c : pj.at("checks")) {
+      p.checks.push_back({c[0], num_of(c[1]), num_of(c[2]), c[3], c[4], c[5]});
+    }
+    const Json& m = pj.at("m");
+    p.output_tokens_per_s = num_of(m[0]);
+    p.tokens_per_s_per_gpu = num_of(m[1]);
+    p.tokens_per_s_per_user = num_of(m[2]);
+    p.goodput_tokens_per_s = num_of(m[3]);
+    p.slo_attainment = num_of(m[4]);
+    p.ttft_p99_s = num_of(m[5]);
+    p.tpot_p50_s = num_of(m[6]);
+    p.tbt_p99_s = num_of(m[7]);
+    p.gpu_seconds = num_of(m[8]);
+    p.fingerprint = pj.at("fingerprint");
+    p.run = stored_run_of(pj.at("run"));
+    r.probes.push_back(std::move(p));
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Simulating one config
+
+struct PlanContext {
+  const PlanSpec& spec;
+  const SloCriteria& criteria;
+  const scenarios::DataRoot& root;
+};
+
+std::string config_source(const PlanSpec& spec, const PlanConfig& c) {
+  return fmt::format("{} config #{}", spec.source, c.index);
+}
+
+PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
+  const PlanSpec& spec = ctx.spec;
+  PlanConfigResult result;
+  result.index = c.index;
+  const std::string source = config_source(spec, c);
+  const std::string knob = rate_knob(scenarios::parse_scenario(
+      config_document(spec, c, ctx.criteria, std::nullopt), source, spec.base_dir, ctx.root));
+  std::vector<reports::RunSummary> summaries;
+  auto probe = [&](double rate) -> size_t {
+    for (size_t i = 0; i < result.probes.size(); ++i) {
+      if (result.probes[i].rate == rate) return i;
+    }
+    if (plan_interrupted().load()) throw Interrupted{};
+    const scenarios::Scenario s = scenarios::parse_scenario(
+        config_document(spec, c, ctx.criteria, std::make_pair(knob, rate)), source, spec.base_dir,
+        ctx.root);
+    RunOptions ro;
+    ro.keep_records = spec.store_requests;
+    const RunOutcome o = run_scenario(s, ctx.root, ro);
+    PlanProbe p;
+    p.rate = rate;
+    p.checks = ctx.criteria.check(o.summary, rate);
+    p.meets = SloCriteria::all_ok(p.checks);
+    const reports::RunSummary& m = o.summary;
+    p.output_tokens_per_s = m.output_tokens_per_s;
+    p.tokens_per_s_per_gpu = m.num_gpus > 0 ? m.output_tokens_per_s / m.num_gpus : 0;
+    p.tokens_per_s_per_user = m.tpot_s.mean > 0 ? 1.0 / m.tpot_s.mean : 0;
+    p.goodput_tokens_per_s = m.goodput_tokens_per_s;
+    p.slo_attainment = m.slo_attainment;
+    p.ttft_p99_s = m.ttft_s.p99;
+    p.tpot_p50_s = m.tpot_s.p50;
+    p.tbt_p99_s = m.tbt_s.p99;
+    p.gpu_seconds = m.gpu_seconds;
+    p.fingerprint = format_fingerprint(o.result.event_fingerprint);
+    p.run = make_stored_run(s, o, spec.store_requests,
+                            {{"plan.name", spec.name},
+                             {"plan.config", std::to_string(c.index)},
+                             {"plan.label", c.label},
+                             {"plan.rate", fmt::format("{}", rate)}});
+    result.probes.push_back(std::move(p));
+    summaries.push_back(o.summary);
+    return result.probes.size() - 1;
+  };
+  auto capacity_probe = [&](double rate) {
+    const size_t i = probe(rate);
+    return CapacityProbe{rate, result.probes[i].meets, summaries[i]};
+  };
+  const double cap = c.bound_rps > 0 ? c.bound_rps / spec.search.min_throughput_ratio : 0;
+  try {
+    if (spec.target_rate) {
+      result.at_target = probe(*spec.target_rate);
+      if (spec.capacity) {
+        result.capacity_rps =
+            search_capacity(capacity_probe, *spec.target_rate, spec.search, cap).capacity_rps;
+      }
+    } else {
+      double start = spec.search.start_rate;
+      if (start <= 0) {
+        start = cap > 0 ? cap / 2
+                        : workload_rate(scenarios::parse_scenario(
+                                            config_document(spec, c, ctx.criteria, std::nullopt),
+                                            source, spec.base_dir, ctx.root),
+                                        ctx.root);
+      }
+      result.capacity_rps = search_capacity(capacity_probe, start, spec.search, cap).capacity_rps;
+    }
+    result.finished = true;
+  } catch (const Interrupted&) {
+    result.finished = false;
+  } catch (const std::exception& e) {
+    result.finished = true;
+    result.error = e.what();
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker pool with a progress bar
+
+std::vector<PlanConfigResult> run_pool(const PlanContext& ctx, const std::vector<PlanConfig>& configs,
+                                       const std::vector<size_t>& mine, int jobs, bool progress) {
+  std::vector<PlanConfigResult> results(mine.size());
+  std::atomic<size_t> next{0}, done{0};
+  auto worker = [&] {
+    for (;;) {
+      if (plan_interrupted().load()) return;
+      const size_t k = next.fetch_add(1);
+      if (k >= mine.size()) return;
+      results[k] = simulate_config(ctx, configs[mine[k]]);
+      done.fetch_add(1);
+    }
+  };
+  const int n = std::max(1, std::min<int>(jobs, static_cast<int>(mine.size())));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) threads.emplace_back(worker);
+  const bool bar = progress && isatty(STDERR_FILENO) != 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (bar && done.load() < mine.size() && !plan_interrupted().load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const size_t d = done.load();
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double eta = d > 0 ? el / d * (mine.size() - d) : 0;
+    const int filled = mine.empty() ? 30 : static_cast<int>(30.0 * d / mine.size());
+    fmt::print(stderr, "\r[{:<30}] {}/{} configs  {:.0f} s elapsed  ETA {}", std::string(filled, '#'),
+               d, mine.size(), el, d > 0 ? fmt::format("{:.0f} s", eta) : std::string("?"));
+    std::fflush(stderr);
+  }
+  for (auto& t : threads) t.join();
+  if (bar) fmt::print(stderr, "\r{:<80}\r", "");
+  if (plan_interrupted().load()) {
+    fmt::print(stderr, "servesim plan: interrupted; keeping the {} finished config(s)\n", done.load());
+  }
+  return results;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const PlanConfig* find_config(const std::vector<PlanConfig>& configs, const std::string& key) {
+  for (const PlanConfig& c : configs) {
+    if (std::to_string(c.index) == key || c.label == key) return &c;
+  }
+  return nullptr;
+}
+
+std::string format_check(const SloCheck& c) {
+  auto fmt_v = [&](double v) {
+    return c.unit == "s" ? fmt::format("{:.1f} ms", v * 1e3)
+           : c.unit.empty() ? fmt::format("{:.2f} %", v * 100)
+                            : fmt::format("{:.3f} {}", v, c.unit);
+  };
+  const double margin = c.limit != 0 ? (c.value - c.limit) / c.limit * 100 : 0;
+  return fmt::format("{:<11} {:>14} {} {:>14}  {}", c.name, fmt_v(c.value), c.at_least ? ">=" : "<=",
+                     fmt_v(c.limit),
+                     c.ok ? "ok"
+                          : fmt::format("FAILS by {:.1f} %", c.at_least ? -margin : margin));
+}
+
+uint64_t fnv(uint64_t h, const std::string& s) {
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+int run_plan(const std::string& plan_path, const PlanRunOptions& options,
+             const scenarios::DataRoot& root, std::ostream& out) {
+  const PlanSpec spec = load_plan(plan_path, root);
+  const SloCriteria criteria = SloCriteria::parse(spec.slo, spec.attainment,
+                                                  spec.search.min_throughput_ratio, plan_path, "slo");
+  std::vector<PlanConfig> configs = expand_plan(spec);
+  const PlanConfig* only = nullptr;
+  const std::string wanted = !options.explain.empty() ? options.explain : options.emit;
+  if (!wanted.empty()) {
+    only = find_config(configs, wanted);
+    if (!only) {
+      throw ConfigError(plan_path, {{"--explain/--emit-scenario " + wanted,
+                                     fmt::format("no such config; give an index 0..{} or a label "
+                                                 "as printed by servesim plan",
+                                                 configs.size() - 1)}});
+    }
+  }
+  std::vector<ConfigIssue> issues;
+  std::map<std::string, bool> reported;
+  for (PlanConfig& c : configs) {
+    if (only && c.index != only->index) continue;
+    prune_config(spec, c, criteria, root, issues, reported);
+  }
+  if (!issues.empty()) throw ConfigError(plan_path, issues);
+  const PlanContext ctx{spec, criteria, root};
+
+  if (only) {
+    const PlanConfig& c = configs[static_cast<size_t>(only->index)];
+    if (!options.emit.empty()) {
+      std::optional<std::pair<std::string, double>> rate;
+      if (spec.target_rate && c.status != ConfigStatus::kError) {
+        const std::string knob = rate_knob(scenarios::parse_scenario(
+            config_document(spec, c, criteria, std::nullopt), config_source(spec, c), spec.base_dir,
+            root));
+        rate = std::make_pair(knob, *spec.target_rate);
+      }
+      out << config_document(spec, c, criteria, rate).dump(2) << "\n";
+      return 0;
+    }
+    out << fmt::format("config #{}  {}\n", c.index, c.label);
+    out << fmt::format("base      {}\n", spec.base_source);
+    for (const std::string& o : c.overrides) out << fmt::format("  --set '{}'\n", o);
+    for (const std::string& o : criteria.scenario_overrides()) out << fmt::format("  --set '{}'\n", o);
+    out << fmt::format("  --set 'slo.attainment_target={}'\n", spec.attainment);
+    out << "  (plus the rate knob per run; --emit-scenario prints the whole document)\n";
+    out << fmt::format("GPUs      {} x {} at ${:.2f}/GPU-hour = ${:.2f}/hour\n", c.num_gpus, c.gpu,
+                       c.price_per_gpu_hour, c.cost_per_hour);
+    if (c.bound_rps > 0) {
+      out << fmt::format("bound     sustains at most {:.3f} req/s (roofline at peak, by role)\n",
+                         c.bound_rps);
+    }
+    if (c.status == ConfigStatus::kPruned || c.status == ConfigStatus::kError) {
+      out << fmt::format("status    {}: {}\n", status_name(c.status), c.reason);
+      return 0;
+    }
+    const PlanConfigResult r = simulate_config(ctx, c);
+    if (!r.error.empty()) {
+      out << fmt::format("status    error: {}\n", r.error);
+      return 0;
+    }
+    for (const PlanProbe& p : r.probes) {
+      out << fmt::format("\nrate {:.3f} req/s: {}  (fingerprint {})\n", p.rate,
+                         p.meets ? "meets the SLO" : "fails the SLO", p.fingerprint);
+      for (const SloCheck& ck : p.checks) out << "  " << format_check(ck) << "\n";
+    }
+    if (spec.target_rate) {
+      const bool meets = r.at_target && r.probes[*r.at_target].meets;
+      out << fmt::format("\nstatus    {} at the target {:.3f} req/s", meets ? "meets" : "fails",
+                         *spec.target_rate);
+      if (spec.capacity) out << fmt::format("; serving capacity {:.3f} req/s", r.capacity_rps);
+      out << "\n";
+    } else {
+      out << fmt::format("\nstatus    serving capacity {:.3f} req/s\n", r.capacity_rps);
+    }
+    return 0;
+  }
+
+  // Simulate the survivors, sharded over ranks, in parallel within a rank.
+  const auto wall0 = std::chrono::steady_clock::now();
+  std::unique_ptr<RankTransport> transport = make_rank_transport();
+  std::vector<size_t> survivors, mine;
+  for (const PlanConfig& c : configs) {
+    if (c.status == ConfigStatus::kNotRun) survivors.push_back(static_cast<size_t>(c.index));
+  }
+  for (size_t k = 0; k < survivors.size(); ++k) {
+    if (static_cast<int>(k % static_cast<size_t>(transport->size())) == transport->rank()) {
+      mine.push_back(survivors[k]);
+    }
+  }
+  const std::vector<PlanConfigResult> local = run_pool(ctx, configs, mine, options.jobs,
+                                                       options.progress && transport->rank() == 0);
+  Json payload = Json::array();
+  for (const PlanConfigResult& r : local) {
+    if (r.finished) payload.push_back(to_json(r));
+  }
+  const std::vector<std::string> gathered = transport->gather(payload.dump());
+  if (transport->rank() != 0) return 0;
+  std::map<int64_t, PlanConfigResult> results;
+  for (const std::string& g : gathered) {
+    for (const Json& j : Json::parse(g)) {
+      PlanConfigResult r = config_result_of(j);
+      results[r.index] = std::move(r);
+    }
+  }
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+
+  // Verdicts.
+  size_t simulations = 0;
+  for (PlanConfig& c : configs) {
+    auto it = results.find(c.index);
+    if (c.status != ConfigStatus::kNotRun || it == results.end()) continue;
+    const PlanConfigResult& r = it->second;
+    simulations += r.probes.size();
+    if (!r.error.empty()) {
+      c.status = ConfigStatus::kError;
+      c.reason = r.error;
+    } else if (spec.target_rate) {
+      const PlanProbe& p = r.probes[*r.at_target];
+      c.status = p.meets ? ConfigStatus::kMeets : ConfigStatus::kFails;
+      if (!p.meets) {
+        for (const SloCheck& ck : p.checks) {
+          if (!ck.ok) c.reason += (c.reason.empty() ? "" : "; ") + format_check(ck);
+        }
+      }
+    } else {
+      c.status = r.capacity_rps > 0 ? ConfigStatus::kMeets : ConfigStatus::kFails;
+      if (r.capacity_rps <= 0) c.reason = "no probed rate met the SLO";
+    }
+  }
+  const bool interrupted = plan_interrupted().load();
+
+  // Database: every simulation, then the config table, in config order.
+  if (!options.db_path.empty()) {
+    reports::SqliteSink sink(options.db_path);
+    reports::PlanStore store(options.db_path);
+    reports::PlanRow row{spec.name, spec.source, spec.target_rate ? "target" : "max", "",
+                         spec.document.dump(), spec.target_rate.value_or(0)};
+    {
+      const std::time_t t = std::time(nullptr);
+      std::tm tm{};
+      gmtime_r(&t, &tm);
+      char buf[32];
+      std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+      row.started_at = buf;
+    }
+    const int64_t plan_id = store.begin_plan(row);
+    for (const PlanConfig& c : configs) {
+      auto it = results.find(c.index);
+      reports::PlanConfigRow cr;
+      cr.config_index = c.index;
+      cr.label = c.label;
+      cr.candidate = c.candidate;
+      cr.gpu = c.gpu;
+      cr.policy = c.policy;
+      cr.status = status_name(c.status);
+      cr.reason = c.reason;
+      cr.num_gpus = c.num_gpus;
+      cr.price_per_gpu_hour = c.price_per_gpu_hour;
+      cr.cost_per_hour = c.cost_per_hour;
+      cr.bound_rps = c.bound_rps;
+      Json ov = c.overrides;
+      cr.overrides = ov.dump();
+      if (it != results.end()) {
+        cr.capacity_rps = it->second.capacity_rps;
+        if (it->second.at_target) cr.meets_target = it->second.probes[*it->second.at_target].meets;
+        for (const PlanProbe& p : it->second.probes) {
+          const int64_t run_id = write_run(sink, p.run);
+          store.add_run(plan_id, c.index, run_id, p.rate, p.meets);
+        }
+      }
+      store.add_config(plan_id, cr);
+    }
+    store.finish_plan(plan_id, interrupted ? "interrupted" : "ok");
+  }
+
+  // Report.
+  std::map<std::string, size_t> counts;
+  for (const PlanConfig& c : configs) ++counts[status_name(c.status)];
+  out << fmt::format("plan       {} ({})\n", spec.name, spec.source);
+  out << fmt::format("question   {}\n",
+                     spec.target_rate ? fmt::format("cheapest config meeting the SLO at {:.3f} req/s",
+                                                    *spec.target_rate)
+                                      : std::string("serving capacity (max req/s under the SLO) "
+                                                    "of every config"));
+  out << fmt::format("slo        {}, attainment >= {:.0f} %, sustained >= {:.0f} % of offered\n",
+                     fmt::join(spec.slo, ", "), spec.attainment * 100,
+                     spec.search.min_throughput_ratio * 100);
+  out << fmt::format("configs    {} expanded: {} pruned, {} simulated ({} meet, {} fail), {} error, "
+                     "{} not run; {} simulations in {:.1f} s\n",
+                     configs.size(), counts["pruned"], counts["meets"] + counts["fails"],
+                     counts["meets"], counts["fails"], counts["error"], counts["not run"], simulations,
+                     wall_s);
+  for (const PlanConfig& c : configs) {
+    if (c.status == ConfigStatus::kError) {
+      out << fmt::format("error      #{} {}: {}\n", c.index, c.label, c.reason);
+    }
+  }
+
+  auto probe_at_target = [&](const PlanConfig& c) -> const PlanProbe* {
+    auto it = results.find(c.index);
+    if (it == results.end() || !it->second.at_target) return nullptr;
+    return &it->second.probes[*it->second.at_target];
+  };
+  auto capacity_of = [&](const PlanConfig& c) {
+    auto it = results.find(c.index);
+    return it == results.end() ? 0.0 : it->second.capacity_rps;
+  };
+  const bool have_capacity = !spec.target_rate || spec.capacity;
+  std::vector<const PlanConfig*> ranked;
+  for (const PlanConfig& c : configs) {
+    if (c.status == ConfigStatus::kMeets) ranked.push_back(&c);
+  }
+  if (spec.target_rate) {
+    std::stable_sort(ranked.begin(), ranked.end(), [&](const PlanConfig* a, const PlanConfig* b) {
+      if (a->cost_per_hour != b->cost_per_hour) return a->cost_per_hour < b->cost_per_hour;
+      return probe_at_target(*a)->tokens_per_s_per_gpu > probe_at_target(*b)->tokens_per_s_per_gpu;
+    });
+  } else {
+    std::stable_sort(ranked.begin(), ranked.end(), [&](const PlanConfig* a, const PlanConfig* b) {
+      return capacity_of(*a) / a->cost_per_hour > capacity_of(*b) / b->cost_per_hour;
+    });
+  }
+  if (ranked.empty()) {
+    out << "\nno config meets the SLO" << (spec.target_rate ? " at the target rate" : "")
+        << "; see servesim plan --explain CONFIG\n";
+  } else {
+    const PlanConfig& best = *ranked.front();
+    out << fmt::format("\n{} #{} {}: {} GPUs, ${:.2f}/hour", spec.target_rate ? "cheapest" : "best req/s per $",
+                       best.index, best.label, best.num_gpus, best.cost_per_hour);
+    if (have_capacity) out << fmt::format(", serving capacity {:.3f} req/s", capacity_of(best));
+    out << "\n";
+  }
+  out << fmt::format("\ntop {} ({}):\n", std::min<size_t>(spec.top, ranked.size()),
+                     spec.target_rate ? "meeting the SLO, by cost" : "by capacity per dollar");
+  out << fmt::format("{:>5}  {:<64} {:>4} {:>8} {:>9} {:>9} {:>9} {:>7} {:>9} {:>9}\n", "#", "config",
+                     "GPUs", "$/hour", "TTFT p99", "TPOT p50", "TBT p99", "attain", "tok/s/GPU",
+                     have_capacity ? "cap req/s" : "");
+  for (size_t k = 0; k < ranked.size() && k < static_cast<size_t>(spec.top); ++k) {
+    const PlanConfig& c = *ranked[k];
+    const PlanProbe* p = probe_at_target(c);
+    if (!p) {
+      const auto& probes = results.at(c.index).probes;
+      for (const PlanProbe& q : probes) {
+        if (q.meets && q.rate == capacity_of(c)) p = &q;
+      }
+    }
+    out << fmt::format("{:>5}  {:<64} {:>4} {:>8.2f} {:>7.0f}ms {:>7.1f}ms {:>7.1f}ms {:>6.1f}% {:>9.1f} {:>9}\n",
+                       c.index, c.label.substr(0, 64), c.num_gpus, c.cost_per_hour,
+                       p ? p->ttft_p99_s * 1e3 : 0.0, p ? p->tpot_p50_s * 1e3 : 0.0,
+                       p ? p->tbt_p99_s * 1e3 : 0.0, p ? p->slo_attainment * 100 : 0.0,
+                       p ? p->tokens_per_s_per_gpu : 0.0,
+                       have_capacity ? fmt::format("{:.3f}", capacity_of(c)) : std::string());
+  }
+
+  // Pareto frontier.
+  struct Point {
+    const PlanConfig* c;
+    double x, y;  // both to maximise
+  };
+  std::vector<Point> pts;
+  for (const PlanConfig* c : ranked) {
+    if (have_capacity) {
+      pts.push_back({c, -c->cost_per_hour, capacity_of(*c)});
+    } else {
+      const PlanProbe* p = probe_at_target(*c);
+      pts.push_back({c, p->tokens_per_s_per_user, p->tokens_per_s_per_gpu});
+    }
+  }
+  std::vector<Point> front;
+  for (const Point& a : pts) {
+    bool dominated = false;
+    for (const Point& b : pts) {
+      if (b.x >= a.x && b.y >= a.y && (b.x > a.x || b.y > a.y)) dominated = true;
+    }
+    if (!dominated) front.push_back(a);
+  }
+  // Cost ascending (x = -cost) for the cost frontier; tokens/s/user ascending otherwise.
+  std::stable_sort(front.begin(), front.end(), [&](const Point& a, const Point& b) {
+    return have_capacity ? a.x > b.x : a.x < b.x;
+  });
+  if (have_capacity) {
+    out << "\nPareto frontier (cost vs serving capacity):\n";
+    for (const Point& p : front) {
+      out << fmt::format("  ${:>8.2f}/hour  {:>9.3f} req/s  #{} {}\n", -p.x, p.y, p.c->index, p.c->label);
+    }
+  } else {
+    out << "\nPareto frontier (tokens/s/user vs tokens/s/GPU at the target rate):\n";
+    for (const Point& p : front) {
+      out << fmt::format("  {:>8.1f} tok/s/user  {:>9.1f} tok/s/GPU  ${:.2f}/hour  #{} {}\n", p.x, p.y,
+                         p.c->cost_per_hour, p.c->index, p.c->label);
+    }
+  }
+
+  // A digest of every verdict and simulation (fingerprints), independent of --jobs and ranks.
+  uint64_t h = 1469598103934665603ull;
+  for (const PlanConfig& c : configs) {
+    h = fnv(h, fmt::format("{}|{}|{}|", c.index, status_name(c.status), c.reason));
+    auto it = results.find(c.index);
+    if (it == results.end()) continue;
+    h = fnv(h, fmt::format("{}|", it->second.capacity_rps));
+    for (const PlanProbe& p : it->second.probes) {
+      h = fnv(h, fmt::format("{}|{}|{}|", p.rate, p.meets, p.fingerprint));
+    }
+  }
+  out << fmt::format("\nplan digest {:016x}\n", h);
+  if (!options.db_path.empty()) {
+    out << fmt::format("results    {} (tables plan, plan_config, plan_run, run, ...)\n", options.db_path);
+  }
+  if (interrupted) return 130;
+  return ranked.empty() ? 1 : 0;
+}
+
+}  // namespace servesim::app

@@ -1,0 +1,91 @@
+// The dLLM serving simulation: one GPU, a replayed workload, one algorithm.
+//
+// Contract: a small discrete-event loop over forward passes (denoising steps). Time is integer
+// nanoseconds; a pass starts when the previous one ends (or at the next arrival when idle), sees
+// every arrival up to its start, and lasts StepCost::step_time(). dllm-serve schedules every pass
+// with schedule_pass() over pages reserved at admission (no preemption). The baselines use static
+// request-level batching: when idle, take FCFS the largest prefix of the queue whose padded batch
+// fits in memory (at most max_batch_size when set), run all `steps` passes of it padded to its
+// longest sequence, and finish every request of the batch together. Deterministic: same inputs,
+// same results and fingerprint. Throws OutOfMemoryError when the configuration cannot hold even one
+// request (dllm-serve: no KV page left after weights and the activation/logit reserve; baselines:
+// a single request does not fit), never silently running it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dllm/denoise.h"
+#include "dllm/memory.h"
+#include "dllm/step_cost.h"
+#include "models/cost_model.h"
+#include "sim/core/error.h"
+#include "sim/core/request_spec.h"
+
+namespace servesim::dllm {
+
+// The configuration does not fit in GPU memory.
+class OutOfMemoryError : public CapacityError {
+ public:
+  using CapacityError::CapacityError;
+};
+
+struct DllmConfig {
+  Algorithm algorithm = Algorithm::kDllmServe;
+  DenoiseParams denoise;
+  MemoryKnobs memory;
+  // dllm-serve.
+  int64_t max_num_batched_tokens = 16384;
+  int64_t max_num_seqs = 512;
+  int64_t max_num_logits = 2048;
+  bool phase_aware = true;      // phase-multiplexed token accounting (else peak cost L)
+  bool logit_budgeting = true;  // chunked LM head + logit-aware profiling (else monolithic)
+  // Baselines: upper bound on the static batch (0 = the largest that fits).
+  int64_t max_batch_size = 0;
+  Duration step_overhead{0};  // framework time per forward pass on top of the cost model's
+};
+
+struct DllmRequestResult {
+  RequestId id = 0;
+  int64_t arrival_ns = 0;
+  int64_t first_scheduled_ns = -1;
+  int64_t done_ns = -1;  // -1 when rejected
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;  // G
+  bool rejected = false;      // can never run (sequence over the token budget or the page pool)
+};
+
+struct DllmRunResult {
+  std::vector<DllmRequestResult> requests;  // in workload order
+  int64_t forward_passes = 0;
+  int64_t lm_head_chunks = 0;
+  int64_t batch_slots = 0;     // sum over passes of requests in the pass
+  int64_t max_batch = 0;       // largest pass (requests)
+  int64_t rejected = 0;
+  int64_t end_ns = 0;          // when the last request finished
+  std::string memory;          // the memory plan, one line
+  uint64_t fingerprint = 0;    // hash over (time, request, event) of every finish and pass
+};
+
+// Runs `workload` (prompt_tokens used; output lengths are replaced by denoise.gen_length).
+// `cost` must price passes of `deployment`. Throws OutOfMemoryError, std::invalid_argument for
+// inconsistent knobs.
+DllmRunResult simulate(const DllmConfig& config, const models::Deployment& deployment,
+                       const models::IterationCostModel& cost, const Workload& workload);
+
+// The paper's metrics over the finished requests.
+struct DllmMetrics {
+  int64_t finished = 0;
+  int64_t generated_tokens = 0;
+  double duration_s = 0;       // first arrival to last finish
+  double throughput_tok_s = 0; // generated tokens / duration
+  double mean_latency_s = 0, p50_latency_s = 0, p90_latency_s = 0, p99_latency_s = 0;
+  double std_latency_s = 0;    // population standard deviation
+  double min_latency_s = 0, max_latency_s = 0;
+  double span_s() const { return max_latency_s - min_latency_s; }
+  double mean_batch = 0;
+};
+DllmMetrics compute_metrics(const DllmRunResult& r);
+
+}  // namespace servesim::dllm

@@ -1,0 +1,49 @@
+// Serving-engine efficiency: how much slower (or faster) each operator class runs in a given
+// serving engine than in the kernels a cost model was calibrated with. servesim's tables are
+// measured with vLLM's kernels; another engine (DistServe's, an older vLLM) runs the same shapes
+// with other kernels. An EngineEfficiency scales each class of a cost model's breakdown.
+//
+// Contract:
+// - scale_by_engine(inner, e).iteration_time(s) == sum over classes of factor x the class's
+//   time in inner.breakdown(s) (overhead included as a class), rounded to the nanosecond.
+// - fit_engine_efficiency() minimises the squared relative error over the samples (linear least
+//   squares in the factors, weighted by 1/reference) plus ridge x sum of (factor - 1)^2 per
+//   sample: without a pull toward 1, classes that move together (elementwise and overhead,
+//   all-reduce and GEMMs) trade off into unphysical values. Factors are kept >= min_factor by
+//   fixing a class that comes out below it and refitting the others. Deterministic.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/cost_model.h"
+
+namespace servesim::models {
+
+struct EngineEfficiency {
+  std::string name = "vllm";  // the engine the factors describe
+  double gemm = 1;            // QKV, output, MLP and LM-head GEMMs
+  double attention_prefill = 1;
+  double attention_decode = 1;
+  double allreduce = 1;
+  double elementwise = 1;     // norms, activations, rotary
+  double overhead = 1;        // per-iteration scheduling / launch overhead
+
+  bool identity() const;
+};
+
+std::unique_ptr<IterationCostModel> scale_by_engine(std::shared_ptr<const IterationCostModel> inner,
+                                                    const EngineEfficiency& efficiency);
+
+struct EngineSample {
+  OperatorTimes breakdown;   // the calibrated model's prediction for the shape
+  double reference_ms = 0;   // the engine's measured (or fitted) time for the same shape
+};
+
+// REQUIRES: at least 6 samples with reference_ms > 0.
+EngineEfficiency fit_engine_efficiency(const std::vector<EngineSample>& samples,
+                                       const std::string& name, double ridge = 0.01,
+                                       double min_factor = 0.2);
+
+}  // namespace servesim::models

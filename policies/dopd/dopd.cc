@@ -1,0 +1,375 @@
+#include "policies/dopd/dopd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "policies/disagg.h"
+#include "policies/dopd/arima_forecaster.h"
+#include "policies/dopd/length_aware_batcher.h"
+#include "policies/dopd/pd_ratio.h"
+
+namespace servesim::policies::dopd {
+namespace {
+
+constexpr Duration kSecond{1'000'000'000};
+
+// ---- routing ----
+
+class DopdRouter : public sim::RoutingPolicy {
+ public:
+  DopdRouter(int64_t max_local, int64_t max_queue) : max_local_(max_local), max_queue_(max_queue) {}
+
+  int32_t route(const sim::ClusterView& view, const RequestSpec& request) override {
+    int64_t queue = 0;
+    for (const sim::InstanceLoad& l : *view.instances) {
+      if (l.accepting && l.role == sim::InstanceRole::kPrefill) queue += l.waiting;
+    }
+    if (request.prompt_tokens > max_local_ && queue < max_queue_) {
+      const int32_t p = argmin(view, sim::InstanceRole::kPrefill, [](const sim::InstanceLoad& l) {
+        return static_cast<double>(l.queued_prompt_blocks) + 1e-6 * static_cast<double>(l.outstanding);
+      });
+      if (p >= 0) return p;
+    }
+    const int32_t d = argmin(view, sim::InstanceRole::kDecode, [](const sim::InstanceLoad& l) {
+      return static_cast<double>(l.used_blocks + l.queued_prompt_blocks) / static_cast<double>(l.total_blocks);
+    });
+    if (d < 0) throw std::logic_error("dopd router: no accepting instance");
+    return d;
+  }
+
+ private:
+  template <typename Key>
+  static int32_t argmin(const sim::ClusterView& view, sim::InstanceRole role, Key key) {
+    int32_t best = -1;
+    double best_key = std::numeric_limits<double>::infinity();
+    for (const sim::InstanceLoad& l : *view.instances) {
+      if (!l.accepting || l.role != role) continue;
+      const double k = key(l);
+      if (best < 0 || k < best_key) {
+        best = l.instance_id;
+        best_key = k;
+      }
+    }
+    return best;
+  }
+
+  int64_t max_local_, max_queue_;
+};
+
+// ---- the DOPD controller ----
+
+struct DopdParams {
+  int64_t adjust_every = 2;
+  double interval_s = 20;
+  ScalingLimits limits;
+  double initial_isl = 1000, initial_osl = 200;
+  double eta = 0.85;
+  double prefill_utilization = 0.8;
+  double theta_q = 5, theta_u = 0.9;
+  Duration idle_after{50 * kSecond};
+  size_t arima_window = 50;
+  bool decode_correction = true;
+  bool released_counts = false;
+  int64_t scale_down_patience = 3;
+};
+
+class DopdController : public sim::ClusterController {
+ public:
+  DopdController(const DopdParams& p, const sim::InstanceContext& prefill,
+                 const sim::InstanceContext& decode, std::shared_ptr<LengthForecast> forecast)
+      : p_(p), prefill_(prefill), decode_(decode), forecast_(std::move(forecast)),
+        requests_({p.arima_window}), isl_({p.arima_window}), osl_({p.arima_window}) {}
+
+  void control(const sim::ControlView& view, sim::ScalingDecision& decision) override {
+    monitor_.observe(view);
+    const PoolState pool = pool_state(view);
+    int64_t prefill = pool.prefill(), decode = pool.decode();
+    bool act = false;
+    if (++ticks_ % p_.adjust_every == 0) act = adjust(view, pool, prefill, decode);
+    // Burst bypass: act at once on a long prefill queue or a full decode KV pool.
+    const double q = static_cast<double>(pool.prefill_queue);
+    if (q > p_.theta_q * static_cast<double>(pool.prefill()) ||
+        pool.decode_kv_utilization > p_.theta_u) {
+      prefill = std::max(prefill, static_cast<int64_t>(std::ceil(q / p_.theta_q)));
+      decode = std::max(decode, static_cast<int64_t>(std::ceil(
+                                    static_cast<double>(pool.decode()) * pool.decode_kv_utilization / p_.theta_u)));
+      act = true;
+    }
+    if (!act) return;
+    clamp_targets(pool, p_.limits, prefill, decode);
+    move_to_targets(view, pool, prefill, decode, decision);
+  }
+
+ private:
+  // One adjustment interval: forecast, size the pools. Returns whether to act on the targets.
+  bool adjust(const sim::ControlView& view, const PoolState& pool, int64_t& prefill, int64_t& decode) {
+    const WindowStats w = monitor_.take(view.now);
+    requests_.add(static_cast<double>(w.arrivals));
+    if (w.arrivals > 0) isl_.add(w.mean_isl);
+    if (w.finished > 0) osl_.add(w.mean_osl);
+    const double n_hat = std::max(0.0, requests_.predict_bounded());
+    const double isl_hat = std::max(1.0, isl_.size() > 0 ? isl_.predict_bounded() : p_.initial_isl);
+    const double osl_hat = std::max(1.0, osl_.size() > 0 ? osl_.predict_bounded() : p_.initial_osl);
+    double c_d = 1.0;
+    if (p_.decode_correction && w.finished > 0 && w.mean_itl_s > 0) {
+      const double conc = std::max(1.0, static_cast<double>(w.arrivals) /
+                                            static_cast<double>(std::max<int64_t>(1, pool.active_decode)) *
+                                            w.mean_e2e_s / p_.interval_s);
+      const int64_t ctx = std::llround(std::max(1.0, w.mean_isl) + w.mean_osl / 2);
+      c_d = std::clamp(w.mean_itl_s / decode_step_s(*decode_.cost_model, std::llround(conc), ctx), 0.5, 2.0);
+    }
+    RatioInputs in;
+    in.prefill_cost = prefill_.cost_model.get();
+    in.decode_cost = decode_.cost_model.get();
+    in.decode_num_blocks = decode_.num_blocks;
+    in.block_size = decode_.block_size;
+    in.l_in = isl_hat;
+    in.l_out = osl_hat;
+    in.tpot_slo = decode_.slo.tpot;
+    in.eta = p_.eta;
+    in.decode_correction = c_d;
+    const RatioResult r = compute_pd_ratio(in);
+    const double lambda = n_hat / p_.interval_s;
+    forecast_->mean_isl = isl_hat;
+    forecast_->arrival_rate_per_instance = lambda / static_cast<double>(std::max<int64_t>(1, pool.prefill()));
+    const InstanceCounts c = p_.released_counts ? released_instance_counts(r, n_hat)
+                                                : instance_counts(r, lambda, osl_hat, p_.prefill_utilization);
+    // A previous scale-up still starting: the observed window does not reflect it yet.
+    if (pool.scaling_in_flight()) return false;
+    const bool idle = !monitor_.any_arrival() || view.now - monitor_.last_arrival() > p_.idle_after;
+    prefill = idle ? p_.limits.min_prefill : c.prefill;
+    decode = idle ? p_.limits.min_decode : c.decode;
+    // Shrink a pool only after its target stayed below its size for `scale_down_patience`
+    // adjustments in a row (a one-interval dip in the forecast must not drain what a burst needs).
+    hold(prefill, pool.prefill(), below_prefill_);
+    hold(decode, pool.decode(), below_decode_);
+    return true;
+  }
+
+  void hold(int64_t& target, int64_t current, int64_t& below) const {
+    below = target < current ? below + 1 : 0;
+    if (below > 0 && below < p_.scale_down_patience) target = current;
+  }
+
+  DopdParams p_;
+  sim::InstanceContext prefill_, decode_;
+  std::shared_ptr<LengthForecast> forecast_;
+  ResourceMonitor monitor_;
+  ArimaForecaster requests_, isl_, osl_;
+  int64_t ticks_ = 0;
+  int64_t below_prefill_ = 0, below_decode_ = 0;
+};
+
+// ---- layouts and registration ----
+
+const sim::InstanceContext& first_of(const std::vector<sim::InstanceContext>& contexts,
+                                     sim::InstanceRole role) {
+  for (const auto& c : contexts) {
+    if (c.role == role) return c;
+  }
+  throw std::invalid_argument(std::string("elastic layout has no ") + sim::role_name(role) + " instance");
+}
+
+ParamSchema elastic_schema(Duration adjustment_default) {
+  ParamSchema s = disagg_schema();
+  s.push_back({"control_interval", ParamType::kDuration, Duration{10 * kSecond}, "",
+               "metric-pull period: the controller's tick on the simulated clock", {}, {}, {}});
+  s.push_back({"adjustment_interval", ParamType::kDuration, adjustment_default, "",
+               "how often the pools are resized (rounded to whole control ticks)", {}, {}, {}});
+  s.push_back({"startup_prefill", ParamType::kDuration, Duration{30 * kSecond}, "",
+               "from adding a prefill instance until it takes work", {}, {}, {}});
+  s.push_back({"startup_decode", ParamType::kDuration, Duration{60 * kSecond}, "",
+               "from adding a decode instance until it takes work", {}, {}, {}});
+  s.push_back({"gpu_budget", ParamType::kInt, int64_t{8}, "GPUs",
+               "most GPUs held at once (draining instances included)", {}, 2.0, {}});
+  return s;
+}
+
+int64_t ticks_per_adjustment(const ParamValues& v) {
+  const double ratio = to_seconds(v.get_duration("adjustment_interval")) /
+                       std::max(1e-9, to_seconds(v.get_duration("control_interval")));
+  return std::max<int64_t>(1, std::llround(ratio));
+}
+
+sim::ElasticSpec elastic_spec(const ParamValues& v) {
+  sim::ElasticSpec e;
+  e.control_interval = v.get_duration("control_interval");
+  e.startup_prefill = v.get_duration("startup_prefill");
+  e.startup_decode = v.get_duration("startup_decode");
+  return e;
+}
+
+ScalingLimits limits_of(const ParamValues& v) {
+  ScalingLimits l;
+  l.gpu_budget = v.get_int("gpu_budget");
+  if (v.contains("max_change")) l.max_change = v.get_int("max_change");
+  return l;
+}
+
+const ParamSchema& dopd_schema() {
+  static const ParamSchema schema = [] {
+    ParamSchema s = elastic_schema(Duration{20 * kSecond});
+    s.push_back({"elastic", ParamType::kBool, true, "",
+                 "resize the pools (false: static DOPD, the initial pools throughout)", {}, {}, {}});
+    s.push_back({"max_change", ParamType::kInt, int64_t{2}, "instances",
+                 "most instances added or removed per role per decision", {}, 1.0, {}});
+    s.push_back({"initial_isl", ParamType::kDouble, 1000.0, "tokens",
+                 "mean input length assumed before any is observed", {}, 1.0, {}});
+    s.push_back({"initial_osl", ParamType::kDouble, 200.0, "tokens",
+                 "mean output length assumed before any is observed", {}, 1.0, {}});
+    s.push_back({"eta", ParamType::kDouble, 0.85, "", "decode concurrency derating C_use = eta C_max",
+                 {}, 0.05, 1.0});
+    s.push_back({"prefill_utilization", ParamType::kDouble, 0.8, "",
+                 "target prefill-pool utilisation rho_P (eq. 16)", {}, 0.05, 1.0});
+    s.push_back({"theta_q", ParamType::kDouble, 5.0, "requests",
+                 "burst bypass: queued prefills per prefill instance", {}, 0.1, {}});
+    s.push_back({"theta_u", ParamType::kDouble, 0.9, "", "burst bypass: decode KV utilisation", {},
+                 0.05, 1.0});
+    s.push_back({"idle_after", ParamType::kDuration, Duration{50 * kSecond}, "",
+                 "no arrivals for this long: shrink both pools to one instance", {}, {}, {}});
+    s.push_back({"arima_window", ParamType::kInt, int64_t{50}, "points",
+                 "ARIMA sliding window", {}, 5.0, {}});
+    s.push_back({"decode_correction", ParamType::kBool, true, "",
+                 "scale T_d by the observed / profiled ITL factor c_d", {}, {}, {}});
+    s.push_back({"released_counts", ParamType::kBool, false, "",
+                 "the released planner's counts: N_P = ceil(R*), N_D = ceil(n / C_max)", {}, {}, {}});
+    s.push_back({"scale_down_patience", ParamType::kInt, int64_t{3}, "adjustments",
+                 "shrink a pool only after its target stayed lower this many adjustments", {}, 1.0,
+                 {}});
+    s.push_back({"length_aware", ParamType::kBool, true, "",
+                 "length-aware prefill batching (false: FCFS as disagg)", {}, {}, {}});
+    s.push_back({"accumulate_tokens", ParamType::kInt, int64_t{0}, "tokens",
+                 "short-prompt batch budget L_acc (0: the forecast mean ISL)", {}, 0.0, {}});
+    s.push_back({"short_timeout", ParamType::kDuration, Duration{0}, "",
+                 "longest a short prompt waits to be batched (0: eq. 17)", {}, {}, {}});
+    s.push_back({"beta", ParamType::kDouble, 0.5, "", "eq. 17 safety factor", {}, 0.0, 1.0});
+    s.push_back({"max_local_prefill_length", ParamType::kInt, int64_t{511}, "tokens",
+                 "prompts up to this length are prefilled on a decode instance (0: none)", {}, 0.0, {}});
+    s.push_back({"max_prefill_queue_size", ParamType::kInt, int64_t{16}, "requests",
+                 "with this many prefills queued, longer prompts are prefilled locally too", {}, 1.0, {}});
+    return s;
+  }();
+  return schema;
+}
+
+sim::ClusterLayout make_dopd_layout(const ParamValues& v) {
+  sim::ClusterLayout layout = make_disagg_layout(v);
+  layout.decode_router = "least_kv_load";
+  layout.decode_takes_arrivals = true;
+  auto forecast = std::make_shared<LengthForecast>();
+  forecast->mean_isl = v.get_double("initial_isl");
+  if (v.get_bool("length_aware")) {
+    LengthAwareParams lp;
+    lp.max_batch_size = v.get_int("prefill_max_batch_size");
+    lp.accumulate_tokens = v.get_int("accumulate_tokens");
+    if (v.get_duration("short_timeout").count() > 0) lp.timeout = v.get_duration("short_timeout");
+    lp.beta = v.get_double("beta");
+    sim::InstanceGroup& prefill = layout.groups.front();
+    prefill.make_batching = [lp, forecast](const sim::InstanceContext& ctx) {
+      return make_length_aware_batcher(lp, ctx, forecast);
+    };
+  }
+  const int64_t max_local = v.get_int("max_local_prefill_length");
+  const int64_t max_queue = v.get_int("max_prefill_queue_size");
+  layout.make_router = [max_local, max_queue](const std::vector<sim::InstanceContext>&) {
+    return make_dopd_router(max_local, max_queue);
+  };
+  if (v.get_bool("elastic")) {
+    DopdParams p;
+    p.adjust_every = ticks_per_adjustment(v);
+    p.interval_s = to_seconds(v.get_duration("control_interval")) * static_cast<double>(p.adjust_every);
+    p.limits = limits_of(v);
+    p.initial_isl = v.get_double("initial_isl");
+    p.initial_osl = v.get_double("initial_osl");
+    p.eta = v.get_double("eta");
+    p.prefill_utilization = v.get_double("prefill_utilization");
+    p.theta_q = v.get_double("theta_q");
+    p.theta_u = v.get_double("theta_u");
+    p.idle_after = v.get_duration("idle_after");
+    p.arima_window = static_cast<size_t>(v.get_int("arima_window"));
+    p.decode_correction = v.get_bool("decode_correction");
+    p.released_counts = v.get_bool("released_counts");
+    p.scale_down_patience = v.get_int("scale_down_patience");
+    sim::ElasticSpec e = elastic_spec(v);
+    e.make_controller = [p, forecast](const std::vector<sim::InstanceContext>& contexts) {
+      return std::make_unique<DopdController>(p, first_of(contexts, sim::InstanceRole::kPrefill),
+                                              first_of(contexts, sim::InstanceRole::kDecode), forecast);
+    };
+    layout.elastic = std::move(e);
+  }
+  return layout;
+}
+
+const ParamSchema& dyn_load_schema() {
+  static const ParamSchema schema = elastic_schema(Duration{180 * kSecond});
+  return schema;
+}
+
+sim::ClusterLayout make_dyn_load_layout(const ParamValues& v) {
+  sim::ClusterLayout layout = make_disagg_layout(v);
+  DynLoadParams p;
+  p.adjust_every = ticks_per_adjustment(v);
+  p.limits = limits_of(v);
+  sim::ElasticSpec e = elastic_spec(v);
+  e.make_controller = [p](const std::vector<sim::InstanceContext>&) { return make_dyn_load_controller(p); };
+  layout.elastic = std::move(e);
+  return layout;
+}
+
+const ParamSchema& dyn_sla_schema() {
+  static const ParamSchema schema = [] {
+    ParamSchema s = elastic_schema(Duration{180 * kSecond});
+    s.push_back({"initial_isl", ParamType::kDouble, 3000.0, "tokens",
+                 "mean input length assumed before any is observed", {}, 1.0, {}});
+    s.push_back({"initial_osl", ParamType::kDouble, 150.0, "tokens",
+                 "mean output length assumed before any is observed", {}, 1.0, {}});
+    s.push_back({"itl_target", ParamType::kDuration, Duration{0}, "",
+                 "decode ITL target (0: the scenario's TPOT SLO, else 50 ms)", {}, {}, {}});
+    s.push_back({"arima_window", ParamType::kInt, int64_t{50}, "points", "ARIMA sliding window",
+                 {}, 5.0, {}});
+    return s;
+  }();
+  return schema;
+}
+
+sim::ClusterLayout make_dyn_sla_layout(const ParamValues& v) {
+  sim::ClusterLayout layout = make_disagg_layout(v);
+  DynSlaParams p;
+  p.adjust_every = ticks_per_adjustment(v);
+  p.interval_s = to_seconds(v.get_duration("control_interval")) * static_cast<double>(p.adjust_every);
+  p.limits = limits_of(v);
+  p.initial_isl = v.get_double("initial_isl");
+  p.initial_osl = v.get_double("initial_osl");
+  if (v.get_duration("itl_target").count() > 0) p.itl_target = v.get_duration("itl_target");
+  p.arima_window = static_cast<size_t>(v.get_int("arima_window"));
+  sim::ElasticSpec e = elastic_spec(v);
+  e.make_controller = [p](const std::vector<sim::InstanceContext>& contexts) {
+    return make_dyn_sla_controller(p, first_of(contexts, sim::InstanceRole::kPrefill),
+                                   first_of(contexts, sim::InstanceRole::kDecode));
+  };
+  layout.elastic = std::move(e);
+  return layout;
+}
+
+}  // namespace
+
+std::unique_ptr<sim::RoutingPolicy> make_dopd_router(int64_t max_local_prefill_length,
+                                                     int64_t max_prefill_queue_size) {
+  return std::make_unique<DopdRouter>(max_local_prefill_length, max_prefill_queue_size);
+}
+
+void register_dopd() {
+  auto& reg = sim::cluster_policies();
+  reg.add("dopd", {"DOPD: forecast-driven optimal P/D ratio, elastic pools with burst bypass, "
+                   "length-aware prefill batching, short prompts prefilled on decode instances",
+                   dopd_schema(), make_dopd_layout});
+  reg.add("dyn-load", {"Dynamo's load-based planner: elastic P/D pools on queue and KV thresholds",
+                       dyn_load_schema(), make_dyn_load_layout});
+  reg.add("dyn-sla", {"Dynamo's SLA-based planner: elastic P/D pools sized from forecasts and "
+                      "profiled throughput within the latency targets",
+                      dyn_sla_schema(), make_dyn_sla_layout});
+}
+
+}  // namespace servesim::policies::dopd

@@ -1,0 +1,72 @@
+// What DOPD and the Dynamo planners observe of an elastic cluster, and how they turn target
+// instance counts into scaling actions. Policy logic only: a pure function of the ControlView.
+#pragma once
+
+#include <cstdint>
+
+#include "sim/policy_api.h"
+
+namespace servesim::policies::dopd {
+
+// Instantaneous state of the prefill and decode pools.
+struct PoolState {
+  int64_t active_prefill = 0, starting_prefill = 0, draining_prefill = 0;
+  int64_t active_decode = 0, starting_decode = 0, draining_decode = 0;
+  int tp_prefill = 1, tp_decode = 1;  // of the last instance seen of each role
+  int64_t prefill_queue = 0;    // requests waiting on prefill instances (not yet prefilling)
+  double decode_kv_utilization = 0;  // mean used / total KV blocks over active decode instances
+  int64_t decode_waiting = 0;   // waiting on decode instances + hand-offs waiting for room
+  int64_t draining_gpus = 0;
+
+  // Instances counted towards a target: active and starting ones (draining ones are leaving).
+  int64_t prefill() const { return active_prefill + starting_prefill; }
+  int64_t decode() const { return active_decode + starting_decode; }
+  bool scaling_in_flight() const { return starting_prefill + starting_decode > 0; }
+};
+PoolState pool_state(const sim::ControlView& view);
+
+// Means over the requests observed in one adjustment window.
+struct WindowStats {
+  double seconds = 0;
+  int64_t arrivals = 0;
+  double mean_isl = 0;       // of the arrivals
+  int64_t finished = 0;
+  double mean_osl = 0;       // of the finished requests
+  double mean_ttft_s = 0;
+  double mean_itl_s = 0;     // mean TPOT of finished requests with >= 2 tokens
+  double mean_e2e_s = 0;
+};
+
+// Resource monitor: accumulates every tick's observations until take() closes the window.
+class ResourceMonitor {
+ public:
+  void observe(const sim::ControlView& view);
+  WindowStats take(SimTime now);
+  SimTime last_arrival() const { return last_arrival_; }
+  bool any_arrival() const { return any_arrival_; }
+
+ private:
+  SimTime window_start_{};
+  int64_t arrivals_ = 0, finished_ = 0, itl_count_ = 0;
+  double isl_sum_ = 0, osl_sum_ = 0, ttft_sum_ = 0, itl_sum_ = 0, e2e_sum_ = 0;
+  SimTime last_arrival_{};
+  bool any_arrival_ = false;
+};
+
+struct ScalingLimits {
+  int64_t gpu_budget = 8;         // GPUs held at once (draining ones included)
+  int64_t max_change = 1 << 20;   // per role per decision
+  int64_t min_prefill = 1, min_decode = 1;
+};
+
+// Clamps targets to the per-decision change limit and to the GPU budget (over budget: both scaled
+// down proportionally, then the larger pool trimmed, never below the minimums).
+void clamp_targets(const PoolState& pool, const ScalingLimits& limits, int64_t& prefill,
+                   int64_t& decode);
+
+// Fills `decision` to move the pools to the targets: adds instances, or drains active ones with
+// the fewest outstanding requests (highest index first among equals), keeping one active of each.
+void move_to_targets(const sim::ControlView& view, const PoolState& pool, int64_t prefill,
+                     int64_t decode, sim::ScalingDecision& decision);
+
+}  // namespace servesim::policies::dopd

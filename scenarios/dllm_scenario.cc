@@ -1,0 +1,230 @@
+#include "scenarios/dllm_scenario.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "traces/generators.h"
+#include "traces/loaders.h"
+
+namespace servesim::scenarios {
+namespace fs = std::filesystem;
+
+bool is_dllm_document(const Json& doc) {
+  if (!doc.is_object()) return false;
+  const auto it = doc.find("kind");
+  return it != doc.end() && it->is_string() && it->get<std::string>() == "dllm";
+}
+
+namespace {
+
+Json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, 0, "cannot open scenario file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  try {
+    return Json::parse(buf.str(), nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::parse_error& e) {
+    const std::string text = buf.str();
+    long line = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) line += text[i] == '\n';
+    std::string what = e.what();
+    if (auto pos = what.find("syntax error"); pos != std::string::npos) what = what.substr(pos);
+    throw InputError(path, line, fmt::format("invalid JSON: {}", what));
+  }
+}
+
+}  // namespace
+
+bool is_dllm_scenario_file(const std::string& path) {
+  try {
+    return is_dllm_document(read_json(path));
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
+                                 const std::string& base_dir, const DataRoot& root) {
+  Issues issues;
+  Json resolved = Json::object();
+  DllmScenario s;
+  s.source = source;
+  const Catalogs& cat = Catalogs::get(root);
+  ObjectReader top(doc, "", issues, resolved);
+  top.string("kind", std::nullopt, {"dllm"});
+  s.name = top.string("name", fs::path(source).stem().string()).value_or("");
+  s.seed = static_cast<uint64_t>(top.integer("seed", 0, 0).value_or(0));
+  s.model = top.string("model", "llada-8b-instruct", cat.models.keys()).value_or("");
+  if (cat.models.all().count(s.model) && !cat.models.get(s.model).diffusion) {
+    issues.add("model", fmt::format("expected a diffusion LLM, got \"{}\" (an autoregressive "
+                                    "model); diffusion models in the catalog: llada-8b-instruct, "
+                                    "dream-v0-instruct-7b",
+                                    s.model));
+  }
+  s.gpu = top.string("gpu", std::nullopt, cat.gpus.keys()).value_or("");
+  s.cost_model.type = top.string("cost_model", "profiled", {"profiled", "roofline"}).value_or("");
+
+  dllm::DllmConfig& c = s.config;
+  {
+    Json& out = resolved["policy"];
+    const Json* in = top.object("policy", true);
+    const Json empty = Json::object();
+    ObjectReader r(in ? *in : empty, "policy", issues, out);
+    const auto type = r.string("type", std::nullopt, dllm::algorithm_names());
+    if (type) c.algorithm = dllm::parse_algorithm(*type);
+    const bool serve = c.algorithm == dllm::Algorithm::kDllmServe;
+    c.max_num_batched_tokens = r.integer("max_num_batched_tokens", 16384, 1).value_or(1);
+    c.max_num_seqs = r.integer("max_num_seqs", 512, 1).value_or(1);
+    c.max_num_logits = r.integer("max_num_logits", 2048, 1).value_or(1);
+    c.phase_aware = r.boolean("phase_aware", true).value_or(true);
+    c.logit_budgeting = r.boolean("logit_budgeting", true).value_or(true);
+    c.max_batch_size = r.integer("max_batch_size", 0, 0).value_or(0);
+    c.step_overhead = r.duration("step_overhead", Duration{0}).value_or(Duration{0});
+    if (!serve) {
+      for (const char* k : {"max_num_batched_tokens", "max_num_seqs", "max_num_logits",
+                            "phase_aware", "logit_budgeting"}) {
+        if (in && in->contains(k)) {
+          issues.add(join_path("policy", k),
+                     fmt::format("only dllm-serve takes this knob, not \"{}\"", *type));
+        }
+      }
+    } else if (in && in->contains("max_batch_size")) {
+      issues.add("policy.max_batch_size", "only the static-batching baselines take this knob");
+    }
+    r.finish();
+  }
+  {
+    Json& out = resolved["denoise"];
+    const Json* in = top.object("denoise", false);
+    const Json empty = Json::object();
+    ObjectReader r(in ? *in : empty, "denoise", issues, out);
+    dllm::DenoiseParams& p = c.denoise;
+    p.gen_length = r.integer("gen_length", 256, 1).value_or(256);
+    p.steps = r.integer("steps", 256, 1).value_or(256);
+    p.block = r.integer("block", 32, 1).value_or(32);
+    p.retention = r.number("retention", 0.5, 0.0, 1.0, true).value_or(0.5);
+    p.pool_kernel = r.integer("pool_kernel", 3, 1).value_or(3);
+    p.cache_prompt_interval = r.integer("cache_prompt_interval", 100, 1).value_or(100);
+    p.cache_gen_interval = r.integer("cache_gen_interval", 7, 1).value_or(7);
+    p.transfer_ratio = r.number("transfer_ratio", 0.25, 0.0, 1.0, true).value_or(0.25);
+    r.finish();
+    if (const std::string e = dllm::check_denoise_params(p); !e.empty() && issues.empty()) {
+      issues.add("denoise", e);
+    }
+  }
+  {
+    Json& out = resolved["memory"];
+    const Json* in = top.object("memory", false);
+    const Json empty = Json::object();
+    ObjectReader r(in ? *in : empty, "memory", issues, out);
+    c.memory.gpu_memory_utilization =
+        r.number("gpu_memory_utilization", 0.9, 0.0, 1.0, true).value_or(0.9);
+    c.memory.runtime_overhead_bytes = std::llround(
+        r.number("runtime_overhead_gib", 1.0, 0.0).value_or(1.0) * 1024.0 * 1024.0 * 1024.0);
+    c.memory.logit_copies = r.number("logit_copies", 3.0, 1.0).value_or(3.0);
+    r.finish();
+  }
+  {
+    Json& out = resolved["workload"];
+    const Json* in = top.object("workload", true);
+    const Json empty = Json::object();
+    ObjectReader r(in ? *in : empty, "workload", issues, out);
+    s.workload_name = r.string("name", "workload").value_or("");
+    s.requests = r.integer("requests", std::nullopt, 1).value_or(1);
+    s.max_prompt_tokens = r.integer("max_prompt_tokens", 0, 0).value_or(0);
+    {
+      Json& aout = out["arrival"];
+      const Json* ain = r.object("arrival", true);
+      ObjectReader a(ain ? *ain : empty, "workload.arrival", issues, aout);
+      a.string("type", "poisson", {"poisson"});
+      s.rate_per_s = a.number("rate", std::nullopt, 0.0, {}, true).value_or(1.0);
+      a.finish();
+    }
+    {
+      Json& pout = out["prompts"];
+      const Json* pin = r.object("prompts", true);
+      ObjectReader p(pin ? *pin : empty, "workload.prompts", issues, pout);
+      s.prompt_type = p.string("type", std::nullopt, {"trace", "distribution", "fixed"}).value_or("");
+      if (s.prompt_type == "fixed") {
+        s.fixed_prompt = p.integer("tokens", std::nullopt, 1).value_or(1);
+      } else if (!s.prompt_type.empty()) {
+        if (s.prompt_type == "trace") {
+          s.prompt_format = p.string("format", std::nullopt, traces::trace_formats()).value_or("");
+        }
+        const auto path = p.string("path", std::nullopt);
+        if (path) {
+          try {
+            s.prompt_path = resolve_data_path(*path, base_dir, root);
+          } catch (const InputError& e) {
+            issues.add("workload.prompts.path", e.message());
+          }
+        }
+      }
+      p.finish();
+    }
+    r.finish();
+  }
+  top.finish();
+  if (!issues.empty()) throw ConfigError(source, issues.list());
+  s.resolved = std::move(resolved);
+  return s;
+}
+
+DllmScenario load_dllm_scenario(const std::string& path, const std::vector<std::string>& overrides,
+                                const DataRoot& root) {
+  Json doc = read_json(path);
+  apply_overrides(doc, overrides);
+  const std::string base = fs::path(path).parent_path().string();
+  return parse_dllm_scenario(doc, path, base.empty() ? "." : base, root);
+}
+
+Workload build_dllm_workload(const DllmScenario& s) {
+  std::unique_ptr<traces::LengthSource> lengths;
+  std::string what;
+  const int64_t g = s.config.denoise.gen_length;
+  std::vector<traces::LengthSample> samples;
+  if (s.prompt_type == "fixed") {
+    samples.push_back({s.fixed_prompt, g});
+    what = fmt::format("fixed prompt {}", s.fixed_prompt);
+  } else {
+    if (s.prompt_type == "trace") {
+      const Workload w = traces::load_trace(s.prompt_format, s.prompt_path);
+      for (const RequestSpec& r : w.requests) samples.push_back({r.prompt_tokens, g});
+      what = fmt::format("prompt lengths of {} trace {}", s.prompt_format,
+                         fs::path(s.prompt_path).filename().string());
+    } else {
+      for (const auto& l : traces::load_length_distribution(s.prompt_path)) {
+        samples.push_back({l.prompt_tokens, g});
+      }
+      what = fmt::format("prompt lengths of distribution {}",
+                         fs::path(s.prompt_path).filename().string());
+    }
+    if (samples.empty()) throw InputError(s.prompt_path, 0, "no request with a prompt length");
+  }
+  if (s.max_prompt_tokens > 0) {
+    for (auto& x : samples) x.prompt_tokens = std::min(x.prompt_tokens, s.max_prompt_tokens);
+    what += fmt::format(" clipped to {}", s.max_prompt_tokens);
+  }
+  lengths = traces::make_empirical_lengths(std::move(samples), what);
+  traces::ArrivalSpec arrivals;
+  arrivals.rate_per_s = s.rate_per_s;
+  Workload w = traces::generate(arrivals, *lengths, s.requests, Duration{0}, s.seed);
+  w.description = fmt::format("{}: {} requests, Poisson {} req/s, {}, gen {}", s.workload_name,
+                              s.requests, s.rate_per_s, what, g);
+  return w;
+}
+
+models::Deployment dllm_deployment(const DllmScenario& s, const DataRoot& root) {
+  const Catalogs& cat = Catalogs::get(root);
+  models::Deployment d;
+  d.model = &cat.models.get(s.model);
+  d.gpu = &cat.gpus.get(s.gpu);
+  return d;
+}
+
+}  // namespace servesim::scenarios

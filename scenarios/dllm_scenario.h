@@ -1,0 +1,70 @@
+// Diffusion-LLM scenarios: a JSON document with top-level "kind": "dllm", validated into a typed
+// DllmScenario in one pass (every problem reported with its JSON path), then run by app/.
+//
+// Schema (defaults are Table 3 of dLLM-Serve; unknown keys are errors):
+//   {"kind": "dllm", "name": str, "seed": int, "model": catalog key (a diffusion model),
+//    "gpu": catalog key, "cost_model": "profiled" | "roofline",
+//    "policy": {"type": "dllm-serve" | "fast-dllm" | "dllm-cache" | "sparse-dllm" | "vanilla",
+//               "max_num_batched_tokens", "max_num_seqs", "max_num_logits", "phase_aware",
+//               "logit_budgeting", "max_batch_size", "step_overhead": "0ms"},
+//    "denoise": {"gen_length", "steps", "block", "retention", "pool_kernel",
+//                "cache_prompt_interval", "cache_gen_interval", "transfer_ratio"},
+//    "memory": {"gpu_memory_utilization", "runtime_overhead_gib", "logit_copies"},
+//    "workload": {"name": str, "requests": int, "arrival": {"type": "poisson", "rate": req/s},
+//                 "prompts": {"type": "trace", "format": ..., "path": ...}
+//                          | {"type": "distribution", "path": ...} | {"type": "fixed", "tokens": n},
+//                 "max_prompt_tokens": int (prompt lengths are clipped to it; 0 = no clip)}}
+// Prompt lengths are drawn uniformly with replacement from the source (stream "lengths"); every
+// request generates gen_length tokens.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dllm/simulator.h"
+#include "scenarios/cost_models.h"
+#include "scenarios/json_reader.h"
+#include "scenarios/scenario.h"
+
+namespace servesim::scenarios {
+
+struct DllmScenario {
+  std::string name;
+  std::string source;  // file the scenario came from
+  uint64_t seed = 0;
+  std::string model;
+  std::string gpu;
+  CostModelChoice cost_model;
+  dllm::DllmConfig config;
+  // Workload.
+  std::string workload_name;
+  int64_t requests = 0;
+  double rate_per_s = 1.0;
+  std::string prompt_type;  // trace | distribution | fixed
+  std::string prompt_format;
+  std::string prompt_path;  // resolved
+  int64_t fixed_prompt = 0;
+  int64_t max_prompt_tokens = 0;
+  Json resolved;  // the document with defaults filled in
+};
+
+// True when the document is a dLLM scenario (top-level "kind": "dllm").
+bool is_dllm_document(const Json& doc);
+// True when the file parses as JSON and is a dLLM scenario (false for unreadable files).
+bool is_dllm_scenario_file(const std::string& path);
+
+// Validates `doc`. Throws ConfigError listing every issue.
+DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
+                                 const std::string& base_dir, const DataRoot& root);
+// Reads, applies `path=value` overrides, validates. Throws InputError / ConfigError.
+DllmScenario load_dllm_scenario(const std::string& path, const std::vector<std::string>& overrides,
+                                const DataRoot& root);
+
+// The workload: `requests` Poisson arrivals with prompt lengths from the source. Throws InputError
+// for malformed data files.
+Workload build_dllm_workload(const DllmScenario& s);
+
+// The deployment (model and GPU from the catalogs, TP 1, bf16).
+models::Deployment dllm_deployment(const DllmScenario& s, const DataRoot& root);
+
+}  // namespace servesim::scenarios

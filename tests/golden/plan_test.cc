@@ -1,0 +1,200 @@
+// The capacity planner (app/plan.h):
+// 1. Plan-file error goldens: tests/golden/bad_plan/<case>.json run through `servesim plan` must
+//    exit and print as <case>.expected (data root written as DATA; SERVESIM_UPDATE_GOLDEN=1
+//    rewrites them).
+// 2. Pruning soundness on a small exhaustive plan: every config pruned by the rate bound,
+//    simulated anyway at the target rate, fails the SLO; every simulation achieves at most the
+//    bound.
+// 3. Determinism: the plan's digest and stored fingerprints do not depend on --jobs, nor on the
+//    number of MPI ranks (when built with MPI and mpirun is available).
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "app/plan.h"
+#include "app/plan_internal.h"
+#include "reports/query.h"
+#include "sim/core/error.h"
+
+namespace servesim {
+namespace {
+namespace fs = std::filesystem;
+using app::Json;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, ""};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+std::string digest_of(const std::string& output) {
+  std::smatch m;
+  const std::regex re("plan digest ([0-9a-f]{16})");
+  return std::regex_search(output, m, re) ? m[1].str() : std::string();
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("servesim_plan_test_" + name + "_" +
+                                                  std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Every simulation of a plan DB, volatile columns left out, in run order.
+std::string db_rows(const std::string& db) {
+  const auto r = reports::run_query(
+      db,
+      "SELECT p.config_index, p.rate, p.meets, r.scenario, r.event_fingerprint, r.status, "
+      "(SELECT group_concat(name || '=' || ifnull(value, 'NULL'), ',') FROM scalar s "
+      " WHERE s.run_id = r.run_id AND s.entity = 'run') "
+      "FROM plan_run p JOIN run r USING(run_id) ORDER BY r.run_id; "
+      "SELECT config_index, label, status, reason, num_gpus, cost_per_hour, bound_rps, "
+      "capacity_rps, meets_target FROM plan_config ORDER BY config_index");
+  std::string s;
+  for (const auto& row : r.rows) {
+    for (const auto& c : row) s += c + "|";
+    s += "\n";
+  }
+  const auto runs = reports::run_query(
+      db, "SELECT p.config_index, p.rate, p.meets, r.scenario, r.event_fingerprint FROM plan_run p "
+          "JOIN run r USING(run_id) ORDER BY r.run_id");
+  for (const auto& row : runs.rows) {
+    for (const auto& c : row) s += c + "|";
+    s += "\n";
+  }
+  return s;
+}
+
+TEST(PlanErrors, BadPlansFailWithTheExpectedMessages) {
+  const auto root = scenarios::DataRoot::discover();
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator("tests/golden/bad_plan")) {
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_FALSE(files.empty());
+  for (const fs::path& f : files) {
+    SCOPED_TRACE(f.string());
+    const auto [rc, out] = run_command(std::string(SERVESIM_BIN) + " plan --no-db " + f.string());
+    const std::string got = "exit " + std::to_string(rc) + "\n" +
+                            replace_all(out, fs::path(root.root).lexically_normal().string(), "DATA");
+    fs::path expected = f;
+    expected.replace_extension(".expected");
+    if (std::getenv("SERVESIM_UPDATE_GOLDEN")) std::ofstream(expected) << got;
+    ASSERT_TRUE(fs::exists(expected)) << "run with SERVESIM_UPDATE_GOLDEN=1 to create it";
+    EXPECT_EQ(got, read_file(expected));
+  }
+}
+
+TEST(PlanPruning, NeverDropsAConfigThatMeetsTheSlo) {
+  const auto root = scenarios::DataRoot::discover();
+  // The small plan at a rate high enough that the bound prunes some configs.
+  const fs::path dir = temp_dir("prune");
+  Json doc = Json::parse(read_file("tests/golden/plans/small.plan.json"));
+  doc["rate"] = 24.0;
+  doc["capacity"]["enabled"] = false;
+  doc["search"].erase("gpu_budget");
+  std::ofstream(dir / "p.plan.json") << doc.dump(2);
+  const app::PlanSpec spec = app::load_plan((dir / "p.plan.json").string(), root);
+  const app::SloCriteria criteria = app::SloCriteria::parse(
+      spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
+  std::vector<app::PlanConfig> configs = app::expand_plan(spec);
+  std::vector<ConfigIssue> issues;
+  std::map<std::string, bool> reported;
+  int bound_pruned = 0, simulated = 0;
+  for (app::PlanConfig& c : configs) {
+    SCOPED_TRACE(c.label);
+    app::prune_config(spec, c, criteria, root, issues, reported);
+    ASSERT_TRUE(issues.empty());
+    ASSERT_NE(c.status, app::ConfigStatus::kError) << c.reason;
+    if (c.status == app::ConfigStatus::kPruned) {
+      ASSERT_NE(c.reason.find("roofline"), std::string::npos) << c.reason;
+    }
+    // Simulate every config, pruned or not, at the target rate.
+    const Json d = app::config_document(spec, c, criteria, std::make_pair(std::string("workload.arrival.rate"), 24.0));
+    const scenarios::Scenario s = scenarios::parse_scenario(d, "test", spec.base_dir, root);
+    app::RunOptions ro;
+    ro.keep_records = false;
+    const app::RunOutcome o = app::run_scenario(s, root, ro);
+    ++simulated;
+    EXPECT_LE(o.summary.request_rate_per_s, c.bound_rps * (1 + 1e-9))
+        << "the bound is not an upper bound on the achieved rate";
+    if (c.status == app::ConfigStatus::kPruned) {
+      ++bound_pruned;
+      EXPECT_FALSE(app::SloCriteria::all_ok(criteria.check(o.summary, 24.0)))
+          << "a pruned config meets the SLO";
+    }
+  }
+  EXPECT_GT(bound_pruned, 0) << "the test plan must exercise the rate bound";
+  EXPECT_EQ(simulated, static_cast<int>(configs.size()));
+  fs::remove_all(dir);
+}
+
+TEST(PlanDeterminism, ThreadCountDoesNotChangeResults) {
+  const fs::path dir = temp_dir("jobs");
+  const std::string bin = SERVESIM_BIN;
+  const auto [rc1, out1] = run_command(bin + " plan tests/golden/plans/small.plan.json --jobs 1 --db " +
+                                       (dir / "j1.db").string());
+  const auto [rc2, out2] = run_command(bin + " plan tests/golden/plans/small.plan.json --jobs 3 --db " +
+                                       (dir / "j3.db").string());
+  // 0: some config meets the SLO, 1: none does; both are complete plans.
+  ASSERT_TRUE(rc1 == 0 || rc1 == 1) << out1;
+  ASSERT_EQ(rc1, rc2) << out2;
+  ASSERT_FALSE(digest_of(out1).empty()) << out1;
+  EXPECT_EQ(digest_of(out1), digest_of(out2));
+  EXPECT_EQ(db_rows((dir / "j1.db").string()), db_rows((dir / "j3.db").string()));
+  fs::remove_all(dir);
+}
+
+TEST(PlanDeterminism, MpiRanksGiveTheSingleProcessResult) {
+#ifndef SERVESIM_TEST_MPIRUN
+  GTEST_SKIP() << "built without MPI";
+#else
+  const fs::path dir = temp_dir("mpi");
+  const std::string bin = SERVESIM_BIN;
+  const auto [rc1, out1] = run_command(bin + " plan tests/golden/plans/small.plan.json --jobs 1 --db " +
+                                       (dir / "one.db").string());
+  const auto [rc2, out2] = run_command(std::string(SERVESIM_TEST_MPIRUN) +
+                                       " -n 2 --oversubscribe --allow-run-as-root " + bin +
+                                       " plan tests/golden/plans/small.plan.json --jobs 1 --db " +
+                                       (dir / "two.db").string());
+  ASSERT_TRUE(rc1 == 0 || rc1 == 1) << out1;
+  ASSERT_EQ(rc1, rc2) << out2;
+  ASSERT_FALSE(digest_of(out1).empty()) << out1;
+  EXPECT_EQ(digest_of(out1), digest_of(out2)) << out2;
+  EXPECT_EQ(db_rows((dir / "one.db").string()), db_rows((dir / "two.db").string()));
+  fs::remove_all(dir);
+#endif
+}
+
+}  // namespace
+}  // namespace servesim
