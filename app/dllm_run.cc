@@ -7,20 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "app/run_scenario.h"
 #include "reports/sqlite_sink.h"
 #include "scenarios/cost_models.h"
 
 namespace servesim::app {
 namespace {
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 void write_db(const scenarios::DllmScenario& s, DllmOutcome& o, const std::string& db_path) {
   reports::SqliteSink db(db_path);
@@ -30,7 +22,7 @@ void write_db(const scenarios::DllmScenario& s, DllmOutcome& o, const std::strin
   info.router = "none";
   info.workload = o.workload;
   info.code_rev = SERVESIM_VERSION;
-  info.started_at = utc_now();
+  info.started_at = utc_now_iso();
   info.seed = s.seed;
   o.run_id = db.begin_run(info, scenarios::flatten(s.resolved));
   for (const auto& q : o.result.requests) {

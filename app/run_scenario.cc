@@ -11,6 +11,8 @@
 namespace servesim::app {
 namespace {
 
+}  // namespace
+
 std::string utc_now_iso() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -19,8 +21,6 @@ std::string utc_now_iso() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
-
-}  // namespace
 
 std::string format_fingerprint(uint64_t fingerprint) { return fmt::format("{:016x}", fingerprint); }
 

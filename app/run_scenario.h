@@ -66,4 +66,7 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
 // The fingerprint as 16 hex digits.
 std::string format_fingerprint(uint64_t fingerprint);
 
+// The current UTC time as ISO 8601 (a run's started_at).
+std::string utc_now_iso();
+
 }  // namespace servesim::app

@@ -10,6 +10,8 @@
 // SERVESIM_UPDATE_GOLDEN=1 rewrites the expectations instead of comparing (then review the diff).
 #include <gtest/gtest.h>
 
+#include "golden_util.h"
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -25,18 +27,14 @@
 namespace servesim {
 namespace {
 namespace fs = std::filesystem;
+using golden::read_file;
+using golden::replace_all;
+using golden::run_command;
 using Json = nlohmann::ordered_json;
 
 bool updating() {
   const char* v = std::getenv("SERVESIM_UPDATE_GOLDEN");
   return v && std::string(v) == "1";
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::vector<fs::path> cases(const fs::path& dir, const std::string& ext) {
@@ -105,25 +103,6 @@ TEST(GoldenScenario, EveryCaseMatchesItsExpectation) {
       EXPECT_NEAR(g.get<double>(), w, 1e-9 * std::max(1.0, std::fabs(w))) << it.key();
     }
   }
-}
-
-// Runs a command, returns (exit code, stderr + stdout).
-std::pair<int, std::string> run_command(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {-1, ""};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
-    s.replace(pos, from.size(), to);
-  }
-  return s;
 }
 
 TEST(GoldenErrors, BadScenariosFailWithTheExpectedMessages) {

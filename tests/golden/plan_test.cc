@@ -20,6 +20,8 @@
 
 #include <gtest/gtest.h>
 
+#include "golden_util.h"
+
 #include "app/plan.h"
 #include "app/plan_internal.h"
 #include "reports/query.h"
@@ -28,32 +30,10 @@
 namespace servesim {
 namespace {
 namespace fs = std::filesystem;
+using golden::read_file;
+using golden::replace_all;
+using golden::run_command;
 using app::Json;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::pair<int, std::string> run_command(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {-1, ""};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
-    s.replace(pos, from.size(), to);
-  }
-  return s;
-}
 
 std::string digest_of(const std::string& output) {
   std::smatch m;
