@@ -161,7 +161,7 @@ const ParamSchema& dynaserve_schema() {
        "most requests running on an instance at once", {}, 1.0, {}},
       {"k_max", ParamType::kInt, int64_t{6}, "iterations",
        "binary-search iterations over the split ratio", {}, 1.0, 64.0},
-      {"balance_tolerance", ParamType::kDouble, 0.02, "",
+      {"balance_tolerance", ParamType::kDouble, 0.2, "",
        "stop the search when the two predicted drain times differ by at most this share of the "
        "horizon",
        {}, 0.0, 1.0},

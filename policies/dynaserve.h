@@ -91,7 +91,7 @@ struct DynaServeParams {
   int64_t max_num_batched_tokens = 8192;
   int64_t max_num_seqs = 256;
   int64_t k_max = 6;                    // binary-search iterations
-  double balance_tolerance = 0.02;      // stop when |T_A - T_B| <= this share of the horizon
+  double balance_tolerance = 0.2;       // stop when |T_A - T_B| <= this share of the horizon
   int64_t length_margin = 20;           // tokens added to the predicted output
   double length_sigma = 0;              // std-dev of the output-length prediction error, tokens
   double split_ratio = -1;              // >= 0: fixed ratio s = round(ratio * N), no search
