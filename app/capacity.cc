@@ -174,9 +174,9 @@ CapacityResult find_capacity(const std::string& scenario_path,
       if (c.unit == "s") detail += fmt::format("  {} {:.1f} ms", c.name, c.value * 1e3);
       if (c.name == "sustained") sustained = c.ok;
     }
-    out << fmt::format("rate {:9.3f} req/s  achieved {:8.3f} req/s {} attainment {:6.2f} %  "
+    out << fmt::format("rate {:9.3f} req/s  sustained {:8.3f} req/s {} attainment {:6.2f} %  "
                        "goodput {:9.1f} tok/s  {}\n",
-                       r, p.summary.request_rate_per_s, detail, p.summary.slo_attainment * 100,
+                       r, p.summary.sustained_rate_per_s, detail, p.summary.slo_attainment * 100,
                        p.summary.goodput_tokens_per_s,
                        p.meets ? "meets" : sustained ? "violates" : "not sustained");
     return p;
