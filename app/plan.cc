@@ -49,23 +49,6 @@ namespace {
 
 extern "C" void on_sigint(int) { plan_interrupted().store(true); }
 
-Json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, 0, "cannot open file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
-  try {
-    return Json::parse(text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
-    long line = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) line += text[i] == '\n';
-    std::string what = e.what();
-    if (auto pos = what.find("syntax error"); pos != std::string::npos) what = what.substr(pos);
-    throw InputError(path, line, fmt::format("invalid JSON: {}", what));
-  }
-}
-
 // "ttft", "2s" -> checks the duration and returns "ttft=2s".
 std::optional<std::string> slo_arg(ObjectReader& r, const std::string& key) {
   if (!r.has(key)) {
@@ -85,7 +68,7 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
   const auto& catalogs = scenarios::Catalogs::get(root);
   PlanSpec p;
   p.source = path;
-  p.document = read_json_file(path);
+  p.document = scenarios::read_json_file(path);
   const std::string plan_dir = fs::path(path).parent_path().string();
   Issues issues;
   Json resolved = Json::object();
@@ -99,7 +82,7 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     top.claim("base");
     try {
       p.base_source = scenarios::resolve_data_path(b, plan_dir, root);
-      p.base = read_json_file(p.base_source);
+      p.base = scenarios::read_json_file(p.base_source);
       const std::string dir = fs::path(p.base_source).parent_path().string();
       p.base_dir = dir.empty() ? "." : dir;
       if (!p.base.is_object()) issues.add("base", "the base scenario file must hold a JSON object");

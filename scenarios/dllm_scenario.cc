@@ -19,30 +19,10 @@ bool is_dllm_document(const Json& doc) {
   return it != doc.end() && it->is_string() && it->get<std::string>() == "dllm";
 }
 
-namespace {
-
-Json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, 0, "cannot open scenario file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  try {
-    return Json::parse(buf.str(), nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
-    const std::string text = buf.str();
-    long line = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) line += text[i] == '\n';
-    std::string what = e.what();
-    if (auto pos = what.find("syntax error"); pos != std::string::npos) what = what.substr(pos);
-    throw InputError(path, line, fmt::format("invalid JSON: {}", what));
-  }
-}
-
-}  // namespace
 
 bool is_dllm_scenario_file(const std::string& path) {
   try {
-    return is_dllm_document(read_json(path));
+    return is_dllm_document(read_json_file(path, "scenario file"));
   } catch (const Error&) {
     return false;
   }
@@ -177,7 +157,7 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
 
 DllmScenario load_dllm_scenario(const std::string& path, const std::vector<std::string>& overrides,
                                 const DataRoot& root) {
-  Json doc = read_json(path);
+  Json doc = read_json_file(path, "scenario file");
   apply_overrides(doc, overrides);
   const std::string base = fs::path(path).parent_path().string();
   return parse_dllm_scenario(doc, path, base.empty() ? "." : base, root);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -234,6 +236,24 @@ void ObjectReader::finish() {
       issues_.add(child_path(it.key()),
                   fmt::format("unknown key; valid keys here are: {}", fmt::join(known, ", ")));
     }
+  }
+}
+
+Json read_json_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, 0, "cannot open " + what);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  try {
+    return Json::parse(text, nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is the 1-based offset of the error; turn it into a line number.
+    long line = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) line += text[i] == '\n';
+    std::string message = e.what();
+    if (auto pos = message.find("syntax error"); pos != std::string::npos) message = message.substr(pos);
+    throw InputError(path, line, fmt::format("invalid JSON: {}", message));
   }
 }
 

@@ -84,4 +84,8 @@ class ObjectReader {
   std::vector<std::string> seen_;
 };
 
+// Reads a JSON document (comments allowed). Throws InputError "cannot open <what>" when the file
+// cannot be read, and InputError with the line of the first syntax error for invalid JSON.
+Json read_json_file(const std::string& path, const std::string& what = "file");
+
 }  // namespace servesim::scenarios

@@ -455,22 +455,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,
                        const DataRoot& root) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, 0, "cannot open scenario file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  Json doc;
-  try {
-    doc = Json::parse(buf.str(), nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is the 1-based offset of the error; turn it into a line number.
-    const std::string text = buf.str();
-    long line = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) line += text[i] == '\n';
-    std::string what = e.what();
-    if (auto pos = what.find("syntax error"); pos != std::string::npos) what = what.substr(pos);
-    throw InputError(path, line, fmt::format("invalid JSON: {}", what));
-  }
+  Json doc = read_json_file(path, "scenario file");
   apply_overrides(doc, overrides);
   const std::string base = fs::path(path).parent_path().string();
   return parse_scenario(doc, path, base.empty() ? "." : base, root);
