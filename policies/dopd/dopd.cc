@@ -80,7 +80,7 @@ class DopdController : public sim::ClusterController {
   DopdController(const DopdParams& p, const sim::InstanceContext& prefill,
                  const sim::InstanceContext& decode, std::shared_ptr<LengthForecast> forecast)
       : p_(p), prefill_(prefill), decode_(decode), forecast_(std::move(forecast)),
-        requests_({p.arima_window}), isl_({p.arima_window}), osl_({p.arima_window}) {}
+        forecaster_(p.arima_window, p.initial_isl, p.initial_osl) {}
 
   void control(const sim::ControlView& view, sim::ScalingDecision& decision) override {
     monitor_.observe(view);
@@ -106,12 +106,8 @@ class DopdController : public sim::ClusterController {
   // One adjustment interval: forecast, size the pools. Returns whether to act on the targets.
   bool adjust(const sim::ControlView& view, const PoolState& pool, int64_t& prefill, int64_t& decode) {
     const WindowStats w = monitor_.take(view.now);
-    requests_.add(static_cast<double>(w.arrivals));
-    if (w.arrivals > 0) isl_.add(w.mean_isl);
-    if (w.finished > 0) osl_.add(w.mean_osl);
-    const double n_hat = std::max(0.0, requests_.predict_bounded());
-    const double isl_hat = std::max(1.0, isl_.size() > 0 ? isl_.predict_bounded() : p_.initial_isl);
-    const double osl_hat = std::max(1.0, osl_.size() > 0 ? osl_.predict_bounded() : p_.initial_osl);
+    const LoadForecast f = forecaster_.next(w);
+    const double n_hat = f.requests, isl_hat = f.isl, osl_hat = f.osl;
     double c_d = 1.0;
     if (p_.decode_correction && w.finished > 0 && w.mean_itl_s > 0) {
       const double conc = std::max(1.0, static_cast<double>(w.arrivals) /
@@ -157,7 +153,7 @@ class DopdController : public sim::ClusterController {
   sim::InstanceContext prefill_, decode_;
   std::shared_ptr<LengthForecast> forecast_;
   ResourceMonitor monitor_;
-  ArimaForecaster requests_, isl_, osl_;
+  LoadForecaster forecaster_;
   int64_t ticks_ = 0;
   int64_t below_prefill_ = 0, below_decode_ = 0;
 };

@@ -124,4 +124,15 @@ void move_to_targets(const sim::ControlView& view, const PoolState& pool, int64_
   if (decode < pool.decode()) drain_some(view, sim::InstanceRole::kDecode, pool.decode() - decode, decision);
 }
 
+LoadForecast LoadForecaster::next(const WindowStats& w) {
+  requests_.add(static_cast<double>(w.arrivals));
+  if (w.arrivals > 0) isl_.add(w.mean_isl);
+  if (w.finished > 0) osl_.add(w.mean_osl);
+  LoadForecast f;
+  f.requests = std::max(0.0, requests_.predict_bounded());
+  f.isl = std::max(1.0, isl_.size() > 0 ? isl_.predict_bounded() : initial_isl_);
+  f.osl = std::max(1.0, osl_.size() > 0 ? osl_.predict_bounded() : initial_osl_);
+  return f;
+}
+
 }  // namespace servesim::policies::dopd

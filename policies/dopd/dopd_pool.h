@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "policies/dopd/arima_forecaster.h"
 #include "sim/policy_api.h"
 
 namespace servesim::policies::dopd {
@@ -51,6 +52,28 @@ class ResourceMonitor {
   double isl_sum_ = 0, osl_sum_ = 0, ttft_sum_ = 0, itl_sum_ = 0, e2e_sum_ = 0;
   SimTime last_arrival_{};
   bool any_arrival_ = false;
+};
+
+// One-step forecasts of the next window's request count and mean input / output lengths, one
+// ARIMA model each (policies.md §4.3), as the DOPD controller and Dynamo's SLA planner use them.
+struct LoadForecast {
+  double requests = 0;  // >= 0
+  double isl = 1;       // >= 1 tokens
+  double osl = 1;       // >= 1 tokens
+};
+
+class LoadForecaster {
+ public:
+  // Until a length has been observed its forecast is the initial value.
+  LoadForecaster(size_t window, double initial_isl, double initial_osl)
+      : requests_({window}), isl_({window}), osl_({window}), initial_isl_(initial_isl),
+        initial_osl_(initial_osl) {}
+  // Adds the closed window's observations and forecasts the next window.
+  LoadForecast next(const WindowStats& w);
+
+ private:
+  ArimaForecaster requests_, isl_, osl_;
+  double initial_isl_, initial_osl_;
 };
 
 struct ScalingLimits {

@@ -71,7 +71,7 @@ class DynSlaController : public sim::ClusterController {
   DynSlaController(const DynSlaParams& p, const sim::InstanceContext& prefill,
                    const sim::InstanceContext& decode)
       : p_(p), prefill_(prefill), decode_(decode),
-        requests_({p.arima_window}), isl_({p.arima_window}), osl_({p.arima_window}) {
+        forecaster_(p.arima_window, p.initial_isl, p.initial_osl) {
     itl_target_s_ = to_seconds(p.itl_target.value_or(decode.slo.tpot.value_or(Duration{50'000'000})));
   }
 
@@ -80,12 +80,8 @@ class DynSlaController : public sim::ClusterController {
     if (++ticks_ % p_.adjust_every != 0) return;
     const PoolState pool = pool_state(view);
     const WindowStats w = monitor_.take(view.now);
-    requests_.add(static_cast<double>(w.arrivals));
-    if (w.arrivals > 0) isl_.add(w.mean_isl);
-    if (w.finished > 0) osl_.add(w.mean_osl);
-    const double n_hat = std::max(0.0, requests_.predict_bounded());
-    const double isl_hat = std::max(1.0, isl_.size() > 0 ? isl_.predict_bounded() : p_.initial_isl);
-    const double osl_hat = std::max(1.0, osl_.size() > 0 ? osl_.predict_bounded() : p_.initial_osl);
+    const LoadForecast f = forecaster_.next(w);
+    const double n_hat = f.requests, isl_hat = f.isl, osl_hat = f.osl;
     // Correction factors: observed over profiled latency.
     double c_p = 1.0, c_d = 1.0;
     if (w.finished > 0 && w.mean_isl > 0) {
@@ -130,7 +126,7 @@ class DynSlaController : public sim::ClusterController {
   DynSlaParams p_;
   sim::InstanceContext prefill_, decode_;
   ResourceMonitor monitor_;
-  ArimaForecaster requests_, isl_, osl_;
+  LoadForecaster forecaster_;
   double itl_target_s_ = 0.05;
   int64_t ticks_ = 0;
 };
