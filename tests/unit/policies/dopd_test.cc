@@ -359,7 +359,9 @@ TEST(DynLoad, ScalesPrefillOnAGrowingQueueAndDecodeOnFullKv) {
     v.loads[1].used_blocks = 950;
     d = {};
     c->control(v.at(10.0 * (k + 1)), d);
-    if (k < 2) EXPECT_TRUE(d.empty());
+    if (k < 2) {
+      EXPECT_TRUE(d.empty());
+    }
   }
   // mean queue 8 > 5 and 12 + 3 * (12 - 4) > 5: +1 prefill; KV 0.95 > 0.9: +1 decode.
   EXPECT_EQ(d.add_prefill, 1);

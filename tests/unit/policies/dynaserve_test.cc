@@ -357,8 +357,12 @@ TEST(DynaServeEndToEnd, EveryEdgeCaseFinishesWithEveryToken) {
         ASSERT_EQ(static_cast<int64_t>(rec.requests.at(r.id).token_times_ns.size()), r.output_tokens);
       }
       const int64_t moved = res.instances[0].kv_transfers_out + res.instances[1].kv_transfers_out;
-      if (ratio == 0.0 || ratio == 1.0) EXPECT_EQ(moved, 0);
-      if (ratio == 0.3 || ratio == 0.6) EXPECT_GT(moved, 0);
+      if (ratio == 0.0 || ratio == 1.0) {
+        EXPECT_EQ(moved, 0);
+      }
+      if (ratio == 0.3 || ratio == 0.6) {
+        EXPECT_GT(moved, 0);
+      }
     }
   }
 }
