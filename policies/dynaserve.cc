@@ -175,6 +175,10 @@ const ParamSchema& dynaserve_schema() {
        "what the split search balances: load (each instance's predicted passes weighted by how "
        "full they are) or drain (predicted drain times)",
        {"load", "drain"}, {}, {}},
+      {"handoff_in_prefill", ParamType::kBool, true, "",
+       "move a searched split at the prompt's end (s = P) to s = P - 1, so the β-instance emits "
+       "the first token and the hand-off gap lands in TTFT instead of the first TBT gap",
+       {}, {}, {}},
       {"fill_tokens", ParamType::kInt, int64_t{4096}, "tokens",
        "batch tokens from which a predicted pass counts fully toward an instance's load", {}, 1.0,
        {}},
@@ -210,6 +214,7 @@ DynaServeParams DynaServeParams::from(const ParamValues& v) {
   p.length_sigma = v.get_double("length_sigma");
   p.split_ratio = v.get_double("split_ratio");
   p.balance_drain = v.get_string("balance") == "drain";
+  p.handoff_in_prefill = v.get_bool("handoff_in_prefill");
   p.fill_tokens = v.get_int("fill_tokens");
   p.tbt_slo = v.get_duration("tbt_slo");
   p.slo_headroom = v.get_double("slo_headroom");
@@ -265,6 +270,12 @@ class DynaServeRouter : public sim::RoutingPolicy {
       s = std::llround(p_.split_ratio * static_cast<double>(n));
     } else {
       s = search_split(view, request, d_hat, a, b);
+      // At s = P the α-instance emits the first token and the β-instance the second, one hand-off
+      // later: the rest of the KV, then the end of β's running iteration, then β's next one. β runs
+      // iterations sized to the TBT target, so that gap would overrun it. One token earlier, β
+      // computes the last prompt token and emits the first token itself: the hand-off lands in
+      // TTFT, and every later gap is one of β's iterations.
+      if (p_.handoff_in_prefill && s == request.prompt_tokens && s >= 2) --s;
     }
     s = std::clamp<int64_t>(s, 0, n);
     decision_id_ = request.id;

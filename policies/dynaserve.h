@@ -8,7 +8,9 @@
 //   the prefill instance, s = 0 or N keeps the whole request on one instance.
 // - Global scheduler: a bounded binary search over the split ratio that balances the two
 //   instances' predicted drain times; each prediction replays the instance's queue as virtual
-//   batches (ExecutionPredictor) with the instance's latency table.
+//   batches (ExecutionPredictor) with the instance's latency table. A searched split at the
+//   prompt's end (s = P) moves to P - 1, so the first token comes from the β-instance and the
+//   hand-off gap is part of TTFT rather than of a TBT gap (`handoff_in_prefill`).
 // - Local scheduler: SLO-aware batch composition (every decode, then the prefill tokens the latency
 //   table allows within the TBT target), the table refined from every measured iteration.
 #pragma once
@@ -96,6 +98,7 @@ struct DynaServeParams {
   double length_sigma = 0;              // std-dev of the output-length prediction error, tokens
   double split_ratio = -1;              // >= 0: fixed ratio s = round(ratio * N), no search
   bool balance_drain = false;           // balance drain times instead of fill-weighted loads
+  bool handoff_in_prefill = true;       // a searched split at s = P moves to P - 1 (see route())
   int64_t fill_tokens = 4096;           // PredictorLimits::fill_tokens of the load balance
   Duration tbt_slo{100'000'000};        // used when the scenario sets no tbt_p99
   double slo_headroom = 0.9;            // iteration target = headroom * TBT SLO

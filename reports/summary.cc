@@ -122,10 +122,8 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
 
   int64_t last_arrival = std::numeric_limits<int64_t>::min();
   for (const sim::RequestRecord& r : requests) last_arrival = std::max(last_arrival, r.arrival_ns);
-  int64_t done_by_last_arrival = 0;
   for (const sim::RequestRecord& r : requests) {
     check_record(r);
-    done_by_last_arrival += r.done_ns <= last_arrival;
     first_arrival = std::min(first_arrival, r.arrival_ns);
     last_done = std::max(last_done, r.done_ns);
     input_tokens += r.prompt_tokens;
@@ -173,8 +171,16 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
   s.request_rate_per_s = per_second(static_cast<double>(s.requests), s.duration_s);
   s.sustained_rate_per_s = s.request_rate_per_s;
   if (!requests.empty() && last_arrival > first_arrival) {
-    s.sustained_rate_per_s = per_second(static_cast<double>(done_by_last_arrival),
-                                        static_cast<double>(last_arrival - first_arrival) * kNsToS);
+    // Completions in the later half of the arrival window. A cluster that keeps up completes, over
+    // any window, the requests that arrived one latency earlier (Little's law), so the count
+    // tracks the offered rate whatever the latency; an overloaded one completes at its service
+    // rate. (Requests done by the last arrival, over the whole window, would instead read a
+    // slower-but-keeping-up cluster as overloaded: the requests in flight at the end are missing.)
+    const int64_t half = first_arrival + (last_arrival - first_arrival) / 2;
+    int64_t completed = 0;
+    for (const sim::RequestRecord& r : requests) completed += r.done_ns > half && r.done_ns <= last_arrival;
+    s.sustained_rate_per_s =
+        per_second(static_cast<double>(completed), static_cast<double>(last_arrival - half) * kNsToS);
   }
   s.input_tokens_per_s = per_second(static_cast<double>(input_tokens), s.duration_s);
   s.output_tokens_per_s = per_second(static_cast<double>(output_tokens), s.duration_s);

@@ -35,9 +35,10 @@ struct RunSummary {
   double request_rate_per_s = 0;
   double input_tokens_per_s = 0;
   double output_tokens_per_s = 0;
-  // Requests finished by the last arrival / (last arrival - first arrival): the rate the cluster
-  // keeps up with while load is offered, not diluted by draining the last requests' long tails.
-  // Equals request_rate_per_s when all requests arrive at once.
+  // The rate the cluster keeps up with while load is offered: requests completed in the later half
+  // of the arrival window (first .. last arrival) / that half's length. Neither diluted by
+  // draining the last requests' long tails nor lowered by long latencies at a rate the cluster
+  // sustains. Equals request_rate_per_s when all requests arrive at once.
   double sustained_rate_per_s = 0;
 
   Percentiles ttft_s;

@@ -292,6 +292,24 @@ TEST(DynaServeRouter, SearchGivesLessWorkToTheBusierInstance) {
   EXPECT_LT(s_busy_a, s_idle);
 }
 
+TEST(DynaServeRouter, SearchedSplitAtThePromptEndLeavesTheFirstTokenToBeta) {
+  DynaServeParams p;
+  p.k_max = 1;  // the search stops at its first point, s = P
+  const RequestSpec req = request(7, 1000, 500);
+  Cluster c;
+  Placement pl = place(*router(p), c, req);
+  EXPECT_EQ(pl.instance, 0);
+  EXPECT_EQ(pl.split.target, 1);
+  EXPECT_EQ(pl.split.split_tokens, 999);  // β computes token 1000 and emits the first token
+  p.handoff_in_prefill = false;
+  pl = place(*router(p), c, req);
+  EXPECT_EQ(pl.split.split_tokens, 1000);  // classic disaggregation: α emits the first token
+  // A fixed ratio is taken as it is.
+  p.handoff_in_prefill = true;
+  p.split_ratio = 1000.0 / 1520;
+  EXPECT_EQ(place(*router(p), c, req).split.split_tokens, 1000);
+}
+
 // ---- end to end through the engine ----
 
 sim::RunResult run_dynaserve(const DynaServeParams& p, Workload w, sim::RecordListener* listener) {

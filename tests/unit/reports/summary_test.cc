@@ -55,8 +55,9 @@ TEST(SummarizeTest, CountsRatesAndExactPercentiles) {
   EXPECT_DOUBLE_EQ(s.request_rate_per_s, 10 / 1.1);
   EXPECT_DOUBLE_EQ(s.input_tokens_per_s, 1045 / 1.1);  // 100 + ... + 109
   EXPECT_DOUBLE_EQ(s.output_tokens_per_s, 110 / 1.1);
-  // Request i finishes at 120 i + 20 ms: 8 of them by the last arrival (900 ms).
-  EXPECT_DOUBLE_EQ(s.sustained_rate_per_s, 8 / 0.9);
+  // Request i finishes at 120 i + 20 ms: 4 of them (i = 4..7) in the later half of the arrival
+  // window, (450, 900] ms.
+  EXPECT_DOUBLE_EQ(s.sustained_rate_per_s, 4 / 0.45);
 
   // Nearest rank over 10 values: p50 = 5th, p90 = 9th, p99 = 10th smallest.
   EXPECT_DOUBLE_EQ(s.ttft_s.p50, 0.050);
@@ -85,6 +86,26 @@ TEST(SummarizeTest, CountsRatesAndExactPercentiles) {
   EXPECT_EQ(s.num_gpus, 2);
   EXPECT_DOUBLE_EQ(s.gpu_seconds, 2.2);
   EXPECT_DOUBLE_EQ(s.tokens_per_gpu_second, 110 / 2.2);
+}
+
+// A cluster that keeps up but answers slowly sustains the offered rate; one that serves slower
+// than requests arrive sustains its service rate. 100 requests arrive every 100 ms (10 req/s).
+TEST(SummarizeTest, SustainedRateIgnoresLatencyButNotOverload) {
+  std::vector<RequestRecord> slow_but_keeping_up, overloaded;
+  for (int64_t i = 0; i < 100; ++i) {
+    // Every request takes 3 s: 30 are still in flight at the last arrival (9.9 s).
+    slow_but_keeping_up.push_back(make_request(i, i * 100, 0, 1000, 3000, 100, 11));
+    // One at a time, 200 ms each: request i finishes at 200 (i + 1) ms.
+    overloaded.push_back(make_request(i, i * 100, i * 100, i * 100 + 100, i * 100 + 200, 100, 11));
+  }
+  const RunSummary keeping_up = summarize(slow_but_keeping_up, LogHistogram{}, SloSpec{}, {});
+  // Completions in (4.95, 9.9] s: requests 20..69.
+  EXPECT_DOUBLE_EQ(keeping_up.sustained_rate_per_s, 50 / 4.95);
+  const RunSummary over = summarize(overloaded, LogHistogram{}, SloSpec{}, {});
+  // Completions in (4.95, 9.9] s: requests 24..48, 5 per second.
+  EXPECT_DOUBLE_EQ(over.sustained_rate_per_s, 25 / 4.95);
+  EXPECT_LT(over.sustained_rate_per_s, 0.9 * 10);
+  EXPECT_GT(keeping_up.sustained_rate_per_s, 0.9 * 10);
 }
 
 TEST(SummarizeTest, NearestRankOnHundredValues) {
