@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -33,119 +34,182 @@ ExecutionPredictor::ExecutionPredictor(LatencyTable* table, PredictorLimits limi
   if (!table_) throw std::invalid_argument("execution predictor needs a latency table");
 }
 
-SimTime ExecutionPredictor::drain(const std::vector<VirtualWork>& work, SimTime start,
-                                  std::vector<SimTime>* finish) {
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  const auto footprint = [](const VirtualWork& w) {
-    return w.context + w.prefill_tokens + w.decode_passes;
-  };
-  if (finish) finish->assign(work.size(), start);
-  active_.clear();
-  load_ns_ = 0;
-  SimTime t = start;
-  size_t next = 0;
-  int64_t kv_used = 0;
-  std::vector<int64_t>& chunk = chunk_;
-  while (true) {
-    // Admit FCFS while sequence slots and KV allow and the head's KV has arrived.
-    while (next < work.size() && static_cast<int64_t>(active_.size()) < limits_.max_num_seqs &&
-           work[next].available <= t) {
-      const VirtualWork& w = work[next];
-      const int64_t fp = footprint(w);
-      if (limits_.kv_capacity_tokens > 0 && !active_.empty() &&
-          kv_used + fp > limits_.kv_capacity_tokens) {
-        break;
-      }
-      if (w.prefill_tokens + w.decode_passes > 0) {
-        active_.push_back({static_cast<int64_t>(next), w.prefill_tokens, w.decode_passes, w.context, fp});
-        kv_used += fp;
-      }
-      next++;
+void ExecutionPredictor::reset(SimTime start) {
+  state_.t = start;
+  state_.next = 0;
+  state_.kv_used = 0;
+  state_.clock = 0;
+  state_.context_base_sum = 0;
+  state_.load_ns = 0;
+  state_.prefilling.clear();
+  state_.decoding.clear();
+}
+
+void ExecutionPredictor::start_decode(int64_t index, int64_t decode, int64_t context,
+                                      int64_t footprint) {
+  State& st = state_;
+  st.decoding.push_back({st.clock + decode, index, context - st.clock, footprint});
+  std::push_heap(st.decoding.begin(), st.decoding.end(), std::greater<Decoding>());
+  st.context_base_sum += context - st.clock;
+}
+
+// Admits FCFS while sequence slots and KV allow and the head's KV has arrived.
+void ExecutionPredictor::admit(const std::vector<VirtualWork>& work) {
+  State& st = state_;
+  while (st.next < work.size() && st.active() < limits_.max_num_seqs &&
+         work[st.next].available <= st.t) {
+    const VirtualWork& w = work[st.next];
+    const int64_t fp = w.context + w.prefill_tokens + w.decode_passes;
+    if (limits_.kv_capacity_tokens > 0 && st.active() > 0 &&
+        st.kv_used + fp > limits_.kv_capacity_tokens) {
+      break;
     }
-    if (active_.empty()) {
-      if (next >= work.size()) break;
-      t = std::max(t, work[next].available);
+    const auto index = static_cast<int64_t>(st.next);
+    if (w.prefill_tokens > 0) {
+      st.prefilling.push_back({index, w.prefill_tokens, w.decode_passes, w.context, fp});
+      st.kv_used += fp;
+    } else if (w.decode_passes > 0) {
+      start_decode(index, w.decode_passes, w.context, fp);
+      st.kv_used += fp;
+    }
+    st.next++;
+  }
+}
+
+// Every decode, then prefill chunks FCFS within the budget the latency table allows.
+ExecutionPredictor::Pass ExecutionPredictor::compose() {
+  const State& st = state_;
+  Pass p{};
+  p.dnum = static_cast<int64_t>(st.decoding.size());
+  p.mean_ctx = p.dnum > 0 ? (st.context_base_sum + p.dnum * st.clock) / p.dnum : 0;
+  p.min_decode = p.dnum > 0 ? st.decoding.front().end_clock - st.clock
+                            : std::numeric_limits<int64_t>::max();
+  const int64_t cap = std::max<int64_t>(0, limits_.max_num_batched_tokens - p.dnum);
+  // Cached prefix of the first pending prefill; -1: none pending.
+  p.prefix = st.prefilling.empty() ? -1 : st.prefilling.front().context;
+  p.budget = p.prefix < 0 ? 0
+                          : table_->prefill_budget(limits_.iteration_target, p.mean_ctx, p.dnum,
+                                                   cap, p.prefix);
+  chunk_.clear();
+  for (size_t k = 0; k < st.prefilling.size() && p.plen < p.budget; ++k) {
+    chunk_.push_back(std::min(st.prefilling[k].prefill, p.budget - p.plen));
+    p.plen += chunk_.back();
+  }
+  return p;
+}
+
+void ExecutionPredictor::run_pass(const std::vector<VirtualWork>& work, const Pass& p,
+                                  std::vector<SimTime>* finish) {
+  State& st = state_;
+  if (p.plen == 0 && p.dnum == 0) {
+    throw std::logic_error("execution predictor: a pass with no work (token budget 0)");
+  }
+  // Identical passes repeat until a decode finishes, a prefill completes or the queue head's KV
+  // arrives; advance them together.
+  int64_t run = 1;
+  if (p.plen == 0) {
+    run = p.min_decode;
+  } else if (chunk_.size() == 1 && chunk_[0] == p.budget) {
+    run = std::max<int64_t>(1, st.prefilling.front().prefill / p.budget);
+    if (p.dnum > 0) run = std::min(run, p.min_decode);
+  }
+  const int64_t ctx_mid = p.mean_ctx + (p.dnum > 0 ? (run - 1) / 2 : 0);
+  const Duration pass = table_->predict(p.plen, ctx_mid, p.dnum, p.plen > 0 ? p.prefix : 0);
+  if (st.active() < limits_.max_num_seqs && st.next < work.size() && work[st.next].available > st.t) {
+    const int64_t until = (work[st.next].available - st.t).count();
+    run = std::min(run, std::max<int64_t>(1, (until + pass.count() - 1) / pass.count()));
+  }
+  st.t += pass * run;
+  passes_++;
+  const double fill = limits_.fill_tokens > 0
+                          ? std::min(1.0, static_cast<double>(p.plen + p.dnum) /
+                                              static_cast<double>(limits_.fill_tokens))
+                          : 1.0;
+  st.load_ns += fill * static_cast<double>(pass.count()) * static_cast<double>(run);
+  // Decodes advance with the clock; retire those that are done.
+  st.clock += run;
+  while (!st.decoding.empty() && st.decoding.front().end_clock <= st.clock) {
+    const Decoding& d = st.decoding.front();
+    if (finish) (*finish)[static_cast<size_t>(d.index)] = st.t;
+    st.kv_used -= d.footprint;
+    st.context_base_sum -= d.context_base;
+    std::pop_heap(st.decoding.begin(), st.decoding.end(), std::greater<Decoding>());
+    st.decoding.pop_back();
+  }
+  // Prefill chunks. Only a front run of items can complete (FCFS filling); a completed one
+  // decodes from the next pass on, or is done.
+  for (size_t k = 0; k < chunk_.size(); ++k) {
+    st.prefilling[k].prefill -= chunk_[k] * run;
+    st.prefilling[k].context += chunk_[k] * run;
+  }
+  while (!st.prefilling.empty() && st.prefilling.front().prefill == 0) {
+    const Prefilling f = st.prefilling.front();
+    st.prefilling.pop_front();
+    if (f.decode > 0) {
+      start_decode(f.index, f.decode, f.context, f.footprint);
+    } else {
+      if (finish) (*finish)[static_cast<size_t>(f.index)] = st.t;
+      st.kv_used -= f.footprint;
+    }
+  }
+}
+
+bool ExecutionPredictor::replay(const std::vector<VirtualWork>& work, Until until,
+                                std::vector<SimTime>* finish) {
+  State& st = state_;
+  while (true) {
+    admit(work);
+    if (st.active() == 0) {
+      if (st.next >= work.size()) return true;
+      st.t = std::max(st.t, work[st.next].available);
       continue;
     }
-    // Composition of the next pass: every decode, then prefill chunks FCFS within the budget.
-    int64_t dnum = 0, ctx_sum = 0, min_decode = kNone;
-    for (const Active& a : active_) {
-      if (a.prefill > 0) continue;
-      dnum++;
-      ctx_sum += a.context;
-      min_decode = std::min(min_decode, a.decode);
+    const Pass p = compose();
+    // A last item, admitted behind everything here, changes a pass only once the prefills ahead
+    // of it leave budget over (or none are left).
+    if (until == Until::kTailCouldJoin && (st.prefilling.empty() || p.plen < p.budget)) {
+      return false;
     }
-    const int64_t mean_ctx = dnum > 0 ? ctx_sum / dnum : 0;
-    const int64_t cap = std::max<int64_t>(0, limits_.max_num_batched_tokens - dnum);
-    int64_t prefix = -1;  // cached prefix of the first pending prefill; -1: none pending
-    for (const Active& a : active_) {
-      if (a.prefill > 0) {
-        prefix = a.context;
-        break;
-      }
-    }
-    const int64_t budget =
-        prefix < 0 ? 0
-                   : table_->prefill_budget(limits_.iteration_target, mean_ctx, dnum, cap, prefix);
-    chunk.assign(active_.size(), 0);
-    int64_t plen = 0, prefill_items = 0, only = -1;
-    for (size_t k = 0; k < active_.size() && plen < budget; ++k) {
-      if (active_[k].prefill == 0) continue;
-      chunk[k] = std::min(active_[k].prefill, budget - plen);
-      plen += chunk[k];
-      prefill_items++;
-      only = static_cast<int64_t>(k);
-    }
-    if (plen == 0 && dnum == 0) {
-      throw std::logic_error("execution predictor: a pass with no work (token budget 0)");
-    }
-    // Identical passes repeat until a decode finishes, a prefill completes or the queue head's KV
-    // arrives; advance them together.
-    int64_t run = 1;
-    if (plen == 0) {
-      run = min_decode;
-    } else if (prefill_items == 1 && chunk[static_cast<size_t>(only)] == budget) {
-      run = std::max<int64_t>(1, active_[static_cast<size_t>(only)].prefill / budget);
-      if (dnum > 0) run = std::min(run, min_decode);
-    }
-    const int64_t ctx_mid = mean_ctx + (dnum > 0 ? (run - 1) / 2 : 0);
-    const Duration pass = table_->predict(plen, ctx_mid, dnum, plen > 0 ? prefix : 0);
-    const bool room = static_cast<int64_t>(active_.size()) < limits_.max_num_seqs;
-    if (room && next < work.size() && work[next].available > t) {
-      const int64_t until = (work[next].available - t).count();
-      run = std::min(run, std::max<int64_t>(1, (until + pass.count() - 1) / pass.count()));
-    }
-    t += pass * run;
-    passes_++;
-    const double fill = limits_.fill_tokens > 0
-                            ? std::min(1.0, static_cast<double>(plen + dnum) /
-                                                static_cast<double>(limits_.fill_tokens))
-                            : 1.0;
-    load_ns_ += fill * static_cast<double>(pass.count()) * static_cast<double>(run);
-    // Apply the run, then retire finished work.
-    for (size_t k = 0; k < active_.size(); ++k) {
-      Active& a = active_[k];
-      if (a.prefill == 0) {
-        a.decode -= run;
-        a.context += run;
-      } else if (chunk[k] > 0) {
-        a.prefill -= chunk[k] * run;
-        a.context += chunk[k] * run;
-      }
-    }
-    size_t kept = 0;
-    for (size_t k = 0; k < active_.size(); ++k) {
-      const Active& a = active_[k];
-      if (a.prefill == 0 && a.decode <= 0) {
-        if (finish) (*finish)[static_cast<size_t>(a.index)] = t;
-        kv_used -= a.footprint;
-      } else {
-        active_[kept++] = a;
-      }
-    }
-    active_.resize(kept);
+    run_pass(work, p, finish);
   }
-  return t;
+}
+
+SimTime ExecutionPredictor::drain(const std::vector<VirtualWork>& work, SimTime start,
+                                  std::vector<SimTime>* finish) {
+  if (finish) finish->assign(work.size(), start);
+  reset(start);
+  replay(work, Until::kDrained, finish);
+  return state_.t;
+}
+
+void ExecutionPredictor::set_base(const std::vector<VirtualWork>& base, SimTime start) {
+  work_ = base;
+  base_start_ = start;
+  reset(start);
+  // The state is kept at the top of the pass a tail could change; admission there is repeated
+  // on resuming, which admits nothing new of the base and then the tail if it fits.
+  replay(work_, Until::kTailCouldJoin, nullptr);
+  base_state_ = state_;
+}
+
+SimTime ExecutionPredictor::drain_with(const VirtualWork* tail) {
+  if (tail && tail->available > base_start_) {
+    throw std::logic_error("execution predictor: a tail item must be available at the base's start");
+  }
+  if (tail && tail->prefill_tokens == 0) {
+    // A decode joins every pass from its admission on, not only once the prefills ahead are
+    // done: replay from the start.
+    work_.push_back(*tail);
+    reset(base_start_);
+    replay(work_, Until::kDrained, nullptr);
+    work_.pop_back();
+    return state_.t;
+  }
+  state_ = base_state_;
+  if (tail) work_.push_back(*tail);
+  replay(work_, Until::kDrained, nullptr);
+  if (tail) work_.pop_back();
+  return state_.t;
 }
 
 // ---- parameters ----
@@ -339,7 +403,7 @@ class DynaServeRouter : public sim::RoutingPolicy {
     const auto& qb = (*view.queues)[static_cast<size_t>(b)];
     base_a_.clear();
     base_b_.clear();
-    std::vector<VirtualWork>& pending = work_b_;  // scratch
+    std::vector<VirtualWork>& pending = pending_;  // scratch
     pending.clear();
     const auto add_a = [&](const sim::SeqView& s) {
       if (s.split_tokens > 0 && s.split_target == b) {
@@ -364,22 +428,18 @@ class DynaServeRouter : public sim::RoutingPolicy {
   // micro-request counts as available now: the search balances the work each instance holds.
   // (Completion times with β waiting for α's KV would always favour α: β can only finish after
   // α, however little it gets.)
+  // REQUIRES: snapshot(view, a, b) and both predictors' set_base() since the last decision.
   Balance evaluate(int32_t a, int32_t b, int64_t prompt, int64_t d_hat, int64_t s, SimTime now) {
     const int64_t n = prompt + d_hat;
-    work_a_ = base_a_;
-    if (s > 0) {
-      VirtualWork alpha;
-      alpha.prefill_tokens = std::min(s, prompt);
-      alpha.decode_passes = s >= n ? d_hat - 1 : std::max<int64_t>(0, s - prompt);
-      alpha.available = now;
-      work_a_.push_back(alpha);
-    }
-    work_b_ = base_b_;
-    if (s < n) work_b_.push_back(beta_of(prompt, d_hat, s, now));
+    VirtualWork alpha;
+    alpha.prefill_tokens = std::min(s, prompt);
+    alpha.decode_passes = s >= n ? d_hat - 1 : std::max<int64_t>(0, s - prompt);
+    alpha.available = now;
+    const VirtualWork beta = beta_of(prompt, d_hat, s, now);
     ExecutionPredictor& pa = predictors_[static_cast<size_t>(a)];
     ExecutionPredictor& pb = predictors_[static_cast<size_t>(b)];
-    const SimTime drain_a = pa.drain(work_a_, start_a_);
-    const SimTime drain_b = pb.drain(work_b_, start_b_);
+    const SimTime drain_a = pa.drain_with(s > 0 ? &alpha : nullptr);
+    const SimTime drain_b = pb.drain_with(s < n ? &beta : nullptr);
     if (p_.balance_drain) return {drain_a, drain_b};
     return {start_a_ + pa.last_load(), start_b_ + pb.last_load()};
   }
@@ -389,6 +449,8 @@ class DynaServeRouter : public sim::RoutingPolicy {
   int64_t search_split(const sim::ClusterView& view, const RequestSpec& request, int64_t d_hat,
                        int32_t a, int32_t b) {
     snapshot(view, a, b);
+    predictors_[static_cast<size_t>(a)].set_base(base_a_, start_a_);
+    predictors_[static_cast<size_t>(b)].set_base(base_b_, start_b_);
     const int64_t n = request.prompt_tokens + d_hat;
     double lo = 0, hi = 1;
     double rho = static_cast<double>(request.prompt_tokens) / static_cast<double>(n);
@@ -423,7 +485,7 @@ class DynaServeRouter : public sim::RoutingPolicy {
   RequestId decision_id_ = -1;
   sim::SplitDecision decision_;
   // Scratch reused across decisions.
-  std::vector<VirtualWork> base_a_, base_b_, work_a_, work_b_;
+  std::vector<VirtualWork> base_a_, base_b_, pending_;
   SimTime start_a_{}, start_b_{};
 };
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -70,21 +71,69 @@ class ExecutionPredictor {
   SimTime drain(const std::vector<VirtualWork>& work, SimTime start,
                 std::vector<SimTime>* finish = nullptr);
 
+  // The same replay for `base` followed by one more item, for several candidate items against one
+  // base (the split search): set_base() replays `base` up to the first pass whose composition a
+  // last item could change (the first with prefill budget left over, or no prefill at all) and
+  // keeps that state; drain_with() goes on from there with `tail` appended (none when null; a
+  // tail with no prefill joins every pass at once, so it is replayed with the base from start).
+  // drain_with(&tail) returns exactly what drain(base + [tail], start) returns, and sets
+  // last_load() the same way. REQUIRES (drain_with): set_base() was called since the last
+  // drain(); tail->available <= the base's start.
+  void set_base(const std::vector<VirtualWork>& base, SimTime start);
+  SimTime drain_with(const VirtualWork* tail);
+
   int64_t virtual_passes() const { return passes_; }  // virtual runs simulated so far
   // Load of the last drain(): the sum of its passes' times, each weighted by how full it is
   // (PredictorLimits::fill_tokens).
-  Duration last_load() const { return Duration{static_cast<int64_t>(load_ns_)}; }
+  Duration last_load() const { return Duration{static_cast<int64_t>(state_.load_ns)}; }
 
  private:
-  struct Active {
+  // An admitted item still prefilling, in admission order.
+  struct Prefilling {
     int64_t index, prefill, decode, context, footprint;
   };
+  // An admitted item decoding. Every pass advances every decode by the same count, so a decode is
+  // kept relative to the decode clock (passes run so far): it ends when the clock reaches
+  // `end_clock`, and its context is `context_base` + clock.
+  struct Decoding {
+    int64_t end_clock, index, context_base, footprint;
+    bool operator>(const Decoding& o) const { return end_clock > o.end_clock; }
+  };
+  struct State {
+    SimTime t{};
+    size_t next = 0;               // first item of the work not admitted yet
+    int64_t kv_used = 0;           // footprints of the admitted items
+    int64_t clock = 0;             // decode passes run so far
+    int64_t context_base_sum = 0;  // over decoding; their context sum is this + size * clock
+    double load_ns = 0;
+    std::deque<Prefilling> prefilling;
+    std::vector<Decoding> decoding;  // a min-heap on end_clock
+    int64_t active() const { return static_cast<int64_t>(prefilling.size() + decoding.size()); }
+  };
+  // The next pass's composition.
+  struct Pass {
+    int64_t dnum, mean_ctx, min_decode, prefix, budget, plen;
+  };
+  enum class Until { kDrained, kTailCouldJoin };
+
+  void reset(SimTime start);
+  // Replays state_ over `work` until it is drained or, with kTailCouldJoin, until a pass a last
+  // item could change is next (returning false then).
+  bool replay(const std::vector<VirtualWork>& work, Until until, std::vector<SimTime>* finish);
+  void admit(const std::vector<VirtualWork>& work);
+  void start_decode(int64_t index, int64_t decode, int64_t context, int64_t footprint);
+  Pass compose();  // fills chunk_
+  void run_pass(const std::vector<VirtualWork>& work, const Pass& pass,
+                std::vector<SimTime>* finish);
+
   LatencyTable* table_;
   PredictorLimits limits_;
-  std::vector<Active> active_;  // reused
-  std::vector<int64_t> chunk_;  // reused: prefill tokens of each active item in the next pass
+  State state_;
+  State base_state_;                // set_base(): the state a tail item resumes from
+  SimTime base_start_{};            // set_base(): the base's start
+  std::vector<VirtualWork> work_;   // set_base(): the base (drain_with appends the tail)
+  std::vector<int64_t> chunk_;      // this pass's chunk of each prefilling item, from the front
   int64_t passes_ = 0;
-  double load_ns_ = 0;
 };
 
 struct DynaServeParams {

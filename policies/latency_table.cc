@@ -54,27 +54,39 @@ Duration LatencyTable::predict(int64_t plen, int64_t ctx, int64_t dnum, int64_t 
 void LatencyTable::observe(int64_t plen, int64_t ctx, int64_t dnum, int64_t prefix,
                            Duration measured) {
   if (plen + dnum <= 0) return;
-  double& v = entry(key_of(plen, ctx, dnum, prefix));
+  const Key k = key_of(plen, ctx, dnum, prefix);
+  double& v = entry(k);
   v = (1 - params_.ema) * v + params_.ema * static_cast<double>(measured.count());
   observations_++;
+  line_generation_[line_of(k)]++;
 }
 
 int64_t LatencyTable::prefill_budget(Duration target, int64_t ctx, int64_t dnum, int64_t cap,
                                      int64_t prefix) {
   if (dnum == 0) return cap;
+  // Every predict() below sees the same buckets of ctx and prefix, so the answer depends on them,
+  // dnum, cap and the target only.
+  const Key line = line_of(key_of(params_.plen_step, ctx, dnum, prefix));
+  const uint64_t generation = line_generation_.try_emplace(line, 0).first->second;
+  Key k = line;
+  k.plen_bucket = cap;
+  Budget& cached = budgets_.try_emplace(k, Budget{-1, 0, 0}).first->second;
+  if (cached.target_ns == target.count() && cached.generation == generation) return cached.tokens;
   // Iteration time grows with the prefill tokens, so bisect over bucket multiples.
   int64_t lo = 0, hi = cap / params_.plen_step;  // answer in [lo, hi] buckets; lo feasible or 0
-  if (hi == 0 || predict(params_.plen_step, ctx, dnum, prefix) > target) return 0;
-  lo = 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (predict(mid * params_.plen_step, ctx, dnum, prefix) <= target) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
+  if (hi > 0 && predict(params_.plen_step, ctx, dnum, prefix) <= target) {
+    lo = 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (predict(mid * params_.plen_step, ctx, dnum, prefix) <= target) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
     }
   }
-  return lo * params_.plen_step;
+  cached = {target.count(), lo * params_.plen_step, generation};
+  return cached.tokens;
 }
 
 }  // namespace servesim::policies

@@ -65,6 +65,19 @@ class LatencyTable {
   std::shared_ptr<const models::IterationCostModel> cost_model_;
   LatencyTableParams params_;
   std::unordered_map<Key, double, KeyHash> ns_;  // bucket -> iteration time, ns
+  // A budget depends on one line of buckets: those sharing (ctx, dnum, prefix). observe() moves
+  // its line's generation on; a cached prefill_budget() answer (keyed by the line, with cap in
+  // plen_bucket) holds while its line's generation and its target are unchanged.
+  static Key line_of(Key k) {
+    k.plen_bucket = 0;
+    return k;
+  }
+  struct Budget {
+    int64_t target_ns, tokens;
+    uint64_t generation;
+  };
+  std::unordered_map<Key, uint64_t, KeyHash> line_generation_;
+  std::unordered_map<Key, Budget, KeyHash> budgets_;
   models::BatchShape scratch_;
   int64_t observations_ = 0;
 };

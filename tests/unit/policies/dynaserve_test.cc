@@ -193,6 +193,63 @@ TEST(ExecutionPredictor, PredictsTheEngineDrainTimeOfTheSameQueue) {
   EXPECT_LT(p.virtual_passes(), real.instances[0].iterations / 4);
 }
 
+// Resuming from the base's checkpoint gives what replaying the whole queue gives: the same drain
+// time and the same load, for random queues (decodes, partial prefills, β parts with context)
+// and every kind of tail, under tight and loose sequence and KV limits.
+TEST(ExecutionPredictor, ResumingFromTheBaseMatchesTheFullReplay) {
+  RngStream rng(3, "predictor-checkpoint");
+  LatencyTable t(cost());
+  for (int trial = 0; trial < 300; ++trial) {
+    PredictorLimits lim = limits();
+    lim.fill_tokens = trial % 2 ? 4096 : 0;
+    lim.max_num_seqs = trial % 3 == 0 ? rng.uniform_int(2, 12) : 256;
+    lim.kv_capacity_tokens = trial % 5 == 0 ? rng.uniform_int(4000, 40000) : 0;
+    const SimTime start = time_from_ns(rng.uniform_int(0, 1'000'000'000));
+    std::vector<VirtualWork> base;
+    const int64_t items = rng.uniform_int(0, 40);
+    for (int64_t i = 0; i < items; ++i) {
+      VirtualWork w;
+      switch (rng.uniform_int(0, 2)) {
+        case 0:  // decoding
+          w.decode_passes = rng.uniform_int(1, 600);
+          w.context = rng.uniform_int(10, 4000);
+          break;
+        case 1:  // waiting or partly prefilled
+          w.prefill_tokens = rng.uniform_int(1, 6000);
+          w.decode_passes = rng.uniform_int(0, 300);
+          w.context = rng.uniform_int(0, 1) ? 0 : rng.uniform_int(1, 3000);
+          break;
+        default:  // an α part: prefill only
+          w.prefill_tokens = rng.uniform_int(1, 6000);
+          break;
+      }
+      w.available = start;
+      base.push_back(w);
+    }
+    VirtualWork tail;
+    tail.prefill_tokens = rng.uniform_int(0, 3) == 0 ? 0 : rng.uniform_int(1, 8000);
+    tail.decode_passes = rng.uniform_int(tail.prefill_tokens == 0 ? 1 : 0, 500);
+    tail.context = rng.uniform_int(0, 2000);
+    tail.available = start;
+
+    ExecutionPredictor full(&t, lim);
+    std::vector<VirtualWork> all = base;
+    all.push_back(tail);
+    const SimTime expected = full.drain(all, start);
+    const Duration expected_load = full.last_load();
+    const SimTime expected_base = full.drain(base, start);
+    const Duration expected_base_load = full.last_load();
+
+    ExecutionPredictor resumed(&t, lim);
+    resumed.set_base(base, start);
+    EXPECT_EQ(resumed.drain_with(&tail), expected) << "trial " << trial;
+    EXPECT_EQ(resumed.last_load(), expected_load) << "trial " << trial;
+    EXPECT_EQ(resumed.drain_with(nullptr), expected_base) << "trial " << trial;
+    EXPECT_EQ(resumed.last_load(), expected_base_load) << "trial " << trial;
+    EXPECT_EQ(resumed.drain_with(&tail), expected) << "trial " << trial << " (again)";
+  }
+}
+
 // ---- global scheduler ----
 
 struct Cluster {
