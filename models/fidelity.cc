@@ -84,7 +84,9 @@ std::vector<FidelityCell> leave_one_out(const profiles::Profile& p, const LooOpt
   }
   for (const auto& [dtype, rows] : gemm) {
     const interp::GemmTable table(rows, interp::table_dtype_bytes(dtype), l2);
-    add(score(table), "gemm", dtype);
+    FidelityCell c = score(table);
+    c.excluded = table.slower_than_larger_m();
+    add(std::move(c), "gemm", dtype);
   }
 
   std::map<std::tuple<std::string, std::string, bool>, std::vector<profiles::AttentionPrefillRow>>

@@ -28,7 +28,9 @@ struct FidelityCell {
   // moe: dtype; elementwise: op
   std::string variant;
   size_t points = 0;    // points scored
-  size_t excluded = 0;  // points left out of the score: cache-hot decode points (KV < L2) only
+  // Points left out of the score: cache-hot decode points (KV < L2), and GEMM points the table
+  // drops as slower than a larger-m GEMM of the same shape (GemmTable::slower_than_larger_m).
+  size_t excluded = 0;
   double mape_pct = 0;  // mean absolute percentage error over the scored points
   double p90_ape_pct = 0;
   double max_ape_pct = 0;
@@ -42,7 +44,8 @@ struct LooOptions {
 
 // Every table of `p` that has rows. Decode points whose KV fits in L2 are still predicted but
 // excluded from the score (FidelityCell::excluded): they were timed cache-hot, and the model floors
-// every decode prediction at DRAM speed on purpose.
+// every decode prediction at DRAM speed on purpose. GEMM points slower than a larger-m point of the
+// same shape are left out of the table, so of the score too.
 std::vector<FidelityCell> leave_one_out(const profiles::Profile& p, const LooOptions& options = {});
 
 // Summary statistics of absolute percentage errors (helper of leave_one_out, exposed for tests).

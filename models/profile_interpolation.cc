@@ -737,6 +737,23 @@ GemmTable::GemmTable(const std::vector<profiles::GemmRow>& rows, double weight_b
     a.first += std::log(r.latency_us * 1e-6);
     a.second += 1;
   }
+  // A GEMM of fewer rows can always run as the larger one (padded), so a row slower than a
+  // larger-m row of the same (n, k) by more than kSlowerThanLargerM is a timing artifact (a cold
+  // launch, a poor heuristic pick), not what a serving engine sees: drop it.
+  std::map<std::pair<int64_t, int64_t>, double> fastest_larger;  // (n, k) -> min time at larger m
+  for (auto it = acc.rbegin(); it != acc.rend();) {
+    const auto& [mi, ni, ki] = it->first;
+    const double t = std::exp(it->second.first / it->second.second);
+    const auto f = fastest_larger.find({ni, ki});
+    const bool slower = f != fastest_larger.end() && t > kSlowerThanLargerM * f->second;
+    if (f == fastest_larger.end() || t < f->second) fastest_larger[{ni, ki}] = t;
+    if (slower) {
+      ++slower_than_larger_m_;
+      it = std::make_reverse_iterator(acc.erase(std::next(it).base()));
+    } else {
+      ++it;
+    }
+  }
   if (acc.empty()) {
     return;
   }

@@ -234,8 +234,14 @@ class GemmTable {
   double measured(size_t p) const { return loo_[p].seconds; }
   Lookup predict_without(size_t p) const;
 
+  // Distinct (m, n, k) points left out of the table: slower than a larger-m point of the same
+  // (n, k) by more than kSlowerThanLargerM.
+  static constexpr double kSlowerThanLargerM = 1.5;
+  size_t slower_than_larger_m() const { return slower_than_larger_m_; }
+
  private:
   double bytes(double m, double n, double k) const;
+  size_t slower_than_larger_m_ = 0;
   double weight_bytes_ = 2;
   RooflineFit fit_;
   Grid grid_;

@@ -289,6 +289,9 @@ const interp::GemmTable* ProfiledCostModel::Impl::gemm_table(
         rows, interp::table_dtype_bytes(dtype),
         prof.meta.l2_bytes > 0 ? prof.meta.l2_bytes : table_gpu.l2_bytes));
     table = gemm_tables.back().get();
+    if (table->slower_than_larger_m() > 0) {
+      diag.gemm_rows_slower_than_larger_m[dtype] += static_cast<int64_t>(table->slower_than_larger_m());
+    }
   }
   (*cache)[key] = table;
   return table;
@@ -703,6 +706,10 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
   note = fmt::format("{}: measured tables of {}", gpu.key, gpu.key);
   for (const auto& [table, count] : diag.rows_clamped_to_peak) {
     note += fmt::format("; {} {} rows faster than the peak bound clamped", count, table);
+  }
+  for (const auto& [dtype, count] : diag.gemm_rows_slower_than_larger_m) {
+    note += fmt::format("; {} {} gemm rows slower than a larger batch of the same shape dropped",
+                        count, dtype);
   }
 }
 

@@ -88,6 +88,8 @@ struct ProfiledDiagnostics {
   // with their operands in L2: "gemm_l2_resident" (memory-bound rows whose operands fit in L2),
   // "attention_decode_cache_hot" (KV < L2).
   std::map<std::string, int64_t> rows_clamped_to_peak;
+  // GEMM points left out as slower than a larger-m point of the same shape, by dtype.
+  std::map<std::string, int64_t> gemm_rows_slower_than_larger_m;
   int64_t decode_rows_cache_hot = 0;        // decode rows with KV < L2 (timed cache-hot)
   int64_t predictions_clamped_to_peak = 0;  // operator predictions raised to the peak bound
   std::vector<std::string> sources;         // per operator: where its time comes from

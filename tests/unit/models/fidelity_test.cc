@@ -114,6 +114,9 @@ TEST(Fidelity, LeaveOneOutMeetsTheAcceptanceTargetsOnTheRealTables) {
         EXPECT_LE(c.mape_pct, t.max_mape_pct) << gpu << " " << c.op << " " << c.variant;
         if (c.op == std::string("attention_decode")) {
           EXPECT_GT(c.points, 300u) << "too few cold decode points scored";
+        } else if (c.op == std::string("gemm")) {
+          // Points slower than a larger-m GEMM of the same shape are artifacts, and rare.
+          EXPECT_LE(c.excluded, (c.points + c.excluded) / 40) << gpu << " " << c.variant;
         } else {
           EXPECT_EQ(c.excluded, 0u);
         }

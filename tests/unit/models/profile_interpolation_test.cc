@@ -66,6 +66,27 @@ TEST(GemmTable, ExactOnMeasuredPoints) {
   }
 }
 
+// A small GEMM timed 4x slower than a larger one of the same shape (a cold launch) is left out:
+// the smaller one is predicted from its neighbours, at most as slow as the larger one.
+TEST(GemmTable, DropsPointsSlowerThanALargerGemmOfTheSameShape) {
+  std::vector<profiles::GemmRow> rows = synthetic_gemm(0, 3);
+  const GemmTable clean(rows, 2);
+  EXPECT_EQ(clean.slower_than_larger_m(), 0u);
+  for (profiles::GemmRow& r : rows) {
+    if (r.n == 4096 && r.k == 4096 && r.m <= 8) r.latency_us *= 4;  // m = 1, 2, 4, 8
+    if (r.n == 16384 && r.k == 4096 && r.m == 2) r.latency_us *= 1.4;  // within the tolerance
+  }
+  const GemmTable t(rows, 2);
+  EXPECT_EQ(t.slower_than_larger_m(), 4u);
+  EXPECT_EQ(t.points(), clean.points() - 4);
+  const double at_16 = t.predict(16, 4096, 4096).seconds;
+  for (double m : {1.0, 2.0, 4.0, 8.0}) {
+    EXPECT_LE(t.predict(m, 4096, 4096).seconds, at_16 * (1 + 1e-9)) << m;
+  }
+  // The point within the tolerance stays measured as it is.
+  EXPECT_NEAR(t.predict(2, 16384, 4096).seconds, 1.4 * synthetic_gemm_us(2, 16384, 4096) * 1e-6, 1e-12);
+}
+
 TEST(GemmTable, MonotoneBetweenMonotonePoints) {
   const GemmTable t(synthetic_gemm(0, 2), 2);
   for (int64_t n : {1024, 4096, 16384}) {
