@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -125,13 +126,40 @@ struct DistServeCase {
   int tp = 1;
   std::shared_ptr<const models::IterationCostModel> cost;  // servesim's calibrated A100 model
   std::vector<DistServePoint> points;
+  int64_t kv_capacity_tokens = 0;  // the engine's KV capacity (max_num_tokens.csv, pp 1)
+  int64_t beyond_capacity = 0;     // decode points left out: more context than the KV holds
 };
+
+// KV-cache token capacity of DistServe's engine per (upstream model name, tp) at pp 1.
+std::map<std::pair<std::string, int>, int64_t> distserve_kv_capacity(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file.string(), 0, "cannot open DistServe's KV capacities");
+  std::map<std::pair<std::string, int>, int64_t> out;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line_no == 1 || line.empty()) continue;  // header: model,tp,pp,max_num_tokens
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) f.push_back(cell);
+    try {
+      if (f.size() != 4) throw std::invalid_argument("4 columns");
+      if (std::stoi(f[2]) == 1) out[{f[0], std::stoi(f[1])}] = std::stoll(f[3]);
+    } catch (const std::exception&) {
+      throw InputError(file.string(), line_no, "expected model,tp,pp,max_num_tokens");
+    }
+  }
+  return out;
+}
 
 std::vector<DistServeCase> distserve_cases(const scenarios::DataRoot& root) {
   const fs::path file = fs::path(root.root) / "profiles/distserve/profiler-a100-80g.distserve.json";
   std::ifstream in(file);
   if (!in) throw InputError(file.string(), 0, "cannot open the DistServe latency models");
   const nlohmann::json doc = nlohmann::json::parse(in);
+  const auto capacity =
+      distserve_kv_capacity(fs::path(root.root) / "profiles/distserve/max_num_tokens.csv");
   const auto& cat = scenarios::Catalogs::get(root);
   const std::pair<const char*, const char*> models_checked[] = {{"facebook/opt-13b", "opt-13b"},
                                                                 {"facebook/opt-66b", "opt-66b"}};
@@ -150,6 +178,8 @@ std::vector<DistServeCase> distserve_cases(const scenarios::DataRoot& root) {
       scenarios::CostModelChoice choice;
       choice.custom_allreduce = false;
       c.cost = scenarios::make_cost_model(choice, dep, root);
+      const auto cap = capacity.find({upstream, c.tp});
+      c.kv_capacity_tokens = cap == capacity.end() ? 0 : cap->second;
       const auto& coef = it.value();
       const auto& pre = coef["prefill"];
       for (int64_t len : {128, 256, 512, 1024, 2048}) {
@@ -163,6 +193,12 @@ std::vector<DistServeCase> distserve_cases(const scenarios::DataRoot& root) {
       const int64_t threshold = coef["decoding_large_small_bs_threshold"].get<int64_t>();
       for (int64_t batch : {1, 8, 32, 64, 128, 256}) {
         for (int64_t ctx : {256, 1024}) {
+          // The fits come from batches the engine could hold: a batch with more context than its
+          // KV capacity is outside their range.
+          if (c.kv_capacity_tokens > 0 && batch * ctx > c.kv_capacity_tokens) {
+            ++c.beyond_capacity;
+            continue;
+          }
           const auto& d = batch < threshold ? coef["decoding_smallbs"] : coef["decoding_largebs"];
           DistServePoint p;
           p.label = fmt::format("decode {} x ctx {}", batch, ctx);
@@ -181,6 +217,12 @@ std::vector<DistServeCase> distserve_cases(const scenarios::DataRoot& root) {
 // DistServe runs its own kernels, so servesim's vLLM-calibrated tables are first compared as they
 // are (reported), then scaled by an engine-efficiency profile fitted on OPT-13B (every TP degree)
 // and checked on OPT-66B, which the fit never saw. The bound applies to the scaled predictions.
+std::string range_note(const DistServeCase& c) {
+  if (c.beyond_capacity == 0) return "";
+  return fmt::format("; {} decode points beyond its KV capacity of {} tokens left out",
+                     c.beyond_capacity, c.kv_capacity_tokens);
+}
+
 int distserve_models(const scenarios::DataRoot& root, const ValidateBounds& bounds,
                      std::ostream& out) {
   const std::vector<DistServeCase> cases = distserve_cases(root);
@@ -194,8 +236,8 @@ int distserve_models(const scenarios::DataRoot& root, const ValidateBounds& boun
   std::vector<models::EngineSample> fit_set;
   for (const DistServeCase& c : cases) {
     print_checks(fmt::format("DistServe latency model: {} tp {} on A100-80GB, vLLM-calibrated "
-                             "tables as they are (reported)",
-                             c.model, c.tp),
+                             "tables as they are (reported){}",
+                             c.model, c.tp, range_note(c)),
                  checks_of(c, *c.cost), bounds.iteration_error, out);
     if (c.model != "opt-13b") continue;
     for (const DistServePoint& p : c.points) fit_set.push_back({c.cost->breakdown(p.shape), p.reference_ms});
@@ -213,8 +255,9 @@ int distserve_models(const scenarios::DataRoot& root, const ValidateBounds& boun
     const auto scaled = models::scale_by_engine(c.cost, engine);
     failed += print_checks(
         fmt::format("DistServe latency model: {} tp {} on A100-80GB, x DistServe engine efficiency "
-                    "({})",
-                    c.model, c.tp, c.model == "opt-13b" ? "fitted here" : "held out"),
+                    "({}){}",
+                    c.model, c.tp, c.model == "opt-13b" ? "fitted here" : "held out",
+                    range_note(c)),
         checks_of(c, *scaled), bounds.iteration_error, out);
   }
   return failed;

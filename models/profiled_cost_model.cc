@@ -610,9 +610,22 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     diag.sources.push_back("attention_decode: roofline (no table)");
   }
 
-  // All-reduce: vLLM's custom all-reduce where it covers the message, else NCCL.
+  // All-reduce: vLLM's custom all-reduce where it covers the message, else NCCL. Both come from
+  // the first profile that measured both at this TP when there is one (one harness, so the two
+  // curves meet consistently), else from the first with rows.
   if (d.tp > 1) {
-    for (const profiles::Profile* prof : order) {
+    std::vector<const profiles::Profile*> collective_order = order;
+    const auto has_both = [&](const profiles::Profile* prof) {
+      bool custom = false, nccl = false;
+      for (const profiles::CollectiveRow& r : prof->collective) {
+        if (r.num_gpus != d.tp || r.nodes != 1) continue;
+        custom = custom || r.op == "custom_all_reduce";
+        nccl = nccl || r.op == "all_reduce";
+      }
+      return custom && nccl;
+    };
+    std::stable_partition(collective_order.begin(), collective_order.end(), has_both);
+    for (const profiles::Profile* prof : collective_order) {
       std::vector<interp::CurveTable::Row> custom, nccl;
       for (const profiles::CollectiveRow& r : prof->collective) {
         if (r.num_gpus != d.tp || r.nodes != 1) {

@@ -201,6 +201,36 @@ TEST_F(ProfiledTest, TensorParallelAllReduceUsesCustomRowsWhereTheyCoverTheMessa
   EXPECT_TRUE(custom);
 }
 
+// A larger profile with NCCL rows only does not displace the NCCL rows of the profile that
+// measured both kernels at this TP: custom and NCCL curves come from one harness.
+TEST_F(ProfiledTest, AllReduceRowsComeFromTheProfileThatMeasuredBothKernels) {
+  profiles::Profile both;
+  both.meta.gpu = "h100_sxm";
+  both.meta.source = "both";
+  for (int64_t bytes = 1024; bytes <= (int64_t{1} << 20); bytes *= 2) {
+    both.collective.push_back({"custom_all_reduce", "bf16", 2, bytes, 1, 5.0});
+  }
+  for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 2) {
+    both.collective.push_back({"all_reduce", "fp16", 2, bytes, 1, 50.0});
+  }
+  profiles::Profile nccl_only;  // more rows: first in the general source order
+  nccl_only.meta.gpu = "h100_sxm";
+  nccl_only.meta.source = "nccl-only";
+  for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes += bytes / 4) {
+    nccl_only.collective.push_back({"all_reduce", "fp16", 2, bytes, 1, 200.0});
+  }
+  ProfiledParams no_custom;
+  no_custom.custom_allreduce = false;  // NCCL rows only, as DistServe's engine
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 2),
+                                          {nccl_only, both}, no_custom);
+  EXPECT_NEAR(seconds(m->breakdown(decodes(64, 100)).allreduce), 64 * 50e-6, 1e-9);
+  // With only NCCL rows anywhere, the larger profile's are used.
+  profiles::Profile gemm_only = synthetic_h100_gemm();
+  const auto n = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 2),
+                                          {gemm_only, nccl_only}, no_custom);
+  EXPECT_NEAR(seconds(n->breakdown(decodes(64, 100)).allreduce), 64 * 200e-6, 1e-9);
+}
+
 TEST_F(ProfiledTest, DecodeAttentionDependsOnTheTotalContext) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
