@@ -663,6 +663,47 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
       }
     }
     if (custom_ar == nullptr && nccl_ar == nullptr) {
+      // No rows at this TP: a profile that measured NCCL on fewer and on more GPUs of one node
+      // gives the curve between them, geometric in the GPU count, at the sizes both measured;
+      // again profiles that measured both kernels first.
+      std::stable_partition(collective_order.begin(), collective_order.end(),
+                            [](const profiles::Profile* prof) {
+                              return std::any_of(prof->collective.begin(), prof->collective.end(),
+                                                 [](const profiles::CollectiveRow& r) {
+                                                   return r.op == "custom_all_reduce";
+                                                 });
+                            });
+      for (const profiles::Profile* prof : collective_order) {
+        std::map<int, std::map<int64_t, double>> by_gpus;  // GPU count -> bytes -> seconds
+        for (const profiles::CollectiveRow& r : prof->collective) {
+          if (r.op == "all_reduce" && r.nodes == 1 && (r.dtype == "bf16" || r.dtype == "fp16")) {
+            by_gpus[r.num_gpus][r.message_bytes] = r.latency_us * 1e-6;
+          }
+        }
+        const auto above = by_gpus.upper_bound(d.tp);
+        if (above == by_gpus.end() || above == by_gpus.begin()) continue;
+        const auto below = std::prev(above);
+        const double w = std::log(static_cast<double>(d.tp) / below->first) /
+                         std::log(static_cast<double>(above->first) / below->first);
+        std::vector<interp::CurveTable::Row> rows;
+        const std::string key = interp::collective_key("all_reduce", "16bit", d.tp, 1);
+        for (const auto& [bytes, lo] : below->second) {
+          const auto hi = above->second.find(bytes);
+          if (hi == above->second.end()) continue;
+          rows.push_back({key, static_cast<double>(bytes),
+                          std::exp((1 - w) * std::log(lo) + w * std::log(hi->second))});
+        }
+        if (rows.size() < 2) continue;
+        curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
+        nccl_ar = curve_tables.back().get();
+        nccl_ar_key = key;
+        diag.sources.push_back(fmt::format(
+            "allreduce: nccl all_reduce tp{} between the {}- and {}-GPU rows of {}", d.tp,
+            below->first, above->first, describe_profile(prof)));
+        break;
+      }
+    }
+    if (custom_ar == nullptr && nccl_ar == nullptr) {
       diag.sources.push_back("allreduce: link roofline (no collective table)");
     }
   }

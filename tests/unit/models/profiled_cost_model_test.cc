@@ -231,6 +231,30 @@ TEST_F(ProfiledTest, AllReduceRowsComeFromTheProfileThatMeasuredBothKernels) {
   EXPECT_NEAR(seconds(n->breakdown(decodes(64, 100)).allreduce), 64 * 200e-6, 1e-9);
 }
 
+// TP 3 has no rows: the NCCL curve between the 2- and 4-GPU rows, geometric in the GPU count.
+TEST_F(ProfiledTest, AllReduceAtAnUnmeasuredTpInterpolatesBetweenGpuCounts) {
+  profiles::Profile p;
+  p.meta.gpu = "h100_sxm";
+  p.meta.source = "test";
+  for (int64_t bytes = 1024; bytes <= (int64_t{1} << 30); bytes *= 2) {
+    p.collective.push_back({"all_reduce", "fp16", 2, bytes, 1, 20.0});
+    p.collective.push_back({"all_reduce", "fp16", 4, bytes, 1, 40.0});
+    p.collective.push_back({"custom_all_reduce", "bf16", 2, bytes, 1, 1.0});
+  }
+  ProfiledParams no_custom;
+  no_custom.custom_allreduce = false;
+  const auto m = make_profiled_cost_model(deployment("opt-66b", "h100_sxm", 3), {p}, no_custom);
+  const double w = std::log(1.5) / std::log(2.0);
+  const double per_call = 20e-6 * std::pow(2.0, w);  // 20 us^(1-w) x 40 us^w
+  // 2 all-reduces x 64 layers.
+  EXPECT_NEAR(seconds(m->breakdown(decodes(8, 100)).allreduce), 128 * per_call, 1e-8);
+  bool between = false;
+  for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(*m).diagnostics().sources) {
+    between |= s.find("between the 2- and 4-GPU rows") != std::string::npos;
+  }
+  EXPECT_TRUE(between);
+}
+
 TEST_F(ProfiledTest, DecodeAttentionDependsOnTheTotalContext) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
