@@ -16,16 +16,15 @@ namespace {
 
 void write_db(const scenarios::DllmScenario& s, DllmOutcome& o, const std::string& db_path) {
   reports::SqliteSink db(db_path);
-  reports::RunInfo info;
-  info.scenario = s.name;
-  info.policy = dllm::algorithm_name(s.config.algorithm);
-  info.router = "none";
-  info.workload = o.workload;
-  info.code_rev = SERVESIM_VERSION;
-  info.started_at = utc_now_iso();
-  info.seed = s.seed;
-  o.run_id = db.begin_run(info, scenarios::flatten(s.resolved));
-  for (const auto& q : o.result.requests) {
+  o.run_id = write_run(db, make_stored_dllm_run(s, o));
+}
+
+}  // namespace
+
+std::vector<sim::RequestRecord> dllm_request_records(const dllm::DllmRunResult& result) {
+  std::vector<sim::RequestRecord> out;
+  out.reserve(result.requests.size());
+  for (const auto& q : result.requests) {
     sim::RequestRecord r;
     r.request_id = q.id;
     r.instance_id = q.rejected ? -1 : 0;
@@ -35,29 +34,46 @@ void write_db(const scenarios::DllmScenario& s, DllmOutcome& o, const std::strin
     r.done_ns = q.done_ns;
     r.prompt_tokens = q.prompt_tokens;
     r.output_tokens = q.rejected ? 0 : q.output_tokens;
-    db.listener().on_request(r);
+    out.push_back(r);
   }
-  const dllm::DllmMetrics& m = o.metrics;
-  const std::vector<std::pair<const char*, double>> scalars = {
-      {"throughput_tok_s", m.throughput_tok_s},
-      {"mean_latency_s", m.mean_latency_s},
-      {"p50_latency_s", m.p50_latency_s},
-      {"p90_latency_s", m.p90_latency_s},
-      {"p99_latency_s", m.p99_latency_s},
-      {"std_latency_s", m.std_latency_s},
-      {"span_latency_s", m.span_s()},
-      {"finished", static_cast<double>(m.finished)},
-      {"rejected", static_cast<double>(o.result.rejected)},
-      {"forward_passes", static_cast<double>(o.result.forward_passes)},
-      {"mean_batch", m.mean_batch},
-      {"lm_head_chunks", static_cast<double>(o.result.lm_head_chunks)}};
-  if (o.oom.empty()) {
-    for (const auto& [name, v] : scalars) db.add_scalar("run", name, v);
-  }
-  db.end_run(o.oom.empty() ? "ok" : "oom", o.wall_s, fmt::format("{:016x}", o.result.fingerprint));
+  return out;
 }
 
-}  // namespace
+StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutcome& o,
+                               const std::vector<std::pair<std::string, std::string>>& extra_params) {
+  StoredRun run;
+  run.info.scenario = s.name;
+  run.info.policy = dllm::algorithm_name(s.config.algorithm);
+  run.info.router = "none";
+  run.info.workload = o.workload;
+  run.info.code_rev = SERVESIM_VERSION;
+  run.info.started_at = utc_now_iso();
+  run.info.seed = s.seed;
+  run.params = scenarios::flatten(s.resolved);
+  run.params.insert(run.params.end(), extra_params.begin(), extra_params.end());
+  run.requests = dllm_request_records(o.result);
+  const dllm::DllmMetrics& m = o.metrics;
+  if (o.oom.empty()) {
+    const std::vector<std::pair<const char*, double>> scalars = {
+        {"throughput_tok_s", m.throughput_tok_s},
+        {"mean_latency_s", m.mean_latency_s},
+        {"p50_latency_s", m.p50_latency_s},
+        {"p90_latency_s", m.p90_latency_s},
+        {"p99_latency_s", m.p99_latency_s},
+        {"std_latency_s", m.std_latency_s},
+        {"span_latency_s", m.span_s()},
+        {"finished", static_cast<double>(m.finished)},
+        {"rejected", static_cast<double>(o.result.rejected)},
+        {"forward_passes", static_cast<double>(o.result.forward_passes)},
+        {"mean_batch", m.mean_batch},
+        {"lm_head_chunks", static_cast<double>(o.result.lm_head_chunks)}};
+    for (const auto& [name, v] : scalars) run.scalars.emplace_back("run", name, v);
+  }
+  run.status = o.oom.empty() ? "ok" : "oom";
+  run.wall_s = o.wall_s;
+  run.fingerprint = fmt::format("{:016x}", o.result.fingerprint);
+  return run;
+}
 
 DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot& root,
                      const std::string& db_path) {

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "app/run_scenario.h"
 #include "dllm/simulator.h"
+#include "sim/records.h"
 #include "scenarios/dllm_scenario.h"
 
 namespace servesim::app {
@@ -30,6 +32,15 @@ struct DllmOutcome {
 
 DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot& root,
                      const std::string& db_path);
+
+// The request rows of a dLLM run: first_token_ns = done_ns (every token comes at the last step);
+// a rejected request has instance_id -1 and no output tokens.
+std::vector<sim::RequestRecord> dllm_request_records(const dllm::DllmRunResult& result);
+
+// The rows run_dllm() stores for `outcome` (run, parameters with `extra_params` appended, request
+// rows, the paper's metrics as scalars, status "ok" or "oom").
+StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutcome& outcome,
+                               const std::vector<std::pair<std::string, std::string>>& extra_params = {});
 
 // Human-readable summary of one run (the paper's metrics).
 std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutcome& o);

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include "app/plan_internal.h"
 #include "policies/builtin.h"
 #include "scenarios/cost_models.h"
+#include "scenarios/dllm_scenario.h"
+#include "dllm/simulator.h"
 #include "scenarios/json_reader.h"
 #include "sim/core/error.h"
 #include "sim/policy_api.h"
@@ -95,6 +98,8 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     p.base_dir = plan_dir.empty() ? "." : plan_dir;
   }
 
+  p.dllm = p.base.is_object() && scenarios::is_dllm_document(p.base);
+
   // rate: a number (target) or "max"
   top.claim("rate");
   if (!p.document.contains("rate")) {
@@ -163,10 +168,15 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
       }
     }
     std::vector<std::string> priced = p.gpus;
-    if (priced.empty() && p.base.is_object() && p.base.contains("cluster") &&
-        p.base["cluster"].contains("gpu") && p.base["cluster"]["gpu"].is_string() &&
-        catalogs.gpus.all().count(p.base["cluster"]["gpu"].get<std::string>()) != 0) {
-      priced.push_back(p.base["cluster"]["gpu"].get<std::string>());
+    if (priced.empty() && p.base.is_object()) {
+      // The base's own GPU: cluster.gpu, or gpu in a dLLM scenario.
+      const Json* holder = scenarios::is_dllm_document(p.base) ? &p.base
+                           : p.base.contains("cluster") ? &p.base["cluster"]
+                                                        : nullptr;
+      if (holder && holder->is_object() && holder->contains("gpu") && (*holder)["gpu"].is_string() &&
+          catalogs.gpus.all().count((*holder)["gpu"].get<std::string>()) != 0) {
+        priced.push_back((*holder)["gpu"].get<std::string>());
+      }
     }
     for (const std::string& g : priced) {
       const double price = given.contains(g) ? given[g] : catalogs.gpus.get(g).price_usd_per_hour;
@@ -279,7 +289,7 @@ std::vector<PlanConfig> expand_plan(const PlanSpec& p) {
         cfg.candidate = c.name;
         cfg.gpu = gpu;
         cfg.overrides.push_back(fmt::format("name={}#{}", p.name, cfg.index));
-        if (gpu_axis) cfg.overrides.push_back("cluster.gpu=" + gpu);
+        if (gpu_axis) cfg.overrides.push_back((p.dllm ? "gpu=" : "cluster.gpu=") + gpu);
         for (const auto& [key, value] : c.set) cfg.overrides.push_back(key + "=" + value.dump());
         cfg.label = fmt::format("{} {}", gpu, c.name);
         // First axis outermost: decompose k in mixed radix, last axis fastest.
@@ -308,8 +318,10 @@ Json config_document(const PlanSpec& p, const PlanConfig& c, const SloCriteria& 
                      std::optional<std::pair<std::string, double>> rate) {
   Json doc = p.base;
   std::vector<std::string> o = c.overrides;
-  o.insert(o.end(), criteria.scenario_overrides().begin(), criteria.scenario_overrides().end());
-  o.push_back(fmt::format("slo.attainment_target={}", p.attainment));
+  if (!p.dllm) {  // a dLLM scenario has no slo section: the planner checks its objectives
+    o.insert(o.end(), criteria.scenario_overrides().begin(), criteria.scenario_overrides().end());
+    o.push_back(fmt::format("slo.attainment_target={}", p.attainment));
+  }
   if (rate) o.push_back(fmt::format("{}={}", rate->first, rate->second));
   scenarios::apply_overrides(doc, o);
   return doc;
@@ -403,6 +415,71 @@ double plan_bound(const scenarios::Scenario& s, const scenarios::DataRoot& root)
 // ---------------------------------------------------------------------------------------------
 // Pruning
 
+namespace {
+
+// Reports a malformed candidate's scenario issues once per candidate and path.
+void report_candidate_issues(const PlanConfig& c, const ConfigError& e,
+                             std::vector<ConfigIssue>& plan_issues,
+                             std::map<std::string, bool>& reported) {
+  for (const ConfigIssue& i : e.issues()) {
+    const std::string key = c.candidate + "|" + i.path + "|" + i.message;
+    if (reported[key]) continue;
+    reported[key] = true;
+    plan_issues.push_back({fmt::format("search.candidates \"{}\" (config #{} {}): scenario {}",
+                                       c.candidate, c.index, c.label, i.path),
+                           i.message});
+  }
+}
+
+void set_cost(const PlanSpec& p, PlanConfig& c) {
+  if (c.price_per_gpu_hour <= 0) {
+    for (const auto& [g, price] : p.prices) {
+      if (g == c.gpu) c.price_per_gpu_hour = price;
+    }
+  }
+  c.cost_per_hour = c.num_gpus * c.price_per_gpu_hour;
+}
+
+// A dLLM config: one GPU; pruned when not even the shortest request of the workload fits.
+void prune_dllm_config(const PlanSpec& p, PlanConfig& c, const Json& doc,
+                       const scenarios::DataRoot& root, std::vector<ConfigIssue>& plan_issues,
+                       std::map<std::string, bool>& reported) {
+  scenarios::DllmScenario s;
+  try {
+    s = scenarios::parse_dllm_scenario(doc, fmt::format("{} config #{}", p.source, c.index),
+                                       p.base_dir, root);
+  } catch (const ConfigError& e) {
+    report_candidate_issues(c, e, plan_issues, reported);
+    c.status = ConfigStatus::kError;
+    c.reason = e.what();
+    return;
+  }
+  c.policy = dllm::algorithm_name(s.config.algorithm);
+  c.num_gpus = 1;
+  if (c.gpu.empty()) c.gpu = s.gpu;
+  set_cost(p, c);
+  if (p.gpu_budget > 0 && c.num_gpus > p.gpu_budget) {
+    c.status = ConfigStatus::kPruned;
+    c.reason = fmt::format("uses {} GPUs, over the budget of {}", c.num_gpus, p.gpu_budget);
+    return;
+  }
+  const Workload w = scenarios::build_dllm_workload(s);
+  int64_t shortest = std::numeric_limits<int64_t>::max();
+  for (const RequestSpec& r : w.requests) shortest = std::min(shortest, r.prompt_tokens);
+  if (w.requests.empty()) shortest = 1;
+  const std::string shortfall = dllm::memory_shortfall(
+      s.config, scenarios::dllm_deployment(s, root), shortest + s.config.denoise.gen_length);
+  if (!shortfall.empty()) {
+    c.status = ConfigStatus::kPruned;
+    c.reason = "does not fit: " + shortfall;
+    return;
+  }
+  c.bound_rps = 0;  // no analytic rate bound for dLLM serving
+  c.status = ConfigStatus::kNotRun;
+}
+
+}  // namespace
+
 void prune_config(const PlanSpec& p, PlanConfig& c, const SloCriteria& criteria,
                   const scenarios::DataRoot& root, std::vector<ConfigIssue>& plan_issues,
                   std::map<std::string, bool>& reported) {
@@ -413,6 +490,10 @@ void prune_config(const PlanSpec& p, PlanConfig& c, const SloCriteria& criteria,
     c.policy = doc["policy"]["type"].get<std::string>();
   } else {
     c.policy = "coloc";
+  }
+  if (p.dllm) {
+    prune_dllm_config(p, c, doc, root, plan_issues, reported);
+    return;
   }
   if (!policy_registered(c.policy)) {
     c.status = ConfigStatus::kError;
@@ -429,14 +510,7 @@ void prune_config(const PlanSpec& p, PlanConfig& c, const SloCriteria& criteria,
     return;
   } catch (const ConfigError& e) {
     // A malformed candidate: report it once per candidate and scenario path.
-    for (const ConfigIssue& i : e.issues()) {
-      const std::string key = c.candidate + "|" + i.path + "|" + i.message;
-      if (reported[key]) continue;
-      reported[key] = true;
-      plan_issues.push_back({fmt::format("search.candidates \"{}\" (config #{} {}): scenario {}",
-                                         c.candidate, c.index, c.label, i.path),
-                             i.message});
-    }
+    report_candidate_issues(c, e, plan_issues, reported);
     c.status = ConfigStatus::kError;
     c.reason = e.what();
     return;
@@ -444,12 +518,7 @@ void prune_config(const PlanSpec& p, PlanConfig& c, const SloCriteria& criteria,
   c.num_gpus = 0;
   for (const auto& g : s.groups) c.num_gpus += g.count * g.tp;
   if (c.gpu.empty()) c.gpu = s.cluster.gpu;
-  if (c.price_per_gpu_hour <= 0) {
-    for (const auto& [g, price] : p.prices) {
-      if (g == c.gpu) c.price_per_gpu_hour = price;
-    }
-  }
-  c.cost_per_hour = c.num_gpus * c.price_per_gpu_hour;
+  set_cost(p, c);
   if (p.gpu_budget > 0 && c.num_gpus > p.gpu_budget) {
     c.status = ConfigStatus::kPruned;
     c.reason = fmt::format("uses {} GPUs, over the budget of {}", c.num_gpus, p.gpu_budget);

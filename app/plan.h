@@ -21,6 +21,8 @@
 //   histogram; request rows when output.requests is true), and the plan's configs with their
 //   status, reason, cost and capacity in the plan and plan_config tables (reports/plan_store.h).
 // - Interruption (SIGINT) stops handing out configs; finished simulations are kept and stored.
+// - A dLLM base (PlanSpec::dllm) is planned the same way: pruned when one request cannot fit
+//   (dllm::memory_shortfall), no rate bound, a config with rejected requests fails.
 #pragma once
 
 #include <atomic>
@@ -54,6 +56,10 @@ struct PlanSpec {
   Json base;               // the base scenario document
   std::string base_source; // where the base came from (file, or "<plan>:base")
   std::string base_dir;    // resolves the base's relative paths
+  // The base is a diffusion-LLM scenario ("kind": "dllm"): each config is one GPU running the dLLM
+  // simulator, `search.gpus` sets its `gpu`, and every request's tokens come at its last step, so
+  // its TTFT is its E2E latency (a ttft objective bounds E2E).
+  bool dllm = false;
   std::optional<double> target_rate;  // req/s; nullopt: find each config's maximum rate
   bool capacity = false;   // with a target rate, also bisect for each config's serving capacity
   std::vector<std::string> slo;       // SloCriteria arguments

@@ -14,9 +14,11 @@
 #include <fmt/format.h>
 
 #include "app/plan.h"
+#include "app/dllm_run.h"
 #include "app/plan_internal.h"
 #include "reports/plan_store.h"
 #include "reports/sqlite_sink.h"
+#include "scenarios/dllm_scenario.h"
 #include "sim/core/error.h"
 
 namespace servesim::app {
@@ -156,47 +158,110 @@ std::string config_source(const PlanSpec& spec, const PlanConfig& c) {
   return fmt::format("{} config #{}", spec.source, c.index);
 }
 
+// The objectives of a plan as a scenario's SloSpec (a dLLM scenario has no slo section).
+sim::SloSpec plan_slo_spec(const PlanSpec& spec, const SloCriteria& criteria) {
+  Json doc = Json::object();
+  scenarios::apply_overrides(doc, criteria.scenario_overrides());
+  sim::SloSpec slo;
+  if (doc.contains("slo")) {
+    const Json& o = doc["slo"];
+    const auto duration = [&](const char* key) -> std::optional<Duration> {
+      if (!o.contains(key)) return std::nullopt;
+      return parse_duration(o[key].is_string() ? o[key].get<std::string>() : o[key].dump());
+    };
+    slo.ttft = duration("ttft");
+    slo.tpot = duration("tpot");
+    slo.tbt_p99 = duration("tbt_p99");
+  }
+  slo.attainment_target = spec.attainment;
+  return slo;
+}
+
+// Fills the figures of a probe from its run summary.
+void fill_probe(PlanProbe& p, const reports::RunSummary& m) {
+  p.output_tokens_per_s = m.output_tokens_per_s;
+  p.tokens_per_s_per_gpu = m.num_gpus > 0 ? m.output_tokens_per_s / m.num_gpus : 0;
+  p.tokens_per_s_per_user = m.tpot_s.mean > 0 ? 1.0 / m.tpot_s.mean : 0;
+  p.goodput_tokens_per_s = m.goodput_tokens_per_s;
+  p.slo_attainment = m.slo_attainment;
+  p.ttft_p99_s = m.ttft_s.p99;
+  p.tpot_p50_s = m.tpot_s.p50;
+  p.tbt_p99_s = m.tbt_s.p99;
+  p.gpu_seconds = m.gpu_seconds;
+}
+
+// The override key that sets a config's request rate.
+std::string config_rate_knob(const PlanSpec& spec, const PlanConfig& c, const SloCriteria& criteria,
+                             const scenarios::DataRoot& root) {
+  if (spec.dllm) return "workload.arrival.rate";
+  return rate_knob(scenarios::parse_scenario(config_document(spec, c, criteria, std::nullopt),
+                                             config_source(spec, c), spec.base_dir, root));
+}
+
 PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
   const PlanSpec& spec = ctx.spec;
   PlanConfigResult result;
   result.index = c.index;
   const std::string source = config_source(spec, c);
-  const std::string knob = rate_knob(scenarios::parse_scenario(
-      config_document(spec, c, ctx.criteria, std::nullopt), source, spec.base_dir, ctx.root));
+  const std::string knob = config_rate_knob(spec, c, ctx.criteria, ctx.root);
+  const sim::SloSpec dllm_slo = spec.dllm ? plan_slo_spec(spec, ctx.criteria) : sim::SloSpec{};
   std::vector<reports::RunSummary> summaries;
+  const auto extra_params = [&](double rate) -> std::vector<std::pair<std::string, std::string>> {
+    return {{"plan.name", spec.name},
+            {"plan.config", std::to_string(c.index)},
+            {"plan.label", c.label},
+            {"plan.rate", fmt::format("{}", rate)}};
+  };
+  // One dLLM simulation: its requests summarized like an LLM run's (TTFT = E2E), on one GPU.
+  auto dllm_probe = [&](double rate, PlanProbe& p) -> reports::RunSummary {
+    const scenarios::DllmScenario s = scenarios::parse_dllm_scenario(
+        config_document(spec, c, ctx.criteria, std::make_pair(knob, rate)), source, spec.base_dir,
+        ctx.root);
+    const DllmOutcome o = run_dllm(s, ctx.root, "");
+    if (!o.oom.empty()) throw Error("out of memory: " + o.oom);
+    std::vector<sim::RequestRecord> done;
+    for (const sim::RequestRecord& r : dllm_request_records(o.result)) {
+      if (r.output_tokens > 0) done.push_back(r);
+    }
+    const double duration = o.metrics.duration_s;
+    const reports::RunSummary m =
+        reports::summarize(done, LogHistogram{}, dllm_slo, {.num_gpus = 1, .gpu_seconds = duration});
+    p.checks = ctx.criteria.check(m, rate);
+    // A request the deployment can never run (rejected) is a request not served.
+    const double total = static_cast<double>(o.result.requests.size());
+    p.checks.push_back({"served", total > 0 ? static_cast<double>(done.size()) / total : 1.0, 1.0,
+                        true, o.result.rejected == 0, ""});
+    p.fingerprint = fmt::format("{:016x}", o.result.fingerprint);
+    p.run = make_stored_dllm_run(s, o, extra_params(rate));
+    if (!spec.store_requests) p.run.requests.clear();
+    return m;
+  };
   auto probe = [&](double rate) -> size_t {
     for (size_t i = 0; i < result.probes.size(); ++i) {
       if (result.probes[i].rate == rate) return i;
     }
     if (plan_interrupted().load()) throw Interrupted{};
-    const scenarios::Scenario s = scenarios::parse_scenario(
-        config_document(spec, c, ctx.criteria, std::make_pair(knob, rate)), source, spec.base_dir,
-        ctx.root);
-    RunOptions ro;
-    ro.keep_records = spec.store_requests;
-    const RunOutcome o = run_scenario(s, ctx.root, ro);
     PlanProbe p;
     p.rate = rate;
-    p.checks = ctx.criteria.check(o.summary, rate);
+    reports::RunSummary m;
+    if (spec.dllm) {
+      m = dllm_probe(rate, p);
+    } else {
+      const scenarios::Scenario s = scenarios::parse_scenario(
+          config_document(spec, c, ctx.criteria, std::make_pair(knob, rate)), source,
+          spec.base_dir, ctx.root);
+      RunOptions ro;
+      ro.keep_records = spec.store_requests;
+      const RunOutcome o = run_scenario(s, ctx.root, ro);
+      m = o.summary;
+      p.checks = ctx.criteria.check(m, rate);
+      p.fingerprint = format_fingerprint(o.result.event_fingerprint);
+      p.run = make_stored_run(s, o, spec.store_requests, extra_params(rate));
+    }
     p.meets = SloCriteria::all_ok(p.checks);
-    const reports::RunSummary& m = o.summary;
-    p.output_tokens_per_s = m.output_tokens_per_s;
-    p.tokens_per_s_per_gpu = m.num_gpus > 0 ? m.output_tokens_per_s / m.num_gpus : 0;
-    p.tokens_per_s_per_user = m.tpot_s.mean > 0 ? 1.0 / m.tpot_s.mean : 0;
-    p.goodput_tokens_per_s = m.goodput_tokens_per_s;
-    p.slo_attainment = m.slo_attainment;
-    p.ttft_p99_s = m.ttft_s.p99;
-    p.tpot_p50_s = m.tpot_s.p50;
-    p.tbt_p99_s = m.tbt_s.p99;
-    p.gpu_seconds = m.gpu_seconds;
-    p.fingerprint = format_fingerprint(o.result.event_fingerprint);
-    p.run = make_stored_run(s, o, spec.store_requests,
-                            {{"plan.name", spec.name},
-                             {"plan.config", std::to_string(c.index)},
-                             {"plan.label", c.label},
-                             {"plan.rate", fmt::format("{}", rate)}});
+    fill_probe(p, m);
     result.probes.push_back(std::move(p));
-    summaries.push_back(o.summary);
+    summaries.push_back(m);
     return result.probes.size() - 1;
   };
   auto capacity_probe = [&](double rate) {
@@ -214,11 +279,13 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
     } else {
       double start = spec.search.start_rate;
       if (start <= 0) {
-        start = cap > 0 ? cap / 2
-                        : workload_rate(scenarios::parse_scenario(
-                                            config_document(spec, c, ctx.criteria, std::nullopt),
-                                            source, spec.base_dir, ctx.root),
-                                        ctx.root);
+        const Json doc = config_document(spec, c, ctx.criteria, std::nullopt);
+        start = cap > 0       ? cap / 2
+                : spec.dllm   ? scenarios::parse_dllm_scenario(doc, source, spec.base_dir, ctx.root)
+                                    .rate_per_s
+                              : workload_rate(scenarios::parse_scenario(doc, source, spec.base_dir,
+                                                                        ctx.root),
+                                              ctx.root);
       }
       result.capacity_rps = search_capacity(capacity_probe, start, spec.search, cap).capacity_rps;
     }
@@ -335,10 +402,7 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
     if (!options.emit.empty()) {
       std::optional<std::pair<std::string, double>> rate;
       if (spec.target_rate && c.status != ConfigStatus::kError) {
-        const std::string knob = rate_knob(scenarios::parse_scenario(
-            config_document(spec, c, criteria, std::nullopt), config_source(spec, c), spec.base_dir,
-            root));
-        rate = std::make_pair(knob, *spec.target_rate);
+        rate = std::make_pair(config_rate_knob(spec, c, criteria, root), *spec.target_rate);
       }
       out << config_document(spec, c, criteria, rate).dump(2) << "\n";
       return 0;
@@ -346,8 +410,10 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
     out << fmt::format("config #{}  {}\n", c.index, c.label);
     out << fmt::format("base      {}\n", spec.base_source);
     for (const std::string& o : c.overrides) out << fmt::format("  --set '{}'\n", o);
-    for (const std::string& o : criteria.scenario_overrides()) out << fmt::format("  --set '{}'\n", o);
-    out << fmt::format("  --set 'slo.attainment_target={}'\n", spec.attainment);
+    if (!spec.dllm) {
+      for (const std::string& o : criteria.scenario_overrides()) out << fmt::format("  --set '{}'\n", o);
+      out << fmt::format("  --set 'slo.attainment_target={}'\n", spec.attainment);
+    }
     out << "  (plus the rate knob per run; --emit-scenario prints the whole document)\n";
     out << fmt::format("GPUs      {} x {} at ${:.2f}/GPU-hour = ${:.2f}/hour\n", c.num_gpus, c.gpu,
                        c.price_per_gpu_hour, c.cost_per_hour);

@@ -293,4 +293,22 @@ DllmMetrics compute_metrics(const DllmRunResult& r) {
   return m;
 }
 
+std::string memory_shortfall(const DllmConfig& config, const models::Deployment& d,
+                             int64_t seq_len) {
+  if (config.algorithm == Algorithm::kDllmServe) {
+    const PagePoolPlan pool = plan_page_pool(d, config.memory, config.max_num_batched_tokens,
+                                             config.max_num_logits, config.logit_budgeting);
+    if (pool.num_pages >= pages_for_request(config.denoise.retention, seq_len)) return "";
+    return fmt::format("dllm-serve on {} with {}: {} holds no request of {} tokens", d.gpu->key,
+                       d.model->key, pool.describe(), seq_len);
+  }
+  const auto need = static_batch_memory(config.algorithm, d, config.memory, 1, seq_len);
+  const int64_t usable = usable_bytes(d, config.memory);
+  if (need.total() <= usable) return "";
+  return fmt::format("{} on {} with {} cannot hold one request of {} tokens: {:.2f} GiB > {:.2f} "
+                     "GiB usable",
+                     algorithm_name(config.algorithm), d.gpu->key, d.model->key, seq_len,
+                     need.total() / kGib, usable / kGib);
+}
+
 }  // namespace servesim::dllm

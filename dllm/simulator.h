@@ -74,6 +74,10 @@ struct DllmRunResult {
 DllmRunResult simulate(const DllmConfig& config, const models::Deployment& deployment,
                        const models::IterationCostModel& cost, const Workload& workload);
 
+// Why `config` cannot hold even one request of `seq_len` tokens (prompt + generation) on `d`
+// (the check simulate() makes before its first pass), or "" when it can.
+std::string memory_shortfall(const DllmConfig& config, const models::Deployment& d, int64_t seq_len);
+
 // The paper's metrics over the finished requests.
 struct DllmMetrics {
   int64_t finished = 0;

@@ -38,6 +38,7 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
   ObjectReader top(doc, "", issues, resolved);
   top.string("kind", std::nullopt, {"dllm"});
   s.name = top.string("name", fs::path(source).stem().string()).value_or("");
+  top.string("description", std::string());  // free text, as in LLM scenarios
   s.seed = static_cast<uint64_t>(top.integer("seed", 0, 0).value_or(0));
   s.model = top.string("model", "llada-8b-instruct", cat.models.keys()).value_or("");
   if (cat.models.all().count(s.model) && !cat.models.get(s.model).diffusion) {

@@ -22,9 +22,11 @@
 
 #include "golden_util.h"
 
+#include "app/dllm_run.h"
 #include "app/plan.h"
 #include "app/plan_internal.h"
 #include "reports/query.h"
+#include "scenarios/dllm_scenario.h"
 #include "sim/core/error.h"
 
 namespace servesim {
@@ -136,6 +138,74 @@ TEST(PlanPruning, NeverDropsAConfigThatMeetsTheSlo) {
   }
   EXPECT_GT(bound_pruned, 0) << "the test plan must exercise the rate bound";
   EXPECT_EQ(simulated, static_cast<int>(configs.size()));
+  fs::remove_all(dir);
+}
+
+// A dLLM plan (base "kind": "dllm"): configs that cannot hold one request are pruned (and do run
+// out of memory when simulated anyway); every simulated config at the target rate reproduces with
+// `servesim run` of its emitted scenario (same fingerprint).
+TEST(PlanDllm, PrunesWhatCannotFitAndReproducesWithRun) {
+  const auto root = scenarios::DataRoot::discover();
+  const fs::path dir = temp_dir("dllm");
+  Json base = Json::parse(read_file("scenarios/plans/llada_dllm_base.json"));
+  base["workload"]["requests"] = 40;
+  base["workload"]["prompts"]["path"] =
+      (fs::path(root.root) / "traces/data/burstgpt/BurstGPT_1_head.csv").string();
+  Json plan = Json::parse(read_file("scenarios/plans/llada_rtx4090_l40s.plan.json"));
+  plan["base"] = base;
+  plan["capacity"]["enabled"] = false;
+  plan["search"]["candidates"] = Json::parse(R"([
+    {"name": "dllm-serve", "set": {"policy": {"type": "dllm-serve"}}},
+    {"name": "fast-dllm", "set": {"policy": {"type": "fast-dllm"}}},
+    {"name": "tight", "set": {"policy": {"type": "dllm-serve"},
+                              "memory": {"gpu_memory_utilization": 0.3}}}])");
+  const fs::path plan_path = dir / "dllm.plan.json";
+  std::ofstream(plan_path) << plan.dump(2);
+
+  const app::PlanSpec spec = app::load_plan(plan_path.string(), root);
+  ASSERT_TRUE(spec.dllm);
+  const app::SloCriteria criteria = app::SloCriteria::parse(
+      spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
+  std::vector<app::PlanConfig> configs = app::expand_plan(spec);
+  ASSERT_EQ(configs.size(), 6u);  // 2 GPUs x 3 candidates
+  std::vector<ConfigIssue> issues;
+  std::map<std::string, bool> reported;
+  for (app::PlanConfig& c : configs) {
+    SCOPED_TRACE(c.label);
+    app::prune_config(spec, c, criteria, root, issues, reported);
+    ASSERT_TRUE(issues.empty());
+    EXPECT_EQ(c.num_gpus, 1);
+    EXPECT_GT(c.cost_per_hour, 0);
+    const bool tight = c.candidate == "tight";
+    EXPECT_EQ(c.status == app::ConfigStatus::kPruned, tight) << c.reason;
+    if (tight) {
+      // Simulated anyway, it runs out of memory.
+      const Json d = app::config_document(spec, c, criteria, std::nullopt);
+      const auto s = scenarios::parse_dllm_scenario(d, "test", spec.base_dir, root);
+      EXPECT_FALSE(app::run_dllm(s, root, "").oom.empty());
+    }
+  }
+
+  const std::string bin = SERVESIM_BIN;
+  const fs::path db = dir / "dllm.db";
+  const auto [rc, out] = run_command(bin + " plan " + plan_path.string() + " --jobs 2 --db " +
+                                     db.string());
+  ASSERT_TRUE(rc == 0 || rc == 1) << out;
+  const auto runs = reports::run_query(
+      db.string(), "SELECT p.config_index, r.event_fingerprint FROM plan_run p JOIN run r "
+                   "USING(run_id) ORDER BY p.config_index");
+  ASSERT_EQ(runs.rows.size(), 4u);  // the four configs that fit, once each at the target rate
+  for (const auto& row : runs.rows) {
+    SCOPED_TRACE("config #" + row[0]);
+    const fs::path emitted = dir / ("c" + row[0] + ".json");
+    const auto [erc, doc] =
+        run_command(bin + " plan " + plan_path.string() + " --emit-scenario " + row[0]);
+    ASSERT_EQ(erc, 0) << doc;
+    std::ofstream(emitted) << doc;
+    const auto [rrc, run_out] = run_command(bin + " run " + emitted.string());
+    ASSERT_EQ(rrc, 0) << run_out;
+    EXPECT_NE(run_out.find("fingerprint     " + row[1]), std::string::npos) << run_out;
+  }
   fs::remove_all(dir);
 }
 
