@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Planner speed: configs (each a capacity bisection) simulated per minute and simulations per
-# minute, on bench/plans/bisect_10k.plan.json (24 configs, 10k-request trace) or the plan given.
+# minute, on bench/plans/bisect_10k.plan.json (24 configs, 10k-request trace) or the plan given
+# (bench/plans/bisect_10k_1000.plan.json: 1,000 configs, the scale of the speed target).
 # Usage: bench/plan_bench.sh [SERVESIM_BIN] [JOBS] [PLAN]
 set -euo pipefail
 bin=${1:-build/app/servesim}

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -66,6 +67,34 @@ const char* gemm_dtype(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16";
 const char* kv_dtype_name(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
 
 // Peak FLOP/s of a table dtype string on `gpu` (0 = unknown: no clamp).
+// A table built from one profile's rows, with the counts of rows clamped to the peak bound while
+// building it (ProfiledDiagnostics::rows_clamped_to_peak) and of cache-hot decode rows.
+template <typename Table>
+struct BuiltTable {
+  std::shared_ptr<const Table> table;  // null: the profile has no rows for the key
+  std::map<std::string, int64_t> clamped;
+  int64_t cache_hot = 0;
+};
+
+// Building a table fits a roofline over all its rows. Profiles loaded from disk live for the
+// process (scenarios::gpu_profiles), so their tables are built once per (directory, key) and
+// shared, read-only, by every cost model; `key` names everything else the rows depend on (dtype,
+// the GPU whose peaks clamp them). Profiles built in memory (no directory) are not shared.
+template <typename Table, typename Build>
+BuiltTable<Table> shared_table(const profiles::Profile& prof, const std::string& key, Build build) {
+  if (prof.dir.empty()) return build();
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::string>, BuiltTable<Table>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  // The date and the table sizes guard against a directory rewritten with other measurements.
+  const std::string full =
+      fmt::format("{}|{}|{}|{}|{}", key, prof.meta.date, prof.gemm.size(),
+                  prof.attention_prefill.size(), prof.attention_decode.size());
+  auto it = cache.find({prof.dir, full});
+  if (it == cache.end()) it = cache.emplace(std::make_pair(prof.dir, full), build()).first;
+  return it->second;
+}
+
 double table_peak_flops(const GpuSpec& gpu, const std::string& dtype) {
   if (dtype == "bf16" || dtype == "fp16") {
     return gpu.bf16_flops_per_s;
@@ -138,9 +167,9 @@ struct ProfiledCostModel::Impl {
   std::string note;
 
   // Tables built from the profiles (owned; the sources point into them).
-  std::vector<std::unique_ptr<interp::GemmTable>> gemm_tables;
-  std::vector<std::unique_ptr<interp::PrefillTable>> prefill_tables;
-  std::vector<std::unique_ptr<interp::DecodeTable>> decode_tables;
+  std::vector<std::shared_ptr<const interp::GemmTable>> gemm_tables;
+  std::vector<std::shared_ptr<const interp::PrefillTable>> prefill_tables;
+  std::vector<std::shared_ptr<const interp::DecodeTable>> decode_tables;
   std::vector<std::unique_ptr<interp::CurveTable>> curve_tables;
 
   GemmSource qkv, o, gate_up, down, router, lm_head;
@@ -181,8 +210,10 @@ struct ProfiledCostModel::Impl {
 
   // Construction helpers.
   std::vector<const profiles::Profile*> ordered(const std::vector<profiles::Profile>& all) const;
-  std::vector<profiles::GemmRow> gemm_rows(const profiles::Profile& prof, const std::string& dtype,
-                                           const GpuSpec& table_gpu);
+  static std::vector<profiles::GemmRow> gemm_rows(const profiles::Profile& prof,
+                                                  const std::string& dtype,
+                                                  const GpuSpec& table_gpu,
+                                                  std::map<std::string, int64_t>* clamped);
   const interp::GemmTable* gemm_table(
       const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
       std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache);
@@ -244,9 +275,9 @@ std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
   return out;
 }
 
-std::vector<profiles::GemmRow> ProfiledCostModel::Impl::gemm_rows(const profiles::Profile& prof,
-                                                                  const std::string& dtype,
-                                                                  const GpuSpec& table_gpu) {
+std::vector<profiles::GemmRow> ProfiledCostModel::Impl::gemm_rows(
+    const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
+    std::map<std::string, int64_t>* clamped) {
   std::vector<profiles::GemmRow> rows;
   const double peak_flops = table_peak_flops(table_gpu, dtype);
   const double wb = interp::table_dtype_bytes(dtype);
@@ -267,7 +298,7 @@ std::vector<profiles::GemmRow> ProfiledCostModel::Impl::gemm_rows(const profiles
       // than DRAM, as no layer of a real pass is.
       const bool l2_resident = memory_bound >= compute_bound && table_gpu.l2_bytes > 0 &&
                                operand_bytes < static_cast<double>(table_gpu.l2_bytes);
-      ++diag.rows_clamped_to_peak[l2_resident ? "gemm_l2_resident" : "gemm"];
+      ++(*clamped)[l2_resident ? "gemm_l2_resident" : "gemm"];
     }
     rows.push_back(c);
   }
@@ -282,13 +313,21 @@ const interp::GemmTable* ProfiledCostModel::Impl::gemm_table(
   if (it != cache->end()) {
     return it->second;
   }
-  const interp::GemmTable* table = nullptr;
-  std::vector<profiles::GemmRow> rows = gemm_rows(prof, dtype, table_gpu);
-  if (!rows.empty()) {
-    gemm_tables.push_back(std::make_unique<interp::GemmTable>(
-        rows, interp::table_dtype_bytes(dtype),
-        prof.meta.l2_bytes > 0 ? prof.meta.l2_bytes : table_gpu.l2_bytes));
-    table = gemm_tables.back().get();
+  const BuiltTable<interp::GemmTable> built = shared_table<interp::GemmTable>(
+      prof, "gemm|" + dtype + "|" + table_gpu.key, [&] {
+        BuiltTable<interp::GemmTable> b;
+        const std::vector<profiles::GemmRow> rows = gemm_rows(prof, dtype, table_gpu, &b.clamped);
+        if (!rows.empty()) {
+          b.table = std::make_shared<interp::GemmTable>(
+              rows, interp::table_dtype_bytes(dtype),
+              prof.meta.l2_bytes > 0 ? prof.meta.l2_bytes : table_gpu.l2_bytes);
+        }
+        return b;
+      });
+  for (const auto& [name, count] : built.clamped) diag.rows_clamped_to_peak[name] += count;
+  const interp::GemmTable* table = built.table.get();
+  if (table) {
+    gemm_tables.push_back(built.table);
     if (table->slower_than_larger_m() > 0) {
       diag.gemm_rows_slower_than_larger_m[dtype] += static_cast<int64_t>(table->slower_than_larger_m());
     }
@@ -319,11 +358,11 @@ ProfiledCostModel::Impl::Impl(const Deployment& dep, const std::vector<profiles:
            static_cast<int>(model.head_dim)};
   causal = !model.diffusion;
 
-  std::vector<profiles::Profile> own;
+  bool own = false;  // some profile is of this GPU
   std::string other_gpu;
   for (const profiles::Profile& prof : profiles) {
     if (prof.meta.gpu == gpu.key) {
-      own.push_back(prof);
+      own = true;
     } else if (other_gpu.empty()) {
       other_gpu = prof.meta.gpu;
     } else if (prof.meta.gpu != other_gpu) {
@@ -333,7 +372,7 @@ ProfiledCostModel::Impl::Impl(const Deployment& dep, const std::vector<profiles:
                       gpu.key, other_gpu, prof.meta.gpu));
     }
   }
-  if (!own.empty()) {
+  if (own) {
     resolve_direct(ordered(profiles));
   } else if (!other_gpu.empty()) {
     if (p.tables_gpu == nullptr || p.tables_gpu->key != other_gpu) {
@@ -485,31 +524,40 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     const profiles::Profile* exact_prof = nullptr;
     const profiles::Profile* any_prof = nullptr;
     for (const profiles::Profile* prof : order) {
-      std::vector<profiles::AttentionPrefillRow> rows;
-      for (const profiles::AttentionPrefillRow& r : prof->attention_prefill) {
-        const std::string rkv = r.kv_dtype.empty() ? r.dtype : r.kv_dtype;
-        if (r.dtype != "bf16" || rkv != kv || r.causal != want_causal) {
-          continue;
-        }
-        profiles::AttentionPrefillRow c = r;
-        const double attn_peak = gpu.peak_flops_per_s(d.kv_dtype);
-        const double bound = std::max(
-            interp::prefill_reference(
-                fit_from_throughputs(attn_peak, peak_bw, 0), r.num_heads, r.num_kv_heads,
-                r.head_dim, static_cast<double>(r.batch), static_cast<double>(r.q_tokens),
-                static_cast<double>(r.prefix_tokens), interp::table_dtype_bytes(rkv), r.causal),
-            0.0);
-        if (c.latency_us * 1e-6 < bound) {
-          c.latency_us = bound * 1e6;
-          ++diag.rows_clamped_to_peak["attention_prefill"];
-        }
-        rows.push_back(c);
-      }
-      if (rows.empty()) {
+      const BuiltTable<interp::PrefillTable> built = shared_table<interp::PrefillTable>(
+          *prof, fmt::format("prefill|{}|{}|{}|{}", kv, want_causal, gpu.key, dtype_name(d.kv_dtype)),
+          [&] {
+            BuiltTable<interp::PrefillTable> b;
+            std::vector<profiles::AttentionPrefillRow> rows;
+            for (const profiles::AttentionPrefillRow& r : prof->attention_prefill) {
+              const std::string rkv = r.kv_dtype.empty() ? r.dtype : r.kv_dtype;
+              if (r.dtype != "bf16" || rkv != kv || r.causal != want_causal) {
+                continue;
+              }
+              profiles::AttentionPrefillRow c = r;
+              const double attn_peak = gpu.peak_flops_per_s(d.kv_dtype);
+              const double bound = std::max(
+                  interp::prefill_reference(
+                      fit_from_throughputs(attn_peak, peak_bw, 0), r.num_heads, r.num_kv_heads,
+                      r.head_dim, static_cast<double>(r.batch), static_cast<double>(r.q_tokens),
+                      static_cast<double>(r.prefix_tokens), interp::table_dtype_bytes(rkv),
+                      r.causal),
+                  0.0);
+              if (c.latency_us * 1e-6 < bound) {
+                c.latency_us = bound * 1e6;
+                ++b.clamped["attention_prefill"];
+              }
+              rows.push_back(c);
+            }
+            if (!rows.empty()) b.table = std::make_shared<interp::PrefillTable>(rows, want_causal);
+            return b;
+          });
+      for (const auto& [name, count] : built.clamped) diag.rows_clamped_to_peak[name] += count;
+      if (!built.table) {
         continue;
       }
-      prefill_tables.push_back(std::make_unique<interp::PrefillTable>(rows, want_causal));
-      const interp::PrefillTable* t = prefill_tables.back().get();
+      prefill_tables.push_back(built.table);
+      const interp::PrefillTable* t = built.table.get();
       if (!t->covers(heads)) {
         continue;
       }
@@ -543,33 +591,41 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     const profiles::Profile* any_prof = nullptr;
     const int64_t l2 = gpu.l2_bytes;
     for (const profiles::Profile* prof : order) {
-      std::vector<profiles::AttentionDecodeRow> rows;
-      int64_t cache_hot = 0;
-      for (const profiles::AttentionDecodeRow& r : prof->attention_decode) {
-        const std::string rkv = r.kv_dtype.empty() ? r.dtype : r.kv_dtype;
-        if (r.dtype != "bf16" || rkv != kv) {
-          continue;
-        }
-        profiles::AttentionDecodeRow c = r;
-        const double kv_bytes = 2.0 * static_cast<double>(r.batch) *
-                                static_cast<double>(r.context_tokens) * r.num_kv_heads *
-                                r.head_dim * interp::table_dtype_bytes(rkv);
-        const int64_t table_l2 = prof->meta.l2_bytes > 0 ? prof->meta.l2_bytes : l2;
-        const bool hot = table_l2 > 0 && kv_bytes < static_cast<double>(table_l2);
-        cache_hot += hot ? 1 : 0;
-        const double bound = kv_bytes / peak_bw;
-        if (c.latency_us * 1e-6 < bound) {
-          c.latency_us = bound * 1e6;
-          ++diag.rows_clamped_to_peak[hot ? "attention_decode_cache_hot" : "attention_decode"];
-        }
-        rows.push_back(c);
-      }
-      if (rows.empty()) {
+      const BuiltTable<interp::DecodeTable> built = shared_table<interp::DecodeTable>(
+          *prof, fmt::format("decode|{}|{}", kv, gpu.key), [&] {
+            BuiltTable<interp::DecodeTable> b;
+            std::vector<profiles::AttentionDecodeRow> rows;
+            const int64_t table_l2 = prof->meta.l2_bytes > 0 ? prof->meta.l2_bytes : l2;
+            for (const profiles::AttentionDecodeRow& r : prof->attention_decode) {
+              const std::string rkv = r.kv_dtype.empty() ? r.dtype : r.kv_dtype;
+              if (r.dtype != "bf16" || rkv != kv) {
+                continue;
+              }
+              profiles::AttentionDecodeRow c = r;
+              const double kv_bytes = 2.0 * static_cast<double>(r.batch) *
+                                      static_cast<double>(r.context_tokens) * r.num_kv_heads *
+                                      r.head_dim * interp::table_dtype_bytes(rkv);
+              const bool hot = table_l2 > 0 && kv_bytes < static_cast<double>(table_l2);
+              b.cache_hot += hot ? 1 : 0;
+              const double bound = kv_bytes / peak_bw;
+              if (c.latency_us * 1e-6 < bound) {
+                c.latency_us = bound * 1e6;
+                ++b.clamped[hot ? "attention_decode_cache_hot" : "attention_decode"];
+              }
+              rows.push_back(c);
+            }
+            if (!rows.empty()) {
+              b.table = std::make_shared<interp::DecodeTable>(rows, table_l2, peak_bw);
+            }
+            return b;
+          });
+      for (const auto& [name, count] : built.clamped) diag.rows_clamped_to_peak[name] += count;
+      if (!built.table) {
         continue;
       }
-      const int64_t table_l2 = prof->meta.l2_bytes > 0 ? prof->meta.l2_bytes : l2;
-      decode_tables.push_back(std::make_unique<interp::DecodeTable>(rows, table_l2, peak_bw));
-      const interp::DecodeTable* t = decode_tables.back().get();
+      const int64_t cache_hot = built.cache_hot;
+      decode_tables.push_back(built.table);
+      const interp::DecodeTable* t = built.table.get();
       if (!t->covers(heads)) {
         continue;
       }

@@ -108,6 +108,7 @@ struct Engine::Impl {
   long double in_system_area_ns = 0;  // integral of in_system over time
 
   RunResult result;
+  int64_t pending_gap_ = -1, pending_gaps_ = 0;  // add_gap(): the run not yet in result.tbt_ns
   bool stopped = false;
 
   // Elastic clusters: observations since the controller's previous tick, and GPUs held.
@@ -465,10 +466,24 @@ struct Engine::Impl {
 
   // ---- completion ----
 
+  // TBT gaps of one completion, most of them equal (every decode of the batch had its previous
+  // token at the same step): runs of equal gaps go into the histogram as one add.
+  void add_gap(int64_t gap) {
+    if (gap != pending_gap_) {
+      flush_gaps();
+      pending_gap_ = gap;
+    }
+    ++pending_gaps_;
+  }
+  void flush_gaps() {
+    if (pending_gaps_ > 0) result.tbt_ns.add(pending_gap_, pending_gaps_);
+    pending_gaps_ = 0;
+  }
+
   void record_token(RequestState& rs, int64_t t_ns) {
     if (rs.last_token_ns >= 0) {
       const int64_t gap = t_ns - rs.last_token_ns;
-      result.tbt_ns.add(gap);
+      add_gap(gap);
       rs.max_tbt_ns = std::max(rs.max_tbt_ns, gap);
       if (config.slo.tbt_p99 && gap > config.slo.tbt_p99->count()) rs.tbt_violations++;
     } else {
@@ -512,6 +527,7 @@ struct Engine::Impl {
       record_token(rs, t_ns);
       if (seq.generated_tokens == seq.output_tokens) any_leaving = true;
     }
+    flush_gaps();
     if (any_leaving) {
       for (SeqView& seq : inst.running) {
         if (seq.generated_tokens == seq.output_tokens) {

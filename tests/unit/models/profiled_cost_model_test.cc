@@ -364,6 +364,28 @@ TEST_F(ProfiledTest, RowsFasterThanThePeakAreClampedAndCounted) {
                                   gpus_->get("h100_sxm").bf16_flops_per_s));
 }
 
+// Tables of profiles read from disk are built once and shared: a second model of the same
+// deployment predicts the same times and reports the same calibration (clamped-row counts too).
+TEST_F(ProfiledTest, ModelsSharingTablesAgreeWithTheFirstBuilt) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const std::vector<profiles::Profile> tables = profiles::load_gpu_profiles("profiles", "h100_sxm");
+  const Deployment d = deployment("llama-3.1-8b", "h100_sxm", 2);
+  const auto first = make_profiled_cost_model(d, tables, {});
+  const auto second = make_profiled_cost_model(d, tables, {});
+  const auto& a = dynamic_cast<const ProfiledCostModel&>(*first);
+  const auto& b = dynamic_cast<const ProfiledCostModel&>(*second);
+  EXPECT_EQ(a.calibration_note(), b.calibration_note());
+  EXPECT_EQ(a.diagnostics().rows_clamped_to_peak, b.diagnostics().rows_clamped_to_peak);
+  EXPECT_EQ(a.diagnostics().decode_rows_cache_hot, b.diagnostics().decode_rows_cache_hot);
+  EXPECT_EQ(a.diagnostics().sources, b.diagnostics().sources);
+  EXPECT_FALSE(a.diagnostics().rows_clamped_to_peak.empty());
+  for (const BatchShape& s : {decodes(1, 100), decodes(64, 3000), prefill(2048), prefill(512, 4096)}) {
+    EXPECT_EQ(first->iteration_time(s), second->iteration_time(s));
+  }
+}
+
 TEST_F(ProfiledTest, MemoAndDirectPathsAgree) {
   const profiles::Profile p = synthetic_h100_gemm();
   ProfiledParams small;
