@@ -141,6 +141,21 @@ TEST(PlanPruning, NeverDropsAConfigThatMeetsTheSlo) {
   fs::remove_all(dir);
 }
 
+// `servesim run` of config `index`'s emitted scenario prints `fingerprint` after `label`.
+void expect_run_reproduces(const std::string& plan, const std::string& index,
+                           const std::string& fingerprint, const fs::path& dir,
+                           const std::string& label) {
+  SCOPED_TRACE("config #" + index);
+  const std::string bin = SERVESIM_BIN;
+  const fs::path emitted = dir / ("c" + index + ".json");
+  const auto [erc, doc] = run_command(bin + " plan " + plan + " --emit-scenario " + index);
+  ASSERT_EQ(erc, 0) << doc;
+  std::ofstream(emitted) << doc;
+  const auto [rrc, run_out] = run_command(bin + " run " + emitted.string() + " --no-db");
+  ASSERT_EQ(rrc, 0) << run_out;
+  EXPECT_NE(run_out.find(label + fingerprint), std::string::npos) << run_out;
+}
+
 // A dLLM plan (base "kind": "dllm"): configs that cannot hold one request are pruned (and do run
 // out of memory when simulated anyway); every simulated config at the target rate reproduces with
 // `servesim run` of its emitted scenario (same fingerprint).
@@ -196,15 +211,29 @@ TEST(PlanDllm, PrunesWhatCannotFitAndReproducesWithRun) {
                    "USING(run_id) ORDER BY p.config_index");
   ASSERT_EQ(runs.rows.size(), 4u);  // the four configs that fit, once each at the target rate
   for (const auto& row : runs.rows) {
-    SCOPED_TRACE("config #" + row[0]);
-    const fs::path emitted = dir / ("c" + row[0] + ".json");
-    const auto [erc, doc] =
-        run_command(bin + " plan " + plan_path.string() + " --emit-scenario " + row[0]);
-    ASSERT_EQ(erc, 0) << doc;
-    std::ofstream(emitted) << doc;
-    const auto [rrc, run_out] = run_command(bin + " run " + emitted.string());
-    ASSERT_EQ(rrc, 0) << run_out;
-    EXPECT_NE(run_out.find("fingerprint     " + row[1]), std::string::npos) << run_out;
+    expect_run_reproduces(plan_path.string(), row[0], row[1], dir, "fingerprint     ");
+  }
+  fs::remove_all(dir);
+}
+
+// Every config of the small LLM plan, at the target rate: `servesim run` of the emitted scenario
+// gives the fingerprint the plan stored.
+TEST(PlanReproduction, EmittedScenariosRunToTheStoredResults) {
+  const fs::path dir = temp_dir("reproduce");
+  Json doc = Json::parse(read_file("tests/golden/plans/small.plan.json"));
+  doc["capacity"]["enabled"] = false;
+  const fs::path plan_path = dir / "small.plan.json";
+  std::ofstream(plan_path) << doc.dump(2);
+  const fs::path db = dir / "small.db";
+  const auto [rc, out] = run_command(std::string(SERVESIM_BIN) + " plan " + plan_path.string() +
+                                     " --jobs 2 --db " + db.string());
+  ASSERT_TRUE(rc == 0 || rc == 1) << out;
+  const auto runs = reports::run_query(
+      db.string(), "SELECT p.config_index, r.event_fingerprint FROM plan_run p JOIN run r "
+                   "USING(run_id) ORDER BY p.config_index");
+  ASSERT_GE(runs.rows.size(), 4u);
+  for (const auto& row : runs.rows) {
+    expect_run_reproduces(plan_path.string(), row[0], row[1], dir, "fingerprint ");
   }
   fs::remove_all(dir);
 }
