@@ -135,6 +135,19 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     if (p.slo.empty()) {
       issues.add("slo", "give at least one objective: ttft, tpot, tbt_p99 or percentiles");
     }
+    if (p.dllm) {
+      // Every token of a dLLM request comes at its last step: no TPOT, no token gaps.
+      for (const std::string& a : p.slo) {
+        const std::string key = a.substr(0, a.find('='));
+        if (key.rfind("tpot", 0) == 0 || key.rfind("tbt", 0) == 0) {
+          issues.add(key.find('_') == std::string::npos || key == "tbt_p99"
+                         ? "slo." + key
+                         : "slo.percentiles." + key,
+                     "a dLLM request emits all its tokens at its last step, so it has no TPOT or "
+                     "token gaps; bound ttft (its end-to-end latency) or e2e percentiles");
+        }
+      }
+    }
   }
 
   // search
