@@ -30,7 +30,12 @@ LatencyTable::Key LatencyTable::key_of(int64_t plen, int64_t ctx, int64_t dnum,
 }
 
 double& LatencyTable::entry(const Key& key) {
+  // Most lookups repeat a recent key: a direct-mapped cache of pointers into ns_ (whose elements
+  // never move) answers them without the hash table.
+  RecentEntry& recent = recent_[KeyHash{}(key) % recent_.size()];
+  if (recent.value && recent.key == key) return *recent.value;
   auto [it, inserted] = ns_.try_emplace(key, 0.0);
+  recent = {key, &it->second};
   if (inserted) {
     // The offline profile at the bucket's upper corner.
     const int64_t plen = key.plen_bucket * params_.plen_step;
@@ -66,11 +71,16 @@ int64_t LatencyTable::prefill_budget(Duration target, int64_t ctx, int64_t dnum,
   if (dnum == 0) return cap;
   // Every predict() below sees the same buckets of ctx and prefix, so the answer depends on them,
   // dnum, cap and the target only.
-  const Key line = line_of(key_of(params_.plen_step, ctx, dnum, prefix));
-  const uint64_t generation = line_generation_.try_emplace(line, 0).first->second;
-  Key k = line;
+  Key k = line_of(key_of(params_.plen_step, ctx, dnum, prefix));
   k.plen_bucket = cap;
-  Budget& cached = budgets_.try_emplace(k, Budget{-1, 0, 0}).first->second;
+  RecentBudget& recent = recent_budgets_[KeyHash{}(k) % recent_budgets_.size()];
+  if (!recent.budget || !(recent.key == k)) {
+    auto [it, inserted] = budgets_.try_emplace(k, Budget{-1, 0, 0, nullptr});
+    if (inserted) it->second.line_generation = &line_generation_.try_emplace(line_of(k), 0).first->second;
+    recent = {k, &it->second};
+  }
+  Budget& cached = *recent.budget;
+  const uint64_t generation = *cached.line_generation;
   if (cached.target_ns == target.count() && cached.generation == generation) return cached.tokens;
   // Iteration time grows with the prefill tokens, so bisect over bucket multiples.
   int64_t lo = 0, hi = cap / params_.plen_step;  // answer in [lo, hi] buckets; lo feasible or 0
@@ -85,7 +95,9 @@ int64_t LatencyTable::prefill_budget(Duration target, int64_t ctx, int64_t dnum,
       }
     }
   }
-  cached = {target.count(), lo * params_.plen_step, generation};
+  cached.target_ns = target.count();
+  cached.tokens = lo * params_.plen_step;
+  cached.generation = generation;
   return cached.tokens;
 }
 

@@ -14,6 +14,7 @@
 // - Not thread-safe (one simulation owns it).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -65,6 +66,11 @@ class LatencyTable {
   std::shared_ptr<const models::IterationCostModel> cost_model_;
   LatencyTableParams params_;
   std::unordered_map<Key, double, KeyHash> ns_;  // bucket -> iteration time, ns
+  struct RecentEntry {
+    Key key{};
+    double* value = nullptr;  // into ns_
+  };
+  std::array<RecentEntry, 1024> recent_{};  // entry()'s direct-mapped cache
   // A budget depends on one line of buckets: those sharing (ctx, dnum, prefix). observe() moves
   // its line's generation on; a cached prefill_budget() answer (keyed by the line, with cap in
   // plen_bucket) holds while its line's generation and its target are unchanged.
@@ -75,9 +81,15 @@ class LatencyTable {
   struct Budget {
     int64_t target_ns, tokens;
     uint64_t generation;
+    const uint64_t* line_generation;  // into line_generation_ (its elements never move)
   };
   std::unordered_map<Key, uint64_t, KeyHash> line_generation_;
   std::unordered_map<Key, Budget, KeyHash> budgets_;
+  struct RecentBudget {
+    Key key{};
+    Budget* budget = nullptr;  // into budgets_
+  };
+  std::array<RecentBudget, 256> recent_budgets_{};  // prefill_budget()'s direct-mapped cache
   models::BatchShape scratch_;
   int64_t observations_ = 0;
 };
