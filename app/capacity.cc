@@ -27,6 +27,7 @@ SloCriteria SloCriteria::parse(const std::vector<std::string>& slo, std::optiona
   std::vector<ConfigIssue> issues;
   SloCriteria c;
   c.attainment_ = attainment;
+  c.request_objectives_.attainment_target = attainment.value_or(0.9);
   c.min_throughput_ratio_ = min_throughput_ratio;
   for (const std::string& arg : slo) {
     const size_t eq = arg.find('=');
@@ -41,6 +42,7 @@ SloCriteria SloCriteria::parse(const std::vector<std::string>& slo, std::optiona
     }
     if (key == "ttft" || key == "tpot") {
       c.scenario_overrides_.push_back(fmt::format("slo.{}={}", key, arg.substr(eq + 1)));
+      (key == "ttft" ? c.request_objectives_.ttft : c.request_objectives_.tpot) = limit;
       continue;
     }
     const size_t us = key.rfind("_p");
@@ -53,6 +55,7 @@ SloCriteria SloCriteria::parse(const std::vector<std::string>& slo, std::optiona
     }
     if (key == "tbt_p99") {
       c.scenario_overrides_.push_back(fmt::format("slo.tbt_p99={}", arg.substr(eq + 1)));
+      c.request_objectives_.tbt_p99 = limit;
     }
     c.bounds_.push_back({key, m, q, to_seconds(limit)});
   }

@@ -21,6 +21,7 @@
 
 #include "reports/summary.h"
 #include "scenarios/scenario.h"
+#include "sim/records.h"
 
 namespace servesim::app {
 
@@ -55,6 +56,10 @@ class SloCriteria {
 
   // The "slo.*=..." overrides that give runs their per-request objectives.
   const std::vector<std::string>& scenario_overrides() const { return scenario_overrides_; }
+  // The same per-request objectives (ttft, tpot, tbt_p99) as a run's SloSpec, with the
+  // attainment target given to parse() (0.9 without one); for runs that take no scenario slo
+  // section (dLLM).
+  const sim::SloSpec& request_objectives() const { return request_objectives_; }
   // Every criterion on a run offered `rate` req/s: the percentile bounds in the order given, then
   // attainment (when required), then the sustained-rate check. Deterministic.
   std::vector<SloCheck> check(const reports::RunSummary& s, double rate) const;
@@ -69,6 +74,7 @@ class SloCriteria {
   };
   std::vector<Bound> bounds_;
   std::vector<std::string> scenario_overrides_;
+  sim::SloSpec request_objectives_;
   std::optional<double> attainment_;
   double min_throughput_ratio_ = 0.9;
 };

@@ -158,25 +158,6 @@ std::string config_source(const PlanSpec& spec, const PlanConfig& c) {
   return fmt::format("{} config #{}", spec.source, c.index);
 }
 
-// The objectives of a plan as a scenario's SloSpec (a dLLM scenario has no slo section).
-sim::SloSpec plan_slo_spec(const PlanSpec& spec, const SloCriteria& criteria) {
-  Json doc = Json::object();
-  scenarios::apply_overrides(doc, criteria.scenario_overrides());
-  sim::SloSpec slo;
-  if (doc.contains("slo")) {
-    const Json& o = doc["slo"];
-    const auto duration = [&](const char* key) -> std::optional<Duration> {
-      if (!o.contains(key)) return std::nullopt;
-      return parse_duration(o[key].is_string() ? o[key].get<std::string>() : o[key].dump());
-    };
-    slo.ttft = duration("ttft");
-    slo.tpot = duration("tpot");
-    slo.tbt_p99 = duration("tbt_p99");
-  }
-  slo.attainment_target = spec.attainment;
-  return slo;
-}
-
 // Fills the figures of a probe from its run summary.
 void fill_probe(PlanProbe& p, const reports::RunSummary& m) {
   p.output_tokens_per_s = m.output_tokens_per_s;
@@ -204,7 +185,6 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
   result.index = c.index;
   const std::string source = config_source(spec, c);
   const std::string knob = config_rate_knob(spec, c, ctx.criteria, ctx.root);
-  const sim::SloSpec dllm_slo = spec.dllm ? plan_slo_spec(spec, ctx.criteria) : sim::SloSpec{};
   std::vector<reports::RunSummary> summaries;
   const auto extra_params = [&](double rate) -> std::vector<std::pair<std::string, std::string>> {
     return {{"plan.name", spec.name},
@@ -225,7 +205,8 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
     }
     const double duration = o.metrics.duration_s;
     const reports::RunSummary m =
-        reports::summarize(done, LogHistogram{}, dllm_slo, {.num_gpus = 1, .gpu_seconds = duration});
+        reports::summarize(done, LogHistogram{}, ctx.criteria.request_objectives(),
+                           {.num_gpus = 1, .gpu_seconds = duration});
     p.checks = ctx.criteria.check(m, rate);
     // A request the deployment can never run (rejected) is a request not served.
     const double total = static_cast<double>(o.result.requests.size());

@@ -181,6 +181,12 @@ TEST(PlanDllm, PrunesWhatCannotFitAndReproducesWithRun) {
   ASSERT_TRUE(spec.dllm);
   const app::SloCriteria criteria = app::SloCriteria::parse(
       spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
+  // A dLLM scenario has no slo section: the runs are summarized against these.
+  const sim::SloSpec& objectives = criteria.request_objectives();
+  EXPECT_EQ(objectives.ttft, std::optional<Duration>(Duration{30'000'000'000}));
+  EXPECT_FALSE(objectives.tpot.has_value());
+  EXPECT_FALSE(objectives.tbt_p99.has_value());
+  EXPECT_DOUBLE_EQ(objectives.attainment_target, 0.9);
   std::vector<app::PlanConfig> configs = app::expand_plan(spec);
   ASSERT_EQ(configs.size(), 6u);  // 2 GPUs x 3 candidates
   std::vector<ConfigIssue> issues;
