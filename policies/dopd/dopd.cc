@@ -204,6 +204,18 @@ ScalingLimits limits_of(const ParamValues& v) {
   return l;
 }
 
+// The adjustment cadence, scaling limits and load-forecast knobs every forecasting planner (DOPD,
+// Dynamo's SLA planner) reads the same way.
+template <typename Params>
+void read_forecasting_params(const ParamValues& v, Params& p) {
+  p.adjust_every = ticks_per_adjustment(v);
+  p.interval_s = to_seconds(v.get_duration("control_interval")) * static_cast<double>(p.adjust_every);
+  p.limits = limits_of(v);
+  p.initial_isl = v.get_double("initial_isl");
+  p.initial_osl = v.get_double("initial_osl");
+  p.arima_window = static_cast<size_t>(v.get_int("arima_window"));
+}
+
 const ParamSchema& dopd_schema() {
   static const ParamSchema schema = [] {
     ParamSchema s = elastic_schema(Duration{20 * kSecond});
@@ -274,17 +286,12 @@ sim::ClusterLayout make_dopd_layout(const ParamValues& v) {
   };
   if (v.get_bool("elastic")) {
     DopdParams p;
-    p.adjust_every = ticks_per_adjustment(v);
-    p.interval_s = to_seconds(v.get_duration("control_interval")) * static_cast<double>(p.adjust_every);
-    p.limits = limits_of(v);
-    p.initial_isl = v.get_double("initial_isl");
-    p.initial_osl = v.get_double("initial_osl");
+    read_forecasting_params(v, p);
     p.eta = v.get_double("eta");
     p.prefill_utilization = v.get_double("prefill_utilization");
     p.theta_q = v.get_double("theta_q");
     p.theta_u = v.get_double("theta_u");
     p.idle_after = v.get_duration("idle_after");
-    p.arima_window = static_cast<size_t>(v.get_int("arima_window"));
     p.decode_correction = v.get_bool("decode_correction");
     p.released_counts = v.get_bool("released_counts");
     p.scale_down_patience = v.get_int("scale_down_patience");
@@ -333,13 +340,8 @@ const ParamSchema& dyn_sla_schema() {
 sim::ClusterLayout make_dyn_sla_layout(const ParamValues& v) {
   sim::ClusterLayout layout = make_disagg_layout(v);
   DynSlaParams p;
-  p.adjust_every = ticks_per_adjustment(v);
-  p.interval_s = to_seconds(v.get_duration("control_interval")) * static_cast<double>(p.adjust_every);
-  p.limits = limits_of(v);
-  p.initial_isl = v.get_double("initial_isl");
-  p.initial_osl = v.get_double("initial_osl");
+  read_forecasting_params(v, p);
   if (v.get_duration("itl_target").count() > 0) p.itl_target = v.get_duration("itl_target");
-  p.arima_window = static_cast<size_t>(v.get_int("arima_window"));
   sim::ElasticSpec e = elastic_spec(v);
   e.make_controller = [p](const std::vector<sim::InstanceContext>& contexts) {
     return make_dyn_sla_controller(p, first_of(contexts, sim::InstanceRole::kPrefill),
