@@ -30,12 +30,8 @@ namespace fs = std::filesystem;
 using golden::read_file;
 using golden::replace_all;
 using golden::run_command;
+using golden::updating;
 using Json = nlohmann::ordered_json;
-
-bool updating() {
-  const char* v = std::getenv("SERVESIM_UPDATE_GOLDEN");
-  return v && std::string(v) == "1";
-}
 
 std::vector<fs::path> cases(const fs::path& dir, const std::string& ext) {
   std::vector<fs::path> out;

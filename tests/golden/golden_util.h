@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,6 +32,12 @@ inline std::pair<int, std::string> run_command(const std::string& cmd) {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
   const int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// True when SERVESIM_UPDATE_GOLDEN=1: rewrite the expectations instead of comparing.
+inline bool updating() {
+  const char* v = std::getenv("SERVESIM_UPDATE_GOLDEN");
+  return v && std::string(v) == "1";
 }
 
 inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {

@@ -91,7 +91,7 @@ TEST(PlanErrors, BadPlansFailWithTheExpectedMessages) {
                             replace_all(out, fs::path(root.root).lexically_normal().string(), "DATA");
     fs::path expected = f;
     expected.replace_extension(".expected");
-    if (std::getenv("SERVESIM_UPDATE_GOLDEN")) std::ofstream(expected) << got;
+    if (golden::updating()) std::ofstream(expected) << got;
     ASSERT_TRUE(fs::exists(expected)) << "run with SERVESIM_UPDATE_GOLDEN=1 to create it";
     EXPECT_EQ(got, read_file(expected));
   }
