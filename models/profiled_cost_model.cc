@@ -666,21 +666,18 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     diag.sources.push_back("attention_decode: roofline (no table)");
   }
 
-  // All-reduce: vLLM's custom all-reduce where it covers the message, else NCCL. Both come from
-  // the first profile that measured both at this TP when there is one (one harness, so the two
-  // curves meet consistently), else from the first with rows.
+  // All-reduce: vLLM's custom all-reduce where it covers the message, else NCCL. Profiles that
+  // measured vLLM's custom kernel come first (their harness measured NCCL beside it, so the two
+  // curves meet consistently), then the rest in the source order.
   if (d.tp > 1) {
     std::vector<const profiles::Profile*> collective_order = order;
-    const auto has_both = [&](const profiles::Profile* prof) {
-      bool custom = false, nccl = false;
-      for (const profiles::CollectiveRow& r : prof->collective) {
-        if (r.num_gpus != d.tp || r.nodes != 1) continue;
-        custom = custom || r.op == "custom_all_reduce";
-        nccl = nccl || r.op == "all_reduce";
-      }
-      return custom && nccl;
-    };
-    std::stable_partition(collective_order.begin(), collective_order.end(), has_both);
+    std::stable_partition(collective_order.begin(), collective_order.end(),
+                          [](const profiles::Profile* prof) {
+                            return std::any_of(prof->collective.begin(), prof->collective.end(),
+                                               [](const profiles::CollectiveRow& r) {
+                                                 return r.op == "custom_all_reduce";
+                                               });
+                          });
     for (const profiles::Profile* prof : collective_order) {
       std::vector<interp::CurveTable::Row> custom, nccl;
       for (const profiles::CollectiveRow& r : prof->collective) {
@@ -720,15 +717,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     }
     if (custom_ar == nullptr && nccl_ar == nullptr) {
       // No rows at this TP: a profile that measured NCCL on fewer and on more GPUs of one node
-      // gives the curve between them, geometric in the GPU count, at the sizes both measured;
-      // again profiles that measured both kernels first.
-      std::stable_partition(collective_order.begin(), collective_order.end(),
-                            [](const profiles::Profile* prof) {
-                              return std::any_of(prof->collective.begin(), prof->collective.end(),
-                                                 [](const profiles::CollectiveRow& r) {
-                                                   return r.op == "custom_all_reduce";
-                                                 });
-                            });
+      // gives the curve between them, geometric in the GPU count, at the sizes both measured.
       for (const profiles::Profile* prof : collective_order) {
         std::map<int, std::map<int64_t, double>> by_gpus;  // GPU count -> bytes -> seconds
         for (const profiles::CollectiveRow& r : prof->collective) {

@@ -26,9 +26,9 @@
 //     skewed batch is modelled as its average. Cache-hot guard of DecodeTable.
 //   - TP all-reduce (2 per layer): custom_all_reduce rows for tp GPUs when the message
 //     (M * hidden * 2 bytes) is within their range (vLLM's CUDA-graph path), else NCCL
-//     all_reduce rows, else the link roofline of RooflineParams; both from the first profile
-//     that has both at this tp (aiconfigurator's), when one does. A tp without rows (3, 6)
-//     takes the NCCL curve between the nearest measured GPU counts, geometric in the count.
+//     all_reduce rows, else the link roofline of RooflineParams; profiles that measured the custom
+//     kernel (aiconfigurator's) are searched first. A tp without rows (3, 6) takes the NCCL curve
+//     between the nearest measured GPU counts, geometric in the count.
 //   - Norms/elementwise: Vidur elementwise rows for this model and tp (per layer:
 //     input_layernorm + post_attention_layernorm + attn_rope + mlp_act + 2 x add), else the
 //     roofline byte count at the bandwidth fitted to this GPU's GEMM table plus
