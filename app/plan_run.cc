@@ -199,8 +199,9 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
         ctx.root);
     const DllmOutcome o = run_dllm(s, ctx.root, "");
     if (!o.oom.empty()) throw Error("out of memory: " + o.oom);
-    std::vector<sim::RequestRecord> done;
-    for (const sim::RequestRecord& r : dllm_request_records(o.result)) {
+    p.run = make_stored_dllm_run(s, o, extra_params(rate));
+    std::vector<sim::RequestRecord> done;  // the requests it ran (a rejected one has no output)
+    for (const sim::RequestRecord& r : p.run.requests) {
       if (r.output_tokens > 0) done.push_back(r);
     }
     const double duration = o.metrics.duration_s;
@@ -212,8 +213,7 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
     const double total = static_cast<double>(o.result.requests.size());
     p.checks.push_back({"served", total > 0 ? static_cast<double>(done.size()) / total : 1.0, 1.0,
                         true, o.result.rejected == 0, ""});
-    p.fingerprint = fmt::format("{:016x}", o.result.fingerprint);
-    p.run = make_stored_dllm_run(s, o, extra_params(rate));
+    p.fingerprint = p.run.fingerprint;
     if (!spec.store_requests) p.run.requests.clear();
     return m;
   };
