@@ -121,10 +121,10 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
   int64_t good_output_tokens = 0;
 
   int64_t last_arrival = std::numeric_limits<int64_t>::min();
-  for (const sim::RequestRecord& r : requests) last_arrival = std::max(last_arrival, r.arrival_ns);
   for (const sim::RequestRecord& r : requests) {
     check_record(r);
     first_arrival = std::min(first_arrival, r.arrival_ns);
+    last_arrival = std::max(last_arrival, r.arrival_ns);
     last_done = std::max(last_done, r.done_ns);
     input_tokens += r.prompt_tokens;
     output_tokens += r.output_tokens;
