@@ -4,7 +4,8 @@
 //     interpolators the cost model uses; MAPE, p90 and max error per GPU x operator x dtype.
 // (b) Iteration-level checks against published measurements:
 //     - DOPD Table I: prefill time of LLaMa-3.3-70B-FP8 on one H100 for 100..1700 prompt tokens;
-//     - DistServe's fitted A100-80GB latency models (OPT-13B, OPT-66B) over their fitted range;
+//     - DistServe's fitted A100-80GB latency models (OPT-13B, OPT-66B) over the sweep they were
+//       fitted on (app/distserve_check.h);
 //     - whole forward passes of Llama-3.1-8B measured by servesim-profile on an H100.
 #pragma once
 

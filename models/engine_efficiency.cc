@@ -9,17 +9,27 @@
 namespace servesim::models {
 namespace {
 
-constexpr int kClasses = 6;
+constexpr int kClasses = 7;
 
-// Milliseconds of each class in a breakdown, in EngineEfficiency field order.
-std::array<double, kClasses> class_ms(const OperatorTimes& t) {
-  return {to_ms(t.qkv_gemm + t.o_gemm + t.mlp_gemm + t.lm_head), to_ms(t.attention_prefill),
-          to_ms(t.attention_decode),                             to_ms(t.allreduce),
-          to_ms(t.norms_elementwise),                            to_ms(t.overhead)};
+// The share of an iteration's GEMM time that runs compute bound: m / (m + ridge), 0 without a
+// ridge.
+double compute_share(int64_t query_tokens, double ridge_tokens) {
+  if (!(ridge_tokens > 0) || query_tokens <= 0) return 0.0;
+  const double m = static_cast<double>(query_tokens);
+  return m / (m + ridge_tokens);
+}
+
+// Milliseconds of each class in a breakdown, in factors_of() order.
+std::array<double, kClasses> class_ms(const OperatorTimes& t, double compute_share) {
+  const double gemm = to_ms(t.qkv_gemm + t.o_gemm + t.mlp_gemm + t.lm_head);
+  return {gemm * (1 - compute_share), gemm * compute_share,   to_ms(t.attention_prefill),
+          to_ms(t.attention_decode),  to_ms(t.allreduce),      to_ms(t.norms_elementwise),
+          to_ms(t.overhead)};
 }
 
 std::array<double, kClasses> factors_of(const EngineEfficiency& e) {
-  return {e.gemm, e.attention_prefill, e.attention_decode, e.allreduce, e.elementwise, e.overhead};
+  return {e.gemm,      e.gemm_compute, e.attention_prefill, e.attention_decode,
+          e.allreduce, e.elementwise,  e.overhead};
 }
 
 class EngineScaledCostModel : public IterationCostModel {
@@ -36,15 +46,17 @@ class EngineScaledCostModel : public IterationCostModel {
     const auto scale = [](Duration d, double f) {
       return Duration{std::llround(static_cast<double>(d.count()) * f)};
     };
-    t.qkv_gemm = scale(t.qkv_gemm, f_[0]);
-    t.o_gemm = scale(t.o_gemm, f_[0]);
-    t.mlp_gemm = scale(t.mlp_gemm, f_[0]);
-    t.lm_head = scale(t.lm_head, f_[0]);
-    t.attention_prefill = scale(t.attention_prefill, f_[1]);
-    t.attention_decode = scale(t.attention_decode, f_[2]);
-    t.allreduce = scale(t.allreduce, f_[3]);
-    t.norms_elementwise = scale(t.norms_elementwise, f_[4]);
-    t.overhead = scale(t.overhead, f_[5]);
+    const double share = compute_share(shape.total_query_tokens(), e_.gemm_ridge_tokens);
+    const double gemm = f_[0] * (1 - share) + f_[1] * share;
+    t.qkv_gemm = scale(t.qkv_gemm, gemm);
+    t.o_gemm = scale(t.o_gemm, gemm);
+    t.mlp_gemm = scale(t.mlp_gemm, gemm);
+    t.lm_head = scale(t.lm_head, gemm);
+    t.attention_prefill = scale(t.attention_prefill, f_[2]);
+    t.attention_decode = scale(t.attention_decode, f_[3]);
+    t.allreduce = scale(t.allreduce, f_[4]);
+    t.norms_elementwise = scale(t.norms_elementwise, f_[5]);
+    t.overhead = scale(t.overhead, f_[6]);
     return t;
   }
   Duration peak_bound_time(const BatchShape& shape) const override {
@@ -54,7 +66,7 @@ class EngineScaledCostModel : public IterationCostModel {
   std::string describe() const override {
     return inner_->describe() +
            (e_.identity() ? std::string()
-                          : " x engine '" + e_.name + "' efficiency (gemm " + fmt(e_.gemm) +
+                          : " x engine '" + e_.name + "' efficiency (gemm " + gemm_text() +
                                 ", prefill attention " + fmt(e_.attention_prefill) +
                                 ", decode attention " + fmt(e_.attention_decode) + ", all-reduce " +
                                 fmt(e_.allreduce) + ", elementwise " + fmt(e_.elementwise) +
@@ -62,6 +74,11 @@ class EngineScaledCostModel : public IterationCostModel {
   }
 
  private:
+  std::string gemm_text() const {
+    if (!(e_.gemm_ridge_tokens > 0)) return fmt(e_.gemm);
+    return fmt(e_.gemm) + " weight-bound / " + fmt(e_.gemm_compute) + " compute-bound, ridge " +
+           fmt(e_.gemm_ridge_tokens) + " tokens";
+  }
   static std::string fmt(double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -93,22 +110,24 @@ std::unique_ptr<IterationCostModel> scale_by_engine(std::shared_ptr<const Iterat
 }
 
 EngineEfficiency fit_engine_efficiency(const std::vector<EngineSample>& samples,
-                                       const std::string& name, double ridge,
-                                       double min_factor) {
+                                       const std::string& name, double gemm_ridge_tokens,
+                                       double ridge, double min_factor) {
   if (samples.size() < static_cast<size_t>(kClasses)) {
-    throw std::invalid_argument("fitting an engine efficiency needs at least 6 samples");
+    throw std::invalid_argument("fitting an engine efficiency needs at least 7 samples");
   }
+  if (gemm_ridge_tokens < 0) throw std::invalid_argument("gemm_ridge_tokens must be >= 0");
   const auto n = static_cast<Eigen::Index>(samples.size());
   Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n + kClasses, kClasses);
   Eigen::VectorXd b = Eigen::VectorXd::Zero(n + kClasses);
   for (size_t i = 0; i < samples.size(); ++i) {
     if (!(samples[i].reference_ms > 0)) throw std::invalid_argument("reference times must be > 0");
-    const auto ms = class_ms(samples[i].breakdown);
+    const auto ms = class_ms(samples[i].breakdown,
+                             compute_share(samples[i].query_tokens, gemm_ridge_tokens));
     for (int k = 0; k < kClasses; ++k) a(static_cast<Eigen::Index>(i), k) = ms[k] / samples[i].reference_ms;
     b(static_cast<Eigen::Index>(i)) = 1.0;
   }
   // Classes absent from every sample keep factor 1; a class fitted below min_factor is pinned there.
-  std::array<double, kClasses> f{1, 1, 1, 1, 1, 1};
+  std::array<double, kClasses> f{1, 1, 1, 1, 1, 1, 1};
   std::array<bool, kClasses> free{};
   for (int k = 0; k < kClasses; ++k) free[k] = a.col(k).head(n).cwiseAbs().sum() > 1e-9;
   // The ridge rows: sqrt(ridge * samples) * (factor - 1) = 0.
@@ -145,11 +164,13 @@ EngineEfficiency fit_engine_efficiency(const std::vector<EngineSample>& samples,
   EngineEfficiency e;
   e.name = name;
   e.gemm = f[0];
-  e.attention_prefill = f[1];
-  e.attention_decode = f[2];
-  e.allreduce = f[3];
-  e.elementwise = f[4];
-  e.overhead = f[5];
+  e.gemm_compute = gemm_ridge_tokens > 0 ? f[1] : f[0];
+  e.gemm_ridge_tokens = gemm_ridge_tokens;
+  e.attention_prefill = f[2];
+  e.attention_decode = f[3];
+  e.allreduce = f[4];
+  e.elementwise = f[5];
+  e.overhead = f[6];
   return e;
 }
 

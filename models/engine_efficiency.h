@@ -23,7 +23,13 @@ namespace servesim::models {
 
 struct EngineEfficiency {
   std::string name = "vllm";  // the engine the factors describe
-  double gemm = 1;            // QKV, output, MLP and LM-head GEMMs
+  // QKV, output, MLP and LM-head GEMMs. An engine's GEMM kernels can trail (or lead) vLLM's by
+  // different amounts when weight-streaming bound (few tokens) and when compute bound (many):
+  // the factor is gemm + (gemm_compute - gemm) * m / (m + gemm_ridge_tokens) for an iteration
+  // of m query tokens. gemm_ridge_tokens = 0 applies `gemm` at every m.
+  double gemm = 1;
+  double gemm_compute = 1;
+  double gemm_ridge_tokens = 0;  // the GPU's FLOP/s over its bytes/s per weight element
   double attention_prefill = 1;
   double attention_decode = 1;
   double allreduce = 1;
@@ -38,12 +44,15 @@ std::unique_ptr<IterationCostModel> scale_by_engine(std::shared_ptr<const Iterat
 
 struct EngineSample {
   OperatorTimes breakdown;   // the calibrated model's prediction for the shape
+  int64_t query_tokens = 0;  // the shape's total_query_tokens()
   double reference_ms = 0;   // the engine's measured (or fitted) time for the same shape
 };
 
-// REQUIRES: at least 6 samples with reference_ms > 0.
+// Fits every factor; gemm and gemm_compute separately when gemm_ridge_tokens > 0, else one GEMM
+// factor (gemm_compute = gemm).
+// REQUIRES: at least 7 samples with reference_ms > 0.
 EngineEfficiency fit_engine_efficiency(const std::vector<EngineSample>& samples,
-                                       const std::string& name, double ridge = 0.01,
-                                       double min_factor = 0.2);
+                                       const std::string& name, double gemm_ridge_tokens = 0,
+                                       double ridge = 0.01, double min_factor = 0.2);
 
 }  // namespace servesim::models
