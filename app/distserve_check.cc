@@ -12,6 +12,7 @@
 
 #include <Eigen/Dense>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "models/engine_efficiency.h"
@@ -312,48 +313,107 @@ int print_case(const std::string& title, const Case& c, const models::IterationC
 
 }  // namespace
 
+namespace {
+
+std::string case_name(const Case& c) { return fmt::format("{} tp {}", c.model, c.tp); }
+
+// DistServe's engine efficiency relative to servesim's tables, fitted on the check points of
+// every published-sweep case except `held_out` (none: all of them), minimising the largest
+// relative error.
+models::EngineEfficiency fit_engine(const std::vector<Case>& cases, const Case* held_out,
+                                    double gemm_ridge_tokens) {
+  std::vector<models::EngineSample> samples;
+  for (const Case& c : cases) {
+    if (!c.limit_from_sweep || &c == held_out) continue;
+    for (const CheckPoint& p : c.points) {
+      const models::BatchShape shape = p.shape();
+      samples.push_back({c.cost->breakdown(shape), shape.total_query_tokens(), p.on(c.reference)});
+    }
+  }
+  models::EngineFitOptions options;
+  options.gemm_ridge_tokens = gemm_ridge_tokens;
+  options.minimax_rounds = 20;
+  return models::fit_engine_efficiency(samples, "distserve", options);
+}
+
+std::string describe_engine(const models::EngineEfficiency& e) {
+  return fmt::format(
+      "gemm x{:.2f} weight-bound, x{:.2f} compute-bound (ridge {:.0f} tokens), prefill attention "
+      "x{:.2f}, decode attention x{:.2f}, all-reduce x{:.2f}, elementwise x{:.2f}, overhead "
+      "x{:.2f}",
+      e.gemm, e.gemm_compute, e.gemm_ridge_tokens, e.attention_prefill, e.attention_decode,
+      e.allreduce, e.elementwise, e.overhead);
+}
+
+// Leave one case out: each published-sweep case predicted with the engine efficiency fitted on
+// the others. Reported: it shows how far the efficiency carries to a model or TP degree it never
+// saw.
+void print_cross_validation(const std::vector<Case>& cases, double gemm_ridge_tokens,
+                            double bound, std::ostream& out) {
+  out << "DistServe engine efficiency, leave one model out (each case predicted with the "
+         "efficiency fitted on the other cases; reported):\n";
+  out << fmt::format("  {:<12} {:>6} {:>7} {:>7} {:>8}\n", "case", "points", "MAPE%", "max%",
+                     fmt::format("> {:.0f}%", bound * 100));
+  for (const Case& c : cases) {
+    if (!c.limit_from_sweep) continue;
+    const auto scaled = models::scale_by_engine(c.cost, fit_engine(cases, &c, gemm_ridge_tokens));
+    double sum = 0, worst = 0;
+    int beyond = 0;
+    for (const CheckPoint& p : c.points) {
+      const double ref = p.on(c.reference);
+      const double err = std::fabs(predict_ms(*scaled, p.shape()) - ref) / ref;
+      sum += err;
+      worst = std::max(worst, err);
+      beyond += err > bound ? 1 : 0;
+    }
+    out << fmt::format("  {:<12} {:>6} {:>7.1f} {:>7.1f} {:>8}\n", case_name(c), c.points.size(),
+                       sum / std::max<double>(1, static_cast<double>(c.points.size())) * 100,
+                       worst * 100, beyond);
+  }
+  out << "\n";
+}
+
+}  // namespace
+
 int distserve_report(const scenarios::DataRoot& root, double bound, std::ostream& out) {
   const fs::path dir = fs::path(root.root) / "profiles/distserve";
   const ProfilingSweep sweep = read_sweep(dir / "profiling_sweep.json");
   const std::vector<Case> cases = read_cases(root, sweep);
   out << "DistServe latency models (A100-80GB). Point by point: servesim's prediction of the "
          "shape; fit against fit: servesim's predictions over DistServe's profiling sweep, "
-         "fitted by DistServe's procedure. The bound applies point by point, to the models in "
-         "the published sweep.\n\n";
+         "fitted by DistServe's procedure. The bound applies point by point to the "
+         "engine-scaled predictions of the models in the published sweep.\n\n";
   // DistServe runs its own kernels: the vLLM-calibrated tables are first compared as they are,
-  // then scaled by an engine efficiency fitted on OPT-13B (every TP degree) and checked on
-  // OPT-66B, which the efficiency fit never saw.
-  std::vector<models::EngineSample> fit_set;
+  // then scaled by one engine efficiency (7 factors) fitted on every published-sweep case.
   for (const Case& c : cases) {
-    print_case(fmt::format("DistServe latency model: {} tp {}, vLLM-calibrated tables as they "
-                           "are (reported)",
-                           c.model, c.tp),
+    print_case(fmt::format("DistServe latency model: {}, vLLM-calibrated tables as they are "
+                           "(reported)",
+                           case_name(c)),
                c, *c.cost, sweep, bound, false, out);
-    if (c.model != "opt-13b") continue;
-    for (const CheckPoint& p : c.points) {
-      const models::BatchShape shape = p.shape();
-      fit_set.push_back({c.cost->breakdown(shape), shape.total_query_tokens(), p.on(c.reference)});
-    }
   }
-  if (fit_set.empty()) return 0;
   // GEMMs turn compute bound near m = peak FLOP/s / (bytes/s per bf16 weight element).
   const models::GpuSpec& a100 = scenarios::Catalogs::get(root).gpus.get("a100_80gb_sxm");
-  const models::EngineEfficiency engine = models::fit_engine_efficiency(
-      fit_set, "distserve", a100.bf16_flops_per_s / a100.mem_bw_bytes_per_s);
+  const double ridge_tokens = a100.bf16_flops_per_s / a100.mem_bw_bytes_per_s;
+  const models::EngineEfficiency engine = fit_engine(cases, nullptr, ridge_tokens);
+  std::vector<std::string> fitted;
+  size_t fit_points = 0;
+  for (const Case& c : cases) {
+    if (!c.limit_from_sweep) continue;
+    fitted.push_back(case_name(c));
+    fit_points += c.points.size();
+  }
   out << fmt::format(
-      "DistServe engine efficiency fitted on OPT-13B (tp 1/2/4, {} points): gemm x{:.2f} "
-      "weight-bound, x{:.2f} compute-bound (ridge {:.0f} tokens), prefill attention x{:.2f}, "
-      "decode attention x{:.2f}, all-reduce x{:.2f}, elementwise x{:.2f}, overhead x{:.2f}\n\n",
-      fit_set.size(), engine.gemm, engine.gemm_compute, engine.gemm_ridge_tokens,
-      engine.attention_prefill, engine.attention_decode, engine.allreduce, engine.elementwise,
-      engine.overhead);
+      "DistServe engine efficiency fitted on {} ({} points), minimising the largest relative "
+      "error: {}\n\n",
+      fmt::join(fitted, ", "), fit_points, describe_engine(engine));
+  print_cross_validation(cases, ridge_tokens, bound, out);
   int failed = 0;
   for (const Case& c : cases) {
     const auto scaled = models::scale_by_engine(c.cost, engine);
     failed += print_case(
-        fmt::format("DistServe latency model: {} tp {}, x DistServe engine efficiency ({}){}",
-                    c.model, c.tp, c.model == "opt-13b" ? "fitted here" : "held out",
-                    c.limit_from_sweep ? "" : " (reported: not in the published sweep)"),
+        fmt::format("DistServe latency model: {}, x DistServe engine efficiency ({})",
+                    case_name(c),
+                    c.limit_from_sweep ? "fitted" : "held out; reported: not in the published sweep"),
         c, *scaled, sweep, bound, c.limit_from_sweep, out);
   }
   return failed;

@@ -12,6 +12,11 @@
 //     token counts (cuBLAS tile and wave quantization); DistServe's three-term fits smooth those
 //     steps out of its measurements, and fitting servesim's predictions smooths them out of
 //     servesim's the same way.
+// DistServe runs its own kernels, not the vLLM ones servesim's tables measured: servesim's
+// predictions are scaled by one engine efficiency (7 per-class factors) fitted on every model in
+// the published sweep, minimising the largest relative error; each model is also predicted with
+// the efficiency fitted on the others (leave one model out), reported. The bound applies point by
+// point to the scaled predictions of the models in the published sweep.
 #pragma once
 
 #include <array>

@@ -1,5 +1,6 @@
 #include "models/engine_efficiency.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
@@ -109,46 +110,37 @@ std::unique_ptr<IterationCostModel> scale_by_engine(std::shared_ptr<const Iterat
   return std::make_unique<EngineScaledCostModel>(std::move(inner), efficiency);
 }
 
-EngineEfficiency fit_engine_efficiency(const std::vector<EngineSample>& samples,
-                                       const std::string& name, double gemm_ridge_tokens,
-                                       double ridge, double min_factor) {
-  if (samples.size() < static_cast<size_t>(kClasses)) {
-    throw std::invalid_argument("fitting an engine efficiency needs at least 7 samples");
-  }
-  if (gemm_ridge_tokens < 0) throw std::invalid_argument("gemm_ridge_tokens must be >= 0");
-  const auto n = static_cast<Eigen::Index>(samples.size());
-  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n + kClasses, kClasses);
-  Eigen::VectorXd b = Eigen::VectorXd::Zero(n + kClasses);
-  for (size_t i = 0; i < samples.size(); ++i) {
-    if (!(samples[i].reference_ms > 0)) throw std::invalid_argument("reference times must be > 0");
-    const auto ms = class_ms(samples[i].breakdown,
-                             compute_share(samples[i].query_tokens, gemm_ridge_tokens));
-    for (int k = 0; k < kClasses; ++k) a(static_cast<Eigen::Index>(i), k) = ms[k] / samples[i].reference_ms;
-    b(static_cast<Eigen::Index>(i)) = 1.0;
+namespace {
+
+// One weighted least-squares fit of the factors: rows 0..n-1 of `a` are the samples (class ms /
+// reference, target 1), scaled by sqrt(weight); the last kClasses rows pull each factor toward 1.
+std::array<double, kClasses> solve_factors(const Eigen::MatrixXd& a, const Eigen::VectorXd& b,
+                                           const Eigen::VectorXd& weight, double min_factor) {
+  const Eigen::Index n = weight.size();
+  Eigen::MatrixXd aw = a;
+  Eigen::VectorXd bw = b;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double s = std::sqrt(weight(i));
+    aw.row(i) *= s;
+    bw(i) *= s;
   }
   // Classes absent from every sample keep factor 1; a class fitted below min_factor is pinned there.
   std::array<double, kClasses> f{1, 1, 1, 1, 1, 1, 1};
   std::array<bool, kClasses> free{};
   for (int k = 0; k < kClasses; ++k) free[k] = a.col(k).head(n).cwiseAbs().sum() > 1e-9;
-  // The ridge rows: sqrt(ridge * samples) * (factor - 1) = 0.
-  const double w = std::sqrt(ridge * static_cast<double>(n));
-  for (int k = 0; k < kClasses; ++k) {
-    a(n + k, k) = w;
-    b(n + k) = w;
-  }
   for (int round = 0; round < kClasses; ++round) {
     std::vector<int> cols;
-    Eigen::VectorXd rhs = b;
+    Eigen::VectorXd rhs = bw;
     for (int k = 0; k < kClasses; ++k) {
       if (free[k]) {
         cols.push_back(k);
       } else {
-        rhs -= a.col(k) * f[k];
+        rhs -= aw.col(k) * f[k];
       }
     }
     if (cols.empty()) break;
-    Eigen::MatrixXd sub(a.rows(), static_cast<Eigen::Index>(cols.size()));
-    for (size_t j = 0; j < cols.size(); ++j) sub.col(static_cast<Eigen::Index>(j)) = a.col(cols[j]);
+    Eigen::MatrixXd sub(aw.rows(), static_cast<Eigen::Index>(cols.size()));
+    for (size_t j = 0; j < cols.size(); ++j) sub.col(static_cast<Eigen::Index>(j)) = aw.col(cols[j]);
     const Eigen::VectorXd x = sub.colPivHouseholderQr().solve(rhs);
     bool pinned = false;
     for (size_t j = 0; j < cols.size(); ++j) {
@@ -161,11 +153,50 @@ EngineEfficiency fit_engine_efficiency(const std::vector<EngineSample>& samples,
     }
     if (!pinned) break;
   }
+  return f;
+}
+
+}  // namespace
+
+EngineEfficiency fit_engine_efficiency(const std::vector<EngineSample>& samples,
+                                       const std::string& name, const EngineFitOptions& options) {
+  if (samples.size() < static_cast<size_t>(kClasses)) {
+    throw std::invalid_argument("fitting an engine efficiency needs at least 7 samples");
+  }
+  if (options.gemm_ridge_tokens < 0) throw std::invalid_argument("gemm_ridge_tokens must be >= 0");
+  const auto n = static_cast<Eigen::Index>(samples.size());
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n + kClasses, kClasses);
+  Eigen::VectorXd b = Eigen::VectorXd::Zero(n + kClasses);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (!(samples[i].reference_ms > 0)) throw std::invalid_argument("reference times must be > 0");
+    const auto ms = class_ms(samples[i].breakdown,
+                             compute_share(samples[i].query_tokens, options.gemm_ridge_tokens));
+    for (int k = 0; k < kClasses; ++k) a(static_cast<Eigen::Index>(i), k) = ms[k] / samples[i].reference_ms;
+    b(static_cast<Eigen::Index>(i)) = 1.0;
+  }
+  // The ridge rows: sqrt(ridge * samples) * (factor - 1) = 0.
+  const double w = std::sqrt(options.ridge * static_cast<double>(n));
+  for (int k = 0; k < kClasses; ++k) {
+    a(n + k, k) = w;
+    b(n + k) = w;
+  }
+  Eigen::VectorXd weight = Eigen::VectorXd::Ones(n);
+  std::array<double, kClasses> f = solve_factors(a, b, weight, options.min_factor);
+  for (int round = 0; round < options.minimax_rounds; ++round) {
+    // Lawson: weight_i *= |relative error_i|, normalised to mean 1.
+    for (Eigen::Index i = 0; i < n; ++i) {
+      double predicted = 0;
+      for (int k = 0; k < kClasses; ++k) predicted += a(i, k) * f[k];
+      weight(i) *= std::max(std::fabs(predicted - 1), 1e-12);
+    }
+    weight *= static_cast<double>(n) / weight.sum();
+    f = solve_factors(a, b, weight, options.min_factor);
+  }
   EngineEfficiency e;
   e.name = name;
   e.gemm = f[0];
-  e.gemm_compute = gemm_ridge_tokens > 0 ? f[1] : f[0];
-  e.gemm_ridge_tokens = gemm_ridge_tokens;
+  e.gemm_compute = options.gemm_ridge_tokens > 0 ? f[1] : f[0];
+  e.gemm_ridge_tokens = options.gemm_ridge_tokens;
   e.attention_prefill = f[2];
   e.attention_decode = f[3];
   e.allreduce = f[4];

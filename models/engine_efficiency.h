@@ -10,7 +10,8 @@
 //   squares in the factors, weighted by 1/reference) plus ridge x sum of (factor - 1)^2 per
 //   sample: without a pull toward 1, classes that move together (elementwise and overhead,
 //   all-reduce and GEMMs) trade off into unphysical values. Factors are kept >= min_factor by
-//   fixing a class that comes out below it and refitting the others. Deterministic.
+//   fixing a class that comes out below it and refitting the others. With minimax_rounds, the
+//   samples are reweighted (Lawson) toward the largest relative error. Deterministic.
 #pragma once
 
 #include <memory>
@@ -48,11 +49,21 @@ struct EngineSample {
   double reference_ms = 0;   // the engine's measured (or fitted) time for the same shape
 };
 
-// Fits every factor; gemm and gemm_compute separately when gemm_ridge_tokens > 0, else one GEMM
-// factor (gemm_compute = gemm).
+struct EngineFitOptions {
+  // > 0: fit gemm and gemm_compute separately, blended at this many query tokens; 0: one GEMM
+  // factor (gemm_compute = gemm).
+  double gemm_ridge_tokens = 0;
+  double ridge = 0.01;       // pull of each factor toward 1, per sample
+  double min_factor = 0.2;   // no factor below this
+  // 0: least squares on the relative errors. > 0: that many Lawson reweighting rounds, each
+  // weighting a sample by its relative error so far, which approaches the factors minimising the
+  // largest relative error (the criterion of a per-point error bound).
+  int minimax_rounds = 0;
+};
+
 // REQUIRES: at least 7 samples with reference_ms > 0.
 EngineEfficiency fit_engine_efficiency(const std::vector<EngineSample>& samples,
-                                       const std::string& name, double gemm_ridge_tokens = 0,
-                                       double ridge = 0.01, double min_factor = 0.2);
+                                       const std::string& name,
+                                       const EngineFitOptions& options = {});
 
 }  // namespace servesim::models

@@ -2,6 +2,7 @@
 // back from reference times.
 #include "models/engine_efficiency.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -99,7 +100,7 @@ TEST(EngineEfficiency, FitRecoversKnownFactors) {
     }
   }
   // A vanishing ridge: the exact factors are the least-squares optimum.
-  const EngineEfficiency fit = fit_engine_efficiency(samples, "test", 150, /*ridge=*/1e-9);
+  const EngineEfficiency fit = fit_engine_efficiency(samples, "test", {.gemm_ridge_tokens = 150, .ridge = 1e-9});
   EXPECT_NEAR(fit.gemm, truth.gemm, 1e-3);
   EXPECT_NEAR(fit.gemm_compute, truth.gemm_compute, 1e-3);
   EXPECT_NEAR(fit.attention_prefill, truth.attention_prefill, 1e-3);
@@ -112,6 +113,36 @@ TEST(EngineEfficiency, FitRecoversKnownFactors) {
   const EngineEfficiency single = fit_engine_efficiency(samples, "test");
   EXPECT_EQ(single.gemm_compute, single.gemm);
   EXPECT_EQ(single.gemm_ridge_tokens, 0);
+}
+
+TEST(EngineEfficiency, MinimaxRoundsLowerTheLargestError) {
+  const auto inner = std::make_shared<SyntheticBreakdown>();
+  std::vector<BatchShape> shapes;
+  std::vector<EngineSample> samples;
+  for (int64_t m : {1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096}) {
+    shapes.push_back(tokens(m));
+    shapes.push_back(BatchShape{std::vector<Segment>(static_cast<size_t>(m), {1, 512, 1})});
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    // References a few percent off the unscaled model, alternating in sign, one far off.
+    const double off = i == 7 ? 1.25 : (i % 2 == 0 ? 1.04 : 0.97);
+    samples.push_back({inner->breakdown(shapes[i]), shapes[i].total_query_tokens(),
+                       to_ms(inner->iteration_time(shapes[i])) * off});
+  }
+  const auto largest_error = [&](const EngineEfficiency& e) {
+    const auto scaled = scale_by_engine(inner, e);
+    double worst = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      worst = std::max(worst,
+                       std::fabs(to_ms(scaled->iteration_time(shapes[i])) / samples[i].reference_ms - 1));
+    }
+    return worst;
+  };
+  const EngineEfficiency least_squares =
+      fit_engine_efficiency(samples, "ls", {.gemm_ridge_tokens = 150});
+  const EngineEfficiency minimax =
+      fit_engine_efficiency(samples, "mm", {.gemm_ridge_tokens = 150, .minimax_rounds = 20});
+  EXPECT_LT(largest_error(minimax), largest_error(least_squares) - 0.01);
 }
 
 TEST(EngineEfficiency, RejectsTooFewSamplesAndBadFactors) {
