@@ -51,17 +51,10 @@ BatchShape tokens(int64_t m) {
 }
 
 TEST(EngineEfficiency, ScalesEachClassAndBlendsGemmByTokenCount) {
-  EngineEfficiency e;
-  e.gemm = 0.5;
-  e.gemm_compute = 1.5;
-  e.gemm_ridge_tokens = 100;
-  e.attention_prefill = 2;
-  e.attention_decode = 1;
-  e.allreduce = 1;
-  e.elementwise = 1;
-  e.overhead = 1;
-  const auto scaled = scale_by_engine(std::make_shared<SyntheticBreakdown>(), e);
+  EngineEfficiency e{.gemm = 0.5, .gemm_compute = 1.5, .gemm_ridge_tokens = 100,
+                     .attention_prefill = 2};
   const auto inner = std::make_shared<SyntheticBreakdown>();
+  const auto scaled = scale_by_engine(inner, e);
   // m = 100: half the GEMM time at each factor (x1.0); prefill attention x2, the rest x1.
   const OperatorTimes base = inner->breakdown(tokens(100));
   EXPECT_NEAR(to_ms(scaled->iteration_time(tokens(100))),
@@ -77,15 +70,14 @@ TEST(EngineEfficiency, ScalesEachClassAndBlendsGemmByTokenCount) {
 }
 
 TEST(EngineEfficiency, FitRecoversKnownFactors) {
-  EngineEfficiency truth;
-  truth.gemm = 0.9;
-  truth.gemm_compute = 1.3;
-  truth.gemm_ridge_tokens = 150;
-  truth.attention_prefill = 1.1;
-  truth.attention_decode = 1.2;
-  truth.allreduce = 1.4;
-  truth.elementwise = 1.0;
-  truth.overhead = 0.8;
+  const EngineEfficiency truth{.gemm = 0.9,
+                               .gemm_compute = 1.3,
+                               .gemm_ridge_tokens = 150,
+                               .attention_prefill = 1.1,
+                               .attention_decode = 1.2,
+                               .allreduce = 1.4,
+                               .elementwise = 1.0,
+                               .overhead = 0.8};
   const auto inner = std::make_shared<SyntheticBreakdown>();
   const auto scaled = scale_by_engine(inner, truth);
   std::vector<EngineSample> samples;
