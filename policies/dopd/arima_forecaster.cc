@@ -101,6 +101,34 @@ ArimaFit fit_arima(const std::vector<double>& y, int p, int d, int q) {
   return f;
 }
 
+namespace {
+
+// Whether every root of z^k + c_1 z^(k-1) + ... + c_k lies strictly inside the unit circle: the
+// eigenvalues of its companion matrix.
+bool roots_inside_unit_circle(const std::vector<double>& c) {
+  const auto k = static_cast<Eigen::Index>(c.size());
+  if (k == 0) return true;
+  Eigen::MatrixXd companion = Eigen::MatrixXd::Zero(k, k);
+  for (Eigen::Index j = 0; j < k; ++j) companion(0, j) = -c[static_cast<size_t>(j)];
+  for (Eigen::Index i = 1; i < k; ++i) companion(i, i - 1) = 1.0;
+  const Eigen::VectorXcd roots = companion.eigenvalues();
+  for (Eigen::Index i = 0; i < k; ++i) {
+    if (!(std::abs(roots(i)) < 1.0)) return false;
+  }
+  return true;
+}
+
+// Stationary AR part (z_t = sum a_i z_{t-i} + ...: roots of z^p - a_1 z^(p-1) - ... - a_p inside
+// the unit circle) and invertible MA part (roots of z^q + m_1 z^(q-1) + ... + m_q inside), as
+// auto-ARIMA requires of the orders it considers.
+bool stationary_and_invertible(const ArimaFit& f) {
+  std::vector<double> ar(f.ar.size());
+  for (size_t i = 0; i < f.ar.size(); ++i) ar[i] = -f.ar[i];
+  return roots_inside_unit_circle(ar) && roots_inside_unit_circle(f.ma);
+}
+
+}  // namespace
+
 ArimaFit select_arima(const std::vector<double>& y, const ArimaOptions& options) {
   if (y.size() < 2) throw std::invalid_argument("select_arima: need at least two points");
   int d = 0;
@@ -117,7 +145,7 @@ ArimaFit select_arima(const std::vector<double>& y, const ArimaOptions& options)
   for (int p = 0; p <= options.max_p; ++p) {
     for (int q = 0; q <= options.max_q; ++q) {
       const ArimaFit f = fit_arima(y, p, d, q);
-      if (f.valid && f.aic < best.aic) best = f;
+      if (f.valid && stationary_and_invertible(f) && f.aic < best.aic) best = f;
     }
   }
   return best;

@@ -8,7 +8,9 @@
 // - Fitting: d is chosen by a unit-root check (an AR(1) fitted to the window with a constant has a
 //   coefficient >= unit_root_threshold: difference once, up to max_d); then every (p, q) with
 //   p <= max_p, q <= max_q is fitted by Hannan-Rissanen least squares (q > 0: residuals of a long
-//   AR stand in for the innovations) and the order with the smallest AIC per observation wins.
+//   AR stand in for the innovations) and the order with the smallest AIC per observation wins,
+//   among the fits whose AR part is stationary and MA part invertible (as auto-ARIMA): an
+//   explosive fit on a short noisy window would forecast far outside anything observed.
 // - Deterministic; no randomness, no global state.
 #pragma once
 
