@@ -13,10 +13,10 @@
 #include <Eigen/Dense>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "models/engine_efficiency.h"
 #include "scenarios/cost_models.h"
+#include "scenarios/json_reader.h"
 #include "sim/core/error.h"
 
 namespace servesim::app {
@@ -27,10 +27,18 @@ double DistServeLatencyModel::prefill_ms(int64_t batch, int64_t len) const {
   return prefill[0] + prefill[1] * b * l + prefill[2] * b * l * l;
 }
 
-double DistServeLatencyModel::decode_ms(int64_t batch, int64_t context) const {
-  const auto& c = batch < threshold ? decode_small : decode_large;
+namespace {
+
+// One decode piece a + b * sum(context) + c * batch.
+double decode_piece_ms(const std::array<double, 3>& c, int64_t batch, int64_t context) {
   const double b = static_cast<double>(batch);
   return c[0] + c[1] * b * static_cast<double>(context) + c[2] * b;
+}
+
+}  // namespace
+
+double DistServeLatencyModel::decode_ms(int64_t batch, int64_t context) const {
+  return decode_piece_ms(batch < threshold ? decode_small : decode_large, batch, context);
 }
 
 namespace {
@@ -90,11 +98,9 @@ struct ProfilingSweep {
 };
 
 ProfilingSweep read_sweep(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw InputError(file.string(), 0, "cannot open DistServe's profiling sweep");
+  const scenarios::Json doc = scenarios::read_json_file(file.string(), "DistServe's profiling sweep");
   ProfilingSweep sweep;
   try {
-    const nlohmann::json doc = nlohmann::json::parse(in);
     sweep.batch_sizes = doc.at("batch_sizes").get<std::vector<int64_t>>();
     sweep.input_lens = doc.at("input_lens").get<std::vector<int64_t>>();
     for (const auto& [model, by_tp] : doc.at("token_limits").items()) {
@@ -132,7 +138,7 @@ std::map<std::pair<std::string, int>, int64_t> read_kv_capacity(const fs::path& 
   return out;
 }
 
-DistServeLatencyModel read_model(const nlohmann::json& coef) {
+DistServeLatencyModel read_model(const scenarios::Json& coef) {
   DistServeLatencyModel m;
   m.prefill = coef.at("prefill").get<std::array<double, 3>>();
   m.decode_small = coef.at("decoding_smallbs").get<std::array<double, 3>>();
@@ -175,7 +181,6 @@ struct CheckPoint {
 };
 
 struct Case {
-  std::string upstream;  // DistServe's model name
   std::string model;     // servesim catalog key
   int tp = 1;
   DistServeLatencyModel reference;
@@ -191,9 +196,7 @@ struct Case {
 std::vector<Case> read_cases(const scenarios::DataRoot& root, const ProfilingSweep& sweep) {
   const fs::path dir = fs::path(root.root) / "profiles/distserve";
   const fs::path file = dir / "profiler-a100-80g.distserve.json";
-  std::ifstream in(file);
-  if (!in) throw InputError(file.string(), 0, "cannot open the DistServe latency models");
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  const scenarios::Json doc = scenarios::read_json_file(file.string(), "the DistServe latency models");
   const auto capacity = read_kv_capacity(dir / "max_num_tokens.csv");
   const auto& cat = scenarios::Catalogs::get(root);
   const std::pair<const char*, const char*> models_checked[] = {{"facebook/opt-13b", "opt-13b"},
@@ -203,7 +206,6 @@ std::vector<Case> read_cases(const scenarios::DataRoot& root, const ProfilingSwe
     if (!doc.contains(upstream)) continue;
     for (const auto& [tp, coef] : doc[upstream].items()) {
       Case c;
-      c.upstream = upstream;
       c.model = key;
       c.tp = std::stoi(tp);
       const models::ModelSpec& spec = cat.models.get(key);
@@ -273,10 +275,25 @@ std::string range_note(const Case& c) {
 // Where DistServe's two decode pieces meet (batch = threshold, context 1024), how far apart they
 // are: a large gap means the fit itself is uncertain there.
 double decode_piece_gap(const DistServeLatencyModel& m) {
-  const double b = static_cast<double>(m.threshold);
-  const auto at = [&](const std::array<double, 3>& c) { return c[0] + c[1] * b * 1024 + c[2] * b; };
-  return (at(m.decode_large) - at(m.decode_small)) / at(m.decode_small);
+  const double small = decode_piece_ms(m.decode_small, m.threshold, 1024);
+  return (decode_piece_ms(m.decode_large, m.threshold, 1024) - small) / small;
 }
+
+// Relative errors of a case's points: their mean absolute value, largest, and count beyond a bound.
+struct ErrorTally {
+  int64_t n = 0;
+  double sum = 0, worst = 0;
+  int beyond = 0;
+
+  void add(double relative_error, double bound) {
+    const double e = std::fabs(relative_error);
+    ++n;
+    sum += e;
+    worst = std::max(worst, e);
+    beyond += e > bound ? 1 : 0;
+  }
+  double mape_pct() const { return n == 0 ? 0.0 : sum / static_cast<double>(n) * 100; }
+};
 
 // Prints one case; returns the number of points beyond `bound` (when bounded).
 int print_case(const std::string& title, const Case& c, const models::IterationCostModel& m,
@@ -287,33 +304,26 @@ int print_case(const std::string& title, const Case& c, const models::IterationC
                      decode_piece_gap(c.reference) * 100);
   out << fmt::format("  {:<22} {:>12} {:>11} {:>8} {:>15} {:>8}  {}\n", "point", "DistServe ms",
                      "servesim ms", "error", "servesim fit ms", "error", "verdict");
-  int beyond_points = 0, beyond_fit = 0;
-  double sum_points = 0, sum_fit = 0;
+  ErrorTally points, fits;
   for (const CheckPoint& p : c.points) {
     const double ref = p.on(c.reference);
-    const double point_err = (predict_ms(m, p.shape()) - ref) / ref;
+    const double predicted = predict_ms(m, p.shape());
+    const double point_err = (predicted - ref) / ref;
     const double fit_err = (p.on(servesim_fit) - ref) / ref;
-    beyond_points += std::fabs(point_err) > bound ? 1 : 0;
-    beyond_fit += std::fabs(fit_err) > bound ? 1 : 0;
-    sum_points += std::fabs(point_err);
-    sum_fit += std::fabs(fit_err);
+    points.add(point_err, bound);
+    fits.add(fit_err, bound);
     out << fmt::format("  {:<22} {:>12.2f} {:>11.2f} {:>+7.1f}% {:>15.2f} {:>+7.1f}%  {}\n",
-                       p.label(), ref, predict_ms(m, p.shape()), point_err * 100,
-                       p.on(servesim_fit), fit_err * 100,
+                       p.label(), ref, predicted, point_err * 100, p.on(servesim_fit),
+                       fit_err * 100,
                        !bounded ? "reported" : std::fabs(point_err) <= bound ? "ok" : "FAIL");
   }
-  const double n = std::max<double>(1, static_cast<double>(c.points.size()));
   out << fmt::format(
       "  {} points: servesim MAPE {:.1f} %, {} beyond {:.0f} %; servesim fit MAPE {:.1f} %, {} "
       "beyond {:.0f} %\n\n",
-      c.points.size(), sum_points / n * 100, beyond_points, bound * 100, sum_fit / n * 100,
-      beyond_fit, bound * 100);
-  return bounded ? beyond_points : 0;
+      c.points.size(), points.mape_pct(), points.beyond, bound * 100, fits.mape_pct(), fits.beyond,
+      bound * 100);
+  return bounded ? points.beyond : 0;
 }
-
-}  // namespace
-
-namespace {
 
 std::string case_name(const Case& c) { return fmt::format("{} tp {}", c.model, c.tp); }
 
@@ -336,15 +346,6 @@ models::EngineEfficiency fit_engine(const std::vector<Case>& cases, const Case* 
   return models::fit_engine_efficiency(samples, "distserve", options);
 }
 
-std::string describe_engine(const models::EngineEfficiency& e) {
-  return fmt::format(
-      "gemm x{:.2f} weight-bound, x{:.2f} compute-bound (ridge {:.0f} tokens), prefill attention "
-      "x{:.2f}, decode attention x{:.2f}, all-reduce x{:.2f}, elementwise x{:.2f}, overhead "
-      "x{:.2f}",
-      e.gemm, e.gemm_compute, e.gemm_ridge_tokens, e.attention_prefill, e.attention_decode,
-      e.allreduce, e.elementwise, e.overhead);
-}
-
 // Leave one case out: each published-sweep case predicted with the engine efficiency fitted on
 // the others. Reported: it shows how far the efficiency carries to a model or TP degree it never
 // saw.
@@ -357,18 +358,13 @@ void print_cross_validation(const std::vector<Case>& cases, double gemm_ridge_to
   for (const Case& c : cases) {
     if (!c.limit_from_sweep) continue;
     const auto scaled = models::scale_by_engine(c.cost, fit_engine(cases, &c, gemm_ridge_tokens));
-    double sum = 0, worst = 0;
-    int beyond = 0;
+    ErrorTally held_out;
     for (const CheckPoint& p : c.points) {
       const double ref = p.on(c.reference);
-      const double err = std::fabs(predict_ms(*scaled, p.shape()) - ref) / ref;
-      sum += err;
-      worst = std::max(worst, err);
-      beyond += err > bound ? 1 : 0;
+      held_out.add((predict_ms(*scaled, p.shape()) - ref) / ref, bound);
     }
     out << fmt::format("  {:<12} {:>6} {:>7.1f} {:>7.1f} {:>8}\n", case_name(c), c.points.size(),
-                       sum / std::max<double>(1, static_cast<double>(c.points.size())) * 100,
-                       worst * 100, beyond);
+                       held_out.mape_pct(), held_out.worst * 100, held_out.beyond);
   }
   out << "\n";
 }
@@ -405,7 +401,7 @@ int distserve_report(const scenarios::DataRoot& root, double bound, std::ostream
   out << fmt::format(
       "DistServe engine efficiency fitted on {} ({} points), minimising the largest relative "
       "error: {}\n\n",
-      fmt::join(fitted, ", "), fit_points, describe_engine(engine));
+      fmt::join(fitted, ", "), fit_points, engine.describe());
   print_cross_validation(cases, ridge_tokens, bound, out);
   int failed = 0;
   for (const Case& c : cases) {

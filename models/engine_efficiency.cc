@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <Eigen/Dense>
+#include <fmt/format.h>
 
 namespace servesim::models {
 namespace {
@@ -65,32 +66,30 @@ class EngineScaledCostModel : public IterationCostModel {
   }
   LookupStats lookup_stats() const override { return inner_->lookup_stats(); }
   std::string describe() const override {
-    return inner_->describe() +
-           (e_.identity() ? std::string()
-                          : " x engine '" + e_.name + "' efficiency (gemm " + gemm_text() +
-                                ", prefill attention " + fmt(e_.attention_prefill) +
-                                ", decode attention " + fmt(e_.attention_decode) + ", all-reduce " +
-                                fmt(e_.allreduce) + ", elementwise " + fmt(e_.elementwise) +
-                                ", overhead " + fmt(e_.overhead) + ")");
+    return inner_->describe() + (e_.identity() ? std::string()
+                                               : " x engine '" + e_.name + "' efficiency (" +
+                                                     e_.describe() + ")");
   }
 
  private:
-  std::string gemm_text() const {
-    if (!(e_.gemm_ridge_tokens > 0)) return fmt(e_.gemm);
-    return fmt(e_.gemm) + " weight-bound / " + fmt(e_.gemm_compute) + " compute-bound, ridge " +
-           fmt(e_.gemm_ridge_tokens) + " tokens";
-  }
-  static std::string fmt(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", v);
-    return buf;
-  }
   std::shared_ptr<const IterationCostModel> inner_;
   EngineEfficiency e_;
   std::array<double, kClasses> f_;
 };
 
 }  // namespace
+
+std::string EngineEfficiency::describe() const {
+  const std::string gemm_text =
+      gemm_ridge_tokens > 0
+          ? fmt::format("gemm x{:.2f} weight-bound, x{:.2f} compute-bound (ridge {:.0f} tokens)",
+                        gemm, gemm_compute, gemm_ridge_tokens)
+          : fmt::format("gemm x{:.2f}", gemm);
+  return fmt::format(
+      "{}, prefill attention x{:.2f}, decode attention x{:.2f}, all-reduce x{:.2f}, elementwise "
+      "x{:.2f}, overhead x{:.2f}",
+      gemm_text, attention_prefill, attention_decode, allreduce, elementwise, overhead);
+}
 
 bool EngineEfficiency::identity() const {
   for (double f : factors_of(*this)) {

@@ -38,6 +38,9 @@ struct EngineEfficiency {
   double overhead = 1;        // per-iteration scheduling / launch overhead
 
   bool identity() const;
+  // "gemm x1.03 weight-bound, x1.17 compute-bound (ridge 153 tokens), prefill attention x1.09,
+  // ..." (one GEMM factor without a ridge).
+  std::string describe() const;
 };
 
 std::unique_ptr<IterationCostModel> scale_by_engine(std::shared_ptr<const IterationCostModel> inner,

@@ -66,7 +66,6 @@ struct RowsEntry {
 const char* gemm_dtype(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
 const char* kv_dtype_name(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
 
-// Peak FLOP/s of a table dtype string on `gpu` (0 = unknown: no clamp).
 // A table built from one profile's rows, with the counts of rows clamped to the peak bound while
 // building it (ProfiledDiagnostics::rows_clamped_to_peak) and of cache-hot decode rows.
 template <typename Table>
@@ -95,6 +94,7 @@ BuiltTable<Table> shared_table(const profiles::Profile& prof, const std::string&
   return it->second;
 }
 
+// Peak FLOP/s of a table dtype string on `gpu` (0 = unknown: no clamp).
 double table_peak_flops(const GpuSpec& gpu, const std::string& dtype) {
   if (dtype == "bf16" || dtype == "fp16") {
     return gpu.bf16_flops_per_s;
