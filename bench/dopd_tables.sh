@@ -38,6 +38,8 @@ echo; echo "== Bursty replay: Azure conv 2023, time_scale 0.4 (peak 21 req/s), s
 header
 row "dopd (local prefill <= 511)" $S/bursty_dopd.json
 row "dopd (no local prefill)" $S/bursty_dopd.json --set policy.max_local_prefill_length=0
+row "dopd (rho_P 1.0, no queue spill)" $S/bursty_dopd.json --set policy.max_local_prefill_length=0 \
+  --set policy.prefill_utilization=1.0 --set policy.max_prefill_queue_size=100000
 row "dyn-load (180 s)" $S/bursty_dyn_load.json
 row "dyn-load (20 s)" $S/bursty_dyn_load.json --set policy.adjustment_interval=20s
 row "dyn-sla (180 s)" $S/bursty_dyn_sla.json

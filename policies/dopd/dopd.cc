@@ -73,6 +73,7 @@ struct DopdParams {
   bool decode_correction = true;
   bool released_counts = false;
   int64_t scale_down_patience = 3;
+  double burst_drain_s = 30;  // burst bypass: drain the prefill queue within this (startup_prefill)
 };
 
 class DopdController : public sim::ClusterController {
@@ -80,7 +81,8 @@ class DopdController : public sim::ClusterController {
   DopdController(const DopdParams& p, const sim::InstanceContext& prefill,
                  const sim::InstanceContext& decode, std::shared_ptr<LengthForecast> forecast)
       : p_(p), prefill_(prefill), decode_(decode), forecast_(std::move(forecast)),
-        forecaster_(p.arima_window, p.initial_isl, p.initial_osl) {}
+        forecaster_(p.arima_window, p.initial_isl, p.initial_osl),
+        t_p_s_(prefill_time_s(*prefill.cost_model, std::llround(p.initial_isl))) {}
 
   void control(const sim::ControlView& view, sim::ScalingDecision& decision) override {
     monitor_.observe(view);
@@ -92,7 +94,7 @@ class DopdController : public sim::ClusterController {
     const double q = static_cast<double>(pool.prefill_queue);
     if (q > p_.theta_q * static_cast<double>(pool.prefill()) ||
         pool.decode_kv_utilization > p_.theta_u) {
-      prefill = std::max(prefill, static_cast<int64_t>(std::ceil(q / p_.theta_q)));
+      prefill = std::max(prefill, burst_prefill_target(view, q));
       decode = std::max(decode, static_cast<int64_t>(std::ceil(
                                     static_cast<double>(pool.decode()) * pool.decode_kv_utilization / p_.theta_u)));
       act = true;
@@ -128,6 +130,7 @@ class DopdController : public sim::ClusterController {
     in.decode_correction = c_d;
     const RatioResult r = compute_pd_ratio(in);
     const double lambda = n_hat / p_.interval_s;
+    t_p_s_ = r.t_p_s;
     forecast_->mean_isl = isl_hat;
     forecast_->arrival_rate_per_instance = lambda / static_cast<double>(std::max<int64_t>(1, pool.prefill()));
     const InstanceCounts c = p_.released_counts ? released_instance_counts(r, n_hat)
@@ -144,6 +147,11 @@ class DopdController : public sim::ClusterController {
     return true;
   }
 
+  int64_t burst_prefill_target(const sim::ControlView& view, double q) const {
+    return burst_prefill_instances(monitor_.arrival_rate(view.now), t_p_s_, q, p_.burst_drain_s,
+                                   p_.prefill_utilization);
+  }
+
   void hold(int64_t& target, int64_t current, int64_t& below) const {
     below = target < current ? below + 1 : 0;
     if (below > 0 && below < p_.scale_down_patience) target = current;
@@ -156,6 +164,7 @@ class DopdController : public sim::ClusterController {
   LoadForecaster forecaster_;
   int64_t ticks_ = 0;
   int64_t below_prefill_ = 0, below_decode_ = 0;
+  double t_p_s_;  // prefill time of the forecast mean prompt (initial ISL until the first adjustment)
 };
 
 // ---- layouts and registration ----
@@ -295,6 +304,7 @@ sim::ClusterLayout make_dopd_layout(const ParamValues& v) {
     p.decode_correction = v.get_bool("decode_correction");
     p.released_counts = v.get_bool("released_counts");
     p.scale_down_patience = v.get_int("scale_down_patience");
+    p.burst_drain_s = std::max(1.0, to_seconds(v.get_duration("startup_prefill")));
     sim::ElasticSpec e = elastic_spec(v);
     e.make_controller = [p, forecast](const std::vector<sim::InstanceContext>& contexts) {
       return std::make_unique<DopdController>(p, first_of(contexts, sim::InstanceRole::kPrefill),

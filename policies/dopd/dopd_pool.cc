@@ -53,6 +53,11 @@ void ResourceMonitor::observe(const sim::ControlView& view) {
   }
 }
 
+double ResourceMonitor::arrival_rate(SimTime now) const {
+  const double elapsed = to_seconds(now - window_start_);
+  return elapsed > 0 ? static_cast<double>(arrivals_) / elapsed : 0;
+}
+
 WindowStats ResourceMonitor::take(SimTime now) {
   WindowStats w;
   w.seconds = to_seconds(now - window_start_);
@@ -71,12 +76,56 @@ WindowStats ResourceMonitor::take(SimTime now) {
   return w;
 }
 
-void clamp_targets(const PoolState& pool, const ScalingLimits& limits, int64_t& prefill,
-                   int64_t& decode) {
+namespace {
+
+// The per-decision change limit and the minimums, shared by both budget rules.
+void clamp_change(const PoolState& pool, const ScalingLimits& limits, int64_t& prefill,
+                  int64_t& decode) {
   prefill = std::clamp(prefill, pool.prefill() - limits.max_change, pool.prefill() + limits.max_change);
   decode = std::clamp(decode, pool.decode() - limits.max_change, pool.decode() + limits.max_change);
   prefill = std::max(prefill, limits.min_prefill);
   decode = std::max(decode, limits.min_decode);
+}
+
+}  // namespace
+
+void clamp_targets(const PoolState& pool, const ScalingLimits& limits, int64_t& prefill,
+                   int64_t& decode) {
+  clamp_change(pool, limits, prefill, decode);
+  // Shrinks first: each pool keeps min(target, current). Scale-ups still starting cannot be
+  // cancelled, so neither pool plans below them.
+  const int64_t keep_prefill = std::max(std::min(prefill, pool.prefill()), pool.starting_prefill);
+  const int64_t keep_decode = std::max(std::min(decode, pool.decode()), pool.starting_decode);
+  // Growth is funded from the budget left after what is kept (draining GPUs count against it),
+  // one instance at a time to the pool furthest below its target (relative to its size).
+  int64_t free_gpus = limits.gpu_budget - pool.draining_gpus - keep_prefill * pool.tp_prefill -
+                      keep_decode * pool.tp_decode;
+  int64_t grow_prefill = 0, grow_decode = 0;
+  for (;;) {
+    const int64_t want_prefill = prefill - keep_prefill - grow_prefill;
+    const int64_t want_decode = decode - keep_decode - grow_decode;
+    const bool fits_prefill = want_prefill > 0 && pool.tp_prefill <= free_gpus;
+    const bool fits_decode = want_decode > 0 && pool.tp_decode <= free_gpus;
+    if (!fits_prefill && !fits_decode) break;
+    const double deficit_prefill =
+        static_cast<double>(want_prefill) / static_cast<double>(keep_prefill + grow_prefill + 1);
+    const double deficit_decode =
+        static_cast<double>(want_decode) / static_cast<double>(keep_decode + grow_decode + 1);
+    if (fits_prefill && (!fits_decode || deficit_prefill >= deficit_decode)) {
+      ++grow_prefill;
+      free_gpus -= pool.tp_prefill;
+    } else {
+      ++grow_decode;
+      free_gpus -= pool.tp_decode;
+    }
+  }
+  prefill = keep_prefill + grow_prefill;
+  decode = keep_decode + grow_decode;
+}
+
+void clamp_targets_proportionally(const PoolState& pool, const ScalingLimits& limits,
+                                  int64_t& prefill, int64_t& decode) {
+  clamp_change(pool, limits, prefill, decode);
   const int64_t budget = limits.gpu_budget - pool.draining_gpus;
   auto gpus = [&] { return prefill * pool.tp_prefill + decode * pool.tp_decode; };
   if (gpus() > budget) {

@@ -45,6 +45,8 @@ class ResourceMonitor {
   WindowStats take(SimTime now);
   SimTime last_arrival() const { return last_arrival_; }
   bool any_arrival() const { return any_arrival_; }
+  // Arrivals per second since the window opened (0 before any time has passed).
+  double arrival_rate(SimTime now) const;
 
  private:
   SimTime window_start_{};
@@ -82,10 +84,17 @@ struct ScalingLimits {
   int64_t min_prefill = 1, min_decode = 1;
 };
 
-// Clamps targets to the per-decision change limit and to the GPU budget (over budget: both scaled
-// down proportionally, then the larger pool trimmed, never below the minimums).
+// Clamps targets to the per-decision change limit, the minimums and the GPU budget. A pool shrinks
+// only towards its own target, never to pay for the other's growth: growth is funded from the GPUs
+// the budget leaves free after what is kept (draining GPUs included), one instance at a time to
+// the pool furthest below its target. Never plans below scale-ups still starting.
 void clamp_targets(const PoolState& pool, const ScalingLimits& limits, int64_t& prefill,
                    int64_t& decode);
+// Dynamo's SLA planner rule: the change limit and minimums, then over budget both targets scaled
+// by budget / total (floored), the larger pool trimmed until it fits; never below scale-ups still
+// starting. Unlike clamp_targets, one pool may shrink to make room for the other.
+void clamp_targets_proportionally(const PoolState& pool, const ScalingLimits& limits,
+                                  int64_t& prefill, int64_t& decode);
 
 // Fills `decision` to move the pools to the targets: adds instances, or drains active ones with
 // the fewest outstanding requests (highest index first among equals), keeping one active of each.

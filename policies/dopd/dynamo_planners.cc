@@ -105,7 +105,7 @@ class DynSlaController : public sim::ClusterController {
     int64_t decode = static_cast<int64_t>(
         std::ceil(n_hat * osl_hat / p_.interval_s / decode_per_gpu / decode_.tp - 1e-9));
     ScalingLimits limits = p_.limits;  // the SLA planner jumps straight to its targets
-    clamp_targets(pool, limits, prefill, decode);
+    clamp_targets_proportionally(pool, limits, prefill, decode);
     move_to_targets(view, pool, prefill, decode, decision);
   }
 

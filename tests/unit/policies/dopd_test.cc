@@ -210,16 +210,77 @@ TEST(Pools, ClampToChangeLimitAndBudget) {
   EXPECT_EQ(p, 4);  // +2 at most
   EXPECT_EQ(d, 1);
   p = 4;
-  d = 3;  // 4 + 6 = 10 GPUs > 8: scaled by 0.8 -> 3 P, 2 D = 7 GPUs
+  d = 3;  // 4 + 6 = 10 GPUs > 8. Kept 2 P + 1 D = 4 GPUs, 4 free, one instance at a time to the
+          // pool furthest below its target: D (2 missing of 1), P, P; a third D no longer fits
   clamp_targets(pool, lim, p, d);
-  EXPECT_EQ(p, 3);
+  EXPECT_EQ(p, 4);
   EXPECT_EQ(d, 2);
-  EXPECT_LE(p + 2 * d, 8);
+  EXPECT_EQ(p + 2 * d, 8);
   p = 0;
   d = 0;
   clamp_targets(pool, lim, p, d);
   EXPECT_EQ(p, 1);
   EXPECT_EQ(d, 1);
+}
+
+TEST(Ratio, BurstBypassServesTheRateAndDrainsTheQueueWithinTheStartup) {
+  // 10 req/s of 0.2 s prefills keep 2 instances busy; 150 queued prompts are 30 s of work, drained
+  // in 30 s by one more: 3 busy instances, at rho 0.8 -> ceil(3.75) = 4.
+  EXPECT_EQ(burst_prefill_instances(10, 0.2, 150, 30, 0.8), 4);
+  EXPECT_EQ(burst_prefill_instances(10, 0.2, 150, 30, 1.0), 3);
+  // No queue: the rate alone; nothing at all: none (the caller keeps at least the current pool).
+  EXPECT_EQ(burst_prefill_instances(10, 0.2, 0, 30, 1.0), 2);
+  EXPECT_EQ(burst_prefill_instances(0, 0.2, 0, 30, 0.8), 0);
+  // A shorter drain time asks for more.
+  EXPECT_EQ(burst_prefill_instances(10, 0.2, 150, 10, 1.0), 5);
+}
+
+TEST(Pools, DynamoSlaPlannerScalesBothPoolsProportionallyOverBudget) {
+  View v{pools(2, 1), {}, {}};
+  const PoolState pool = pool_state(v.at(0));
+  ScalingLimits lim;
+  lim.gpu_budget = 8;
+  lim.max_change = 2;
+  int64_t p = 4, d = 3;  // 4 + 6 = 10 GPUs > 8: scaled by 0.8 -> 3 P, 2 D = 7 GPUs
+  clamp_targets_proportionally(pool, lim, p, d);
+  EXPECT_EQ(p, 3);
+  EXPECT_EQ(d, 2);
+  // At the budget, a third decode instance is paid for by the prefill pool.
+  View full{pools(4, 2), {}, {}};
+  p = 4;
+  d = 3;  // 10 GPUs: 0.8 -> 3 P, 2 D
+  clamp_targets_proportionally(pool_state(full.at(0)), lim, p, d);
+  EXPECT_EQ(p, 3);
+  EXPECT_EQ(d, 2);
+}
+
+TEST(Pools, OnePoolNeverShrinksToFundTheOthersGrowth) {
+  // 4 P + 2 D = 8 GPUs, the whole budget. A burst asks for a third decode instance: nothing is
+  // free, so the decode pool stays and the prefill pool is not drained to pay for it.
+  View v{pools(4, 2), {}, {}};
+  const PoolState pool = pool_state(v.at(0));
+  ScalingLimits lim;
+  lim.gpu_budget = 8;
+  lim.max_change = 2;
+  int64_t p = 4, d = 3;
+  clamp_targets(pool, lim, p, d);
+  EXPECT_EQ(p, 4);
+  EXPECT_EQ(d, 2);
+  // Its own lower target still shrinks a pool, and the GPUs it frees fund the other's growth.
+  p = 2;
+  d = 3;
+  clamp_targets(pool, lim, p, d);
+  EXPECT_EQ(p, 2);
+  EXPECT_EQ(d, 3);
+  // Draining GPUs count against the budget until they are gone.
+  v.loads[0].state = sim::Lifecycle::kDraining;
+  v.loads[1].state = sim::Lifecycle::kDraining;
+  const PoolState draining = pool_state(v.at(0));
+  p = 2;
+  d = 3;
+  clamp_targets(draining, lim, p, d);
+  EXPECT_EQ(p, 2);
+  EXPECT_EQ(d, 2);
 }
 
 TEST(Pools, ScaleDownDrainsTheLeastLoadedAndKeepsOneActive) {
