@@ -10,8 +10,7 @@
 namespace servesim::dllm {
 namespace {
 constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
-constexpr int64_t kLogitBytes = 2;    // bf16 logits
-constexpr int64_t kFp64Softmax = 8;  // Fast-dLLM's float64 softmax
+constexpr int64_t kLogitBytes = 2;  // bf16 logits
 }  // namespace
 
 int64_t logits_bytes(int64_t rows, int64_t vocab, int64_t bytes_per_element) {
@@ -70,8 +69,24 @@ std::string PagePoolPlan::describe() const {
       page_bytes / (1024.0 * 1024.0));
 }
 
+SamplerFootprint sampler_footprint(Algorithm a) {
+  switch (a) {
+    case Algorithm::kFastDllm:
+    case Algorithm::kVanilla:
+      return {16, false, 8};
+    case Algorithm::kSparseDllm:
+      return {2, false, 2};
+    case Algorithm::kDllmCache:
+      return {4, true, 2};
+    case Algorithm::kDllmServe:
+      break;
+  }
+  return {4, false, 4};
+}
+
 StaticBatchMemory static_batch_memory(Algorithm a, const models::Deployment& d,
-                                      const MemoryKnobs& m, int64_t batch, int64_t seq_len) {
+                                      const MemoryKnobs& m, const DenoiseParams& p, int64_t batch,
+                                      int64_t seq_len) {
   StaticBatchMemory out;
   out.weight_bytes = d.model->weights_bytes_16bit * models::dtype_bytes(d.weight_dtype) / 2;
   out.runtime_overhead_bytes = m.runtime_overhead_bytes;
@@ -93,10 +108,10 @@ StaticBatchMemory static_batch_memory(Algorithm a, const models::Deployment& d,
   out.kv_bytes = batch * cached_tokens * kv_token;
   out.activation_bytes = models::forward_activation_bytes(d, batch * seq_len);
   const int64_t rows = batch * seq_len;
-  out.logits_bytes = logits_bytes(rows, d.model->vocab_size, kLogitBytes);
-  if (a == Algorithm::kFastDllm) {
-    out.logits_bytes += logits_bytes(rows, d.model->vocab_size, kFp64Softmax);
-  }
+  const SamplerFootprint sampler = sampler_footprint(a);
+  const int64_t sampler_rows = sampler.generation_rows_only ? batch * p.gen_length : rows;
+  out.logits_bytes = logits_bytes(rows, d.model->vocab_size, kLogitBytes) +
+                     logits_bytes(sampler_rows, d.model->vocab_size, sampler.bytes_per_element);
   return out;
 }
 

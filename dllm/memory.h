@@ -56,6 +56,20 @@ PagePoolPlan plan_page_pool(const models::Deployment& d, const MemoryKnobs& m,
                             int64_t max_num_batched_tokens, int64_t max_num_logits,
                             bool logit_budgeting);
 
+// The sampler of each system as its released generate() runs it, after the model's bf16 logits:
+//   fast-dllm, vanilla (LLaDA's generate.py lineage): softmax(logits.to(float64)) over all rows;
+//     the float64 copy and the float64 softmax coexist: 16 B per element.
+//   sparse-dllm (Sparse-dLLM's llada_generate): softmax in bf16 over all rows: 2 B.
+//   dllm-cache (dLLM-Cache's generate): logits sliced to the generation region, exp and softmax
+//     in bf16 there: 4 B per element over the G generation rows only.
+//   dllm-serve: per logit chunk, softmax in fp32: 4 B (its memory is the logit reserve instead).
+struct SamplerFootprint {
+  int64_t bytes_per_element = 0;      // live sampler buffers on top of the bf16 logits
+  bool generation_rows_only = false;  // over the G generation rows instead of every logit row
+  int64_t softmax_bytes = 4;          // softmax element size, for the sampler's DRAM traffic
+};
+SamplerFootprint sampler_footprint(Algorithm a);
+
 // A static (request-level) batch of `batch` requests padded to `seq_len`.
 struct StaticBatchMemory {
   int64_t weight_bytes = 0, runtime_overhead_bytes = 0, kv_bytes = 0, activation_bytes = 0,
@@ -66,10 +80,12 @@ struct StaticBatchMemory {
 };
 // KV: fast-dllm L tokens dense; sparse-dllm L tokens (the transient full copy at k = 1);
 // dllm-cache 2 x L tokens (K, V, attention and MLP outputs); vanilla none. Activations: forward
-// workspace of batch x L tokens. Logits: batch x L x V x 2 B (bf16), plus batch x L x V x 8 B for
-// fast-dllm's float64 softmax. REQUIRES: a baseline algorithm (not dllm-serve).
+// workspace of batch x L tokens. Logits: batch x L x V x 2 B (bf16) plus the sampler's buffers
+// (sampler_footprint) over batch x L rows, or batch x G rows for dllm-cache.
+// REQUIRES: a baseline algorithm (not dllm-serve); seq_len >= G.
 StaticBatchMemory static_batch_memory(Algorithm a, const models::Deployment& d,
-                                      const MemoryKnobs& m, int64_t batch, int64_t seq_len);
+                                      const MemoryKnobs& m, const DenoiseParams& p, int64_t batch,
+                                      int64_t seq_len);
 int64_t usable_bytes(const models::Deployment& d, const MemoryKnobs& m);
 
 }  // namespace servesim::dllm

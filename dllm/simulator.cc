@@ -34,7 +34,7 @@ StepCostKnobs cost_knobs(const DllmConfig& c) {
   StepCostKnobs k;
   const bool chunked = c.algorithm == Algorithm::kDllmServe && c.logit_budgeting;
   k.max_num_logits = chunked ? c.max_num_logits : 0;
-  k.softmax_bytes = c.algorithm == Algorithm::kFastDllm ? 8 : 4;
+  k.softmax_bytes = sampler_footprint(c.algorithm).softmax_bytes;
   k.step_overhead = c.step_overhead;
   return k;
 }
@@ -181,7 +181,7 @@ class Runner {
            (c_.max_batch_size <= 0 || static_cast<int64_t>(b) < c_.max_batch_size)) {
       const int64_t l = std::max(lmax, seq_len(queue[b]));
       const auto need =
-          static_batch_memory(c_.algorithm, d_, c_.memory, static_cast<int64_t>(b) + 1, l);
+          static_batch_memory(c_.algorithm, d_, c_.memory, c_.denoise, static_cast<int64_t>(b) + 1, l);
       if (need.total() > usable) {
         if (b == 0) {
           throw OutOfMemoryError(fmt::format(
@@ -302,7 +302,7 @@ std::string memory_shortfall(const DllmConfig& config, const models::Deployment&
     return fmt::format("dllm-serve on {} with {}: {} holds no request of {} tokens", d.gpu->key,
                        d.model->key, pool.describe(), seq_len);
   }
-  const auto need = static_batch_memory(config.algorithm, d, config.memory, 1, seq_len);
+  const auto need = static_batch_memory(config.algorithm, d, config.memory, config.denoise, 1, seq_len);
   const int64_t usable = usable_bytes(d, config.memory);
   if (need.total() <= usable) return "";
   return fmt::format("{} on {} with {} cannot hold one request of {} tokens: {:.2f} GiB > {:.2f} "

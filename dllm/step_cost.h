@@ -23,7 +23,7 @@ namespace servesim::dllm {
 
 struct StepCostKnobs {
   int64_t max_num_logits = 0;  // logit chunk bound; 0 = one monolithic LM-head GEMM
-  int64_t softmax_bytes = 4;   // sampler's softmax element size (8 for Fast-dLLM's float64)
+  int64_t softmax_bytes = 4;   // sampler's softmax element size (dllm::sampler_footprint)
   double memory_efficiency = 0.8;  // achievable share of DRAM bandwidth for the sampler
   Duration step_overhead{0};   // framework time per forward pass on top of the cost model's
 };

@@ -69,14 +69,20 @@ TEST_F(Fixture, PagePoolShrinksWithoutLogitBudgeting) {
 TEST_F(Fixture, StaticBatchMemoryPerAlgorithm) {
   const MemoryKnobs m;
   const auto d = dep("l40s");
-  const auto fast = static_batch_memory(Algorithm::kFastDllm, d, m, 16, 512);
-  const auto sparse = static_batch_memory(Algorithm::kSparseDllm, d, m, 16, 512);
-  const auto cache = static_batch_memory(Algorithm::kDllmCache, d, m, 16, 512);
+  const DenoiseParams p;  // G = 256
+  const auto fast = static_batch_memory(Algorithm::kFastDllm, d, m, p, 16, 512);
+  const auto sparse = static_batch_memory(Algorithm::kSparseDllm, d, m, p, 16, 512);
+  const auto cache = static_batch_memory(Algorithm::kDllmCache, d, m, p, 16, 512);
   EXPECT_EQ(fast.kv_bytes, int64_t{16} * 512 * 524288);
   EXPECT_EQ(cache.kv_bytes, 2 * fast.kv_bytes);
-  // Fast-dLLM's float64 softmax: B = 16, L = 512 adds 8.29 GB on top of 2.07 GB of bf16 logits.
-  EXPECT_EQ(sparse.logits_bytes, logits_bytes(16 * 512, 126464, 2));
-  EXPECT_EQ(fast.logits_bytes - sparse.logits_bytes, logits_bytes(16 * 512, 126464, 8));
+  // B = 16, L = 512: 2.07 GB of bf16 logits. Fast-dLLM's float64 copy and float64 softmax add
+  // 16.58 GB; Sparse-dLLM's bf16 softmax 2.07 GB; dLLM-Cache's bf16 exp and softmax of the 256
+  // generation rows 2.07 GB.
+  const int64_t bf16_logits = logits_bytes(16 * 512, 126464, 2);
+  EXPECT_EQ(bf16_logits, int64_t{2'071'986'176});
+  EXPECT_EQ(fast.logits_bytes, bf16_logits + logits_bytes(16 * 512, 126464, 16));
+  EXPECT_EQ(sparse.logits_bytes, 2 * bf16_logits);
+  EXPECT_EQ(cache.logits_bytes, bf16_logits + logits_bytes(16 * 256, 126464, 4));
   EXPECT_GT(fast.total(), sparse.total());
 }
 
