@@ -73,6 +73,7 @@ struct DopdParams {
   bool decode_correction = true;
   bool released_counts = false;
   int64_t scale_down_patience = 3;
+  int64_t max_local_prefill_length = 0;  // the router's: shorter prompts skip the prefill pool
   double burst_drain_s = 30;  // burst bypass: drain the prefill queue within this (startup_prefill)
 };
 
@@ -81,6 +82,7 @@ class DopdController : public sim::ClusterController {
   DopdController(const DopdParams& p, const sim::InstanceContext& prefill,
                  const sim::InstanceContext& decode, std::shared_ptr<LengthForecast> forecast)
       : p_(p), prefill_(prefill), decode_(decode), forecast_(std::move(forecast)),
+        monitor_(p.max_local_prefill_length),
         forecaster_(p.arima_window, p.initial_isl, p.initial_osl),
         t_p_s_(prefill_time_s(*prefill.cost_model, std::llround(p.initial_isl))) {}
 
@@ -133,8 +135,17 @@ class DopdController : public sim::ClusterController {
     t_p_s_ = r.t_p_s;
     forecast_->mean_isl = isl_hat;
     forecast_->arrival_rate_per_instance = lambda / static_cast<double>(std::max<int64_t>(1, pool.prefill()));
-    const InstanceCounts c = p_.released_counts ? released_instance_counts(r, n_hat)
-                                                : instance_counts(r, lambda, osl_hat, p_.prefill_utilization);
+    InstanceCounts c = p_.released_counts ? released_instance_counts(r, n_hat)
+                                          : instance_counts(r, lambda, osl_hat, p_.prefill_utilization);
+    if (!p_.released_counts && p_.max_local_prefill_length > 0 && w.arrivals > 0) {
+      // Short prompts are prefilled on decode instances: the prefill pool serves the last
+      // window's share of the arrivals, at their mean length relative to all prompts.
+      const double share = static_cast<double>(w.prefill_pool_arrivals) / static_cast<double>(w.arrivals);
+      const double isl_p = w.prefill_pool_arrivals > 0 ? isl_hat * w.prefill_pool_mean_isl / w.mean_isl : 1;
+      c.prefill = burst_prefill_instances(lambda * share, prefill_time_s(*prefill_.cost_model, std::llround(isl_p)),
+                                          0, 1, p_.prefill_utilization);
+      c.prefill = std::max<int64_t>(1, c.prefill);
+    }
     // A previous scale-up still starting: the observed window does not reflect it yet.
     if (pool.scaling_in_flight()) return false;
     const bool idle = !monitor_.any_arrival() || view.now - monitor_.last_arrival() > p_.idle_after;
@@ -304,6 +315,7 @@ sim::ClusterLayout make_dopd_layout(const ParamValues& v) {
     p.decode_correction = v.get_bool("decode_correction");
     p.released_counts = v.get_bool("released_counts");
     p.scale_down_patience = v.get_int("scale_down_patience");
+    p.max_local_prefill_length = v.get_int("max_local_prefill_length");
     p.burst_drain_s = std::max(1.0, to_seconds(v.get_duration("startup_prefill")));
     sim::ElasticSpec e = elastic_spec(v);
     e.make_controller = [p, forecast](const std::vector<sim::InstanceContext>& contexts) {

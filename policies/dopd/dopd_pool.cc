@@ -38,6 +38,10 @@ void ResourceMonitor::observe(const sim::ControlView& view) {
   for (const sim::ObservedArrival& a : *view.arrivals) {
     arrivals_++;
     isl_sum_ += static_cast<double>(a.prompt_tokens);
+    if (a.prompt_tokens > local_prefill_max_) {
+      prefill_pool_arrivals_++;
+      prefill_pool_isl_sum_ += static_cast<double>(a.prompt_tokens);
+    }
     last_arrival_ = a.time;
     any_arrival_ = true;
   }
@@ -64,6 +68,10 @@ WindowStats ResourceMonitor::take(SimTime now) {
   w.arrivals = arrivals_;
   w.finished = finished_;
   if (arrivals_ > 0) w.mean_isl = isl_sum_ / static_cast<double>(arrivals_);
+  w.prefill_pool_arrivals = prefill_pool_arrivals_;
+  if (prefill_pool_arrivals_ > 0) {
+    w.prefill_pool_mean_isl = prefill_pool_isl_sum_ / static_cast<double>(prefill_pool_arrivals_);
+  }
   if (finished_ > 0) {
     w.mean_osl = osl_sum_ / static_cast<double>(finished_);
     w.mean_ttft_s = ttft_sum_ / static_cast<double>(finished_);
@@ -71,8 +79,8 @@ WindowStats ResourceMonitor::take(SimTime now) {
   }
   if (itl_count_ > 0) w.mean_itl_s = itl_sum_ / static_cast<double>(itl_count_);
   window_start_ = now;
-  arrivals_ = finished_ = itl_count_ = 0;
-  isl_sum_ = osl_sum_ = ttft_sum_ = itl_sum_ = e2e_sum_ = 0;
+  arrivals_ = finished_ = itl_count_ = prefill_pool_arrivals_ = 0;
+  isl_sum_ = osl_sum_ = ttft_sum_ = itl_sum_ = e2e_sum_ = prefill_pool_isl_sum_ = 0;
   return w;
 }
 

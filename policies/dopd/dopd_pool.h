@@ -36,11 +36,17 @@ struct WindowStats {
   double mean_ttft_s = 0;
   double mean_itl_s = 0;     // mean TPOT of finished requests with >= 2 tokens
   double mean_e2e_s = 0;
+  // Arrivals longer than the monitor's local-prefill threshold (those the router sends to the
+  // prefill pool) and their mean prompt length; all arrivals when the threshold is 0.
+  int64_t prefill_pool_arrivals = 0;
+  double prefill_pool_mean_isl = 0;
 };
 
 // Resource monitor: accumulates every tick's observations until take() closes the window.
 class ResourceMonitor {
  public:
+  // Prompts of at most `local_prefill_max` tokens are prefilled on decode instances (0: none).
+  explicit ResourceMonitor(int64_t local_prefill_max = 0) : local_prefill_max_(local_prefill_max) {}
   void observe(const sim::ControlView& view);
   WindowStats take(SimTime now);
   SimTime last_arrival() const { return last_arrival_; }
@@ -49,9 +55,11 @@ class ResourceMonitor {
   double arrival_rate(SimTime now) const;
 
  private:
+  int64_t local_prefill_max_;
   SimTime window_start_{};
-  int64_t arrivals_ = 0, finished_ = 0, itl_count_ = 0;
-  double isl_sum_ = 0, osl_sum_ = 0, ttft_sum_ = 0, itl_sum_ = 0, e2e_sum_ = 0;
+  int64_t arrivals_ = 0, finished_ = 0, itl_count_ = 0, prefill_pool_arrivals_ = 0;
+  double isl_sum_ = 0, osl_sum_ = 0, ttft_sum_ = 0, itl_sum_ = 0, e2e_sum_ = 0,
+         prefill_pool_isl_sum_ = 0;
   SimTime last_arrival_{};
   bool any_arrival_ = false;
 };

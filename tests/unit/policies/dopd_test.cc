@@ -283,6 +283,25 @@ TEST(Pools, OnePoolNeverShrinksToFundTheOthersGrowth) {
   EXPECT_EQ(d, 2);
 }
 
+TEST(Monitor, SplitsOffThePromptsThePrefillPoolServes) {
+  View v{pools(2, 1), {}, {}};
+  for (const int64_t tokens : {100, 400, 512, 1500}) v.arrivals.push_back({kTimeZero, tokens});
+  ResourceMonitor local(511);  // prompts up to 511 tokens are prefilled on decode instances
+  local.observe(v.at(10));
+  const WindowStats w = local.take(kTimeZero + duration_from_seconds(20));
+  EXPECT_EQ(w.arrivals, 4);
+  EXPECT_DOUBLE_EQ(w.mean_isl, 628);
+  EXPECT_EQ(w.prefill_pool_arrivals, 2);
+  EXPECT_DOUBLE_EQ(w.prefill_pool_mean_isl, 1006);
+  EXPECT_DOUBLE_EQ(local.arrival_rate(kTimeZero + duration_from_seconds(20)), 0);  // window closed
+  ResourceMonitor all;  // no local prefill: the prefill pool serves every prompt
+  all.observe(v.at(10));
+  EXPECT_DOUBLE_EQ(all.arrival_rate(kTimeZero + duration_from_seconds(20)), 0.2);
+  const WindowStats a = all.take(kTimeZero + duration_from_seconds(20));
+  EXPECT_EQ(a.prefill_pool_arrivals, 4);
+  EXPECT_DOUBLE_EQ(a.prefill_pool_mean_isl, 628);
+}
+
 TEST(Pools, ScaleDownDrainsTheLeastLoadedAndKeepsOneActive) {
   View v{pools(3, 1), {}, {}};
   v.loads[0].outstanding = 5;
