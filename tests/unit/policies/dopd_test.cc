@@ -197,30 +197,32 @@ struct View {
   }
 };
 
+// The (prefill, decode) targets a budget rule makes of the requested ones.
+using Targets = std::pair<int64_t, int64_t>;
+template <typename Rule>
+Targets clamped(Rule rule, const PoolState& pool, const ScalingLimits& lim, int64_t p, int64_t d) {
+  rule(pool, lim, p, d);
+  return {p, d};
+}
+
+ScalingLimits eight_gpus_two_per_decision() {
+  ScalingLimits lim;
+  lim.gpu_budget = 8;
+  lim.max_change = 2;
+  return lim;
+}
+
 TEST(Pools, ClampToChangeLimitAndBudget) {
   View v{pools(2, 1), {}, {}};
   const PoolState pool = pool_state(v.at(0));
   EXPECT_EQ(pool.prefill(), 2);
   EXPECT_EQ(pool.tp_decode, 2);
-  ScalingLimits lim;
-  lim.gpu_budget = 8;
-  lim.max_change = 2;
-  int64_t p = 9, d = 1;
-  clamp_targets(pool, lim, p, d);
-  EXPECT_EQ(p, 4);  // +2 at most
-  EXPECT_EQ(d, 1);
-  p = 4;
-  d = 3;  // 4 + 6 = 10 GPUs > 8. Kept 2 P + 1 D = 4 GPUs, 4 free, one instance at a time to the
-          // pool furthest below its target: D (2 missing of 1), P, P; a third D no longer fits
-  clamp_targets(pool, lim, p, d);
-  EXPECT_EQ(p, 4);
-  EXPECT_EQ(d, 2);
-  EXPECT_EQ(p + 2 * d, 8);
-  p = 0;
-  d = 0;
-  clamp_targets(pool, lim, p, d);
-  EXPECT_EQ(p, 1);
-  EXPECT_EQ(d, 1);
+  const ScalingLimits lim = eight_gpus_two_per_decision();
+  EXPECT_EQ(clamped(clamp_targets, pool, lim, 9, 1), Targets(4, 1));  // +2 at most
+  // 4 + 6 = 10 GPUs > 8. Kept 2 P + 1 D = 4 GPUs, 4 free, one instance at a time to the pool
+  // furthest below its target: D (2 missing of 1), P, P; a third D no longer fits: 8 GPUs.
+  EXPECT_EQ(clamped(clamp_targets, pool, lim, 4, 3), Targets(4, 2));
+  EXPECT_EQ(clamped(clamp_targets, pool, lim, 0, 0), Targets(1, 1));
 }
 
 TEST(Ratio, BurstBypassServesTheRateAndDrainsTheQueueWithinTheStartup) {
@@ -238,20 +240,13 @@ TEST(Ratio, BurstBypassServesTheRateAndDrainsTheQueueWithinTheStartup) {
 TEST(Pools, DynamoSlaPlannerScalesBothPoolsProportionallyOverBudget) {
   View v{pools(2, 1), {}, {}};
   const PoolState pool = pool_state(v.at(0));
-  ScalingLimits lim;
-  lim.gpu_budget = 8;
-  lim.max_change = 2;
-  int64_t p = 4, d = 3;  // 4 + 6 = 10 GPUs > 8: scaled by 0.8 -> 3 P, 2 D = 7 GPUs
-  clamp_targets_proportionally(pool, lim, p, d);
-  EXPECT_EQ(p, 3);
-  EXPECT_EQ(d, 2);
-  // At the budget, a third decode instance is paid for by the prefill pool.
+  const ScalingLimits lim = eight_gpus_two_per_decision();
+  // 4 + 6 = 10 GPUs > 8: scaled by 0.8 -> 3 P, 2 D = 7 GPUs
+  EXPECT_EQ(clamped(clamp_targets_proportionally, pool, lim, 4, 3), Targets(3, 2));
+  // At the budget (4 P + 2 D), a third decode instance is paid for by the prefill pool: 10 GPUs
+  // asked, scaled by 0.8 -> 3 P, 2 D.
   View full{pools(4, 2), {}, {}};
-  p = 4;
-  d = 3;  // 10 GPUs: 0.8 -> 3 P, 2 D
-  clamp_targets_proportionally(pool_state(full.at(0)), lim, p, d);
-  EXPECT_EQ(p, 3);
-  EXPECT_EQ(d, 2);
+  EXPECT_EQ(clamped(clamp_targets_proportionally, pool_state(full.at(0)), lim, 4, 3), Targets(3, 2));
 }
 
 TEST(Pools, OnePoolNeverShrinksToFundTheOthersGrowth) {
@@ -259,28 +254,15 @@ TEST(Pools, OnePoolNeverShrinksToFundTheOthersGrowth) {
   // free, so the decode pool stays and the prefill pool is not drained to pay for it.
   View v{pools(4, 2), {}, {}};
   const PoolState pool = pool_state(v.at(0));
-  ScalingLimits lim;
-  lim.gpu_budget = 8;
-  lim.max_change = 2;
-  int64_t p = 4, d = 3;
-  clamp_targets(pool, lim, p, d);
-  EXPECT_EQ(p, 4);
-  EXPECT_EQ(d, 2);
+  const ScalingLimits lim = eight_gpus_two_per_decision();
+  EXPECT_EQ(clamped(clamp_targets, pool, lim, 4, 3), Targets(4, 2));
   // Its own lower target still shrinks a pool, and the GPUs it frees fund the other's growth.
-  p = 2;
-  d = 3;
-  clamp_targets(pool, lim, p, d);
-  EXPECT_EQ(p, 2);
-  EXPECT_EQ(d, 3);
+  EXPECT_EQ(clamped(clamp_targets, pool, lim, 2, 3), Targets(2, 3));
   // Draining GPUs count against the budget until they are gone.
   v.loads[0].state = sim::Lifecycle::kDraining;
   v.loads[1].state = sim::Lifecycle::kDraining;
   const PoolState draining = pool_state(v.at(0));
-  p = 2;
-  d = 3;
-  clamp_targets(draining, lim, p, d);
-  EXPECT_EQ(p, 2);
-  EXPECT_EQ(d, 2);
+  EXPECT_EQ(clamped(clamp_targets, draining, lim, 2, 3), Targets(2, 2));
 }
 
 TEST(Monitor, SplitsOffThePromptsThePrefillPoolServes) {
