@@ -25,7 +25,21 @@ struct Cell {
 
 class Runner {
  public:
-  explicit Runner(const scenarios::DataRoot& root) : root_(root) {}
+  Runner(const scenarios::DataRoot& root, int64_t baseline_max_batch)
+      : root_(root), baseline_max_batch_(baseline_max_batch) {}
+
+  // The policy object of baseline `name` (the file's policy is dllm-serve's).
+  std::string baseline_policy(const std::string& name) const {
+    if (baseline_max_batch_ <= 0) return fmt::format("{{\"type\":\"{}\"}}", name);
+    return fmt::format("{{\"type\":\"{}\",\"max_batch_size\":{}}}", name, baseline_max_batch_);
+  }
+  // How the baselines batch, for the table headers.
+  std::string baseline_batching() const {
+    return baseline_max_batch_ <= 0
+               ? std::string("baselines at the largest static batch that fits")
+               : fmt::format("baselines at static batches of at most {} (--baseline-batch)",
+                             baseline_max_batch_);
+  }
 
   // Runs scenarios/dllm/<gpu>_<workload>.json with `policy` (a JSON object replacing the file's
   // policy for the baselines; empty = the file's dllm-serve policy) and extra overrides.
@@ -56,13 +70,10 @@ class Runner {
 
  private:
   const scenarios::DataRoot& root_;
+  int64_t baseline_max_batch_;
   std::set<std::string> cost_models_, workloads_;
   std::vector<std::string> notes_;
 };
-
-std::string baseline_policy(const std::string& name) {
-  return fmt::format("{{\"type\":\"{}\"}}", name);
-}
 
 std::string verdict(bool ok) { return ok ? "met" : "NOT MET"; }
 
@@ -83,12 +94,12 @@ void table4(Runner& run, std::ostream& out) {
        {{"dllm-cache", {6898.20, 32.62, 0.99}}, {"sparse-dllm", {6791.42, 32.87, 1.00}},
         {"fast-dllm", {3408.36, 58.23, 1.77}}, {"dllm-serve", {1849.79, 94.32, 2.87}}}}};
   out << "== Table 4: L40S, LLaDA-8B-Instruct, 1.0 req/s (scenarios/dllm/l40s_<workload>.json; "
-         "baselines: --set 'policy={\"type\":\"<name>\"}') ==\n";
+         "baselines: --set 'policy={\"type\":\"<name>\"}', plus \"max_batch_size\" with --baseline-batch) ==\n";
   out << fmt::format("{:<10} {:<12} {:>11} {:>11} {:>9} | {:>11} {:>9} {:>8}\n", "workload",
                      "system", "latency s", "tok/s", "speedup", "paper lat", "paper t/s", "paper x");
   for (const char* w : kWorkloads) {
     std::map<std::string, Cell> cells;
-    for (const char* b : kBaselines) cells[b] = run.run("l40s", w, baseline_policy(b), {});
+    for (const char* b : kBaselines) cells[b] = run.run("l40s", w, run.baseline_policy(b), {});
     cells["dllm-serve"] = run.run("l40s", w, "", {});
     const double base = cells["sparse-dllm"].tok_s;
     for (const char* name : {"dllm-cache", "sparse-dllm", "fast-dllm", "dllm-serve"}) {
@@ -131,7 +142,7 @@ void rtx4090(Runner& run, std::ostream& out) {
         const std::vector<std::string> o = {fmt::format("workload.arrival.rate={}", r)};
         cells[name].push_back(std::string(name) == "dllm-serve"
                                   ? run.run("rtx4090", w, "", o)
-                                  : run.run("rtx4090", w, baseline_policy(name), o));
+                                  : run.run("rtx4090", w, run.baseline_policy(name), o));
       }
       out << fmt::format("{:<10} {:<12}", "", name);
       for (const Cell& c : cells[name]) out << fmt::format(" {:>8}", fmt_cell(c, "{:.1f}"));
@@ -181,7 +192,7 @@ void ablation(Runner& run, std::ostream& out) {
                      "monotone");
   for (const char* gpu : {"rtx4090", "l40s"}) {
   for (const char* w : kWorkloads) {
-    const double base = run.run(gpu, w, baseline_policy("sparse-dllm"), {}).tok_s;
+    const double base = run.run(gpu, w, run.baseline_policy("sparse-dllm"), {}).tok_s;
     const Cell e = run.run(gpu, w, "", {"policy.phase_aware=false", "policy.logit_budgeting=false"});
     const Cell s = run.run(gpu, w, "", {"policy.logit_budgeting=false"});
     const Cell f = run.run(gpu, w, "", {});
@@ -206,7 +217,7 @@ void sensitivity(Runner& run, std::ostream& out) {
          "\"tokens\":P}; the output sweep sets denoise.gen_length = denoise.steps = G)\n";
   out << "paper: prompt 100 -> 600: 3.12x -> ~2.45x; output 128 -> 512: 3.21x -> ~2.47x\n";
   const auto speedup = [&](std::vector<std::string> o) {
-    const Cell b = run.run("rtx4090", "osc", baseline_policy("sparse-dllm"), o);
+    const Cell b = run.run("rtx4090", "osc", run.baseline_policy("sparse-dllm"), o);
     const Cell s = run.run("rtx4090", "osc", "", o);
     return (b.oom || s.oom || b.tok_s <= 0) ? std::string("OOM")
                                             : fmt::format("{:.2f}x", s.tok_s / b.tok_s);
@@ -230,8 +241,10 @@ void sensitivity(Runner& run, std::ostream& out) {
 
 }  // namespace
 
-int run_dllm_report(const std::string& table, const scenarios::DataRoot& root, std::ostream& out) {
-  Runner run(root);
+int run_dllm_report(const std::string& table, const scenarios::DataRoot& root, std::ostream& out,
+                    int64_t baseline_max_batch) {
+  Runner run(root, baseline_max_batch);
+  out << "(" << run.baseline_batching() << ")\n";
   const bool all = table == "all";
   if (all || table == "l40s") table4(run, out);
   if (all || table == "rtx4090") rtx4090(run, out);

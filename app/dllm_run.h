@@ -46,7 +46,9 @@ StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutco
 std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutcome& o);
 
 // `servesim dllm-report`: runs the acceptance experiments and prints each table next to the
-// paper's numbers. `table` is one of all, l40s, rtx4090, ablation, sensitivity. Returns 0.
-int run_dllm_report(const std::string& table, const scenarios::DataRoot& root, std::ostream& out);
+// paper's numbers. `table` is one of all, l40s, rtx4090, ablation, sensitivity. Baselines run at
+// the largest static batch that fits, or at most `baseline_max_batch` requests when > 0. Returns 0.
+int run_dllm_report(const std::string& table, const scenarios::DataRoot& root, std::ostream& out,
+                    int64_t baseline_max_batch = 0);
 
 }  // namespace servesim::app

@@ -252,6 +252,14 @@ int main(int argc, char** argv) {
   dllm_report->add_option("--table", dllm_table, "all | l40s | rtx4090 | ablation | sensitivity")
       ->capture_default_str()
       ->check(CLI::IsMember({"all", "l40s", "rtx4090", "ablation", "sensitivity"}));
+  int64_t dllm_baseline_batch = 0;
+  dllm_report
+      ->add_option("--baseline-batch", dllm_baseline_batch,
+                   "cap every baseline's static batch (policy max_batch_size); 0 = the largest "
+                   "that fits. 1 runs them one request at a time, as Sparse-dLLM's released "
+                   "generate() does")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 
   auto* profiles_cmd = cli.add_subcommand("profiles", "import and compare measured profiles");
   profiles_cmd->require_subcommand(1);
@@ -329,7 +337,7 @@ int main(int argc, char** argv) {
     if (*check) return cmd_check(scenario_path, overrides);
     if (*dllm_report) {
       return servesim::app::run_dllm_report(dllm_table, servesim::scenarios::DataRoot::discover(),
-                                            std::cout);
+                                            std::cout, dllm_baseline_batch);
     }
     if (*list) return cmd_list(what);
     if (*query) return cmd_query(db, sql);
