@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
                    "that fits. 1 runs them one request at a time, as Sparse-dLLM's released "
                    "generate() does")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
 
   auto* profiles_cmd = cli.add_subcommand("profiles", "import and compare measured profiles");
   profiles_cmd->require_subcommand(1);
