@@ -3,11 +3,14 @@
 //   header says which convention the table uses;
 // - one request at a time, the baselines reproduce the paper's measured L40S throughput of
 //   Sparse-dLLM and dLLM-Cache within 10 % on every workload (the evidence that the paper's
-//   baselines ran unbatched; servesim's default is the largest static batch that fits).
+//   baselines ran unbatched; servesim's default is the largest static batch that fits), and the
+//   saturated sensitivity sweeps fall with prompt and output length as the paper's Fig. 7 does,
+//   each end within 25 % of the paper's.
 #include <map>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -61,6 +64,38 @@ TEST(DllmReport, UnbatchedBaselinesMatchThePapersMeasuredThroughput) {
       EXPECT_NEAR(ours / paper, 1, 0.10) << workload << " " << system;
     }
   }
+}
+
+// The speedups of one sensitivity sweep line ("prompt (output 256):  100: 3.39x  200: ...").
+std::vector<double> sweep(const std::string& text, const std::string& label) {
+  const size_t at = text.find(label);
+  EXPECT_NE(at, std::string::npos) << text;
+  const std::string line = text.substr(at, text.find('\n', at) - at);
+  std::vector<double> out;
+  const std::regex cell(R"((\d+): ([\d.]+)x)");
+  for (auto it = std::sregex_iterator(line.begin(), line.end(), cell); it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stod((*it)[2]));
+  }
+  return out;
+}
+
+TEST(DllmReport, UnbatchedBaselinesReproduceTheSensitivityTrend) {
+  // Paper Fig. 7: prompt 100 -> 600 tokens: 3.12x -> ~2.45x; output 128 -> 512: 3.21x -> ~2.47x.
+  std::ostringstream out;
+  ASSERT_EQ(run_dllm_report("sensitivity", scenarios::DataRoot::discover(), out, 1), 0);
+  const std::string text = out.str();
+  EXPECT_EQ(text.find('*', text.find("prompt (output")), text.rfind("* not a capacity"))
+      << "every cell saturated:\n" << text;
+  const std::vector<double> prompt = sweep(text, "prompt (output 256):");
+  const std::vector<double> output = sweep(text, "output (prompt 100):");
+  ASSERT_EQ(prompt.size(), 6u);
+  ASSERT_EQ(output.size(), 4u);
+  for (size_t i = 1; i < prompt.size(); ++i) EXPECT_LT(prompt[i], prompt[i - 1]) << i;
+  for (size_t i = 1; i < output.size(); ++i) EXPECT_LT(output[i], output[i - 1]) << i;
+  EXPECT_NEAR(prompt.front() / 3.12, 1, 0.25);
+  EXPECT_NEAR(prompt.back() / 2.45, 1, 0.25);
+  EXPECT_NEAR(output.front() / 3.21, 1, 0.25);
+  EXPECT_NEAR(output.back() / 2.47, 1, 0.25);
 }
 
 }  // namespace
