@@ -94,7 +94,8 @@ void table4(Runner& run, std::ostream& out) {
        {{"dllm-cache", {6898.20, 32.62, 0.99}}, {"sparse-dllm", {6791.42, 32.87, 1.00}},
         {"fast-dllm", {3408.36, 58.23, 1.77}}, {"dllm-serve", {1849.79, 94.32, 2.87}}}}};
   out << "== Table 4: L40S, LLaDA-8B-Instruct, 1.0 req/s (scenarios/dllm/l40s_<workload>.json; "
-         "baselines: --set 'policy={\"type\":\"<name>\"}', plus \"max_batch_size\" with --baseline-batch) ==\n";
+         "baselines: --set 'policy={\"type\":\"<name>\"}', plus \"max_batch_size\" with "
+         "--baseline-batch) ==\n";
   out << fmt::format("{:<10} {:<12} {:>11} {:>11} {:>9} | {:>11} {:>9} {:>8}\n", "workload",
                      "system", "latency s", "tok/s", "speedup", "paper lat", "paper t/s", "paper x");
   for (const char* w : kWorkloads) {
@@ -233,8 +234,9 @@ void sensitivity(Runner& run, std::ostream& out) {
   };
   out << "prompt (output 256):";
   for (int p : {100, 200, 300, 400, 500, 600}) {
-    out << fmt::format("  {}: {}", p,
-                       speedup(256, {fmt::format("workload.prompts={{\"type\":\"fixed\",\"tokens\":{}}}", p)}));
+    const std::string prompts =
+        fmt::format("workload.prompts={{\"type\":\"fixed\",\"tokens\":{}}}", p);
+    out << fmt::format("  {}: {}", p, speedup(256, {prompts}));
   }
   out << "\noutput (prompt 100): ";
   for (int g : {128, 256, 384, 512}) {

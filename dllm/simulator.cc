@@ -181,7 +181,8 @@ class Runner {
            (c_.max_batch_size <= 0 || static_cast<int64_t>(b) < c_.max_batch_size)) {
       const int64_t l = std::max(lmax, seq_len(queue[b]));
       const auto need =
-          static_batch_memory(c_.algorithm, d_, c_.memory, c_.denoise, static_cast<int64_t>(b) + 1, l);
+          static_batch_memory(c_.algorithm, d_, c_.memory, c_.denoise,
+                              static_cast<int64_t>(b) + 1, l);
       if (need.total() > usable) {
         if (b == 0) {
           throw OutOfMemoryError(fmt::format(
@@ -302,7 +303,8 @@ std::string memory_shortfall(const DllmConfig& config, const models::Deployment&
     return fmt::format("dllm-serve on {} with {}: {} holds no request of {} tokens", d.gpu->key,
                        d.model->key, pool.describe(), seq_len);
   }
-  const auto need = static_batch_memory(config.algorithm, d, config.memory, config.denoise, 1, seq_len);
+  const auto need =
+      static_batch_memory(config.algorithm, d, config.memory, config.denoise, 1, seq_len);
   const int64_t usable = usable_bytes(d, config.memory);
   if (need.total() <= usable) return "";
   return fmt::format("{} on {} with {} cannot hold one request of {} tokens: {:.2f} GiB > {:.2f} "

@@ -135,16 +135,19 @@ class DopdController : public sim::ClusterController {
     t_p_s_ = r.t_p_s;
     forecast_->mean_isl = isl_hat;
     forecast_->arrival_rate_per_instance = lambda / static_cast<double>(std::max<int64_t>(1, pool.prefill()));
-    InstanceCounts c = p_.released_counts ? released_instance_counts(r, n_hat)
-                                          : instance_counts(r, lambda, osl_hat, p_.prefill_utilization);
+    InstanceCounts c = p_.released_counts
+                           ? released_instance_counts(r, n_hat)
+                           : instance_counts(r, lambda, osl_hat, p_.prefill_utilization);
     if (!p_.released_counts && p_.max_local_prefill_length > 0 && w.arrivals > 0) {
       // Short prompts are prefilled on decode instances: the prefill pool serves the last
       // window's share of the arrivals, at their mean length relative to all prompts.
-      const double share = static_cast<double>(w.prefill_pool_arrivals) / static_cast<double>(w.arrivals);
-      const double isl_p = w.prefill_pool_arrivals > 0 ? isl_hat * w.prefill_pool_mean_isl / w.mean_isl : 1;
-      c.prefill = burst_prefill_instances(lambda * share, prefill_time_s(*prefill_.cost_model, std::llround(isl_p)),
-                                          0, 1, p_.prefill_utilization);
-      c.prefill = std::max<int64_t>(1, c.prefill);
+      const double share =
+          static_cast<double>(w.prefill_pool_arrivals) / static_cast<double>(w.arrivals);
+      const double isl_p =
+          w.prefill_pool_arrivals > 0 ? isl_hat * w.prefill_pool_mean_isl / w.mean_isl : 1;
+      const double t_p = prefill_time_s(*prefill_.cost_model, std::llround(isl_p));
+      c.prefill =
+          std::max<int64_t>(1, prefill_instances(lambda * share, t_p, p_.prefill_utilization));
     }
     // A previous scale-up still starting: the observed window does not reflect it yet.
     if (pool.scaling_in_flight()) return false;
@@ -175,7 +178,8 @@ class DopdController : public sim::ClusterController {
   LoadForecaster forecaster_;
   int64_t ticks_ = 0;
   int64_t below_prefill_ = 0, below_decode_ = 0;
-  double t_p_s_;  // prefill time of the forecast mean prompt (initial ISL until the first adjustment)
+  // Prefill time of the forecast mean prompt (of the initial ISL until the first adjustment).
+  double t_p_s_;
 };
 
 // ---- layouts and registration ----

@@ -61,10 +61,14 @@ InstanceCounts instance_counts(const RatioResult& r, double lambda_per_s, double
   return c;
 }
 
+int64_t prefill_instances(double lambda_per_s, double t_p_s, double rho_p) {
+  return static_cast<int64_t>(std::ceil(std::max(0.0, lambda_per_s) * t_p_s / rho_p - 1e-9));
+}
+
 int64_t burst_prefill_instances(double lambda_per_s, double t_p_s, double queued, double drain_s,
                                 double rho_p) {
-  const double busy = std::max(0.0, lambda_per_s) * t_p_s + std::max(0.0, queued) * t_p_s / drain_s;
-  return static_cast<int64_t>(std::ceil(busy / rho_p - 1e-9));
+  return prefill_instances(std::max(0.0, lambda_per_s) + std::max(0.0, queued) / drain_s, t_p_s,
+                           rho_p);
 }
 
 InstanceCounts released_instance_counts(const RatioResult& r, double requests) {

@@ -64,6 +64,9 @@ struct InstanceCounts {
 // utilisation rho_p (eq. 16) so that its queue stays bounded; at least 1 each.
 InstanceCounts instance_counts(const RatioResult& r, double lambda_per_s, double l_out,
                                double rho_p = 1.0);
+// Prefill instances that keep up with `lambda_per_s` prompts of T_p seconds each at utilisation
+// rho_p: N_P = ceil(lambda * T_p / rho_p) (0 for no load). REQUIRES: rho_p > 0.
+int64_t prefill_instances(double lambda_per_s, double t_p_s, double rho_p);
 // Burst bypass: prefill instances that serve `lambda_per_s` and drain `queued` prompts within
 // `drain_s` (the time a new instance takes to start), at utilisation rho_p:
 //   N_P = ceil((lambda * T_p + queued * T_p / drain_s) / rho_p).

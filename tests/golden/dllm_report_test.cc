@@ -73,7 +73,8 @@ std::vector<double> sweep(const std::string& text, const std::string& label) {
   const std::string line = text.substr(at, text.find('\n', at) - at);
   std::vector<double> out;
   const std::regex cell(R"((\d+): ([\d.]+)x)");
-  for (auto it = std::sregex_iterator(line.begin(), line.end(), cell); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(line.begin(), line.end(), cell);
+       it != std::sregex_iterator(); ++it) {
     out.push_back(std::stod((*it)[2]));
   }
   return out;

@@ -246,7 +246,8 @@ TEST(Pools, DynamoSlaPlannerScalesBothPoolsProportionallyOverBudget) {
   // At the budget (4 P + 2 D), a third decode instance is paid for by the prefill pool: 10 GPUs
   // asked, scaled by 0.8 -> 3 P, 2 D.
   View full{pools(4, 2), {}, {}};
-  EXPECT_EQ(clamped(clamp_targets_proportionally, pool_state(full.at(0)), lim, 4, 3), Targets(3, 2));
+  EXPECT_EQ(clamped(clamp_targets_proportionally, pool_state(full.at(0)), lim, 4, 3),
+            Targets(3, 2));
 }
 
 TEST(Pools, OnePoolNeverShrinksToFundTheOthersGrowth) {
