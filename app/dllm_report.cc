@@ -213,14 +213,16 @@ void ablation(Runner& run, std::ostream& out) {
 }
 
 void sensitivity(Runner& run, std::ostream& out) {
-  out << "== Fig. 7 sensitivity: RTX 4090, saturated, dllm-serve / sparse-dllm throughput ==\n"
-         "(scenarios/dllm/rtx4090_osc.json --set workload.arrival.rate=2 with "
-         "workload.prompts={\"type\":\"fixed\",\"tokens\":P}; the output sweep sets "
-         "denoise.gen_length = denoise.steps = G. The paper's 0.5 req/s saturated its systems; "
-         "servesim's dllm-serve keeps up with 0.5 req/s at short lengths, so the sweep runs at 2 "
-         "req/s to compare capacities)\n";
-  out << "paper: prompt 100 -> 600: 3.12x -> ~2.45x; output 128 -> 512: 3.21x -> ~2.47x\n";
   constexpr double kRate = 2.0;  // req/s
+  out << "== Fig. 7 sensitivity: RTX 4090, saturated, dllm-serve / sparse-dllm throughput ==\n"
+      << fmt::format(
+             "(scenarios/dllm/rtx4090_osc.json --set workload.arrival.rate={} with "
+             "workload.prompts={{\"type\":\"fixed\",\"tokens\":P}}; the output sweep sets "
+             "denoise.gen_length = denoise.steps = G. The paper's 0.5 req/s saturated its systems; "
+             "servesim's dllm-serve keeps up with 0.5 req/s at short lengths, so the sweep runs at "
+             "{} req/s to compare capacities)\n",
+             kRate, kRate);
+  out << "paper: prompt 100 -> 600: 3.12x -> ~2.45x; output 128 -> 512: 3.21x -> ~2.47x\n";
   // A ratio is a capacity ratio only if both systems are saturated: a '*' marks a cell where one
   // of them delivers 95 % or more of the offered kRate x G tokens/s.
   const auto speedup = [&](int64_t gen, std::vector<std::string> o) {
