@@ -40,6 +40,12 @@ row "dopd (local prefill <= 511)" $S/bursty_dopd.json
 row "dopd (no local prefill)" $S/bursty_dopd.json --set policy.max_local_prefill_length=0
 row "dopd (rho_P 1.0, no queue spill)" $S/bursty_dopd.json --set policy.max_local_prefill_length=0 \
   --set policy.prefill_utilization=1.0 --set policy.max_prefill_queue_size=100000
+row "dopd (lean: credit local prefill)" $S/bursty_dopd.json \
+  --set policy.max_local_prefill_length=0 --set policy.prefill_utilization=1.0 \
+  --set policy.credit_local_prefill=true \
+  --set policy.decode_max_num_batched_tokens=256 --set policy.max_prefill_queue_size=8
+row "dopd (credit, D budget 512)" $S/bursty_dopd.json --set policy.max_local_prefill_length=0 \
+  --set policy.credit_local_prefill=true --set policy.decode_max_num_batched_tokens=512
 row "dyn-load (180 s)" $S/bursty_dyn_load.json
 row "dyn-load (20 s)" $S/bursty_dyn_load.json --set policy.adjustment_interval=20s
 row "dyn-sla (180 s)" $S/bursty_dyn_sla.json

@@ -67,6 +67,9 @@ const ParamSchema& disagg_schema() {
        "chunk a prompt longer than prefill_max_tokens instead of running it whole", {}, {}, {}},
       {"decode_max_num_seqs", ParamType::kInt, int64_t{256}, "requests",
        "most requests decoding on a decode instance at once", {}, 1.0, {}},
+      {"decode_max_num_batched_tokens", ParamType::kInt, int64_t{0}, "tokens",
+       "token budget of a decode instance's iteration, prompt chunks prefilled there included "
+       "(0: the larger of prefill_max_tokens and decode_max_num_seqs)", {}, 0.0, {}},
       {"transfer", ParamType::kString, std::string("after_prefill"), "",
        "KV transfer: after_prefill (whole KV, DistServe) or layerwise_overlap (Splitwise)",
        {"after_prefill", "layerwise_overlap"}, {}, {}},
@@ -103,7 +106,10 @@ sim::ClusterLayout make_disagg_layout(const ParamValues& v) {
   ColocParams dp;
   dp.mode = ColocParams::Mode::kUnifiedV1;
   dp.max_num_seqs = v.get_int("decode_max_num_seqs");
-  dp.max_num_batched_tokens = std::max<int64_t>(pp.max_tokens, dp.max_num_seqs);
+  dp.max_num_batched_tokens = v.get_int("decode_max_num_batched_tokens");
+  if (dp.max_num_batched_tokens == 0) {
+    dp.max_num_batched_tokens = std::max<int64_t>(pp.max_tokens, dp.max_num_seqs);
+  }
   sim::InstanceGroup decode;
   decode.role = sim::InstanceRole::kDecode;
   decode.count = v.get_int("num_decode");

@@ -75,6 +75,8 @@ struct DopdParams {
   int64_t scale_down_patience = 3;
   int64_t max_local_prefill_length = 0;  // the router's: shorter prompts skip the prefill pool
   double burst_drain_s = 30;  // burst bypass: drain the prefill queue within this (startup_prefill)
+  bool credit_local_prefill = false;  // size the prefill pool net of decode-side local prefill
+  int64_t decode_token_budget = 8192;  // a decode instance's max_num_batched_tokens
 };
 
 class DopdController : public sim::ClusterController {
@@ -138,16 +140,9 @@ class DopdController : public sim::ClusterController {
     InstanceCounts c = p_.released_counts
                            ? released_instance_counts(r, n_hat)
                            : instance_counts(r, lambda, osl_hat, p_.prefill_utilization);
-    if (!p_.released_counts && p_.max_local_prefill_length > 0 && w.arrivals > 0) {
-      // Short prompts are prefilled on decode instances: the prefill pool serves the last
-      // window's share of the arrivals, at their mean length relative to all prompts.
-      const double share =
-          static_cast<double>(w.prefill_pool_arrivals) / static_cast<double>(w.arrivals);
-      const double isl_p =
-          w.prefill_pool_arrivals > 0 ? isl_hat * w.prefill_pool_mean_isl / w.mean_isl : 1;
-      const double t_p = prefill_time_s(*prefill_.cost_model, std::llround(isl_p));
-      c.prefill =
-          std::max<int64_t>(1, prefill_instances(lambda * share, t_p, p_.prefill_utilization));
+    const bool local_share = p_.max_local_prefill_length > 0 && w.arrivals > 0;
+    if (!p_.released_counts && (local_share || p_.credit_local_prefill)) {
+      c.prefill = prefill_pool_target(w, r, lambda, isl_hat, osl_hat, c.decode);
     }
     // A previous scale-up still starting: the observed window does not reflect it yet.
     if (pool.scaling_in_flight()) return false;
@@ -159,6 +154,31 @@ class DopdController : public sim::ClusterController {
     hold(prefill, pool.prefill(), below_prefill_);
     hold(decode, pool.decode(), below_decode_);
     return true;
+  }
+
+  // Prefill instances for the prompts the prefill pool serves: with local prefill on, the last
+  // window's share of arrivals longer than the threshold, at their mean length; with
+  // credit_local_prefill, less the prompts the `decode` decode instances can prefill within
+  // their token budget and the TPOT SLO at the forecast decode concurrency (the router spills
+  // prompts to them once the prefill queue is long).
+  int64_t prefill_pool_target(const WindowStats& w, const RatioResult& r, double lambda,
+                              double isl_hat, double osl_hat, int64_t decode) const {
+    double pool_lambda = lambda, pool_isl = isl_hat;
+    if (p_.max_local_prefill_length > 0 && w.arrivals > 0) {
+      pool_lambda *= static_cast<double>(w.prefill_pool_arrivals) / static_cast<double>(w.arrivals);
+      pool_isl = w.prefill_pool_arrivals > 0 ? isl_hat * w.prefill_pool_mean_isl / w.mean_isl : 1;
+    }
+    const int64_t isl = std::max<int64_t>(1, std::llround(pool_isl));
+    if (p_.credit_local_prefill) {
+      const double per_decode = lambda * osl_hat * r.t_d_s / static_cast<double>(decode);
+      const double tokens_per_s = local_prefill_tokens_per_s(
+          *decode_.cost_model, p_.decode_token_budget, std::llround(per_decode), r.ctx_tokens, isl,
+          decode_.slo.tpot);
+      pool_lambda = std::max(0.0, pool_lambda - static_cast<double>(decode) * tokens_per_s /
+                                                    static_cast<double>(isl));
+    }
+    const double t_p = prefill_time_s(*prefill_.cost_model, isl);
+    return std::max<int64_t>(1, prefill_instances(pool_lambda, t_p, p_.prefill_utilization));
   }
 
   int64_t burst_prefill_target(const sim::ControlView& view, double q) const {
@@ -281,6 +301,9 @@ const ParamSchema& dopd_schema() {
                  "prompts up to this length are prefilled on a decode instance (0: none)", {}, 0.0, {}});
     s.push_back({"max_prefill_queue_size", ParamType::kInt, int64_t{16}, "requests",
                  "with this many prefills queued, longer prompts are prefilled locally too", {}, 1.0, {}});
+    s.push_back({"credit_local_prefill", ParamType::kBool, false, "",
+                 "size the prefill pool net of the prompts decode instances prefill locally "
+                 "within decode_max_num_batched_tokens and the TPOT SLO", {}, {}, {}});
     return s;
   }();
   return schema;
@@ -321,6 +344,8 @@ sim::ClusterLayout make_dopd_layout(const ParamValues& v) {
     p.scale_down_patience = v.get_int("scale_down_patience");
     p.max_local_prefill_length = v.get_int("max_local_prefill_length");
     p.burst_drain_s = std::max(1.0, to_seconds(v.get_duration("startup_prefill")));
+    p.credit_local_prefill = v.get_bool("credit_local_prefill");
+    p.decode_token_budget = layout.groups.back().max_num_batched_tokens;
     sim::ElasticSpec e = elastic_spec(v);
     e.make_controller = [p, forecast](const std::vector<sim::InstanceContext>& contexts) {
       return std::make_unique<DopdController>(p, first_of(contexts, sim::InstanceRole::kPrefill),

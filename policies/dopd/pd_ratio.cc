@@ -71,6 +71,20 @@ int64_t burst_prefill_instances(double lambda_per_s, double t_p_s, double queued
                            rho_p);
 }
 
+double local_prefill_tokens_per_s(const models::IterationCostModel& decode_cost, int64_t budget,
+                                  int64_t concurrency, int64_t ctx_tokens, int64_t prompt_tokens,
+                                  std::optional<Duration> tpot_slo) {
+  const int64_t decodes = std::max<int64_t>(concurrency, 0);
+  const int64_t chunk = std::min(budget - decodes, prompt_tokens);
+  if (chunk <= 0) return 0;
+  models::BatchShape shape;
+  shape.segments.assign(static_cast<size_t>(decodes), {1, ctx_tokens, 1});
+  shape.segments.push_back({chunk, std::max(chunk, prompt_tokens / 2), 0});
+  const Duration t = decode_cost.iteration_time(shape);
+  if (tpot_slo && t > *tpot_slo) return 0;
+  return static_cast<double>(chunk) / to_seconds(t);
+}
+
 InstanceCounts released_instance_counts(const RatioResult& r, double requests) {
   InstanceCounts c;
   c.prefill = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(r.ratio - 1e-9)));

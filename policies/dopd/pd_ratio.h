@@ -73,6 +73,15 @@ int64_t prefill_instances(double lambda_per_s, double t_p_s, double rho_p);
 // REQUIRES: drain_s > 0, rho_p > 0.
 int64_t burst_prefill_instances(double lambda_per_s, double t_p_s, double queued, double drain_s,
                                 double rho_p);
+// Prompt tokens per second one decode instance prefills locally (PD aggregation) while it decodes
+// `concurrency` requests at context `ctx_tokens`: each iteration fills its token budget with a
+// prompt chunk of (budget - concurrency) tokens of a `prompt_tokens`-token prompt, attending to
+// half the prompt on average. 0 when the decodes fill the budget, or when such a mixed iteration
+// would exceed the TPOT SLO (the decodes must keep it). REQUIRES: budget, prompt_tokens >= 1.
+double local_prefill_tokens_per_s(const models::IterationCostModel& decode_cost, int64_t budget,
+                                  int64_t concurrency, int64_t ctx_tokens, int64_t prompt_tokens,
+                                  std::optional<Duration> tpot_slo);
+
 // The released planner's variant: N_P = ceil(R*), N_D = ceil(requests / C_max).
 InstanceCounts released_instance_counts(const RatioResult& r, double requests);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "policies/dopd/arima_forecaster.h"
 #include "policies/dopd/dopd.h"
@@ -235,6 +236,23 @@ TEST(Ratio, BurstBypassServesTheRateAndDrainsTheQueueWithinTheStartup) {
   EXPECT_EQ(burst_prefill_instances(0, 0.2, 0, 30, 0.8), 0);
   // A shorter drain time asks for more.
   EXPECT_EQ(burst_prefill_instances(10, 0.2, 150, 10, 1.0), 5);
+}
+
+TEST(Ratio, DecodeInstancesPrefillWhatTheirTokenBudgetLeavesWithinTheTpotSlo) {
+  LinearCost cost;  // a mixed iteration of n segments: 20 ms + 0.1 ms * n
+  const std::optional<Duration> slo = Duration{50'000'000};
+  // 100 decodes leave 156 of 256 tokens for a 1000-token prompt's chunk: 101 segments, 30.1 ms.
+  EXPECT_NEAR(local_prefill_tokens_per_s(cost, 256, 100, 1100, 1000, slo), 156 / 0.0301, 1e-6);
+  // Fewer decodes leave a larger chunk.
+  EXPECT_GT(local_prefill_tokens_per_s(cost, 256, 50, 1100, 1000, slo),
+            local_prefill_tokens_per_s(cost, 256, 100, 1100, 1000, slo));
+  // The chunk is at most the prompt: with no decodes a 100-token prompt runs whole (26 ms).
+  EXPECT_NEAR(local_prefill_tokens_per_s(cost, 256, 0, 1100, 100, slo), 100 / 0.026, 1e-6);
+  // Decodes filling the budget leave nothing; nor does a mixed iteration over the SLO.
+  EXPECT_EQ(local_prefill_tokens_per_s(cost, 256, 256, 1100, 1000, slo), 0);
+  EXPECT_EQ(local_prefill_tokens_per_s(cost, 256, 100, 1100, 1000, Duration{30'000'000}), 0);
+  // Without a TPOT SLO only the budget limits it.
+  EXPECT_GT(local_prefill_tokens_per_s(cost, 256, 100, 1100, 1000, std::nullopt), 0);
 }
 
 TEST(Pools, DynamoSlaPlannerScalesBothPoolsProportionallyOverBudget) {
