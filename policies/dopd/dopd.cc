@@ -345,7 +345,9 @@ sim::ClusterLayout make_dopd_layout(const ParamValues& v) {
     p.max_local_prefill_length = v.get_int("max_local_prefill_length");
     p.burst_drain_s = std::max(1.0, to_seconds(v.get_duration("startup_prefill")));
     p.credit_local_prefill = v.get_bool("credit_local_prefill");
-    p.decode_token_budget = layout.groups.back().max_num_batched_tokens;
+    for (const sim::InstanceGroup& g : layout.groups) {
+      if (g.role == sim::InstanceRole::kDecode) p.decode_token_budget = g.max_num_batched_tokens;
+    }
     sim::ElasticSpec e = elastic_spec(v);
     e.make_controller = [p, forecast](const std::vector<sim::InstanceContext>& contexts) {
       return std::make_unique<DopdController>(p, first_of(contexts, sim::InstanceRole::kPrefill),
