@@ -140,8 +140,7 @@ class DopdController : public sim::ClusterController {
     InstanceCounts c = p_.released_counts
                            ? released_instance_counts(r, n_hat)
                            : instance_counts(r, lambda, osl_hat, p_.prefill_utilization);
-    const bool local_share = p_.max_local_prefill_length > 0 && w.arrivals > 0;
-    if (!p_.released_counts && (local_share || p_.credit_local_prefill)) {
+    if (!p_.released_counts && (local_prefill_share(w) || p_.credit_local_prefill)) {
       c.prefill = prefill_pool_target(w, r, lambda, isl_hat, osl_hat, c.decode);
     }
     // A previous scale-up still starting: the observed window does not reflect it yet.
@@ -156,6 +155,12 @@ class DopdController : public sim::ClusterController {
     return true;
   }
 
+  // Whether the window says which share of its arrivals the prefill pool serves (local prefill on
+  // and at least one arrival).
+  bool local_prefill_share(const WindowStats& w) const {
+    return p_.max_local_prefill_length > 0 && w.arrivals > 0;
+  }
+
   // Prefill instances for the prompts the prefill pool serves: with local prefill on, the last
   // window's share of arrivals longer than the threshold, at their mean length; with
   // credit_local_prefill, less the prompts the `decode` decode instances can prefill within
@@ -164,7 +169,7 @@ class DopdController : public sim::ClusterController {
   int64_t prefill_pool_target(const WindowStats& w, const RatioResult& r, double lambda,
                               double isl_hat, double osl_hat, int64_t decode) const {
     double pool_lambda = lambda, pool_isl = isl_hat;
-    if (p_.max_local_prefill_length > 0 && w.arrivals > 0) {
+    if (local_prefill_share(w)) {
       pool_lambda *= static_cast<double>(w.prefill_pool_arrivals) / static_cast<double>(w.arrivals);
       pool_isl = w.prefill_pool_arrivals > 0 ? isl_hat * w.prefill_pool_mean_isl / w.mean_isl : 1;
     }
