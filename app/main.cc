@@ -10,6 +10,8 @@
 
 #include "app/capacity.h"
 #include "app/dopd_ratio.h"
+#include "app/fidelity.h"
+#include "app/parallel.h"
 #include "app/dllm_run.h"
 #include "app/plan.h"
 #include "app/profiles_cmd.h"
@@ -315,6 +317,60 @@ int main(int argc, char** argv) {
   plan->add_option("--emit-scenario", plan_options.emit,
                    "config index or label: print its scenario document (for servesim run)");
 
+  auto* fidelity = cli.add_subcommand(
+      "fidelity", "end-to-end fidelity: predict measured benchmark runs of vLLM / SGLang / "
+                  "TensorRT-LLM (CSV in the shared measured-runs format), error statistics, "
+                  "leave-one-model-out calibration fit");
+  std::string fidelity_csv;
+  servesim::app::FidelityOptions fidelity_options;
+  fidelity_options.jobs = servesim::app::default_jobs();
+  bool fidelity_no_db = false;
+  std::string fidelity_db = "fidelity.db";
+  fidelity->add_option("csv", fidelity_csv, "measured runs (e.g. "
+                       "profiles/measured_runs/aiconfigurator_silicon_calibration.csv)")
+      ->required();
+  fidelity->add_option("--db", fidelity_db, "results database (SQLite), appended to")
+      ->capture_default_str();
+  fidelity->add_flag("--no-db", fidelity_no_db, "do not write a results database");
+  fidelity->add_option("--jobs,-j", fidelity_options.jobs, "simulations in parallel")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  fidelity->add_flag("--fit", fidelity_options.fit,
+                     "fit the engine calibrations: leave-one-model-out (reported as held-out "
+                     "error) and on every model");
+  fidelity->add_option("--write-calibration", fidelity_options.write_calibration,
+                       "with --fit: write the calibration fitted on every model to this file "
+                       "(models/engines/calibration.json is the one servesim reads)");
+  fidelity->add_option("--engine", fidelity_options.engines, "only rows of this engine (repeatable)")
+      ->check(CLI::IsMember({"vllm", "sglang", "trtllm"}));
+  fidelity->add_option("--worst", fidelity_options.worst, "worst rows listed")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  fidelity->add_option("--emit-scenario", fidelity_options.emit_scenario,
+                       "a row's id or CSV line: print its scenario document (for servesim run)");
+  fidelity->add_option("--requests-per-client", fidelity_options.bench.requests_per_client,
+                       "measured requests per benchmark client")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  fidelity->add_option("--warmup-per-client", fidelity_options.bench.warmup_per_client,
+                       "warm-up requests per benchmark client")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  std::string fidelity_deployment = "aiconfigurator";
+  fidelity->add_option("--deployment", fidelity_deployment,
+                       "how the measured engines are assumed deployed: aiconfigurator (its "
+                       "generator's rules) or defaults (the engines' shipped defaults)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"aiconfigurator", "defaults"}));
+  fidelity->add_option("--fit-evaluations", fidelity_options.fit_evaluations,
+                       "objective evaluations per calibration fit")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  fidelity->add_option("--fit-rows", fidelity_options.fit_max_rows,
+                       "rows per calibration fit (an even spread of the group's rows)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+
   auto* dopd_ratio = cli.add_subcommand(
       "dopd-ratio", "DOPD's optimal P/D ratio (eq. 11-14) for a disaggregated scenario, with its inputs");
   servesim::app::DopdRatioOptions ratio_options;
@@ -378,6 +434,15 @@ int main(int argc, char** argv) {
       servesim::app::install_plan_interrupt_handler();
       return servesim::app::run_plan(plan_path, plan_options,
                                      servesim::scenarios::DataRoot::discover(), std::cout);
+    }
+    if (*fidelity) {
+      fidelity_options.db_path = fidelity_no_db ? "" : fidelity_db;
+      fidelity_options.bench.deployment =
+          fidelity_deployment == "defaults"
+              ? servesim::app::BenchmarkTemplate::Deployment::kEngineDefaults
+              : servesim::app::BenchmarkTemplate::Deployment::kAiconfigurator;
+      return servesim::app::run_fidelity(fidelity_csv, fidelity_options,
+                                         servesim::scenarios::DataRoot::discover(), std::cout);
     }
     if (*dopd_ratio) {
       const auto root = servesim::scenarios::DataRoot::discover();

@@ -15,6 +15,7 @@
 
 #include "app/plan.h"
 #include "app/dllm_run.h"
+#include "app/parallel.h"
 #include "app/plan_internal.h"
 #include "reports/plan_store.h"
 #include "reports/sqlite_sink.h"
@@ -286,35 +287,22 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
 std::vector<PlanConfigResult> run_pool(const PlanContext& ctx, const std::vector<PlanConfig>& configs,
                                        const std::vector<size_t>& mine, int jobs, bool progress) {
   std::vector<PlanConfigResult> results(mine.size());
-  std::atomic<size_t> next{0}, done{0};
-  auto worker = [&] {
-    for (;;) {
-      if (plan_interrupted().load()) return;
-      const size_t k = next.fetch_add(1);
-      if (k >= mine.size()) return;
-      results[k] = simulate_config(ctx, configs[mine[k]]);
-      done.fetch_add(1);
-    }
-  };
-  const int n = std::max(1, std::min<int>(jobs, static_cast<int>(mine.size())));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i) threads.emplace_back(worker);
   const bool bar = progress && isatty(STDERR_FILENO) != 0;
   const auto t0 = std::chrono::steady_clock::now();
-  while (bar && done.load() < mine.size() && !plan_interrupted().load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const size_t d = done.load();
+  auto draw = [&](size_t d) {
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double eta = d > 0 ? el / d * (mine.size() - d) : 0;
     const int filled = mine.empty() ? 30 : static_cast<int>(30.0 * d / mine.size());
     fmt::print(stderr, "\r[{:<30}] {}/{} configs  {:.0f} s elapsed  ETA {}", std::string(filled, '#'),
                d, mine.size(), el, d > 0 ? fmt::format("{:.0f} s", eta) : std::string("?"));
     std::fflush(stderr);
-  }
-  for (auto& t : threads) t.join();
+  };
+  const size_t done = parallel_for(
+      mine.size(), jobs, [&](size_t k) { results[k] = simulate_config(ctx, configs[mine[k]]); },
+      [] { return plan_interrupted().load(); }, bar ? std::function<void(size_t)>(draw) : nullptr);
   if (bar) fmt::print(stderr, "\r{:<80}\r", "");
   if (plan_interrupted().load()) {
-    fmt::print(stderr, "servesim plan: interrupted; keeping the {} finished config(s)\n", done.load());
+    fmt::print(stderr, "servesim plan: interrupted; keeping the {} finished config(s)\n", done);
   }
   return results;
 }

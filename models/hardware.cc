@@ -247,6 +247,9 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
   ModelSpec spec;
   spec.key = key;
   spec.name = reader.string(doc, root, "name");
+  if (auto it = doc.find("hf_id"); it != doc.end() && it->is_string()) {
+    spec.hf_id = it->get<std::string>();
+  }
   spec.hidden_size = reader.positive_integer(doc, root, "hidden_size");
   spec.num_layers = reader.positive_int(doc, root, "num_layers");
   spec.num_attention_heads = reader.positive_int(doc, root, "num_attention_heads");

@@ -59,6 +59,7 @@ struct MoeSpec {
 struct ModelSpec {
   std::string key;  // catalog key, e.g. "llama-3.1-8b"
   std::string name;
+  std::string hf_id;  // Hugging Face id, e.g. "meta-llama/Llama-3.1-8B"; empty when unknown
   int64_t hidden_size = 0;
   int num_layers = 0;
   int num_attention_heads = 0;

@@ -72,8 +72,26 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   plan.kv_bytes_per_token_per_gpu = 2 * static_cast<int64_t>(m.num_layers) *
                                     kv_heads_per_rank(m, d.tp) * m.head_dim *
                                     dtype_bytes(d.kv_dtype);
-  plan.kv_pool_bytes_per_gpu = plan.usable_bytes - plan.weight_bytes_per_gpu -
-                               plan.activation_reserve_bytes - plan.runtime_overhead_bytes;
+  plan.rule = p.rule;
+  const int64_t after_weights = plan.usable_bytes - plan.weight_bytes_per_gpu -
+                                plan.runtime_overhead_bytes;
+  switch (p.rule) {
+    case KvPoolRule::kUtilizationCap:
+      plan.kv_pool_bytes_per_gpu = after_weights - plan.activation_reserve_bytes;
+      break;
+    case KvPoolRule::kStaticFraction:
+      plan.kv_pool_bytes_per_gpu = after_weights;
+      break;
+    case KvPoolRule::kFreeFraction: {
+      plan.usable_bytes = plan.gpu_memory_bytes;
+      const int64_t free_bytes = plan.gpu_memory_bytes - plan.weight_bytes_per_gpu -
+                                 plan.runtime_overhead_bytes - plan.activation_reserve_bytes;
+      plan.kv_pool_bytes_per_gpu =
+          free_bytes > 0 ? std::llround(static_cast<double>(free_bytes) * p.gpu_memory_utilization)
+                         : free_bytes;
+      break;
+    }
+  }
   plan.block_size = p.block_size;
   const int64_t block_bytes = p.block_size * plan.kv_bytes_per_token_per_gpu;
   plan.num_blocks = plan.kv_pool_bytes_per_gpu > 0 ? plan.kv_pool_bytes_per_gpu / block_bytes : 0;
@@ -135,6 +153,18 @@ std::string gib(int64_t bytes) {
 
 }  // namespace
 
+const char* kv_pool_rule_name(KvPoolRule rule) {
+  switch (rule) {
+    case KvPoolRule::kUtilizationCap:
+      return "utilization cap (vLLM)";
+    case KvPoolRule::kStaticFraction:
+      return "static fraction (SGLang)";
+    case KvPoolRule::kFreeFraction:
+      return "fraction of free memory (TensorRT-LLM)";
+  }
+  return "?";
+}
+
 int64_t forward_activation_bytes(const Deployment& d, int64_t tokens) {
   const ModelSpec& m = *d.model;
   const double t = d.tp;
@@ -172,6 +202,9 @@ std::string describe(const MemoryPlan& plan) {
                      plan.gpu_memory_bytes > 0 ? 100.0 * static_cast<double>(plan.usable_bytes) /
                                                      static_cast<double>(plan.gpu_memory_bytes)
                                                : 0.0);
+  if (plan.rule != KvPoolRule::kUtilizationCap) {
+    out += fmt::format("\n  KV pool rule        {}", kv_pool_rule_name(plan.rule));
+  }
   out += fmt::format("\n  weights             {}", gib(plan.weight_bytes_per_gpu));
   out += fmt::format("\n  activation reserve  {}", gib(plan.activation_reserve_bytes));
   out += fmt::format("\n  runtime overhead    {}", gib(plan.runtime_overhead_bytes));

@@ -8,8 +8,21 @@
 
 namespace servesim::models {
 
+// How a serving engine sizes its KV pool (per GPU; `fraction` is MemoryParams'
+// gpu_memory_utilization, whose meaning depends on the rule):
+//   kUtilizationCap  vLLM (servesim's default): KV = HBM x fraction - weights - activation reserve
+//                    - runtime overhead (vLLM profiles a max_num_batched_tokens forward pass).
+//   kStaticFraction  SGLang: KV = HBM x fraction (mem_fraction_static) - weights - runtime
+//                    overhead; activations live in the remaining 1 - fraction.
+//   kFreeFraction    TensorRT-LLM: KV = (HBM - weights - runtime overhead - activation reserve)
+//                    x fraction (free_gpu_memory_fraction of what a max_num_tokens dry run
+//                    leaves free).
+enum class KvPoolRule { kUtilizationCap, kStaticFraction, kFreeFraction };
+const char* kv_pool_rule_name(KvPoolRule rule);
+
 struct MemoryParams {
-  double gpu_memory_utilization = 0.9;   // share of HBM the serving engine may use
+  KvPoolRule rule = KvPoolRule::kUtilizationCap;
+  double gpu_memory_utilization = 0.9;   // the rule's fraction (see KvPoolRule)
   int64_t block_size = 16;                // tokens per KV block
   int64_t max_num_batched_tokens = 2048;  // sizes the activation reserve
   int64_t max_num_seqs = 256;             // sizes the logits/sampler reserve
@@ -19,6 +32,7 @@ struct MemoryParams {
 struct MemoryPlan {
   // What was planned, e.g. "llama-3.1-8b on 1 x h100_sxm (tp1, bf16 weights, bf16 KV)".
   std::string label;
+  KvPoolRule rule = KvPoolRule::kUtilizationCap;
   int64_t gpu_memory_bytes = 0;          // per GPU
   int64_t usable_bytes = 0;              // gpu_memory_bytes * utilization
   int64_t weight_bytes_per_gpu = 0;
@@ -32,8 +46,8 @@ struct MemoryPlan {
   int64_t max_kv_tokens() const { return num_blocks * block_size; }
 };
 
-// Per GPU: usable = memory_bytes * gpu_memory_utilization (rounded to the byte);
-// kv_pool = usable - weights - activation reserve - runtime overhead;
+// Per GPU, the KV pool of params.rule (KvPoolRule); usable = memory_bytes * gpu_memory_utilization
+// (rounded to the byte) for the first two rules, memory_bytes for kFreeFraction;
 // num_blocks = floor(kv_pool / (block_size * kv_bytes_per_token_per_gpu)).
 // Throws CapacityError, naming the model, GPU, TP degree and the bytes needed vs available, when
 // the weights and reserves leave no room for a single KV block (with the smallest TP degree that

@@ -6,6 +6,7 @@
 #include "policies/disagg.h"
 #include "policies/dopd/dopd.h"
 #include "policies/dynaserve.h"
+#include "policies/engines/engine_model.h"
 #include "policies/routers.h"
 
 namespace servesim::policies {
@@ -18,6 +19,7 @@ void register_builtin_policies() {
     dopd::register_dopd();
     register_dynaserve();
     register_routers();
+    register_engine_models();
   });
 }
 

@@ -11,7 +11,7 @@
 namespace servesim::reports {
 namespace {
 
-// Version 1 of the results schema. Child tables are keyed by run_id first, so one run's rows are
+// Version 2 of the results schema (version 1 had no request.warmup column; see kMigrateFrom1). Child tables are keyed by run_id first, so one run's rows are
 // contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
 constexpr const char* kSchemaSql = R"sql(
@@ -52,6 +52,7 @@ CREATE TABLE request(
   preemptions INTEGER,
   max_tbt_ns INTEGER,
   tbt_slo_violations INTEGER,
+  warmup INTEGER NOT NULL DEFAULT 0,  -- 1: a benchmark warm-up request, excluded from summaries
   PRIMARY KEY (run_id, request_id)
 ) WITHOUT ROWID;
 CREATE TABLE token(
@@ -84,9 +85,10 @@ CREATE TABLE scalar(
   PRIMARY KEY (run_id, entity, name)
 ) WITHOUT ROWID;
 
--- Per-request latencies in milliseconds. tpot_ms is NULL for single-token requests.
+-- Per-request latencies in milliseconds. tpot_ms is NULL for single-token requests. Benchmark
+-- warm-up requests (warmup = 1) are listed; summaries leave them out.
 CREATE VIEW request_metrics AS
-SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemptions,
+SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemptions, warmup,
        (first_scheduled_ns - arrival_ns) / 1e6 AS queueing_ms,
        (first_token_ns - arrival_ns) / 1e6 AS ttft_ms,
        CASE WHEN output_tokens > 1
@@ -112,6 +114,24 @@ SELECT run.run_id, scenario, policy, router, workload, seed, status, wall_s,
        (max(request.done_ns) - min(request.arrival_ns)) / 1e9 AS duration_s
 FROM run LEFT JOIN request USING (run_id)
 GROUP BY run.run_id;
+)sql";
+
+// Brings a version 1 database to version 2: the request.warmup column (0 for every existing run)
+// and the request_metrics view that lists it.
+constexpr const char* kMigrateFrom1 = R"sql(
+ALTER TABLE request ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;
+DROP VIEW request_metrics;
+CREATE VIEW request_metrics AS
+SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemptions, warmup,
+       (first_scheduled_ns - arrival_ns) / 1e6 AS queueing_ms,
+       (first_token_ns - arrival_ns) / 1e6 AS ttft_ms,
+       CASE WHEN output_tokens > 1
+            THEN (done_ns - first_token_ns) / 1e6 / (output_tokens - 1) END AS tpot_ms,
+       (done_ns - arrival_ns) / 1e6 AS e2e_ms,
+       max_tbt_ns / 1e6 AS max_tbt_ms,
+       tbt_slo_violations
+FROM request;
+UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
 }  // namespace
@@ -163,7 +183,7 @@ struct SqliteSink::Impl {
         db,
         "INSERT INTO request(run_id, request_id, instance_id, arrival_ns, first_scheduled_ns, "
         "first_token_ns, done_ns, prompt_tokens, output_tokens, preemptions, max_tbt_ns, "
-        "tbt_slo_violations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tbt_slo_violations, warmup) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         "inserting a request row");
     insert_token = std::make_unique<Statement>(
         db, "INSERT INTO token(run_id, request_id, token_index, t_ns) VALUES (?, ?, ?, ?)",
@@ -210,7 +230,11 @@ struct SqliteSink::Impl {
                           "schema_version)",
                           db.path()));
         }
-        const std::string found = version.column_text(0);
+        std::string found = version.column_text(0);
+        if (found == "1") {
+          db.exec(kMigrateFrom1, "migrating the schema from version 1 to 2");
+          found = "2";
+        }
         if (found != std::to_string(kSchemaVersion)) {
           throw Error(fmt::format(
               "{}: results database has schema_version {}, this build reads and writes version {}",
@@ -283,6 +307,7 @@ struct SqliteSink::Impl {
           .bind(10, static_cast<int64_t>(r.preemptions))
           .bind(11, r.max_tbt_ns)
           .bind(12, r.tbt_slo_violations)
+          .bind(13, static_cast<int64_t>(r.warmup ? 1 : 0))
           .run();
       if (!r.token_times_ns.empty()) {
         insert_token->bind(1, run_id).bind(2, static_cast<int64_t>(r.request_id));

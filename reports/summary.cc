@@ -103,7 +103,6 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
   RunSummary s;
   s.num_gpus = ctx.num_gpus;
   s.gpu_seconds = ctx.gpu_seconds;
-  s.requests = static_cast<int64_t>(requests.size());
 
   std::vector<int64_t> ttft, e2e, queueing;
   std::vector<double> tpot;
@@ -123,6 +122,11 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
   int64_t last_arrival = std::numeric_limits<int64_t>::min();
   for (const sim::RequestRecord& r : requests) {
     check_record(r);
+    if (r.warmup) {
+      ++s.warmup_requests;
+      continue;
+    }
+    ++s.requests;
     first_arrival = std::min(first_arrival, r.arrival_ns);
     last_arrival = std::max(last_arrival, r.arrival_ns);
     last_done = std::max(last_done, r.done_ns);
@@ -165,12 +169,12 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
     }
   }
 
-  if (!requests.empty()) {
+  if (s.requests > 0) {
     s.duration_s = static_cast<double>(last_done - first_arrival) * kNsToS;
   }
   s.request_rate_per_s = per_second(static_cast<double>(s.requests), s.duration_s);
   s.sustained_rate_per_s = s.request_rate_per_s;
-  if (!requests.empty() && last_arrival > first_arrival) {
+  if (s.requests > 0 && last_arrival > first_arrival) {
     // Completions in the later half of the arrival window. A cluster that keeps up completes, over
     // any window, the requests that arrived one latency earlier (Little's law), so the count
     // tracks the offered rate whatever the latency; an overloaded one completes at its service
@@ -178,7 +182,9 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
     // slower-but-keeping-up cluster as overloaded: the requests in flight at the end are missing.)
     const int64_t half = first_arrival + (last_arrival - first_arrival) / 2;
     int64_t completed = 0;
-    for (const sim::RequestRecord& r : requests) completed += r.done_ns > half && r.done_ns <= last_arrival;
+    for (const sim::RequestRecord& r : requests) {
+      completed += !r.warmup && r.done_ns > half && r.done_ns <= last_arrival;
+    }
     s.sustained_rate_per_s =
         per_second(static_cast<double>(completed), static_cast<double>(last_arrival - half) * kNsToS);
   }
@@ -217,7 +223,9 @@ std::string format_summary(const RunSummary& s, const sim::SloSpec& slo) {
   const double gpus = static_cast<double>(s.num_gpus);
 
   out += "Run summary\n";
-  line("requests", fmt::format("{}", s.requests));
+  line("requests", s.warmup_requests > 0 ? fmt::format("{} (and {} warm-up requests, excluded)",
+                                                      s.requests, s.warmup_requests)
+                                          : fmt::format("{}", s.requests));
   line("duration", fmt::format("{:.3f} s", s.duration_s));
   line("request rate", fmt::format("{:.3f} req/s", s.request_rate_per_s));
   line("input throughput", fmt::format("{:.1f} tok/s", s.input_tokens_per_s));
@@ -278,6 +286,7 @@ std::string format_summary(const RunSummary& s, const sim::SloSpec& slo) {
 std::vector<std::pair<std::string, double>> summary_scalars(const RunSummary& s) {
   std::vector<std::pair<std::string, double>> out;
   out.emplace_back("requests", static_cast<double>(s.requests));
+  out.emplace_back("warmup_requests", static_cast<double>(s.warmup_requests));
   out.emplace_back("preempted_requests", static_cast<double>(s.preempted_requests));
   out.emplace_back("total_preemptions", static_cast<double>(s.total_preemptions));
   out.emplace_back("duration_s", s.duration_s);

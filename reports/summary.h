@@ -27,7 +27,8 @@ struct Percentiles {
 };
 
 struct RunSummary {
-  int64_t requests = 0;
+  int64_t requests = 0;         // measured requests (warm-up requests are excluded everywhere)
+  int64_t warmup_requests = 0;  // benchmark warm-up requests (RequestRecord::warmup)
   int64_t preempted_requests = 0;  // requests preempted at least once
   int64_t total_preemptions = 0;
   double duration_s = 0;  // first arrival .. last completion; 0 without requests

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -187,6 +189,19 @@ const Json* ObjectReader::array(const std::string& key, bool required) {
     return nullptr;
   }
   return v;
+}
+
+Json param_json(const ParamValue& value) {
+  return std::visit(
+      [](const auto& v) -> Json {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, Duration>) {
+          return format_param_value(ParamValue{v});
+        } else {
+          return Json(v);
+        }
+      },
+      value);
 }
 
 ParamValues ObjectReader::params(const ParamSchema& schema) {

@@ -84,6 +84,10 @@ class ObjectReader {
   std::vector<std::string> seen_;
 };
 
+// A parameter value as a scenario spells it: numbers and booleans as JSON numbers and booleans,
+// strings as strings, durations as strings with a unit ("2ms").
+Json param_json(const ParamValue& value);
+
 // Reads a JSON document (comments allowed). Throws InputError "cannot open <what>" when the file
 // cannot be read, and InputError with the line of the first syntax error for invalid JSON.
 Json read_json_file(const std::string& path, const std::string& what = "file");

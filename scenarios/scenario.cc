@@ -10,6 +10,7 @@
 
 #include "policies/builtin.h"
 #include "scenarios/cost_models.h"
+#include "models/serving_engine.h"
 #include "scenarios/json_reader.h"
 #include "sim/core/rng.h"
 #include "traces/generators.h"
@@ -31,6 +32,9 @@ std::string DataRoot::gpu_catalog() const { return (fs::path(root) / "models/cat
 std::string DataRoot::model_catalog_dir() const {
   return (fs::path(root) / "models/catalog/models").string();
 }
+std::string DataRoot::engine_calibration() const {
+  return (fs::path(root) / "models/engines/calibration.json").string();
+}
 
 const Catalogs& Catalogs::get(const DataRoot& root) {
   static std::mutex mutex;
@@ -38,8 +42,10 @@ const Catalogs& Catalogs::get(const DataRoot& root) {
   std::lock_guard<std::mutex> lock(mutex);
   auto& slot = cache[root.root];
   if (!slot) {
-    slot = std::make_unique<Catalogs>(Catalogs{models::GpuCatalog::load(root.gpu_catalog()),
-                                               models::ModelCatalog::load(root.model_catalog_dir())});
+    slot = std::make_unique<Catalogs>(
+        Catalogs{models::GpuCatalog::load(root.gpu_catalog()),
+                 models::ModelCatalog::load(root.model_catalog_dir()),
+                 models::EngineCalibrations::load(root.engine_calibration())});
   }
   return *slot;
 }
@@ -164,6 +170,41 @@ void validate_lengths(const Json& in, const std::string& path, Issues& issues, J
   r.finish();
 }
 
+// A benchmark client (aiperf, `vllm bench serve`): `concurrency` closed-loop clients or a request
+// `rate`, num_requests measured after warmup_requests, ISL/OSL with standard deviations (or any
+// `lengths` source), ramp-up and think time.
+void validate_benchmark(ObjectReader& r, const std::string& base_dir, const DataRoot& root) {
+  const bool closed = r.has("concurrency");
+  const bool open = r.has("rate");
+  if (closed == open) {
+    r.issues().add(r.path(), "a benchmark workload needs exactly one of \"concurrency\" "
+                             "(closed-loop clients) and \"rate\" (requests per second)");
+  }
+  if (closed) r.integer("concurrency", std::nullopt, 1, 1'000'000);
+  if (open) {
+    r.number("rate", std::nullopt, 0.0, {}, /*min_exclusive=*/true);
+    r.string("arrival", std::string("poisson"), {"poisson", "constant", "gamma"});
+    r.number("cv", 1.0, 0.0, {}, /*min_exclusive=*/true);
+  }
+  r.integer("num_requests", std::nullopt, 1, 100'000'000);
+  r.integer("warmup_requests", int64_t{0}, 0, 100'000'000);
+  r.boolean("drain_after_warmup", true);
+  r.duration("ramp_up", Duration{0});
+  r.duration("think_time", Duration{0});
+  if (const Json* l = r.object("lengths", false)) {
+    if (r.has("isl") || r.has("osl")) {
+      r.issues().add(r.child_path("lengths"), "give either \"lengths\" or \"isl\"/\"osl\", not both");
+    }
+    Json& lout = r.resolved()["lengths"];
+    validate_lengths(*l, r.child_path("lengths"), r.issues(), lout, base_dir, root);
+  } else {
+    r.integer("isl", std::nullopt, 1, 10'000'000);
+    r.number("isl_stddev", 0.0, 0.0);
+    r.integer("osl", std::nullopt, 1, 10'000'000);
+    r.number("osl_stddev", 0.0, 0.0);
+  }
+}
+
 void validate_transforms(ObjectReader& r) {
   if (const Json* w = r.object("window", false)) {
     Json& out = r.resolved()["window"];
@@ -181,7 +222,10 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
                        const std::string& base_dir, const DataRoot& root, bool top_level) {
   ObjectReader r(in, path, issues, out);
   std::vector<std::string> types = {"trace", "generated", "merge"};
-  if (top_level) types.push_back("closed_loop");
+  if (top_level) {
+    types.push_back("closed_loop");
+    types.push_back("benchmark");
+  }
   const auto type = r.string("type", std::nullopt, types);
   if (type == "trace") {
     r.string("format", std::nullopt, traces::trace_formats());
@@ -212,6 +256,8 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
       Json& lout = out["lengths"];
       validate_lengths(*l, r.child_path("lengths"), issues, lout, base_dir, root);
     }
+  } else if (type == "benchmark") {
+    validate_benchmark(r, base_dir, root);
   } else if (type == "merge") {
     if (const Json* parts = r.array("parts", true)) {
       if (parts->size() < 2) issues.add(r.child_path("parts"), "expected at least two workloads");
@@ -224,7 +270,7 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
       }
     }
   }
-  if (type && *type != "closed_loop") validate_transforms(r);
+  if (type && *type != "closed_loop" && *type != "benchmark") validate_transforms(r);
   r.finish();
 }
 
@@ -290,13 +336,41 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     }
   }
 
+  // engine
+  if (const Json* in = top.object("engine", false)) {
+    Json& out = resolved["engine"];
+    ObjectReader r(*in, "engine", issues, out);
+    const auto type = r.string("type", std::nullopt, policies::engine_models().names());
+    const auto version = r.string("version", std::string());
+    if (type) {
+      const policies::EngineModelEntry& entry = policies::engine_models().get(*type);
+      EngineChoice e;
+      e.type = *type;
+      e.requested_version = version.value_or("");
+      try {
+        e.version = policies::resolve_engine_version(entry.versions, e.requested_version,
+                                                     "engine.version");
+      } catch (const ConfigError& err) {
+        for (const ConfigIssue& i : err.issues()) issues.add(i.path, i.message);
+      }
+      e.knobs = r.params(entry.schema);
+      e.schedules = !top.has("policy");
+      s.engine = std::move(e);
+    }
+    r.finish();
+  }
+
   {
     std::map<std::string, const ParamSchema*> routers, policies;
     add_schemas(sim::routing_policies(), routers);
     add_schemas(sim::batching_policies(), policies);
     add_schemas(sim::cluster_policies(), policies);
     read_plugin(top, "router", "round_robin", routers, s.router);
-    read_plugin(top, "policy", "coloc", policies, s.policy);
+    if (s.engine && s.engine->schedules) {
+      s.policy.type = s.engine->type;  // the engine's own scheduler
+    } else {
+      read_plugin(top, "policy", "coloc", policies, s.policy);
+    }
     s.cluster_policy = sim::cluster_policies().contains(s.policy.type);
   }
 
@@ -337,8 +411,17 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     s.cost.kernel_launch = r.duration("kernel_launch", d.kernel_launch).value_or(d.kernel_launch);
     s.cost.allreduce_latency =
         r.duration("allreduce_latency", d.allreduce_latency).value_or(d.allreduce_latency);
+    if (s.engine && r.has("iteration_overhead")) {
+      issues.add(r.child_path("iteration_overhead"),
+                 "an engine model replaces the constant iteration overhead with its own CPU cost "
+                 "(engine.cpu_iteration_us, cpu_request_us, cpu_token_us); remove one of the two");
+    }
     s.cost.iteration_overhead =
         r.duration("iteration_overhead", d.iteration_overhead).value_or(d.iteration_overhead);
+    if (s.engine) {
+      s.cost.iteration_overhead = Duration{0};
+      out["iteration_overhead"] = "0ns";
+    }
     r.finish();
   }
 
@@ -428,6 +511,14 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       m.max_num_batched_tokens = p.get_int("max_num_batched_tokens");
     }
     if (p.contains("max_num_seqs")) m.max_num_seqs = p.get_int("max_num_seqs");
+    if (s.engine) {
+      // The engine sizes memory as it does itself; the resolved document shows its knobs.
+      const policies::EngineSetup setup = resolve_engine(s, s.cluster.tp, root);
+      m = setup.memory;
+      Json& out = resolved["engine"];
+      if (s.engine->requested_version.empty()) out["version"] = setup.version;
+      for (const auto& [name, value] : setup.resolved.all()) out[name] = param_json(value);
+    }
     s.groups.push_back(plan);
   }
 
@@ -451,6 +542,17 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   s.workload = resolved["workload"];
   s.resolved = std::move(resolved);
   return s;
+}
+
+policies::EngineSetup resolve_engine(const Scenario& s, int tp, const DataRoot& root) {
+  const Catalogs& catalogs = Catalogs::get(root);
+  policies::EngineTarget target;
+  target.gpu = &catalogs.gpus.get(s.cluster.gpu);
+  target.model = &catalogs.models.get(s.model);
+  target.tp = tp;
+  target.calibrations = &catalogs.engine_calibrations;
+  const EngineChoice& e = s.engine.value();
+  return policies::engine_models().get(e.type).build(e.version, e.knobs, target);
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,
@@ -508,6 +610,27 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
   if (type == "trace") {
     const std::string path = resolve_data_path(spec.at("path").get<std::string>(), base_dir, root);
     w = traces::load_trace(spec.at("format").get<std::string>(), path);
+  } else if (type == "benchmark") {
+    traces::ArrivalSpec arrivals{traces::ArrivalKind::kUniform, 1.0, 1.0};
+    if (spec.contains("rate")) {
+      const std::string process = spec.at("arrival").get<std::string>();
+      arrivals.kind = process == "poisson" ? traces::ArrivalKind::kPoisson
+                      : process == "gamma" ? traces::ArrivalKind::kGamma
+                                           : traces::ArrivalKind::kUniform;
+      arrivals.rate_per_s = spec.at("rate").get<double>();
+      arrivals.cv = spec.at("cv").get<double>();
+    }
+    std::unique_ptr<traces::LengthSource> lengths =
+        spec.contains("lengths")
+            ? build_lengths(spec.at("lengths"), base_dir, root)
+            : traces::make_normal_lengths(spec.at("isl").get<double>(),
+                                          spec.at("isl_stddev").get<double>(),
+                                          spec.at("osl").get<double>(),
+                                          spec.at("osl_stddev").get<double>());
+    const int64_t count =
+        spec.at("num_requests").get<int64_t>() + spec.at("warmup_requests").get<int64_t>();
+    w = traces::generate(arrivals, *lengths, count, Duration{0}, derive_stream_seed(seed, stream));
+    w.description = lengths->describe();
   } else if (type == "generated" || type == "closed_loop") {
     traces::ArrivalSpec arrivals{traces::ArrivalKind::kUniform, 1.0, 1.0};
     int64_t count = spec.at("count").get<int64_t>();
@@ -547,6 +670,21 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
 
 Workload build_workload(const Scenario& scenario, const DataRoot& root) {
   Workload w = build_open_workload(scenario.workload, scenario.base_dir, root, scenario.seed, "workload");
+  if (scenario.workload.at("type") == "benchmark") {
+    const Json& b = scenario.workload;
+    const int64_t warmup = b.at("warmup_requests").get<int64_t>();
+    const std::string load =
+        b.contains("concurrency")
+            ? fmt::format("concurrency {}", b.at("concurrency").get<int64_t>())
+            : fmt::format("{} arrivals at {:g} req/s", b.at("arrival").get<std::string>(),
+                          b.at("rate").get<double>());
+    w.description = fmt::format("benchmark: {}, {} requests + {} warm-up{}, {}", load,
+                                b.at("num_requests").get<int64_t>(), warmup,
+                                warmup > 0 && b.at("drain_after_warmup").get<bool>()
+                                    ? " (drained)"
+                                    : "",
+                                w.description);
+  }
   if (scenario.workload.at("type") == "closed_loop") {
     // Arrival times come from the clients, not from the generator.
     w.description = fmt::format("closed loop: {} clients, think time {}, {} requests with lengths {}",
@@ -562,6 +700,17 @@ Workload build_workload(const Scenario& scenario, const DataRoot& root) {
 }
 
 namespace {
+
+// How the benchmark client of a `benchmark` workload drives the engine.
+sim::ClosedLoopSpec benchmark_client(const Json& b) {
+  sim::ClosedLoopSpec c;
+  c.clients = b.contains("concurrency") ? b.at("concurrency").get<int64_t>() : 0;
+  c.think_time = parse_duration(b.at("think_time").get<std::string>());
+  c.ramp_up = parse_duration(b.at("ramp_up").get<std::string>());
+  c.warmup_requests = b.at("warmup_requests").get<int64_t>();
+  c.drain_after_warmup = b.at("drain_after_warmup").get<bool>();
+  return c;
+}
 
 // Bandwidth and latency of the KV path between two instances placed by `first_gpu`.
 sim::LinkSpec link_between(const NetworkSpec& net, const models::GpuSpec& gpu, int64_t src_gpu,
@@ -628,9 +777,13 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   const models::GpuSpec& gpu = catalogs.gpus.get(s.cluster.gpu);
   std::optional<sim::ClusterLayout> layout;
   if (s.cluster_policy) layout = sim::cluster_policies().get(s.policy.type).make(s.policy.params);
-  const auto* policy_entry = s.cluster_policy ? nullptr : &sim::batching_policies().get(s.policy.type);
+  const bool engine_schedules = s.engine && s.engine->schedules;
+  const auto* policy_entry = s.cluster_policy || engine_schedules
+                                 ? nullptr
+                                 : &sim::batching_policies().get(s.policy.type);
 
   std::map<int, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
+  std::map<int, policies::EngineSetup> engine_by_tp;  // with an engine model
   auto placement = std::make_shared<Placement>();
   std::vector<sim::InstanceContext> contexts;  // cluster policies only
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
@@ -639,20 +792,31 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     if (!cost) {
       const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype};
       cost = make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce}, dep, root);
+      if (s.engine) {
+        const policies::EngineSetup& e =
+            engine_by_tp.emplace(g.tp, resolve_engine(s, g.tp, root)).first->second;
+        cost = models::make_engine_cost_model(cost, e.runtime);
+      }
       in.cost_models.push_back(cost);
     }
     if (!in.cost_model) in.cost_model = cost;
+    const policies::EngineSetup* engine = s.engine ? &engine_by_tp.at(g.tp) : nullptr;
     for (int64_t i = 0; i < g.count; ++i) {
       sim::InstanceSetup setup = base_setup(s, model, g, cost);
+      if (engine) setup.frontend = engine->frontend;
       if (layout) {
         sim::InstanceContext ctx = context_for(s, setup, static_cast<int32_t>(in.instances.size()));
         setup.batching = layout->groups[gi].make_batching(ctx);
         contexts.push_back(std::move(ctx));
+      } else if (engine && s.engine->schedules) {
+        setup.batching = engine->make_scheduler();
+        setup.max_prompt_tokens = engine->max_prompt_tokens;
       } else {
         setup.batching = policy_entry->make(s.policy.params);
       }
       // Without chunked prefill a prompt must fit in one iteration's token budget.
-      if (!layout && s.policy.params.contains("enable_chunked_prefill") &&
+      if (!layout && !(engine && s.engine->schedules) &&
+          s.policy.params.contains("enable_chunked_prefill") &&
           !s.policy.params.get_bool("enable_chunked_prefill") &&
           s.policy.params.contains("max_num_batched_tokens")) {
         setup.max_prompt_tokens = s.policy.params.get_int("max_num_batched_tokens");
@@ -707,6 +871,8 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   if (s.workload.at("type") == "closed_loop") {
     in.config.closed_loop.clients = s.workload.at("clients").get<int64_t>();
     in.config.closed_loop.think_time = parse_duration(s.workload.at("think_time").get<std::string>());
+  } else if (s.workload.at("type") == "benchmark") {
+    in.config.closed_loop = benchmark_client(s.workload);
   }
   return in;
 }

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/cost_model.h"
+#include "models/engine_calibration.h"
 #include "models/hardware.h"
 #include "models/memory_model.h"
 #include "sim/core/error.h"
@@ -27,6 +28,7 @@
 #include "sim/core/request_spec.h"
 #include "sim/engine.h"
 #include "sim/records.h"
+#include "policies/engines/engine_model.h"
 
 namespace servesim::scenarios {
 
@@ -38,12 +40,14 @@ struct DataRoot {
   static DataRoot discover();  // $SERVESIM_DATA, else the compiled-in source directory
   std::string gpu_catalog() const;
   std::string model_catalog_dir() const;
+  std::string engine_calibration() const;  // models/engines/calibration.json
 };
 
 // Loaded once per process and shared by every scenario.
 struct Catalogs {
   models::GpuCatalog gpus;
   models::ModelCatalog models;
+  models::EngineCalibrations engine_calibrations;
   static const Catalogs& get(const DataRoot& root);
 };
 
@@ -80,6 +84,15 @@ struct GroupPlan {
   models::MemoryPlan memory;
 };
 
+// The scenario's `engine` section: a serving-engine model (policies/engines/engine_model.h).
+struct EngineChoice {
+  std::string type;               // an engine_models() name
+  std::string requested_version;  // as written ("" = the newest known)
+  std::string version;            // the known version whose defaults apply
+  ParamValues knobs;              // validated against the engine's schema
+  bool schedules = true;          // no `policy` section: the engine's own scheduler runs
+};
+
 struct OutputSpec {
   Duration sample_interval{1'000'000'000};
   bool record_token_times = false;
@@ -95,6 +108,7 @@ struct Scenario {
   ClusterSpec cluster;
   PluginSpec router;
   PluginSpec policy;
+  std::optional<EngineChoice> engine;  // absent: no engine model (constant iteration overhead)
   std::string cost_type = "profiled";  // "profiled" (measured tables) or "roofline"
   bool cost_custom_allreduce = true;   // profiled: vLLM custom all-reduce (else NCCL)
   models::RooflineParams cost;
@@ -133,6 +147,9 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 // The built-in quickstart scenario (scenarios/quickstart.json compiled into the binary).
 const std::string& embedded_quickstart_json();
 Scenario load_embedded_quickstart(const std::vector<std::string>& overrides, const DataRoot& root);
+
+// The engine of `s` resolved for instances of `tp` GPUs. REQUIRES: s.engine.
+policies::EngineSetup resolve_engine(const Scenario& s, int tp, const DataRoot& root);
 
 // Resolves a data path per the contract above. Throws InputError naming every place tried.
 std::string resolve_data_path(const std::string& path, const std::string& base_dir,

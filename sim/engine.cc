@@ -28,6 +28,7 @@ struct RequestState {
   int64_t tbt_violations = 0;
   int32_t preemptions = 0;
   int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
+  bool warmup = false;        // a benchmark warm-up request: its gaps stay out of the TBT histogram
   std::vector<int64_t> token_times_ns;
 };
 
@@ -65,6 +66,7 @@ struct InstanceState {
   SimTime alive_from{};
   SimTime retired_at{};
   std::multiset<SimTime> wakes;  // pending kWake events of the batching policy
+  SimTime frontend_free_at{};    // when the front end finishes the requests it holds
 };
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -88,6 +90,15 @@ struct Engine::Impl {
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive
   size_t next_issue = 0;    // closed loop: index of the next request a client sends
+  // Benchmark phases (ClosedLoopSpec): warm-up requests are ids [0, warmup_total). Closed-loop
+  // clients send requests below issue_limit; open-loop arrivals at or after warmup_total wait
+  // for the measured phase when it starts on the drain, shifted by arrival_shift.
+  size_t warmup_total = 0;
+  int64_t warmup_left = 0;   // warm-up requests neither finished nor rejected
+  bool measured_phase = true;
+  size_t issue_limit = 0;
+  Duration arrival_shift{};
+  std::map<RequestId, SeqView> in_frontend;  // routed requests inside an instance's front end
   int64_t pending_arrivals = 0;  // arrival events pushed and not yet processed
   std::vector<RequestId> pending_route;
   bool route_pending = false;
@@ -170,6 +181,17 @@ struct Engine::Impl {
     }
     peak_gpus = alive_gpus;
     requests.resize(workload.requests.size());
+    const ClosedLoopSpec& cl = config.closed_loop;
+    if (cl.clients < 0 || cl.warmup_requests < 0 || cl.ramp_up.count() < 0 ||
+        cl.think_time.count() < 0) {
+      throw std::invalid_argument("closed-loop clients, warm-up, ramp-up and think time must be >= 0");
+    }
+    warmup_total = static_cast<size_t>(std::min<int64_t>(
+        cl.warmup_requests, static_cast<int64_t>(workload.requests.size())));
+    warmup_left = static_cast<int64_t>(warmup_total);
+    measured_phase = !(cl.drain_after_warmup && warmup_total > 0);
+    for (size_t i = 0; i < warmup_total; ++i) requests[i].warmup = true;
+    issue_limit = measured_phase ? workload.requests.size() : warmup_total;
     loads.resize(instances.size());
     decode_loads.resize(instances.size());
     result.requests_total = static_cast<int64_t>(workload.requests.size());
@@ -207,21 +229,58 @@ struct Engine::Impl {
   void schedule_next_arrival() {
     if (next_arrival >= workload.requests.size()) return;
     if (config.closed_loop.clients > 0) return;  // closed loop issues on completion
-    push(workload.requests[next_arrival].arrival, Phase::kArrive, EventKind::kArrival, -1);
+    if (next_arrival >= warmup_total && !measured_phase) return;  // after the warm-up drains
+    RequestSpec& spec = workload.requests[next_arrival];
+    if (next_arrival >= warmup_total) spec.arrival += arrival_shift;
+    push_arrival(spec.arrival, spec.id);
+  }
+
+  // Request `id` arrives at `t`. Arrival events name their request: closed-loop clients started
+  // at different times issue requests out of time order.
+  void push_arrival(SimTime t, RequestId id) {
+    if (t < now) throw RangeError("event scheduled in the past");
+    Event e{t, Phase::kArrive, EventKind::kArrival, -1, 0, 0};
+    e.request = id;
+    queue.push(e);
     pending_arrivals++;
   }
 
-  // Closed loop: the next request of the workload arrives at `t`.
+  // Closed loop: the next request of the workload arrives at `t` (none past the phase's limit).
   void issue_closed_loop_request(SimTime t) {
-    if (next_issue >= workload.requests.size()) return;
-    workload.requests[next_issue++].arrival = t;
-    push(t, Phase::kArrive, EventKind::kArrival, -1);
-    pending_arrivals++;
+    if (next_issue >= issue_limit) return;
+    RequestSpec& spec = workload.requests[next_issue++];
+    spec.arrival = t;
+    push_arrival(t, spec.id);
   }
 
-  void on_arrival() {
+  // Starts a phase of closed-loop clients at `start`: client k sends at start + k x ramp / clients.
+  void start_clients(SimTime start) {
+    const ClosedLoopSpec& cl = config.closed_loop;
+    for (int64_t k = 0; k < cl.clients && next_issue < issue_limit; ++k) {
+      issue_closed_loop_request(start + Duration{cl.ramp_up.count() * k / cl.clients});
+    }
+  }
+
+  // A request finished or was rejected: its closed-loop client moves on, and the measured phase
+  // starts when it was the last warm-up request of a draining benchmark.
+  void on_request_done(RequestId id) {
+    if (config.closed_loop.clients > 0) issue_closed_loop_request(now + config.closed_loop.think_time);
+    if (static_cast<size_t>(id) >= warmup_total || --warmup_left > 0 || measured_phase) return;
+    measured_phase = true;
+    issue_limit = workload.requests.size();
+    if (config.closed_loop.clients > 0) {
+      start_clients(now);
+    } else if (next_arrival < workload.requests.size()) {
+      arrival_shift = std::max(Duration{0}, now - workload.requests[next_arrival].arrival);
+      schedule_next_arrival();
+    }
+  }
+
+  // next_arrival counts processed arrivals; in an open loop it is also the next request to push.
+  void on_arrival(RequestId id) {
     pending_arrivals--;
-    const RequestSpec& spec = workload.requests[next_arrival++];
+    ++next_arrival;
+    const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
     set_in_system(+1);
     if (elastic()) observed_arrivals.push_back({now, spec.prompt_tokens});
     pending_route.push_back(spec.id);
@@ -296,8 +355,7 @@ struct Engine::Impl {
         // pool.
         ++result.requests_rejected;
         set_in_system(-1);
-        // A closed-loop client whose request was rejected moves on to its next one.
-        if (config.closed_loop.clients > 0) issue_closed_loop_request(now + config.closed_loop.think_time);
+        on_request_done(id);
         continue;
       }
       SeqView seq;
@@ -310,13 +368,41 @@ struct Engine::Impl {
       } else {
         apply_split(view, spec, target, seq, rs);
       }
-      inst.waiting.push_back(seq);
       inst.outstanding++;
-      inst.queued_prompt_blocks += blocks_for_tokens(spec.prompt_tokens, inst.setup.block_size);
-      refresh_load(static_cast<size_t>(target));
-      request_schedule(static_cast<size_t>(target));
+      if (inst.setup.frontend.enabled()) {
+        const FrontendSpec& fe = inst.setup.frontend;
+        const SimTime ready =
+            std::max(now, inst.frontend_free_at) + fe.per_request +
+            duration_from_seconds(fe.per_prompt_token_ns * 1e-9 *
+                                  static_cast<double>(spec.prompt_tokens));
+        inst.frontend_free_at = ready;
+        in_frontend.emplace(id, seq);
+        Event e{ready, Phase::kArrive, EventKind::kFrontendDone, target, 0, 0};
+        e.request = id;
+        queue.push(e);
+        refresh_load(static_cast<size_t>(target));
+        continue;
+      }
+      enqueue(static_cast<size_t>(target), seq);
     }
     pending_route.clear();
+  }
+
+  // `seq` joins the waiting queue of instance i.
+  void enqueue(size_t i, const SeqView& seq) {
+    InstanceState& inst = instances[i];
+    inst.waiting.push_back(seq);
+    inst.queued_prompt_blocks += blocks_for_tokens(seq.prompt_tokens, inst.setup.block_size);
+    refresh_load(i);
+    request_schedule(i);
+  }
+
+  void on_frontend_done(size_t i, RequestId id) {
+    auto it = in_frontend.find(id);
+    if (it == in_frontend.end()) throw std::logic_error("front end finished an unknown request");
+    const SeqView seq = it->second;
+    in_frontend.erase(it);
+    enqueue(i, seq);
   }
 
   void request_schedule(size_t i) {
@@ -483,7 +569,7 @@ struct Engine::Impl {
   void record_token(RequestState& rs, int64_t t_ns) {
     if (rs.last_token_ns >= 0) {
       const int64_t gap = t_ns - rs.last_token_ns;
-      add_gap(gap);
+      if (!rs.warmup) add_gap(gap);
       rs.max_tbt_ns = std::max(rs.max_tbt_ns, gap);
       if (config.slo.tbt_p99 && gap > config.slo.tbt_p99->count()) rs.tbt_violations++;
     } else {
@@ -675,9 +761,10 @@ struct Engine::Impl {
       r.max_tbt_ns = rs.max_tbt_ns;
       r.tbt_slo_violations = rs.tbt_violations;
       r.token_times_ns = std::move(rs.token_times_ns);
+      r.warmup = static_cast<size_t>(seq.id) < warmup_total;
       listener->on_request(r);
     }
-    if (config.closed_loop.clients > 0) issue_closed_loop_request(now + config.closed_loop.think_time);
+    on_request_done(seq.id);
   }
 
   // ---- sampling ----
@@ -717,7 +804,9 @@ struct Engine::Impl {
 
   // True while an arrival, a routing step or a batch is pending.
   bool work_in_flight() const {
-    if (pending_arrivals > 0 || route_pending || !in_transit.empty()) return true;
+    if (pending_arrivals > 0 || route_pending || !in_transit.empty() || !in_frontend.empty()) {
+      return true;
+    }
     return std::any_of(instances.begin(), instances.end(), [](const InstanceState& s) {
       return s.busy || s.schedule_pending || !s.wakes.empty() || s.state == Lifecycle::kStarting;
     });
@@ -848,7 +937,7 @@ struct Engine::Impl {
 
   RunResult run() {
     if (config.closed_loop.clients > 0) {
-      for (int64_t c = 0; c < config.closed_loop.clients; ++c) issue_closed_loop_request(kTimeZero);
+      start_clients(kTimeZero);
     } else {
       schedule_next_arrival();
     }
@@ -869,7 +958,7 @@ struct Engine::Impl {
       result.events++;
       switch (e.kind) {
         case EventKind::kArrival:
-          on_arrival();
+          on_arrival(e.request);
           break;
         case EventKind::kRoute:
           on_route();
@@ -895,6 +984,9 @@ struct Engine::Impl {
           break;
         case EventKind::kInstanceReady:
           on_instance_ready(static_cast<size_t>(e.target));
+          break;
+        case EventKind::kFrontendDone:
+          on_frontend_done(static_cast<size_t>(e.target), e.request);
           break;
         case EventKind::kWake: {
           InstanceState& inst = instances[static_cast<size_t>(e.target)];

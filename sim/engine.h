@@ -22,6 +22,7 @@
 #include "models/cost_model.h"
 #include "sim/core/histogram.h"
 #include "sim/core/request_spec.h"
+#include "sim/frontend.h"
 #include "sim/policy_api.h"
 #include "sim/records.h"
 
@@ -51,14 +52,28 @@ struct InstanceSetup {
   int64_t max_prompt_tokens = 0;
   int64_t block_size = 16;
   std::unique_ptr<BatchingPolicy> batching;
+  FrontendSpec frontend;
 };
 
-// Closed-loop driving: `clients` concurrent users, each sending its next request `think_time`
-// after its previous one finished. Request lengths come from the workload in order; its arrival
-// times are ignored. clients == 0 means open loop (replay the workload's arrival times).
+// How requests reach the cluster, as a benchmark client drives a server (aiperf, `vllm bench
+// serve`, genai-perf).
+// - Open loop (clients == 0): every request arrives at its workload arrival time.
+// - Closed loop (clients > 0): `clients` concurrent users; each sends its next request
+//   `think_time` after its previous one finished (or was rejected). Request lengths come from the
+//   workload in order; its arrival times are ignored. In each phase (below) client k (0-based)
+//   sends its first request at the phase start + k x ramp_up / clients.
+// - Warm-up: the first `warmup_requests` requests of the workload are sent first and are flagged
+//   RequestRecord::warmup (summaries exclude them). With drain_after_warmup the measured phase
+//   starts only once every warm-up request finished, as aiperf waits for its warm-up responses:
+//   closed-loop clients start again together (with the ramp), and open-loop arrivals after the
+//   warm-up are shifted so that the first measured request arrives at the drain (never earlier
+//   than its own arrival time).
 struct ClosedLoopSpec {
   int64_t clients = 0;
   Duration think_time{};
+  Duration ramp_up{};
+  int64_t warmup_requests = 0;
+  bool drain_after_warmup = false;
 };
 
 // KV transfer plumbing of a disaggregated cluster. `link(src, dst)` gives the path between two

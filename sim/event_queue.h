@@ -41,6 +41,7 @@ enum class EventKind : uint8_t {
   kControl,        // elastic clusters: the controller's periodic tick
   kInstanceReady,  // an added instance finished starting up (phase kComplete)
   kWake,           // a batching policy's wake_at() time (phase kSchedule)
+  kFrontendDone,   // a request passed its instance's front end (phase kArrive)
 };
 
 struct Event {

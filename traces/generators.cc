@@ -1,5 +1,6 @@
 #include "traces/generators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -74,6 +75,31 @@ class MixtureLengths final : public LengthSource {
   std::vector<double> cumulative_;
 };
 
+// aiperf's synthetic lengths: each count drawn from a normal distribution, rounded to the nearest
+// token and kept >= 1; a zero standard deviation draws nothing.
+class NormalLengths final : public LengthSource {
+ public:
+  NormalLengths(double prompt_mean, double prompt_sd, double output_mean, double output_sd)
+      : prompt_mean_(prompt_mean), prompt_sd_(prompt_sd), output_mean_(output_mean),
+        output_sd_(output_sd) {}
+  LengthSample next(RngStream& rng) override {
+    const int64_t prompt = draw(rng, prompt_mean_, prompt_sd_);
+    return {prompt, draw(rng, output_mean_, output_sd_)};
+  }
+  std::string describe() const override {
+    return fmt::format("ISL {:g}{} / OSL {:g}{}", prompt_mean_,
+                       prompt_sd_ > 0 ? fmt::format(" (sd {:g})", prompt_sd_) : "", output_mean_,
+                       output_sd_ > 0 ? fmt::format(" (sd {:g})", output_sd_) : "");
+  }
+
+ private:
+  static int64_t draw(RngStream& rng, double mean, double sd) {
+    const double v = sd > 0 ? mean + sd * rng.normal() : mean;
+    return std::max<int64_t>(1, std::llround(v));
+  }
+  double prompt_mean_, prompt_sd_, output_mean_, output_sd_;
+};
+
 void check_samples(const std::vector<LengthSample>& samples, const std::string& name) {
   if (samples.empty()) {
     throw std::invalid_argument(fmt::format("length source \"{}\" has no samples", name));
@@ -113,6 +139,18 @@ std::unique_ptr<LengthSource> make_fixed_lengths(int64_t prompt, int64_t output)
                     prompt, output));
   }
   return std::make_unique<FixedLengths>(LengthSample{prompt, output});
+}
+
+std::unique_ptr<LengthSource> make_normal_lengths(double prompt_mean, double prompt_sd,
+                                                  double output_mean, double output_sd) {
+  if (!(prompt_mean >= 1) || !(output_mean >= 1) || !(prompt_sd >= 0) || !(output_sd >= 0) ||
+      !std::isfinite(prompt_mean + prompt_sd + output_mean + output_sd)) {
+    throw std::invalid_argument(fmt::format(
+        "normal lengths: expected means >= 1 and standard deviations >= 0, found ISL {} (sd {}) / "
+        "OSL {} (sd {})",
+        prompt_mean, prompt_sd, output_mean, output_sd));
+  }
+  return std::make_unique<NormalLengths>(prompt_mean, prompt_sd, output_mean, output_sd);
 }
 
 std::unique_ptr<LengthSource> make_empirical_lengths(std::vector<LengthSample> samples,

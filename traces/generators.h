@@ -35,6 +35,13 @@ class LengthSource {
 // Throws std::invalid_argument unless both are positive.
 std::unique_ptr<LengthSource> make_fixed_lengths(int64_t prompt, int64_t output);
 
+// aiperf's synthetic lengths: prompt and output counts each drawn from a normal distribution
+// (mean, standard deviation), rounded to the nearest token and kept >= 1. A zero standard deviation
+// returns the mean (rounded) without drawing. Throws std::invalid_argument for a mean below 1 or a
+// negative or non-finite parameter.
+std::unique_ptr<LengthSource> make_normal_lengths(double prompt_mean, double prompt_sd,
+                                                  double output_mean, double output_sd);
+
 // Uniform draw with replacement from `samples`; `name` labels it in describe().
 // Throws std::invalid_argument if `samples` is empty or holds a non-positive count.
 std::unique_ptr<LengthSource> make_empirical_lengths(std::vector<LengthSample> samples,

@@ -110,7 +110,7 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
     sink.end_run("failed", 0.5, "");
   }
 
-  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "1"}}));
+  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "2"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM run ORDER BY run_id"),
             (Rows{{"1", "scenarios/a.json", "vllm", "round_robin", "azure_conv 0s+60s", "7", "ns",
                    "0.1.0", "2024-05-01T10:00:00Z", "1.25", "ok", "9f86d081884c7d65"},
@@ -122,9 +122,9 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
                   {"2", "policy.chunk", "512"}}));
   EXPECT_EQ(
       query_rows(db, "SELECT * FROM request ORDER BY run_id, request_id"),
-      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0"},
-            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1"},
-            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0"}}));
+      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0"},
+            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0"},
+            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM token ORDER BY run_id, request_id, token_index"),
             (Rows{{"1", "0", "0", "2000100"},
                   {"1", "0", "1", "2500100"},
@@ -264,11 +264,45 @@ TEST_F(SqliteSinkTest, RejectsAFileThatIsNotADatabase) {
 TEST_F(SqliteSinkTest, RejectsAnotherSchemaVersion) {
   const std::string file = path("old.db");
   { SqliteSink sink(file); }
-  raw_exec(file, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  raw_exec(file, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
-                ": results database has schema_version 2, this build reads and writes "
-                "version 1");
+                ": results database has schema_version 3, this build reads and writes "
+                "version 2");
+}
+
+// A version 1 database (no request.warmup column) is migrated in place: its runs keep their rows,
+// read as measured requests, and new runs land beside them.
+TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
+  const std::string file = path("v1.db");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "a", .policy = "coloc", .router = "rr", .workload = "w",
+                    .code_rev = "0.1.0", .started_at = "2024-05-01T10:00:00Z", .seed = 1},
+                   {});
+    sink.listener().on_request(make_record(0, 3, 100, 1));
+    sink.end_run("ok", 1.0, "");
+  }
+  // Make it a version 1 file: the column and the view as version 1 had them.
+  raw_exec(file,
+           "DROP VIEW request_metrics; ALTER TABLE request DROP COLUMN warmup; "
+           "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
+           "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "b", .policy = "coloc", .router = "rr", .workload = "w",
+                    .code_rev = "0.1.0", .started_at = "2024-05-01T10:01:00Z", .seed = 2},
+                   {});
+    sim::RequestRecord warm = make_record(0, 3, 7, 2);
+    warm.warmup = true;
+    sink.listener().on_request(warm);
+    sink.end_run("ok", 1.0, "");
+  }
+  EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            (Rows{{"2"}}));
+  EXPECT_EQ(query_rows(file, "SELECT run_id, request_id, warmup FROM request_metrics "
+                           "ORDER BY run_id"),
+            (Rows{{"1", "0", "0"}, {"2", "0", "1"}}));
 }
 
 TEST_F(SqliteSinkTest, RejectsAForeignDatabase) {

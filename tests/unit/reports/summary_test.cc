@@ -244,8 +244,8 @@ TEST(SummaryScalarsTest, NamesEveryField) {
   const RunSummary s =
       summarize(ten_requests(), LogHistogram{}, slo, {.num_gpus = 2, .gpu_seconds = 3});
   const auto scalars = summary_scalars(s);
-  // 8 counters and rates, 5 x 5 percentiles, 5 attainments, 3 goodputs, 3 GPU figures.
-  EXPECT_EQ(scalars.size(), 44u);
+  // 9 counters and rates, 5 x 5 percentiles, 5 attainments, 3 goodputs, 3 GPU figures.
+  EXPECT_EQ(scalars.size(), 45u);
   std::map<std::string, double> by_name(scalars.begin(), scalars.end());
   EXPECT_EQ(by_name.size(), scalars.size()) << "duplicate names";
   EXPECT_DOUBLE_EQ(by_name.at("requests"), 10);

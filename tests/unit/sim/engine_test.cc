@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "models/memory_model.h"
 #include "policies/builtin.h"
@@ -74,6 +75,7 @@ struct RunSetup {
   policies::ColocParams coloc;
   EngineConfig config;
   std::string router = "round_robin";
+  FrontendSpec frontend;
 };
 
 std::shared_ptr<CheckedCostModel> make_cost() {
@@ -93,6 +95,7 @@ RunResult run_engine(const RunSetup& setup, Workload w, RecordListener* listener
     s.num_blocks = setup.num_blocks > 0 ? setup.num_blocks : plan.num_blocks;
     s.block_size = 16;
     s.batching = policies::make_coloc(setup.coloc);
+    s.frontend = setup.frontend;
     inst.push_back(std::move(s));
   }
   policies::register_builtin_policies();
@@ -288,6 +291,132 @@ TEST(EngineClosedLoop, NeverMoreThanClientsInFlight) {
           << "request " << r.request_id;
     }
   }
+}
+
+// ---- benchmark client: warm-up, drain, ramp-up, lock step; front end ----
+
+const RequestRecord& by_id(const std::vector<RequestRecord>& records, RequestId id) {
+  return *std::find_if(records.begin(), records.end(),
+                       [id](const RequestRecord& r) { return r.request_id == id; });
+}
+
+int64_t last_warmup_done(const std::vector<RequestRecord>& records) {
+  int64_t t = 0;
+  for (const auto& r : records) {
+    if (r.warmup) t = std::max(t, r.done_ns);
+  }
+  return t;
+}
+
+TEST(EngineBenchmark, WarmupRequestsAreFlaggedAndTheMeasuredPhaseStartsWhenTheyDrain) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.config.closed_loop.clients = 4;
+  setup.config.closed_loop.warmup_requests = 6;
+  setup.config.closed_loop.drain_after_warmup = true;
+  const RunResult res = run_engine(setup, fixed_workload(20, 0, 300, 40, 1), &rec);
+  EXPECT_EQ(res.requests_finished, 20);
+  for (const auto& r : rec.requests) EXPECT_EQ(r.warmup, r.request_id < 6) << r.request_id;
+  // Warm-up: 4 clients, then 2 more requests as the first two finish; nothing else until the six
+  // are done. Then the 4 clients start together.
+  const int64_t drained = last_warmup_done(rec.requests);
+  for (RequestId id = 6; id < 10; ++id) EXPECT_EQ(by_id(rec.requests, id).arrival_ns, drained);
+  for (RequestId id = 10; id < 20; ++id) EXPECT_GT(by_id(rec.requests, id).arrival_ns, drained);
+}
+
+TEST(EngineBenchmark, WithoutDrainTheClientsGoOnIntoTheMeasuredRequests) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.config.closed_loop.clients = 4;
+  setup.config.closed_loop.warmup_requests = 4;
+  setup.config.closed_loop.drain_after_warmup = false;
+  run_engine(setup, fixed_workload(12, 0, 300, 40, 1), &rec);
+  // Lock step: the 4 warm-up requests finish together and the clients send 4..7 at once.
+  const int64_t drained = last_warmup_done(rec.requests);
+  for (RequestId id = 4; id < 8; ++id) EXPECT_EQ(by_id(rec.requests, id).arrival_ns, drained);
+  EXPECT_EQ(std::count_if(rec.requests.begin(), rec.requests.end(),
+                          [](const RequestRecord& r) { return r.warmup; }),
+            4);
+}
+
+TEST(EngineBenchmark, RampUpStartsClientKAtKTimesRampOverClients) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.config.closed_loop.clients = 4;
+  setup.config.closed_loop.ramp_up = std::chrono::milliseconds(400);
+  run_engine(setup, fixed_workload(8, 0, 300, 40, 1), &rec);
+  for (RequestId id = 0; id < 4; ++id) {
+    EXPECT_EQ(by_id(rec.requests, id).arrival_ns, id * 100'000'000) << id;
+  }
+}
+
+TEST(EngineBenchmark, ClientsStartedTogetherStayInLockStepAndRampedOnesDoNot) {
+  // Fixed lengths and a budget that holds every prompt at once: clients that start together
+  // share every prefill pass forever, so each round's TTFT is the whole round's prefill.
+  auto mean_ttft_ms = [](const std::vector<RequestRecord>& records) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& r : records) {
+      if (r.warmup) continue;
+      sum += r.ttft_ns() * 1e-6;
+      ++n;
+    }
+    return sum / n;
+  };
+  auto run = [&](Duration ramp) {
+    CollectingListener rec;
+    RunSetup setup;
+    setup.coloc.max_num_batched_tokens = 8192;
+    setup.config.closed_loop.clients = 8;
+    setup.config.closed_loop.ramp_up = ramp;
+    setup.config.closed_loop.warmup_requests = 8;
+    run_engine(setup, fixed_workload(80, 0, 1000, 100, 1), &rec);
+    return rec.requests;
+  };
+  const auto lock_step = run(Duration{0});
+  const auto staggered = run(std::chrono::seconds(2));
+  // In lock step every measured request waits for the 8 000-token pass; staggered ones mostly
+  // prefill alone.
+  std::set<int64_t> lock_step_ttfts;
+  for (const auto& r : lock_step) {
+    if (!r.warmup) lock_step_ttfts.insert(r.ttft_ns());
+  }
+  EXPECT_EQ(lock_step_ttfts.size(), 1u);
+  EXPECT_GT(mean_ttft_ms(lock_step), 3 * mean_ttft_ms(staggered));
+}
+
+TEST(EngineBenchmark, OpenLoopArrivalsAfterTheWarmupWaitForItsDrain) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.config.closed_loop.warmup_requests = 5;
+  setup.config.closed_loop.drain_after_warmup = true;
+  Workload w = fixed_workload(15, 0, 300, 40, 1);
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    w.requests[i].arrival = kTimeZero + std::chrono::milliseconds(10 * static_cast<int64_t>(i));
+  }
+  run_engine(setup, std::move(w), &rec);
+  const int64_t drained = last_warmup_done(rec.requests);
+  EXPECT_EQ(by_id(rec.requests, 5).arrival_ns, drained);
+  // The measured arrivals keep their spacing.
+  for (RequestId id = 6; id < 15; ++id) {
+    EXPECT_EQ(by_id(rec.requests, id).arrival_ns - by_id(rec.requests, id - 1).arrival_ns,
+              10'000'000);
+  }
+}
+
+TEST(EngineFrontend, SimultaneousArrivalsReachTheSchedulerOneServiceTimeApart) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.coloc.max_num_batched_tokens = 256;  // one prompt per iteration
+  setup.frontend.per_request = std::chrono::milliseconds(2);
+  setup.frontend.per_prompt_token_ns = 10'000;  // 10 us per token: 1 ms for 100 tokens
+  run_engine(setup, fixed_workload(3, 0, 100, 5, 1), &rec);
+  // Each request is visible 3 ms after the previous one: the first at 3 ms, scheduled at once.
+  EXPECT_EQ(by_id(rec.requests, 0).first_scheduled_ns, 3'000'000);
+  EXPECT_GE(by_id(rec.requests, 1).first_scheduled_ns, 6'000'000);
+  EXPECT_GE(by_id(rec.requests, 2).first_scheduled_ns, 9'000'000);
+  // TTFT counts the front end.
+  EXPECT_GT(by_id(rec.requests, 0).ttft_ns(), 3'000'000);
 }
 
 TEST(EngineStop, MaxSimTimeStopsWithUnfinishedRequests) {

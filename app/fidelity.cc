@@ -1,0 +1,615 @@
+#include "app/fidelity.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlopt.h>
+
+#include "app/parallel.h"
+#include "app/run_scenario.h"
+#include "policies/builtin.h"
+#include "reports/fidelity_store.h"
+#include "sim/core/error.h"
+
+namespace servesim::app {
+namespace {
+
+using scenarios::Json;
+
+// The calibration knobs a fit adjusts (policies/engines/engine_model.h), in microseconds, and the
+// bounds of the search: far above any engine's plausible cost.
+constexpr std::array<const char*, 5> kKnobs = {"cpu_iteration_us", "cpu_request_us",
+                                               "cpu_token_us", "frontend_request_us",
+                                               "frontend_token_us"};
+constexpr std::array<double, 5> kUpper = {20'000, 1'000, 50, 100'000, 100};
+constexpr std::array<double, 5> kStart = {1'000, 10, 0.5, 1'000, 0.5};
+using Theta = std::array<double, 5>;
+
+// Huber threshold on log errors: rows further off than ~22 % pull linearly, not quadratically, so
+// that a few rows the model cannot express do not steer a fit.
+constexpr double kHuberDelta = 0.2;
+// Loss of a row that could not be simulated (each of TTFT and TPOT).
+constexpr double kFailedRowLoss = 2.0;
+
+Theta theta_of(const models::EngineCalibration& c) {
+  return {static_cast<double>(c.cpu.per_iteration.count()) / 1e3, c.cpu.per_request_ns / 1e3,
+          c.cpu.per_token_ns / 1e3, c.frontend_request_us, c.frontend_token_us};
+}
+
+models::EngineCalibration calibration_of(const Theta& t, std::string fitted_on) {
+  models::EngineCalibration c;
+  c.cpu.per_iteration = Duration{std::llround(t[0] * 1e3)};
+  c.cpu.per_request_ns = t[1] * 1e3;
+  c.cpu.per_token_ns = t[2] * 1e3;
+  c.frontend_request_us = t[3];
+  c.frontend_token_us = t[4];
+  c.fitted_on = std::move(fitted_on);
+  return c;
+}
+
+struct Prediction {
+  bool ok = false;
+  std::string error;
+  double ttft_ms = 0, tpot_ms = 0, extrapolated_share = 0;
+
+  double ttft_error(const MeasuredRun& r) const { return (ttft_ms - r.ttft_ms) / r.ttft_ms; }
+  double tpot_error(const MeasuredRun& r) const { return (tpot_ms - r.tpot_ms) / r.tpot_ms; }
+};
+
+// Simulates one mapped row, with the calibration knobs set to `theta` when given.
+Prediction predict(const MappedRun& m, const Theta* theta, const scenarios::DataRoot& root) {
+  Prediction p;
+  Json doc = m.scenario;
+  if (theta) {
+    for (size_t k = 0; k < kKnobs.size(); ++k) doc["engine"][kKnobs[k]] = (*theta)[k];
+  }
+  try {
+    const scenarios::Scenario s = scenarios::parse_scenario(doc, m.run.id, "", root);
+    RunOptions options;
+    options.keep_records = false;
+    const RunOutcome o = run_scenario(s, root, options);
+    if (o.summary.requests == 0) {
+      p.error = "no measured request finished (rejected: prompt + output exceed the KV pool?)";
+      return p;
+    }
+    p.ttft_ms = o.summary.ttft_s.mean * 1e3;
+    p.tpot_ms = o.summary.tpot_s.mean * 1e3;
+    p.extrapolated_share = o.lookups.extrapolated_share();
+    p.ok = true;
+  } catch (const std::exception& e) {
+    p.error = e.what();
+  }
+  return p;
+}
+
+std::vector<Prediction> predict_all(const std::vector<const MappedRun*>& rows, const Theta* theta,
+                                    int jobs, const scenarios::DataRoot& root) {
+  std::vector<Prediction> out(rows.size());
+  parallel_for(rows.size(), jobs, [&](size_t i) { out[i] = predict(*rows[i], theta, root); });
+  return out;
+}
+
+double huber(double x) {
+  const double a = std::abs(x);
+  return a <= kHuberDelta ? 0.5 * a * a : kHuberDelta * (a - 0.5 * kHuberDelta);
+}
+
+double loss_of(const std::vector<const MappedRun*>& rows, const std::vector<Prediction>& preds) {
+  double loss = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const MeasuredRun& r = rows[i]->run;
+    if (!preds[i].ok || preds[i].ttft_ms <= 0 || preds[i].tpot_ms <= 0) {
+      loss += 2 * kFailedRowLoss;
+      continue;
+    }
+    loss += huber(std::log(preds[i].ttft_ms / r.ttft_ms)) + huber(std::log(preds[i].tpot_ms / r.tpot_ms));
+  }
+  return rows.empty() ? 0 : loss / static_cast<double>(rows.size());
+}
+
+// An even spread of at most `max_rows` of `rows` (all of them when there are fewer).
+std::vector<const MappedRun*> spread(const std::vector<const MappedRun*>& rows, int max_rows) {
+  if (max_rows <= 0 || static_cast<int>(rows.size()) <= max_rows) return rows;
+  std::vector<const MappedRun*> out;
+  for (int i = 0; i < max_rows; ++i) {
+    out.push_back(rows[static_cast<size_t>(i) * rows.size() / static_cast<size_t>(max_rows)]);
+  }
+  return out;
+}
+
+struct FitContext {
+  const std::vector<const MappedRun*>* rows;
+  int jobs;
+  const scenarios::DataRoot* root;
+  int evaluations = 0;
+  double best = 0;
+};
+
+double nlopt_objective(unsigned n, const double* x, double* grad, void* data) {
+  (void)grad;
+  auto* ctx = static_cast<FitContext*>(data);
+  Theta t{};
+  for (unsigned k = 0; k < n; ++k) t[k] = x[k];
+  const double loss = loss_of(*ctx->rows, predict_all(*ctx->rows, &t, ctx->jobs, *ctx->root));
+  if (ctx->evaluations == 0 || loss < ctx->best) ctx->best = loss;
+  ++ctx->evaluations;
+  return loss;
+}
+
+// Fits the calibration knobs of one engine on `rows` (derivative-free: a simulation is piecewise
+// constant in its costs), from `start`.
+Theta fit(const std::vector<const MappedRun*>& rows, const Theta& start,
+          const FidelityOptions& options, const scenarios::DataRoot& root) {
+  FitContext ctx{&rows, options.jobs, &root};
+  nlopt_opt opt = nlopt_create(NLOPT_LN_SBPLX, static_cast<unsigned>(kKnobs.size()));
+  std::array<double, 5> lower{}, step{}, x{};
+  for (size_t k = 0; k < kKnobs.size(); ++k) {
+    x[k] = std::clamp(start[k], 0.0, kUpper[k]);
+    step[k] = std::max(0.5 * x[k], 0.2 * kStart[k]);
+  }
+  nlopt_set_lower_bounds(opt, lower.data());
+  nlopt_set_upper_bounds(opt, kUpper.data());
+  nlopt_set_initial_step(opt, step.data());
+  nlopt_set_min_objective(opt, nlopt_objective, &ctx);
+  nlopt_set_maxeval(opt, options.fit_evaluations);
+  nlopt_set_xtol_rel(opt, 1e-3);
+  double value = 0;
+  const nlopt_result rc = nlopt_optimize(opt, x.data(), &value);
+  nlopt_destroy(opt);
+  if (rc < 0) {
+    throw Error(fmt::format("fitting the engine calibration failed (nlopt code {})",
+                            static_cast<int>(rc)));
+  }
+  Theta t{};
+  for (size_t k = 0; k < kKnobs.size(); ++k) t[k] = x[k];
+  return t;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+std::string pct(double fraction) { return fmt::format("{:.1f}", fraction * 100); }
+
+// One predicted row of the study.
+struct Scored {
+  const MappedRun* row = nullptr;
+  size_t index = 0;  // row index in the CSV (0-based data row)
+  Prediction pred;
+};
+
+ErrorStats stats_of(const std::vector<const Scored*>& rows) {
+  std::vector<double> ttft, tpot;
+  for (const Scored* s : rows) {
+    if (!s->pred.ok) continue;
+    ttft.push_back(s->pred.ttft_error(s->row->run));
+    tpot.push_back(s->pred.tpot_error(s->row->run));
+  }
+  return error_stats(ttft, tpot);
+}
+
+void print_header(std::ostream& out) {
+  out << fmt::format("  {:<40} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
+                     "{:>5}  {:>7}\n",
+                     "engine / GPU / model", "rows", "TTFT", "MAPE", "bias", "<=10", "<=25",
+                     "TPOT", "MAPE", "bias", "<=10", "<=25", "both");
+  out << fmt::format("  {:<40} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
+                     "{:>5}  {:>7}\n",
+                     "", "", "MdAPE %", "%", "%", "%", "%", "MdAPE %", "%", "%", "%", "%", "<=25 %");
+}
+
+void print_stats_row(std::ostream& out, const std::string& label, const ErrorStats& e) {
+  out << fmt::format("  {:<40} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
+                     "{:>5}  {:>7}\n",
+                     label, e.rows, pct(e.ttft_mdape), pct(e.ttft_mape), pct(e.ttft_bias),
+                     pct(e.ttft_within_10), pct(e.ttft_within_25), pct(e.tpot_mdape),
+                     pct(e.tpot_mape), pct(e.tpot_bias), pct(e.tpot_within_10),
+                     pct(e.tpot_within_25), pct(e.both_within_25));
+}
+
+// The table of one set of predictions: per engine x GPU x model, then dense and MoE totals.
+void print_table(std::ostream& out, const std::string& title, const std::vector<Scored>& scored) {
+  out << "\n" << title << "\n";
+  print_header(out);
+  std::map<std::string, std::vector<const Scored*>> groups;
+  std::vector<const Scored*> dense, moe;
+  for (const Scored& s : scored) {
+    if (!s.pred.ok) continue;
+    groups[(s.row->moe ? "~" : "") + s.row->group()].push_back(&s);
+    (s.row->moe ? moe : dense).push_back(&s);
+  }
+  for (const auto& [key, rows] : groups) {
+    print_stats_row(out, key[0] == '~' ? key.substr(1) + " (MoE)" : key, stats_of(rows));
+  }
+  if (!dense.empty()) print_stats_row(out, "all dense rows", stats_of(dense));
+  if (!moe.empty()) print_stats_row(out, "all MoE rows", stats_of(moe));
+}
+
+std::string gpu_class_of(const MappedRun& m, const scenarios::Catalogs& cat) {
+  return models::gpu_class(cat.gpus.get(m.gpu));
+}
+
+// Prints a progress line on stderr when it is a terminal.
+class Progress {
+ public:
+  Progress() : enabled_(isatty(STDERR_FILENO) != 0) {}
+  void line(const std::string& text) {
+    if (!enabled_) return;
+    fmt::print(stderr, "\r{:<100}\r{}", "", text);
+    std::fflush(stderr);
+  }
+  ~Progress() {
+    if (enabled_) fmt::print(stderr, "\r{:<100}\r", "");
+  }
+
+ private:
+  bool enabled_;
+};
+
+reports::FidelityRowRecord record_of(const Scored& s, const std::string& prediction) {
+  reports::FidelityRowRecord r;
+  const MappedRun& m = *s.row;
+  r.row_index = static_cast<int64_t>(s.index);
+  r.line = m.run.line;
+  r.csv_id = m.run.id;
+  r.engine = m.engine.empty() ? m.run.backend : m.engine;
+  r.engine_version = m.run.backend_version;
+  r.gpu = m.gpu.empty() ? m.run.system : m.gpu;
+  r.model = m.model.empty() ? m.run.model_path : m.model;
+  r.moe = m.moe;
+  r.tp = m.run.tp;
+  r.isl = m.run.isl;
+  r.osl = m.run.osl;
+  r.concurrency = m.run.concurrency;
+  r.measured_ttft_ms = m.run.ttft_ms;
+  r.measured_tpot_ms = m.run.tpot_ms;
+  r.prediction = prediction;
+  if (!m.mapped()) {
+    r.status = "skipped";
+    r.skip_reason = m.skip_reason;
+    return r;
+  }
+  r.scenario = m.scenario.dump();
+  if (!s.pred.ok) {
+    r.status = "failed";
+    r.skip_reason = s.pred.error;
+    return r;
+  }
+  r.status = "ok";
+  r.predicted_ttft_ms = s.pred.ttft_ms;
+  r.predicted_tpot_ms = s.pred.tpot_ms;
+  r.ttft_error = s.pred.ttft_error(m.run);
+  r.tpot_error = s.pred.tpot_error(m.run);
+  r.extrapolated_share = s.pred.extrapolated_share;
+  return r;
+}
+
+void print_worst(std::ostream& out, const std::vector<Scored>& scored, int count,
+                 const std::string& csv_path) {
+  std::vector<const Scored*> ok;
+  for (const Scored& s : scored) {
+    if (s.pred.ok) ok.push_back(&s);
+  }
+  auto worst_error = [](const Scored* s) {
+    return std::max(std::abs(s->pred.ttft_error(s->row->run)),
+                    std::abs(s->pred.tpot_error(s->row->run)));
+  };
+  std::stable_sort(ok.begin(), ok.end(),
+                   [&](const Scored* a, const Scored* b) { return worst_error(a) > worst_error(b); });
+  if (ok.size() > static_cast<size_t>(count)) ok.resize(static_cast<size_t>(count));
+  if (ok.empty()) return;
+  out << fmt::format("\nWorst rows (largest TTFT or TPOT error):\n  {:>5}  {:<36} {:>3} {:>11} "
+                     "{:>5}  {:>20}  {:>18}\n",
+                     "line", "engine / GPU / model", "tp", "ISL/OSL", "conc",
+                     "TTFT ms meas/pred", "TPOT ms meas/pred");
+  for (const Scored* s : ok) {
+    const MeasuredRun& r = s->row->run;
+    out << fmt::format("  {:>5}  {:<36} {:>3} {:>11} {:>5}  {:>8.1f}/{:<8.1f}{:>+5.0f}%  "
+                       "{:>6.2f}/{:<6.2f}{:>+5.0f}%\n",
+                       r.line, s->row->group(), r.tp, fmt::format("{}/{}", r.isl, r.osl),
+                       r.concurrency, r.ttft_ms, s->pred.ttft_ms,
+                       100 * s->pred.ttft_error(r), r.tpot_ms, s->pred.tpot_ms,
+                       100 * s->pred.tpot_error(r));
+  }
+  out << fmt::format("  rerun one: servesim fidelity {} --emit-scenario LINE > row.json && "
+                     "servesim run row.json\n",
+                     csv_path);
+}
+
+}  // namespace
+
+ErrorStats error_stats(const std::vector<double>& ttft_errors,
+                       const std::vector<double>& tpot_errors) {
+  ErrorStats e;
+  e.rows = static_cast<int64_t>(ttft_errors.size());
+  if (ttft_errors.empty()) return e;
+  auto fill = [](const std::vector<double>& err, double& mdape, double& mape, double& bias,
+                 double& w10, double& w25, double& p90) {
+    std::vector<double> abs_err;
+    double sum = 0;
+    int64_t n10 = 0, n25 = 0;
+    for (double x : err) {
+      abs_err.push_back(std::abs(x));
+      sum += std::abs(x);
+      n10 += std::abs(x) <= 0.10;
+      n25 += std::abs(x) <= 0.25;
+    }
+    const double n = static_cast<double>(err.size());
+    mdape = median(abs_err);
+    mape = sum / n;
+    bias = median(err);
+    w10 = static_cast<double>(n10) / n;
+    w25 = static_cast<double>(n25) / n;
+    p90 = quantile(abs_err, 0.9);
+  };
+  fill(ttft_errors, e.ttft_mdape, e.ttft_mape, e.ttft_bias, e.ttft_within_10, e.ttft_within_25,
+       e.ttft_p90_ape);
+  fill(tpot_errors, e.tpot_mdape, e.tpot_mape, e.tpot_bias, e.tpot_within_10, e.tpot_within_25,
+       e.tpot_p90_ape);
+  int64_t both = 0;
+  for (size_t i = 0; i < ttft_errors.size(); ++i) {
+    both += std::abs(ttft_errors[i]) <= 0.25 && std::abs(tpot_errors[i]) <= 0.25;
+  }
+  e.both_within_25 = static_cast<double>(both) / static_cast<double>(ttft_errors.size());
+  return e;
+}
+
+int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
+                 const scenarios::DataRoot& root, std::ostream& out) {
+  policies::register_builtin_policies();
+  const scenarios::Catalogs& cat = scenarios::Catalogs::get(root);
+  const std::vector<MeasuredRun> runs = read_measured_runs(csv_path);
+  std::vector<MappedRun> mapped;
+  mapped.reserve(runs.size());
+  for (const MeasuredRun& r : runs) mapped.push_back(map_measured_run(r, cat, options.bench));
+
+  if (!options.emit_scenario.empty()) {
+    for (const MappedRun& m : mapped) {
+      if (m.run.id != options.emit_scenario &&
+          std::to_string(m.run.line) != options.emit_scenario) {
+        continue;
+      }
+      if (!m.mapped()) {
+        throw ConfigError(csv_path, {{fmt::format("line {}", m.run.line),
+                                      "not mapped to a scenario: " + m.skip_reason}});
+      }
+      out << m.scenario.dump(2) << "\n";
+      return 0;
+    }
+    throw ConfigError(csv_path, {{"--emit-scenario", fmt::format("no row with id or line \"{}\"",
+                                                                 options.emit_scenario)}});
+  }
+
+  // Rows to simulate, and the skipped ones counted by reason.
+  std::vector<const MappedRun*> todo;
+  std::vector<size_t> todo_index;
+  std::map<std::string, int64_t> skipped;
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    const MappedRun& m = mapped[i];
+    if (!options.engines.empty() &&
+        std::find(options.engines.begin(), options.engines.end(), m.run.backend) ==
+            options.engines.end()) {
+      continue;
+    }
+    if (!m.mapped()) {
+      const size_t cut = m.skip_reason.find(" (");
+      skipped[m.skip_reason.substr(0, cut)]++;
+      continue;
+    }
+    todo.push_back(&m);
+    todo_index.push_back(i);
+  }
+  int64_t moe_rows = 0;
+  for (const MappedRun* m : todo) moe_rows += m->moe;
+  out << fmt::format("servesim fidelity: {} rows of {}\n", runs.size(), csv_path);
+  out << fmt::format("  mapped to scenarios: {} ({} dense, {} MoE)\n", todo.size(),
+                     todo.size() - static_cast<size_t>(moe_rows), moe_rows);
+  int64_t skipped_total = 0;
+  for (const auto& [why, n] : skipped) skipped_total += n;
+  if (skipped_total > 0) out << fmt::format("  skipped: {}\n", skipped_total);
+  std::vector<std::pair<int64_t, std::string>> reasons;
+  for (const auto& [why, n] : skipped) reasons.emplace_back(n, why);
+  std::sort(reasons.rbegin(), reasons.rend());
+  for (const auto& [n, why] : reasons) out << fmt::format("    {:>5}  {}\n", n, why);
+  out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients, {} x c "
+                     "requests after {} x c warm-up requests (drained), fixed ISL/OSL\n",
+                     options.bench.requests_per_client, options.bench.warmup_per_client);
+
+  Progress progress;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Scored> calibrated(todo.size());
+  progress.line(fmt::format("simulating {} rows with the calibration in effect...", todo.size()));
+  {
+    const std::vector<Prediction> preds = predict_all(todo, nullptr, options.jobs, root);
+    for (size_t i = 0; i < todo.size(); ++i) calibrated[i] = {todo[i], todo_index[i], preds[i]};
+  }
+  const double sim_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out << fmt::format("  simulated {} rows in {:.1f} s on {} thread(s)\n", todo.size(), sim_s,
+                     options.jobs);
+  int failed = 0;
+  for (const Scored& s : calibrated) {
+    if (!s.pred.ok) {
+      ++failed;
+      out << fmt::format("  line {} could not be simulated: {}\n", s.row->run.line, s.pred.error);
+    }
+  }
+
+  std::string calibration_note = "none (no calibration file)";
+  if (!cat.engine_calibrations.all().empty()) {
+    std::set<std::string> fitted;
+    for (const auto& [key, c] : cat.engine_calibrations.all()) fitted.insert(c.fitted_on);
+    calibration_note = fmt::format("{} (fitted on: {})", root.engine_calibration(),
+                                   fmt::join(fitted, "; "));
+  }
+  print_table(out,
+              fmt::format("Predictions with the engine calibration in effect ({}). Rows of the "
+                          "models it was fitted on are in-sample here; held-out errors come from "
+                          "--fit.",
+                          calibration_note),
+              calibrated);
+
+  std::vector<Scored> held_out, in_sample;
+  models::EngineCalibrations fitted;
+  if (options.fit) {
+    // Groups of dense rows by (engine, GPU class).
+    std::map<std::pair<std::string, std::string>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < todo.size(); ++i) {
+      if (!todo[i]->moe) groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
+    }
+    held_out.resize(todo.size());
+    in_sample.resize(todo.size());
+    for (const auto& [key, members] : groups) {
+      const auto& [engine, cls] = key;
+      std::set<std::string> group_models;
+      for (size_t i : members) group_models.insert(todo[i]->model);
+      Theta start = kStart;
+      if (const models::EngineCalibration* c = cat.engine_calibrations.find(engine, cls)) {
+        start = theta_of(*c);
+      }
+      auto rows_of = [&](const std::string& except) {
+        std::vector<const MappedRun*> rows;
+        for (size_t i : members) {
+          if (todo[i]->model != except) rows.push_back(todo[i]);
+        }
+        return rows;
+      };
+      // Leave one model out.
+      std::vector<double> held_ttft, held_tpot;
+      for (const std::string& model : group_models) {
+        if (group_models.size() < 2) break;
+        progress.line(fmt::format("fitting {} on {} without {}...", engine, cls, model));
+        const Theta t = fit(spread(rows_of(model), options.fit_max_rows), start, options, root);
+        std::vector<const MappedRun*> targets;
+        std::vector<size_t> where;
+        for (size_t i : members) {
+          if (todo[i]->model == model) {
+            targets.push_back(todo[i]);
+            where.push_back(i);
+          }
+        }
+        const std::vector<Prediction> preds = predict_all(targets, &t, options.jobs, root);
+        for (size_t k = 0; k < where.size(); ++k) {
+          held_out[where[k]] = {todo[where[k]], todo_index[where[k]], preds[k]};
+          if (preds[k].ok) {
+            held_ttft.push_back(preds[k].ttft_error(targets[k]->run));
+            held_tpot.push_back(preds[k].tpot_error(targets[k]->run));
+          }
+        }
+      }
+      // Every model: the calibration to ship.
+      progress.line(fmt::format("fitting {} on {} with every model...", engine, cls));
+      const std::vector<const MappedRun*> all_rows = rows_of("");
+      const Theta t = fit(spread(all_rows, options.fit_max_rows), start, options, root);
+      models::EngineCalibration c = calibration_of(
+          t, fmt::format("{} rows of {} model(s) ({}) measured on {} GPUs", all_rows.size(),
+                         group_models.size(), fmt::join(group_models, ", "), cls));
+      if (!held_ttft.empty()) {
+        const ErrorStats e = error_stats(held_ttft, held_tpot);
+        c.held_out = models::HeldOutError{e.rows,
+                                          static_cast<int64_t>(group_models.size()),
+                                          e.ttft_mdape,
+                                          e.ttft_p90_ape,
+                                          e.tpot_mdape,
+                                          e.tpot_p90_ape,
+                                          e.both_within_25};
+      }
+      fitted.set(engine, cls, c);
+      const std::vector<Prediction> preds = predict_all(all_rows, &t, options.jobs, root);
+      size_t k = 0;
+      for (size_t i : members) in_sample[i] = {todo[i], todo_index[i], preds[k++]};
+    }
+    // MoE rows: predicted with their engine's dense calibration of the GPU class (held out by
+    // construction: no MoE row is in any fit).
+    for (size_t i = 0; i < todo.size(); ++i) {
+      if (!todo[i]->moe) continue;
+      const models::EngineCalibration* c =
+          fitted.find(todo[i]->engine, gpu_class_of(*todo[i], cat));
+      if (!c) c = fitted.find(todo[i]->engine, "hopper");
+      const Theta t = c ? theta_of(*c) : kStart;
+      held_out[i] = {todo[i], todo_index[i], predict(*todo[i], &t, root)};
+    }
+    std::erase_if(held_out, [](const Scored& s) { return s.row == nullptr; });
+    std::erase_if(in_sample, [](const Scored& s) { return s.row == nullptr; });
+    progress.line("");
+    out << "\nFitted calibrations (per engine and GPU class; CPU per iteration + per request + "
+           "per token, front end per request + per prompt token):\n";
+    for (const auto& [key, c] : fitted.all()) {
+      out << fmt::format("  {:<7} {:<9} CPU {:.0f} us + {:.2f} us/request + {:.3f} us/token; "
+                         "front end {:.0f} us + {:.3f} us/token  [{}]\n",
+                         key.first, key.second, static_cast<double>(c.cpu.per_iteration.count()) / 1e3,
+                         c.cpu.per_request_ns / 1e3, c.cpu.per_token_ns / 1e3,
+                         c.frontend_request_us, c.frontend_token_us, c.fitted_on);
+    }
+    print_table(out,
+                "Held out (leave one model out: each dense model predicted by the calibration "
+                "fitted on the other models of its engine and GPU class; MoE rows by the dense "
+                "calibration):",
+                held_out);
+    print_table(out, "In-sample (calibration fitted on every dense model, as written):",
+                in_sample);
+    std::vector<const Scored*> dense;
+    for (const Scored& s : held_out) {
+      if (!s.row->moe && s.pred.ok) dense.push_back(&s);
+    }
+    const ErrorStats e = stats_of(dense);
+    if (e.rows == 0) {
+      out << "\nTargets (dense rows, held out): no held-out rows (every engine and GPU class "
+             "has rows of a single model, so no model can be left out)\n";
+    } else {
+      out << fmt::format(
+          "\nTargets (dense rows, held out, {} rows): TTFT MdAPE {} % (target <= 15 %: {}), TPOT "
+          "MdAPE {} % (target <= 8 %: {}), rows within 25 % on both {} % (target >= 80 %: {})\n",
+          e.rows, pct(e.ttft_mdape), e.ttft_mdape <= 0.15 ? "met" : "NOT MET",
+          pct(e.tpot_mdape), e.tpot_mdape <= 0.08 ? "met" : "NOT MET", pct(e.both_within_25),
+          e.both_within_25 >= 0.80 ? "met" : "NOT MET");
+    }
+    if (!options.write_calibration.empty()) {
+      fitted.write(options.write_calibration);
+      out << fmt::format("calibration written to {}\n", options.write_calibration);
+    }
+  }
+  print_worst(out, options.fit ? held_out : calibrated, options.worst, csv_path);
+
+  if (!options.db_path.empty()) {
+    std::vector<reports::FidelityRowRecord> records;
+    for (size_t i = 0; i < mapped.size(); ++i) {
+      if (!mapped[i].mapped()) records.push_back(record_of({&mapped[i], i, {}}, "calibrated"));
+    }
+    for (const Scored& s : calibrated) records.push_back(record_of(s, "calibrated"));
+    for (const Scored& s : held_out) records.push_back(record_of(s, "held_out"));
+    for (const Scored& s : in_sample) records.push_back(record_of(s, "in_sample"));
+    reports::FidelityHeader h;
+    h.csv = csv_path;
+    h.started_at = utc_now_iso();
+    h.code_rev = SERVESIM_VERSION;
+    h.mode = options.fit ? "fit" : "predict";
+    h.calibration = calibration_note;
+    h.status = failed > 0 ? "failed rows" : "ok";
+    const int64_t id = reports::write_fidelity(options.db_path, h, records);
+    out << fmt::format("\nresults    {} (fidelity_id {}; tables fidelity, fidelity_row)\n",
+                       options.db_path, id);
+  }
+  return failed > 0 ? 1 : 0;
+}
+
+}  // namespace servesim::app

@@ -1,0 +1,207 @@
+#include "app/measured_runs.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "profiles/profile_csv.h"
+#include "sim/core/error.h"
+
+namespace servesim::app {
+namespace {
+
+constexpr const char* kExpectedColumns =
+    "id, backend, backend_version, model_path, system, precision, mode, isl, osl, "
+    "gemm_quant_mode, batch_size, tp_size, pp_size, attention_dp_size, moe_tp_size, moe_ep_size, "
+    "silicon_ttft_ms, silicon_tpot_ms";
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// "meta-llama/Llama-3.1-8B-Instruct-FP8" -> "llama-3.1-8b".
+std::string model_stem(const std::string& id) {
+  std::string s = lower(id);
+  if (const size_t slash = s.rfind('/'); slash != std::string::npos) s = s.substr(slash + 1);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const char* suffix : {"-instruct", "-fp8", "-nvfp4", "-fp4", "-hf"}) {
+      const std::string x = suffix;
+      if (s.size() > x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0) {
+        s.resize(s.size() - x.size());
+        changed = true;
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
+  profiles::CsvReader csv(path);
+  const int id = csv.require("id", kExpectedColumns);
+  const int backend = csv.require("backend", kExpectedColumns);
+  const int version = csv.require("backend_version", kExpectedColumns);
+  const int model = csv.require("model_path", kExpectedColumns);
+  const int system = csv.require("system", kExpectedColumns);
+  const int precision = csv.require("precision", kExpectedColumns);
+  const int mode = csv.require("mode", kExpectedColumns);
+  const int isl = csv.require("isl", kExpectedColumns);
+  const int osl = csv.require("osl", kExpectedColumns);
+  const int quant = csv.require("gemm_quant_mode", kExpectedColumns);
+  const int batch = csv.require("batch_size", kExpectedColumns);
+  const int tp = csv.require("tp_size", kExpectedColumns);
+  const int pp = csv.require("pp_size", kExpectedColumns);
+  const int adp = csv.require("attention_dp_size", kExpectedColumns);
+  const int moe_tp = csv.require("moe_tp_size", kExpectedColumns);
+  const int moe_ep = csv.require("moe_ep_size", kExpectedColumns);
+  const int ttft = csv.require("silicon_ttft_ms", kExpectedColumns);
+  const int tpot = csv.require("silicon_tpot_ms", kExpectedColumns);
+  // Parallelism columns are empty in disaggregated rows (their prefill_/decode_ columns hold
+  // them) and where upstream left the default of 1.
+  auto optional_count = [&csv](int column) -> int64_t {
+    return csv.field(column).empty() ? 1 : std::max<int64_t>(1, csv.integer(column, 0));
+  };
+  std::vector<MeasuredRun> out;
+  while (csv.next()) {
+    MeasuredRun r;
+    r.line = csv.line();
+    r.id = csv.non_empty(id);
+    r.backend = csv.non_empty(backend);
+    r.backend_version = csv.text(version);
+    r.model_path = csv.non_empty(model);
+    r.system = csv.non_empty(system);
+    r.precision = csv.text(precision);
+    r.gemm_quant_mode = csv.text(quant);
+    r.mode = csv.non_empty(mode);
+    r.isl = csv.integer(isl, 1);
+    r.osl = csv.integer(osl, 1);
+    r.concurrency = csv.field(batch).empty() ? 0 : csv.integer(batch, 1);
+    r.tp = optional_count(tp);
+    r.pp = optional_count(pp);
+    r.attention_dp = optional_count(adp);
+    r.moe_tp = optional_count(moe_tp);
+    r.moe_ep = optional_count(moe_ep);
+    r.ttft_ms = csv.non_negative(ttft);
+    r.tpot_ms = csv.non_negative(tpot);
+    if (r.ttft_ms <= 0 || r.tpot_ms <= 0) {
+      csv.fail("silicon_ttft_ms and silicon_tpot_ms must be positive");
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string MappedRun::group() const {
+  return fmt::format("{} / {} / {}", engine.empty() ? run.backend : engine,
+                     gpu.empty() ? run.system : gpu, model.empty() ? run.model_path : model);
+}
+
+std::string catalog_model_for(const std::string& hf_id, const models::ModelCatalog& catalog) {
+  const std::string want = model_stem(hf_id);
+  for (const auto& [key, spec] : catalog.all()) {
+    if (!spec.hf_id.empty() && lower(spec.hf_id) == lower(hf_id)) return key;
+  }
+  for (const auto& [key, spec] : catalog.all()) {
+    if ((!spec.hf_id.empty() && model_stem(spec.hf_id) == want) || model_stem(key) == want) {
+      return key;
+    }
+  }
+  return "";
+}
+
+MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& catalogs,
+                           const BenchmarkTemplate& bench) {
+  MappedRun m;
+  m.run = r;
+  m.model = catalog_model_for(r.model_path, catalogs.models);
+  if (catalogs.gpus.all().count(r.system)) m.gpu = r.system;
+  if (policies::engine_models().contains(r.backend)) m.engine = r.backend;
+  if (!m.model.empty()) m.moe = catalogs.models.get(m.model).moe.has_value();
+  const std::string quant = lower(r.gemm_quant_mode.empty() ? r.precision : r.gemm_quant_mode);
+  m.weight_dtype = quant.empty() || quant == "bf16" || quant == "bfloat16" ? "bf16"
+                   : quant.rfind("fp8", 0) == 0                           ? "fp8"
+                                                                          : "";
+  std::string& why = m.skip_reason;
+  if (r.mode != "agg") {
+    why = "disaggregated deployment (only aggregated rows are mapped)";
+  } else if (m.engine.empty()) {
+    why = fmt::format("no engine model \"{}\" (known: {})", r.backend,
+                      policies::engine_models().valid_names());
+  } else if (m.gpu.empty()) {
+    why = fmt::format("GPU {} is not in the catalog", r.system);
+  } else if (m.model.empty()) {
+    why = fmt::format("model {} is not in the catalog (add it with servesim models import)",
+                      r.model_path);
+  } else if (m.weight_dtype.empty()) {
+    why = fmt::format("{} weights are not modelled", quant);
+  } else if (r.pp > 1) {
+    why = "pipeline parallelism is not modelled";
+  } else if (r.attention_dp > 1) {
+    why = "attention data parallelism is not modelled";
+  } else if (r.moe_ep > 1) {
+    why = "expert parallelism is not modelled";
+  } else if (r.concurrency < 1) {
+    why = "no concurrency (batch_size) given";
+  }
+  if (!why.empty()) return m;
+  const auto& entry = policies::engine_models().get(m.engine);
+  try {
+    policies::resolve_engine_version(entry.versions, r.backend_version, "engine.version");
+  } catch (const ConfigError&) {
+    why = fmt::format("engine version \"{}\" is not a release servesim knows defaults for",
+                      r.backend_version);
+    return m;
+  }
+  scenarios::Json engine = {{"type", m.engine}};
+  if (!r.backend_version.empty()) engine["version"] = r.backend_version;
+  if (bench.deployment == BenchmarkTemplate::Deployment::kAiconfigurator) {
+    const int64_t mbs = std::max<int64_t>(128, r.concurrency);
+    const int64_t budget = mbs + r.isl + 1500;
+    if (m.engine == "vllm") {
+      engine["max_num_seqs"] = mbs;
+      engine["max_num_batched_tokens"] = budget;
+      engine["max_cudagraph_capture_size"] = mbs;
+    } else if (m.engine == "sglang") {
+      engine["max_running_requests"] = mbs;
+      engine["cuda_graph_max_bs"] = mbs;
+      engine["enable_mixed_chunk"] = true;
+      engine["chunked_prefill_size"] = -1;
+      engine["max_prefill_tokens"] = r.isl + 1500;
+    } else if (m.engine == "trtllm") {
+      const int64_t block = 32;  // tokens_per_block: max_num_tokens is rounded up to it
+      engine["max_batch_size"] = mbs;
+      engine["max_num_tokens"] = (budget + block - 1) / block * block;
+      engine["cuda_graph_max_batch_size"] = mbs;
+      engine["cuda_graph_padding"] = true;
+    }
+  }
+  m.scenario = {
+      {"name", r.id},
+      {"description", fmt::format("measured run {} (line {}): {} {} on {} x {}, ISL {} / OSL {}, "
+                                  "concurrency {}; measured TTFT {:.1f} ms, TPOT {:.2f} ms",
+                                  r.id, r.line, r.backend, r.backend_version, r.tp, r.system,
+                                  r.isl, r.osl, r.concurrency, r.ttft_ms, r.tpot_ms)},
+      {"seed", bench.seed},
+      {"model", m.model},
+      {"engine", engine},
+      {"cluster",
+       {{"gpu", m.gpu}, {"instances", 1}, {"tp", r.tp}, {"weight_dtype", m.weight_dtype}, {"kv_dtype", m.weight_dtype}}},
+      {"workload",
+       {{"type", "benchmark"},
+        {"concurrency", r.concurrency},
+        {"num_requests", bench.requests_per_client * r.concurrency},
+        {"warmup_requests", bench.warmup_per_client * r.concurrency},
+        {"drain_after_warmup", true},
+        {"isl", r.isl},
+        {"osl", r.osl}}},
+      {"output", {{"sample_interval", "0s"}}},
+  };
+  return m;
+}
+
+}  // namespace servesim::app

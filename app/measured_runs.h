@@ -1,0 +1,78 @@
+// Measured end-to-end benchmark runs of real serving engines (the CSV format of aiconfigurator's
+// silicon samples, copied under profiles/measured_runs/) and their mapping to servesim
+// scenarios: each row becomes a scenario with the engine model of its backend and version, its
+// model, GPU, TP degree and weight precision, and the benchmark client that measured it.
+//
+// Contract:
+// - read_measured_runs() validates every row and throws InputError naming the file, the line and
+//   the column of the first bad field (missing columns are named with the expected header).
+// - map_measured_run() is a pure function of the row and the catalogs. A row servesim cannot
+//   express (a GPU or model outside the catalog, FP4 weights, pipeline or attention-data
+//   parallelism, expert parallelism, a disaggregated deployment, an unknown engine version) is
+//   returned with `skip_reason` set, never dropped silently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scenarios/scenario.h"
+
+namespace servesim::app {
+
+struct MeasuredRun {
+  long line = 0;     // 1-based line in the CSV
+  std::string id;    // the row's `id`
+  std::string backend, backend_version, model_path, system, precision, gemm_quant_mode, mode;
+  int64_t isl = 0, osl = 0, concurrency = 0;
+  int64_t tp = 1, pp = 1, attention_dp = 1, moe_tp = 1, moe_ep = 1;
+  double ttft_ms = 0, tpot_ms = 0;  // measured means
+};
+
+// Throws InputError (see the contract).
+std::vector<MeasuredRun> read_measured_runs(const std::string& path);
+
+// How a measured row's benchmark is replayed: aiperf with `concurrency` closed-loop clients,
+// requests_per_client x concurrency measured requests after warmup_per_client x concurrency
+// warm-up requests whose responses it waits for, fixed ISL / OSL (ignore-EOS).
+//
+// And how the engine was deployed:
+// - kAiconfigurator (the default): as aiconfigurator's config generator deploys an aggregated
+//   worker for a benchmark (its rule files, read, not copied): a batch limit mbs =
+//   max(128, concurrency) (its default of 128, or the concurrency it estimated for the
+//   deployment when that is larger), a token budget of mbs + ISL + 1500 tokens per iteration
+//   (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens), CUDA graphs up to mbs (padded),
+//   and for SGLang mixed chunks, no prefill chunking and max_prefill_tokens = ISL + 1500.
+// - kEngineDefaults: every knob at the engine version's shipped default.
+struct BenchmarkTemplate {
+  enum class Deployment { kAiconfigurator, kEngineDefaults };
+  int64_t requests_per_client = 20;
+  int64_t warmup_per_client = 2;
+  uint64_t seed = 1;
+  Deployment deployment = Deployment::kAiconfigurator;
+};
+
+struct MappedRun {
+  MeasuredRun run;
+  std::string model;        // catalog key
+  std::string gpu;          // catalog key
+  std::string engine;       // engine model name
+  std::string weight_dtype;
+  bool moe = false;
+  std::string skip_reason;  // empty: `scenario` is set
+  scenarios::Json scenario;
+
+  bool mapped() const { return skip_reason.empty(); }
+  // "vllm / h100_sxm / qwen3-32b"
+  std::string group() const;
+};
+
+// The catalog key of a Hugging Face id ("meta-llama/Llama-3.1-8B-Instruct" and
+// "nvidia/Llama-3.1-8B-Instruct-FP8" -> "llama-3.1-8b"), matched on the catalog's hf_id or key
+// with the organisation and the -Instruct / -FP8 / -FP4 suffixes left out; "" when none matches.
+std::string catalog_model_for(const std::string& hf_id, const models::ModelCatalog& catalog);
+
+MappedRun map_measured_run(const MeasuredRun& run, const scenarios::Catalogs& catalogs,
+                           const BenchmarkTemplate& bench);
+
+}  // namespace servesim::app

@@ -1,0 +1,162 @@
+#include "models/engine_calibration.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/core/error.h"
+
+namespace servesim::models {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kFormat = "servesim-engine-calibration";
+
+// Reads fields of one JSON object, naming the file and path of the first bad one.
+class Fields {
+ public:
+  Fields(const std::string& file, const Json& obj, std::string path)
+      : file_(file), obj_(obj), path_(std::move(path)) {
+    if (!obj_.is_object()) fail(path_, "expected an object");
+  }
+
+  double number(const char* key, bool required = true, double fallback = 0) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) {
+      if (required) fail(at(key), "missing");
+      return fallback;
+    }
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+      fail(at(key), fmt::format("expected a number >= 0, got {}", it->dump()));
+    }
+    return it->get<double>();
+  }
+
+  std::string text(const char* key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) return "";
+    if (!it->is_string()) fail(at(key), fmt::format("expected a string, got {}", it->dump()));
+    return it->get<std::string>();
+  }
+
+  const Json* object(const char* key) const {
+    auto it = obj_.find(key);
+    return it == obj_.end() ? nullptr : &*it;
+  }
+
+  std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw InputError(file_, 0, fmt::format("{}: {}", path, what));
+  }
+
+ private:
+  const std::string& file_;
+  const Json& obj_;
+  std::string path_;
+};
+
+EngineCalibration read_entry(const std::string& file, const Json& j, const std::string& path) {
+  const Fields f(file, j, path);
+  EngineCalibration c;
+  c.cpu.per_iteration = Duration{std::llround(f.number("cpu_iteration_us") * 1e3)};
+  c.cpu.per_request_ns = f.number("cpu_request_us") * 1e3;
+  c.cpu.per_token_ns = f.number("cpu_token_us") * 1e3;
+  c.frontend_request_us = f.number("frontend_request_us");
+  c.frontend_token_us = f.number("frontend_token_us");
+  c.fitted_on = f.text("fitted_on");
+  if (const Json* h = f.object("held_out")) {
+    const Fields hf(file, *h, f.at("held_out"));
+    HeldOutError e;
+    e.rows = std::llround(hf.number("rows"));
+    e.models = std::llround(hf.number("models"));
+    e.ttft_mdape = hf.number("ttft_mdape");
+    e.ttft_p90_ape = hf.number("ttft_p90_ape");
+    e.tpot_mdape = hf.number("tpot_mdape");
+    e.tpot_p90_ape = hf.number("tpot_p90_ape");
+    e.within_25_both = hf.number("within_25_both");
+    c.held_out = e;
+  }
+  return c;
+}
+
+double rounded(double v) { return std::round(v * 1e4) / 1e4; }
+
+}  // namespace
+
+EngineCalibrations EngineCalibrations::load(const std::string& path) {
+  EngineCalibrations out;
+  std::ifstream in(path);
+  if (!in) return out;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const Json doc = Json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false,
+                               /*ignore_comments=*/true);
+  if (doc.is_discarded()) throw InputError(path, 0, "not valid JSON");
+  const Fields top(path, doc, "");
+  if (top.text("format") != kFormat) {
+    top.fail("format", fmt::format("expected \"{}\"", kFormat));
+  }
+  const Json* engines = top.object("engines");
+  if (!engines || !engines->is_object()) top.fail("engines", "expected an object");
+  for (auto e = engines->begin(); e != engines->end(); ++e) {
+    if (!e->is_object()) top.fail("engines." + e.key(), "expected an object of GPU classes");
+    for (auto g = e->begin(); g != e->end(); ++g) {
+      out.entries_[{e.key(), g.key()}] =
+          read_entry(path, *g, fmt::format("engines.{}.{}", e.key(), g.key()));
+    }
+  }
+  return out;
+}
+
+void EngineCalibrations::write(const std::string& path) const {
+  Json doc = Json::object();
+  doc["format"] = kFormat;
+  doc["note"] =
+      "Per engine and GPU class: per-iteration CPU cost (cpu_iteration_us + cpu_request_us x "
+      "requests + cpu_token_us x tokens) and front end (frontend_request_us + frontend_token_us "
+      "x prompt tokens), fitted by `servesim fidelity --fit` on measured end-to-end runs; "
+      "held_out is the leave-one-model-out error of the same fit.";
+  Json engines = Json::object();
+  for (const auto& [key, c] : entries_) {
+    Json j = Json::object();
+    j["cpu_iteration_us"] = rounded(static_cast<double>(c.cpu.per_iteration.count()) / 1e3);
+    j["cpu_request_us"] = rounded(c.cpu.per_request_ns / 1e3);
+    j["cpu_token_us"] = rounded(c.cpu.per_token_ns / 1e3);
+    j["frontend_request_us"] = rounded(c.frontend_request_us);
+    j["frontend_token_us"] = rounded(c.frontend_token_us);
+    j["fitted_on"] = c.fitted_on;
+    if (c.held_out) {
+      const HeldOutError& e = *c.held_out;
+      j["held_out"] = {{"rows", e.rows},
+                       {"models", e.models},
+                       {"ttft_mdape", rounded(e.ttft_mdape)},
+                       {"ttft_p90_ape", rounded(e.ttft_p90_ape)},
+                       {"tpot_mdape", rounded(e.tpot_mdape)},
+                       {"tpot_p90_ape", rounded(e.tpot_p90_ape)},
+                       {"within_25_both", rounded(e.within_25_both)}};
+    }
+    engines[key.first][key.second] = j;
+  }
+  doc["engines"] = engines;
+  std::ofstream out(path);
+  out << doc.dump(2) << "\n";
+  if (!out) throw Error(fmt::format("{}: cannot write the engine calibration", path));
+}
+
+const EngineCalibration* EngineCalibrations::find(const std::string& engine,
+                                                  const std::string& gpu_class) const {
+  auto it = entries_.find({engine, gpu_class});
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void EngineCalibrations::set(const std::string& engine, const std::string& gpu_class,
+                             EngineCalibration c) {
+  entries_[{engine, gpu_class}] = std::move(c);
+}
+
+}  // namespace servesim::models

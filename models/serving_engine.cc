@@ -1,0 +1,126 @@
+#include "models/serving_engine.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace servesim::models {
+namespace {
+
+class EngineCostModel final : public IterationCostModel {
+ public:
+  EngineCostModel(std::shared_ptr<const IterationCostModel> gpu, EngineRuntime runtime)
+      : gpu_(std::move(gpu)), runtime_(std::move(runtime)) {}
+
+  Duration iteration_time(const BatchShape& shape) const override {
+    const Duration gpu = gpu_->iteration_time(padded(shape));
+    const Duration cpu = cpu_cost(shape);
+    return runtime_.cpu.overlapped ? std::max(gpu, cpu) : gpu + cpu;
+  }
+
+  OperatorTimes breakdown(const BatchShape& shape) const override {
+    OperatorTimes t = gpu_->breakdown(padded(shape));
+    const Duration gpu = t.total();
+    const Duration cpu = cpu_cost(shape);
+    t.overhead += runtime_.cpu.overlapped ? std::max(Duration{0}, cpu - gpu) : cpu;
+    return t;
+  }
+
+  Duration peak_bound_time(const BatchShape& shape) const override {
+    return gpu_->peak_bound_time(shape);
+  }
+
+  std::string describe() const override {
+    return fmt::format("{}; {}", gpu_->describe(), runtime_.describe());
+  }
+
+  LookupStats lookup_stats() const override { return gpu_->lookup_stats(); }
+
+ private:
+  Duration cpu_cost(const BatchShape& shape) const {
+    return runtime_.cpu.cost(static_cast<int64_t>(shape.segments.size()),
+                             shape.total_query_tokens());
+  }
+
+  // `shape` itself, or the scratch copy with the padding rows of its CUDA graph.
+  const BatchShape& padded(const BatchShape& shape) const {
+    const int64_t tokens = shape.total_query_tokens();
+    const bool decode_only = tokens == static_cast<int64_t>(shape.segments.size());
+    const int64_t target = runtime_.graphs.padded(tokens, decode_only);
+    if (target == tokens) return shape;
+    scratch_.segments.assign(shape.segments.begin(), shape.segments.end());
+    scratch_.segments.resize(shape.segments.size() + static_cast<size_t>(target - tokens),
+                             Segment{1, 1, 0});
+    return scratch_;
+  }
+
+  std::shared_ptr<const IterationCostModel> gpu_;
+  EngineRuntime runtime_;
+  mutable BatchShape scratch_;
+};
+
+std::string us(double ns) { return fmt::format("{:.3g} us", ns / 1e3); }
+
+}  // namespace
+
+std::string gpu_class(const GpuSpec& gpu) {
+  std::string arch = gpu.arch;
+  std::transform(arch.begin(), arch.end(), arch.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* family : {"ampere", "ada", "hopper", "blackwell"}) {
+    if (arch.find(family) != std::string::npos) return family;
+  }
+  return "other";
+}
+
+int64_t CudaGraphSpec::padded(int64_t tokens, bool decode_only) const {
+  if (!(decode_only ? pad_decode : pad_mixed) || capture_sizes.empty() || tokens > max_size()) {
+    return tokens;
+  }
+  return *std::lower_bound(capture_sizes.begin(), capture_sizes.end(), tokens);
+}
+
+Duration CpuCostSpec::cost(int64_t requests, int64_t tokens) const {
+  return per_iteration +
+         Duration{std::llround(per_request_ns * static_cast<double>(requests) +
+                               per_token_ns * static_cast<double>(tokens))};
+}
+
+std::string EngineRuntime::describe() const {
+  std::string graphs_text = "no CUDA graphs";
+  if (!graphs.capture_sizes.empty()) {
+    const char* padded = graphs.pad_decode && graphs.pad_mixed ? "decode and mixed batches padded"
+                         : graphs.pad_decode                   ? "decode batches padded"
+                                                               : "no padding";
+    graphs_text = fmt::format("CUDA graphs up to {} ({})", graphs.max_size(), padded);
+  }
+  return fmt::format("{}: {}; CPU {} + {}/request + {}/token per iteration, {}", name,
+                     graphs_text, us(static_cast<double>(cpu.per_iteration.count())),
+                     us(cpu.per_request_ns), us(cpu.per_token_ns),
+                     cpu.overlapped ? "overlapped with the GPU" : "serial with the GPU");
+}
+
+std::unique_ptr<IterationCostModel> make_engine_cost_model(
+    std::shared_ptr<const IterationCostModel> gpu, EngineRuntime runtime) {
+  if (!gpu) throw std::invalid_argument("engine cost model: no GPU cost model");
+  const auto& sizes = runtime.graphs.capture_sizes;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 1 || (i > 0 && sizes[i] <= sizes[i - 1])) {
+      throw std::invalid_argument(fmt::format(
+          "engine cost model {}: CUDA graph capture sizes must be positive and ascending",
+          runtime.name));
+    }
+  }
+  const CpuCostSpec& c = runtime.cpu;
+  if (c.per_iteration.count() < 0 || !(c.per_request_ns >= 0) || !(c.per_token_ns >= 0) ||
+      !std::isfinite(c.per_request_ns + c.per_token_ns)) {
+    throw std::invalid_argument(fmt::format(
+        "engine cost model {}: CPU cost coefficients must be finite and >= 0", runtime.name));
+  }
+  return std::make_unique<EngineCostModel>(std::move(gpu), std::move(runtime));
+}
+
+}  // namespace servesim::models

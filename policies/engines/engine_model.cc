@@ -1,0 +1,132 @@
+#include "policies/engines/engine_model.h"
+
+#include <cctype>
+#include <cmath>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace servesim::policies {
+namespace {
+
+// The numeric components of a dotted version, up to the first part that is not a number
+// ("0.5.6.post2" -> {0, 5, 6}, "1.0.0rc3" -> {1, 0, 0}); empty when it starts with none.
+std::vector<int64_t> version_numbers(const std::string& v) {
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) {
+    int64_t n = 0;
+    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) {
+      n = n * 10 + (v[i] - '0');
+      ++i;
+    }
+    out.push_back(n);
+    if (i < v.size() && v[i] == '.') {
+      ++i;
+    } else {
+      break;
+    }
+  }
+  return out;
+}
+
+double knob(const ParamValues& knobs, const char* name) { return knobs.get_double(name); }
+
+}  // namespace
+
+Registry<EngineModelEntry>& engine_models() {
+  static Registry<EngineModelEntry> registry("engine");
+  return registry;
+}
+
+void register_engine_models() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_vllm_engine();
+    register_sglang_engine();
+    register_trtllm_engine();
+  });
+}
+
+std::string resolve_engine_version(const std::vector<std::string>& known,
+                                   const std::string& requested, const std::string& path) {
+  if (known.empty()) throw std::logic_error("an engine model must know at least one version");
+  if (requested.empty()) return known.back();
+  const std::vector<int64_t> want = version_numbers(requested);
+  if (want.empty()) {
+    throw ConfigError("", {{path, fmt::format("expected a dotted version such as \"{}\", got \"{}\"",
+                                              known.back(), requested)}});
+  }
+  std::string best;
+  for (const std::string& k : known) {
+    if (version_numbers(k) <= want) best = k;
+  }
+  if (best.empty()) {
+    throw ConfigError("", {{path, fmt::format("version {} is older than every version whose "
+                                              "defaults servesim knows ({})",
+                                              requested, fmt::join(known, ", "))}});
+  }
+  return best;
+}
+
+ParamSchema calibration_knobs() {
+  auto knob_spec = [](const char* name, const char* unit, const char* help) {
+    return ParamSpec{name, ParamType::kDouble, -1.0, unit, help, {}, -1.0, {}};
+  };
+  return {
+      knob_spec("cpu_iteration_us", "us",
+                "CPU time of every iteration (scheduling, input preparation, sampling); "
+                "-1 = calibrated"),
+      knob_spec("cpu_request_us", "us", "CPU time per request in the batch; -1 = calibrated"),
+      knob_spec("cpu_token_us", "us", "CPU time per token in the batch; -1 = calibrated"),
+      knob_spec("frontend_request_us", "us",
+                "front end (HTTP, tokenizer, hand-off) per request; -1 = calibrated"),
+      knob_spec("frontend_token_us", "us", "front end per prompt token; -1 = calibrated"),
+  };
+}
+
+void apply_calibration(const std::string& engine, const ParamValues& knobs,
+                       const EngineTarget& target, bool overlapped, EngineSetup& setup) {
+  const std::string cls = target.gpu ? models::gpu_class(*target.gpu) : "other";
+  const models::EngineCalibration* cal = nullptr;
+  std::string note;
+  if (target.calibrations) {
+    cal = target.calibrations->find(engine, cls);
+    if (cal) {
+      note = fmt::format("CPU and front-end costs calibrated on {} GPUs ({})", cls, cal->fitted_on);
+    } else if ((cal = target.calibrations->find(engine, "hopper"))) {
+      note = fmt::format("CPU and front-end costs calibrated on hopper GPUs, borrowed for {} ({})",
+                         cls, cal->fitted_on);
+    }
+  }
+  if (!cal) note = fmt::format("no calibration of {} found: CPU and front-end costs are 0", engine);
+
+  auto pick = [&](const char* name, double calibrated) {
+    const double v = knob(knobs, name);
+    const double chosen = v >= 0 ? v : (cal ? calibrated : 0.0);
+    setup.resolved.set(name, chosen);
+    return chosen;
+  };
+  models::CpuCostSpec cpu;
+  cpu.per_iteration = Duration{std::llround(
+      pick("cpu_iteration_us", cal ? static_cast<double>(cal->cpu.per_iteration.count()) / 1e3 : 0) *
+      1e3)};
+  cpu.per_request_ns = pick("cpu_request_us", cal ? cal->cpu.per_request_ns / 1e3 : 0) * 1e3;
+  cpu.per_token_ns = pick("cpu_token_us", cal ? cal->cpu.per_token_ns / 1e3 : 0) * 1e3;
+  cpu.overlapped = overlapped;
+  setup.runtime.cpu = cpu;
+  setup.frontend.per_request = Duration{
+      std::llround(pick("frontend_request_us", cal ? cal->frontend_request_us : 0) * 1e3)};
+  setup.frontend.per_prompt_token_ns =
+      pick("frontend_token_us", cal ? cal->frontend_token_us : 0) * 1e3;
+  bool explicit_any = false;
+  for (const char* k : {"cpu_iteration_us", "cpu_request_us", "cpu_token_us",
+                        "frontend_request_us", "frontend_token_us"}) {
+    explicit_any |= knob(knobs, k) >= 0;
+  }
+  setup.calibration_note = explicit_any ? note + "; some set explicitly" : note;
+}
+
+}  // namespace servesim::policies

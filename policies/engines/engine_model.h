@@ -1,0 +1,96 @@
+// Serving-engine models: vLLM, SGLang and TensorRT-LLM, each modelled as itself. An engine model is
+// a plugin (selected by the scenario's `engine: {"type": ..., "version": ...}`) that, for one
+// deployment, gives
+//   - its own scheduler (a sim::BatchingPolicy with the engine's batching rules),
+//   - its KV-capacity rule and memory sizing (models::MemoryParams),
+//   - its runtime: CUDA-graph capture sizes with batch padding, and a per-iteration CPU cost that
+//     depends on the batch (models::EngineRuntime),
+//   - its front end (sim::FrontendSpec),
+// with the defaults the named version ships, resolved for the GPU and TP degree.
+//
+// Contract:
+// - Versions: each entry lists the versions whose defaults it knows, oldest first. A requested
+//   version resolves to the newest known version not newer than it (a ".postN" or "rcN" suffix
+//   is ignored when comparing), so "0.5.6.post2" takes the defaults of "0.5.6"; a version older
+//   than every known one is a ConfigError that lists them.
+// - Knobs: each entry's ParamSchema uses the engine's own flag names. 0 means "the version's
+//   default for this GPU" (for sizes and fractions) and -1 means "the calibrated value" (for the
+//   CPU and front-end costs); EngineSetup::resolved holds every knob with the value in effect,
+//   which the scenario stores with the results.
+// - Calibration: the CPU and front-end costs come from the calibration of the engine on the
+//   deployment's GPU class (models/engine_calibration.h), else from its Hopper calibration
+//   (said in calibration_note), else zero (said too). Knobs set explicitly override them.
+// - build() is deterministic and throws ConfigError (JSON path "engine.<knob>") for a knob value
+//   the engine would reject.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/engine_calibration.h"
+#include "models/hardware.h"
+#include "models/memory_model.h"
+#include "models/serving_engine.h"
+#include "sim/core/params.h"
+#include "sim/core/registry.h"
+#include "sim/frontend.h"
+#include "sim/policy_api.h"
+
+namespace servesim::policies {
+
+// The deployment an engine model is resolved for.
+struct EngineTarget {
+  const models::GpuSpec* gpu = nullptr;
+  const models::ModelSpec* model = nullptr;
+  int tp = 1;
+  const models::EngineCalibrations* calibrations = nullptr;  // may be null: uncalibrated
+};
+
+// An engine model resolved for one deployment.
+struct EngineSetup {
+  std::string version;            // the known version whose defaults apply
+  ParamValues resolved;           // every knob with its value in effect
+  models::MemoryParams memory;    // KV-capacity rule and sizing
+  models::EngineRuntime runtime;  // CUDA graphs and per-iteration CPU cost
+  sim::FrontendSpec frontend;
+  // A fresh instance of the engine's own scheduler.
+  std::function<std::unique_ptr<sim::BatchingPolicy>()> make_scheduler;
+  int64_t max_prompt_tokens = 0;  // longest prompt its scheduler can run; 0 = no limit
+  std::string summary;            // one line: engine, version, scheduler and its budgets
+  std::string calibration_note;   // where the CPU and front-end costs come from
+};
+
+struct EngineModelEntry {
+  std::string description;
+  std::vector<std::string> versions;  // known versions, oldest first; the last is the default
+  ParamSchema schema;                 // the knobs besides "type" and "version"
+  std::function<EngineSetup(const std::string& version, const ParamValues& knobs,
+                            const EngineTarget& target)>
+      build;
+};
+
+Registry<EngineModelEntry>& engine_models();
+
+// Registers vllm, sglang and trtllm (idempotent; register_builtin_policies() calls it).
+void register_engine_models();
+void register_vllm_engine();
+void register_sglang_engine();
+void register_trtllm_engine();
+
+// The known version whose defaults apply to `requested` (see the contract). Throws ConfigError
+// naming `path` when `requested` is older than every known version or not a dotted version.
+std::string resolve_engine_version(const std::vector<std::string>& known,
+                                   const std::string& requested, const std::string& path);
+
+// -1 in a CPU or front-end knob: take the calibration. Shared by every engine model.
+ParamSchema calibration_knobs();
+
+// The CPU cost and front end of `engine` on `target` from its calibration and knobs (see the
+// contract); `overlapped` is the engine's fact. Sets setup.runtime.cpu, setup.frontend,
+// setup.calibration_note and the knobs' resolved values.
+void apply_calibration(const std::string& engine, const ParamValues& knobs,
+                       const EngineTarget& target, bool overlapped, EngineSetup& setup);
+
+}  // namespace servesim::policies

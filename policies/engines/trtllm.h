@@ -1,0 +1,34 @@
+// TensorRT-LLM's in-flight batching scheduler (PyTorch backend), as a batching policy.
+//
+// One iteration, as tensorrt_llm's capacity and micro-batch schedulers compose it:
+//   1. Running requests in order: a decode takes 1 token, a request part way through its prompt
+//      (chunked context) its next chunk, within max_num_tokens and max_batch_size requests.
+//   2. Waiting requests in FCFS order, stopping at the first that cannot start: the capacity
+//      scheduler admits one when the KV blocks it needs are free -- under GUARANTEED_NO_EVICT the
+//      blocks of its whole sequence (prompt + every output token), reserved at admission so that
+//      no running request is ever evicted; under MAX_UTILIZATION only its prompt's -- and the
+//      micro-batch scheduler when its context fits the tokens left (the whole prompt, or, with
+//      enable_chunked_prefill, a chunk of it).
+//   Under MAX_UTILIZATION a decode that finds no free block preempts the newest running request
+//   (recompute), as the engine pauses requests to make room.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sim/policy_api.h"
+
+namespace servesim::policies {
+
+struct TrtllmSchedulerParams {
+  enum class Capacity { kGuaranteedNoEvict, kMaxUtilization };
+  int64_t max_num_tokens = 8192;
+  int64_t max_batch_size = 2048;
+  bool enable_chunked_prefill = false;
+  Capacity capacity = Capacity::kGuaranteedNoEvict;
+};
+
+std::unique_ptr<sim::BatchingPolicy> make_trtllm_scheduler(const TrtllmSchedulerParams& params);
+
+}  // namespace servesim::policies

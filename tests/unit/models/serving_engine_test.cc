@@ -1,0 +1,164 @@
+// The serving-engine runtime on top of a GPU cost model (CUDA-graph padding, per-iteration CPU
+// cost, overlap), the engines' KV-pool rules, and the calibration file.
+#include "models/serving_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "models/engine_calibration.h"
+#include "models/memory_model.h"
+#include "sim/core/error.h"
+
+namespace servesim::models {
+namespace {
+
+const GpuCatalog& gpus() {
+  static const GpuCatalog c = GpuCatalog::load("models/catalog/gpus.json");
+  return c;
+}
+const ModelCatalog& catalog() {
+  static const ModelCatalog c = ModelCatalog::load("models/catalog/models");
+  return c;
+}
+
+Deployment llama8b_h100() {
+  return {&catalog().get("llama-3.1-8b"), &gpus().get("h100_sxm"), 1, Dtype::kBf16, Dtype::kBf16};
+}
+
+std::shared_ptr<const IterationCostModel> gpu_model() {
+  RooflineParams p;
+  p.iteration_overhead = Duration{0};
+  return make_roofline_cost_model(llama8b_h100(), p);
+}
+
+BatchShape decodes(int n, int64_t context) {
+  BatchShape s;
+  for (int i = 0; i < n; ++i) s.segments.push_back({1, context, 1});
+  return s;
+}
+
+TEST(CudaGraphSpec, PadsToTheSmallestCapturedSizeUpToTheLargest) {
+  CudaGraphSpec g;
+  g.capture_sizes = {1, 2, 4, 8};
+  EXPECT_EQ(g.padded(3, true), 4);
+  EXPECT_EQ(g.padded(8, true), 8);
+  EXPECT_EQ(g.padded(9, true), 9);   // above the largest: eager, unpadded
+  EXPECT_EQ(g.padded(3, false), 3);  // mixed batches only with pad_mixed
+  g.pad_mixed = true;
+  EXPECT_EQ(g.padded(5, false), 8);
+}
+
+TEST(EngineCostModel, APaddedDecodeBatchCostsItsCapturedSizeAndTheCpuIsAdded) {
+  EngineRuntime rt;
+  rt.name = "test";
+  rt.graphs.capture_sizes = {1, 2, 4, 8};
+  rt.cpu.per_iteration = std::chrono::microseconds(500);
+  rt.cpu.per_request_ns = 10'000;
+  rt.cpu.per_token_ns = 1'000;
+  const auto inner = gpu_model();
+  const auto engine = make_engine_cost_model(inner, rt);
+  BatchShape five = decodes(5, 1000);
+  BatchShape padded = five;
+  for (int i = 0; i < 3; ++i) padded.segments.push_back({1, 1, 0});
+  const Duration cpu = std::chrono::microseconds(500 + 5 * 10 + 5 * 1);
+  EXPECT_EQ(engine->iteration_time(five), inner->iteration_time(padded) + cpu);
+  EXPECT_EQ(engine->breakdown(five).overhead, cpu);
+  // Unpadded above the largest captured size.
+  const BatchShape nine = decodes(9, 1000);
+  EXPECT_EQ(engine->iteration_time(nine),
+            inner->iteration_time(nine) + std::chrono::microseconds(500 + 90 + 9));
+}
+
+TEST(EngineCostModel, AnOverlapSchedulerHidesTheCpuBehindTheGpu) {
+  EngineRuntime rt;
+  rt.cpu.overlapped = true;
+  rt.cpu.per_iteration = std::chrono::milliseconds(1);
+  const auto inner = gpu_model();
+  const auto engine = make_engine_cost_model(inner, rt);
+  BatchShape big;
+  big.segments = {{4096, 4096, 1}};
+  EXPECT_EQ(engine->iteration_time(big), inner->iteration_time(big));  // GPU-bound
+  rt.cpu.per_iteration = std::chrono::seconds(1);
+  EXPECT_EQ(make_engine_cost_model(inner, rt)->iteration_time(big), std::chrono::seconds(1));
+}
+
+TEST(EngineCostModel, RejectsUnsortedCaptureSizesAndNegativeCosts) {
+  EngineRuntime rt;
+  rt.graphs.capture_sizes = {4, 2};
+  EXPECT_THROW(make_engine_cost_model(gpu_model(), rt), std::invalid_argument);
+  rt.graphs.capture_sizes = {};
+  rt.cpu.per_token_ns = -1;
+  EXPECT_THROW(make_engine_cost_model(gpu_model(), rt), std::invalid_argument);
+}
+
+TEST(GpuClass, FromTheArchitecture) {
+  EXPECT_EQ(gpu_class(gpus().get("h100_sxm")), "hopper");
+  EXPECT_EQ(gpu_class(gpus().get("h200_sxm")), "hopper");
+  EXPECT_EQ(gpu_class(gpus().get("a100_80gb_sxm")), "ampere");
+  EXPECT_EQ(gpu_class(gpus().get("b200_sxm")), "blackwell");
+}
+
+TEST(KvPoolRule, EachEngineSizesItsPoolAsItDoesItself) {
+  MemoryParams p;
+  p.gpu_memory_utilization = 0.9;
+  const MemoryPlan vllm = plan_memory(llama8b_h100(), p);
+  EXPECT_EQ(vllm.kv_pool_bytes_per_gpu, vllm.usable_bytes - vllm.weight_bytes_per_gpu -
+                                            vllm.activation_reserve_bytes -
+                                            vllm.runtime_overhead_bytes);
+  p.rule = KvPoolRule::kStaticFraction;
+  const MemoryPlan sglang = plan_memory(llama8b_h100(), p);
+  EXPECT_EQ(sglang.kv_pool_bytes_per_gpu,
+            sglang.usable_bytes - sglang.weight_bytes_per_gpu - sglang.runtime_overhead_bytes);
+  p.rule = KvPoolRule::kFreeFraction;
+  const MemoryPlan trt = plan_memory(llama8b_h100(), p);
+  const int64_t free = trt.gpu_memory_bytes - trt.weight_bytes_per_gpu -
+                       trt.runtime_overhead_bytes - trt.activation_reserve_bytes;
+  EXPECT_EQ(trt.kv_pool_bytes_per_gpu, std::llround(0.9 * static_cast<double>(free)));
+  // SGLang's activations live outside its fraction: at the same fraction it holds the most KV.
+  EXPECT_GT(sglang.num_blocks, vllm.num_blocks);
+}
+
+TEST(EngineCalibrations, WriteThenLoadRoundTripsAndBadFieldsNameTheirPath) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "servesim_calibration_test.json").string();
+  EngineCalibrations c;
+  EngineCalibration e;
+  e.cpu.per_iteration = std::chrono::microseconds(1500);
+  e.cpu.per_request_ns = 12'500;
+  e.cpu.per_token_ns = 250;
+  e.frontend_request_us = 800;
+  e.frontend_token_us = 0.4;
+  e.fitted_on = "test rows";
+  e.held_out = HeldOutError{100, 2, 0.12, 0.4, 0.05, 0.2, 0.8};
+  c.set("vllm", "hopper", e);
+  c.write(path);
+  const EngineCalibrations back = EngineCalibrations::load(path);
+  const EngineCalibration* r = back.find("vllm", "hopper");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->cpu.per_iteration, std::chrono::microseconds(1500));
+  EXPECT_DOUBLE_EQ(r->cpu.per_request_ns, 12'500);
+  EXPECT_DOUBLE_EQ(r->frontend_token_us, 0.4);
+  ASSERT_TRUE(r->held_out.has_value());
+  EXPECT_DOUBLE_EQ(r->held_out->ttft_mdape, 0.12);
+  EXPECT_EQ(back.find("vllm", "ampere"), nullptr);
+
+  std::ofstream(path) << R"({"format": "servesim-engine-calibration", "engines": {"vllm":
+      {"hopper": {"cpu_iteration_us": -1, "cpu_request_us": 1, "cpu_token_us": 1,
+                  "frontend_request_us": 1, "frontend_token_us": 1}}}})";
+  try {
+    EngineCalibrations::load(path);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& err) {
+    EXPECT_NE(err.message().find("engines.vllm.hopper.cpu_iteration_us"), std::string::npos)
+        << err.what();
+  }
+  EXPECT_TRUE(EngineCalibrations::load(path + ".missing").all().empty());
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace servesim::models

@@ -1,0 +1,275 @@
+// The serving-engine models' schedulers on hand-built views (TensorRT-LLM's in-flight batching,
+// SGLang's prefill-first scheduler), the version rule and the per-version defaults.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <vector>
+
+#include "models/hardware.h"
+#include "policies/builtin.h"
+#include "policies/engines/engine_model.h"
+#include "policies/engines/sglang.h"
+#include "policies/engines/trtllm.h"
+#include "policy_test_util.h"
+#include "sim/core/error.h"
+
+namespace servesim::policies {
+namespace {
+
+using sim::BatchPlan;
+using testing::check_plan;
+using testing::decode_seq;
+using testing::Instance;
+using testing::partial_seq;
+using testing::Sched;
+using testing::scheduled;
+using testing::waiting_seq;
+using Ids = std::vector<RequestId>;
+
+// One decision of `policy`, checked to be a plan the engine accepts.
+BatchPlan decide(sim::BatchingPolicy& policy, const Instance& inst) {
+  BatchPlan plan;
+  const bool has = policy.next_batch(inst.view(), plan);
+  EXPECT_EQ(check_plan(inst, plan), "");
+  EXPECT_EQ(has, !plan.empty());
+  return plan;
+}
+
+// ---- TensorRT-LLM ----
+
+TrtllmSchedulerParams trt(int64_t max_num_tokens, int64_t max_batch = 2048) {
+  TrtllmSchedulerParams p;
+  p.max_num_tokens = max_num_tokens;
+  p.max_batch_size = max_batch;
+  return p;
+}
+
+TEST(TrtllmScheduler, DecodesFirstThenWholeContextsWhileTheyFitTheTokenBudget) {
+  Instance inst;
+  inst.running = {decode_seq(1, 100, 5, 20), decode_seq(2, 100, 5, 20)};
+  inst.waiting = {waiting_seq(3, 500), waiting_seq(4, 600), waiting_seq(5, 10)};
+  auto policy = make_trtllm_scheduler(trt(1000));
+  const BatchPlan plan = decide(*policy, inst);
+  // 2 + 500 tokens; 600 does not fit, and the scheduler stops there (FCFS, no skipping). Every
+  // request keeps its whole sequence reserved (prompt + output tokens).
+  EXPECT_EQ(plan.admit, (Ids{3}));
+  EXPECT_EQ(scheduled(plan), (std::vector<Sched>{{1, 1, 205}, {2, 1, 205}, {3, 500, 550}}));
+}
+
+TEST(TrtllmScheduler, GuaranteedNoEvictAdmitsOnlyWhenTheWholeSequenceFits) {
+  Instance inst;
+  inst.waiting = {waiting_seq(1, 100)};  // 100 + 50 output tokens: 10 blocks of 16
+  inst.free_blocks = 9;
+  auto policy = make_trtllm_scheduler(trt(8192));
+  EXPECT_TRUE(decide(*policy, inst).empty());
+  inst.free_blocks = 10;
+  EXPECT_EQ(decide(*policy, inst).admit, (Ids{1}));
+}
+
+TEST(TrtllmScheduler, MaxBatchSizeCountsRunningAndNewRequests) {
+  Instance inst;
+  inst.running = {decode_seq(1, 100, 5, 20), decode_seq(2, 100, 5, 20)};
+  inst.waiting = {waiting_seq(3, 50), waiting_seq(4, 50)};
+  auto policy = make_trtllm_scheduler(trt(8192, 3));
+  EXPECT_EQ(decide(*policy, inst).admit, (Ids{3}));
+}
+
+TEST(TrtllmScheduler, WithoutChunkingALongContextWaitsForARoomyIteration) {
+  Instance inst;
+  inst.running = {decode_seq(1, 100, 5, 20)};
+  inst.waiting = {waiting_seq(2, 1000)};
+  auto policy = make_trtllm_scheduler(trt(1000));
+  const BatchPlan plan = decide(*policy, inst);
+  EXPECT_TRUE(plan.admit.empty());  // 1 decode token + 1000 > 1000
+  EXPECT_EQ(scheduled(plan), (std::vector<Sched>{{1, 1, 205}}));
+}
+
+TEST(TrtllmScheduler, ChunkedContextsTakeTheTokensLeftAndContinueFirst) {
+  Instance inst;
+  inst.running = {decode_seq(1, 100, 5, 20)};
+  inst.waiting = {waiting_seq(2, 1000)};
+  TrtllmSchedulerParams p = trt(400);
+  p.enable_chunked_prefill = true;
+  auto policy = make_trtllm_scheduler(p);
+  EXPECT_EQ(scheduled(decide(*policy, inst)),
+            (std::vector<Sched>{{1, 1, 205}, {2, 399, 1050}}));
+  // Next iteration: the partial context continues in its running order.
+  Instance next;
+  next.running = {decode_seq(1, 100, 6, 20), partial_seq(2, 1000, 399, 66)};
+  next.running[1].output_tokens = 50;
+  EXPECT_EQ(scheduled(decide(*policy, next)),
+            (std::vector<Sched>{{1, 1, 206}, {2, 399, 1050}}));
+}
+
+TEST(TrtllmScheduler, MaxUtilizationPreemptsTheNewestWhenADecodeNeedsABlock) {
+  Instance inst;
+  inst.running = {decode_seq(1, 32, 1, 2), decode_seq(2, 32, 1, 2)};  // 32 tokens: a new block
+  inst.free_blocks = 0;
+  TrtllmSchedulerParams p = trt(8192);
+  p.capacity = TrtllmSchedulerParams::Capacity::kMaxUtilization;
+  auto policy = make_trtllm_scheduler(p);
+  const BatchPlan plan = decide(*policy, inst);
+  EXPECT_EQ(plan.preempt, (Ids{2}));
+  EXPECT_EQ(scheduled(plan), (std::vector<Sched>{{1, 1, 0}}));
+}
+
+// ---- SGLang ----
+
+SglangSchedulerParams sgl(int64_t chunk, int64_t max_prefill = 16384) {
+  SglangSchedulerParams p;
+  p.chunked_prefill_size = chunk;
+  p.max_prefill_tokens = max_prefill;
+  return p;
+}
+
+// An instance with one-token pages, as SGLang allocates KV.
+Instance token_pages(int64_t free_tokens) {
+  Instance inst;
+  inst.block_size = 1;
+  inst.total_blocks = 1'000'000;
+  inst.free_blocks = free_tokens;
+  return inst;
+}
+
+TEST(SglangScheduler, PrefillFirstPausesTheDecodes) {
+  Instance inst = token_pages(100'000);
+  inst.running = {decode_seq(1, 100, 5, 104)};
+  inst.waiting = {waiting_seq(2, 300), waiting_seq(3, 200)};
+  auto policy = make_sglang_scheduler(sgl(8192));
+  const BatchPlan plan = decide(*policy, inst);
+  EXPECT_EQ(plan.admit, (Ids{2, 3}));
+  EXPECT_EQ(scheduled(plan), (std::vector<Sched>{{2, 300, 0}, {3, 200, 0}}));
+}
+
+TEST(SglangScheduler, MixedChunkRunsTheDecodesInThePrefillBatch) {
+  Instance inst = token_pages(100'000);
+  inst.running = {decode_seq(1, 100, 5, 104)};
+  inst.waiting = {waiting_seq(2, 300)};
+  SglangSchedulerParams p = sgl(8192);
+  p.enable_mixed_chunk = true;
+  auto policy = make_sglang_scheduler(p);
+  EXPECT_EQ(scheduled(decide(*policy, inst)), (std::vector<Sched>{{2, 300, 0}, {1, 1, 0}}));
+}
+
+TEST(SglangScheduler, APromptLongerThanTheChunkIsCutAndContinuesFirst) {
+  Instance inst = token_pages(100'000);
+  inst.waiting = {waiting_seq(1, 1000), waiting_seq(2, 100)};
+  auto policy = make_sglang_scheduler(sgl(512));
+  EXPECT_EQ(scheduled(decide(*policy, inst)), (std::vector<Sched>{{1, 512, 0}}));
+  Instance next = token_pages(100'000);
+  next.running = {partial_seq(1, 1000, 512, 512)};
+  next.waiting = {waiting_seq(2, 100)};
+  // The chunked request's last 488 tokens, then request 2 within the remaining 24? No: 100 > 24,
+  // so request 2 is cut to the 24 tokens left of the chunk budget.
+  EXPECT_EQ(scheduled(decide(*policy, next)), (std::vector<Sched>{{1, 488, 0}, {2, 24, 0}}));
+}
+
+TEST(SglangScheduler, MaxPrefillTokensStopsASecondRequestButNeverTheFirst) {
+  Instance inst = token_pages(100'000);
+  inst.waiting = {waiting_seq(1, 3000), waiting_seq(2, 3000)};
+  auto policy = make_sglang_scheduler(sgl(0, 2000));  // no chunking
+  EXPECT_EQ(decide(*policy, inst).admit, (Ids{1}));
+}
+
+TEST(SglangScheduler, AdmissionKeepsRoomForTheRunningRequestsFutureTokens) {
+  // Free 1000 tokens; the running request may still write 1000 x 0.7 = 700 of them. Each waiting
+  // request needs 100 prompt + 50 output = 150 < 300 left; after one, 150 are left: not < 150.
+  Instance inst = token_pages(1000);
+  inst.running = {decode_seq(1, 100, 1, 100)};
+  inst.running[0].output_tokens = 1001;
+  inst.waiting = {waiting_seq(2, 100), waiting_seq(3, 100)};
+  auto policy = make_sglang_scheduler(sgl(8192));
+  const BatchPlan first = decide(*policy, inst);
+  EXPECT_EQ(first.admit, (Ids{2}));
+  // The batch is now full: with request 2 running, the next call decodes instead of prefilling,
+  // even though the pool would hold request 3, until a request finishes.
+  Instance next = token_pages(750);
+  next.running = {decode_seq(1, 100, 2, 101), decode_seq(2, 100, 1, 100)};
+  next.running[0].output_tokens = 1001;
+  next.waiting = {waiting_seq(3, 100)};
+  const BatchPlan second = decide(*policy, next);
+  EXPECT_TRUE(second.admit.empty());
+  EXPECT_EQ(scheduled(second), (std::vector<Sched>{{1, 1, 0}, {2, 1, 0}}));
+}
+
+TEST(SglangScheduler, DecodeWithoutRoomRetractsTheRequestWithFewestTokensFirst) {
+  Instance inst = token_pages(1);  // 2 decodes need 2 new tokens
+  inst.running = {decode_seq(1, 100, 40, 139), decode_seq(2, 100, 3, 102)};
+  auto policy = make_sglang_scheduler(sgl(8192));
+  const BatchPlan plan = decide(*policy, inst);
+  EXPECT_EQ(plan.preempt, (Ids{2}));
+  EXPECT_EQ(scheduled(plan), (std::vector<Sched>{{1, 1, 0}}));
+}
+
+// ---- versions and defaults ----
+
+TEST(EngineVersions, ARequestedVersionTakesTheDefaultsOfTheNewestKnownOneNotNewer) {
+  const std::vector<std::string> known = {"0.5.1", "0.5.4"};
+  EXPECT_EQ(resolve_engine_version(known, "0.5.6.post2", "engine.version"), "0.5.4");
+  EXPECT_EQ(resolve_engine_version(known, "0.5.1.post1", "engine.version"), "0.5.1");
+  EXPECT_EQ(resolve_engine_version(known, "0.5.3", "engine.version"), "0.5.1");
+  EXPECT_EQ(resolve_engine_version(known, "", "engine.version"), "0.5.4");
+  EXPECT_EQ(resolve_engine_version({"1.0.0", "1.1.0"}, "1.0.0rc3", "engine.version"), "1.0.0");
+  EXPECT_THROW(resolve_engine_version(known, "0.4.9", "engine.version"), ConfigError);
+  EXPECT_THROW(resolve_engine_version(known, "gpt-oss-dev", "engine.version"), ConfigError);
+}
+
+class EngineDefaults : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { register_builtin_policies(); }
+  const models::GpuCatalog gpus = models::GpuCatalog::load("models/catalog/gpus.json");
+  const models::ModelCatalog models = models::ModelCatalog::load("models/catalog/models");
+
+  EngineSetup build(const std::string& engine, const std::string& version, const std::string& gpu,
+                    int tp) {
+    const EngineModelEntry& e = engine_models().get(engine);
+    EngineTarget t;
+    t.gpu = &gpus.get(gpu);
+    t.model = &models.get("llama-3.1-8b");
+    t.tp = tp;
+    return e.build(version, ParamValues::defaults(e.schema), t);
+  }
+};
+
+TEST_F(EngineDefaults, VllmBudgetsFollowTheGpuMemory) {
+  const EngineSetup h100 = build("vllm", "0.12.0", "h100_sxm", 1);
+  EXPECT_EQ(h100.resolved.get_int("max_num_batched_tokens"), 8192);
+  EXPECT_EQ(h100.resolved.get_int("max_num_seqs"), 1024);
+  EXPECT_EQ(h100.runtime.graphs.max_size(), 512);
+  EXPECT_FALSE(h100.runtime.cpu.overlapped);
+  const EngineSetup a100 = build("vllm", "0.12.0", "a100_80gb_sxm", 1);
+  EXPECT_EQ(a100.resolved.get_int("max_num_batched_tokens"), 2048);
+  EXPECT_EQ(a100.resolved.get_int("max_num_seqs"), 256);
+}
+
+TEST_F(EngineDefaults, SglangMemFractionFollowsItsVersionsRule) {
+  // Up to 0.5.3 a table by TP degree; from 0.5.4 1 - reserved / HBM.
+  EXPECT_DOUBLE_EQ(build("sglang", "0.5.1", "h100_sxm", 1).memory.gpu_memory_utilization, 0.88);
+  EXPECT_DOUBLE_EQ(build("sglang", "0.5.1", "h100_sxm", 4).memory.gpu_memory_utilization, 0.85);
+  // H100 (81559 MiB as the catalog holds 80 GiB: 81920 MiB), TP 1: reserved = 512 + 8192 x 1.5
+  // + 256 x 2 + 1024 / 8 = 13440 MiB.
+  const EngineSetup s = build("sglang", "0.5.4", "h100_sxm", 1);
+  EXPECT_NEAR(s.memory.gpu_memory_utilization, 1 - 13440.0 / 81920.0, 1e-3);
+  EXPECT_EQ(s.memory.rule, models::KvPoolRule::kStaticFraction);
+  EXPECT_EQ(s.memory.block_size, 1);
+  EXPECT_TRUE(s.runtime.cpu.overlapped);
+}
+
+TEST_F(EngineDefaults, TrtllmPadsOnlyWhenAskedAndOverlapsTheCpu) {
+  const EngineSetup s = build("trtllm", "1.0.0", "h100_sxm", 1);
+  EXPECT_EQ(s.memory.rule, models::KvPoolRule::kFreeFraction);
+  EXPECT_EQ(s.memory.block_size, 32);
+  EXPECT_FALSE(s.runtime.graphs.pad_decode);
+  EXPECT_EQ(s.runtime.graphs.max_size(), 128);
+  EXPECT_EQ(s.max_prompt_tokens, 8192);  // no chunking: a prompt must fit max_num_tokens
+  EXPECT_TRUE(s.runtime.cpu.overlapped);
+}
+
+TEST_F(EngineDefaults, WithoutACalibrationTheCpuCostIsZeroAndSaidSo) {
+  const EngineSetup s = build("vllm", "0.12.0", "h100_sxm", 1);
+  EXPECT_EQ(s.runtime.cpu.per_iteration.count(), 0);
+  EXPECT_NE(s.calibration_note.find("no calibration"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace servesim::policies
