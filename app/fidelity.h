@@ -56,7 +56,15 @@ struct ErrorStats {
 ErrorStats error_stats(const std::vector<double>& ttft_errors,
                        const std::vector<double>& tpot_errors);
 
-// Runs the study; returns the process exit code (0, or 1 when rows failed to simulate). Throws
+// The end-to-end error band of `s` as `servesim run` prints it: for an engine model, where its
+// CPU and front-end costs come from and the held-out (leave-one-model-out) error that
+// `servesim fidelity --fit` measured for its engine on its GPU class; otherwise a line saying that
+// no end-to-end error was measured for a scenario without an engine model.
+std::string error_band(const scenarios::Scenario& s, const scenarios::DataRoot& root);
+
+// Runs the study; returns the process exit code: 0, or 1 when no row could be predicted (rows that
+// fail to simulate, e.g. a deployment whose weights do not fit, are listed with their reason and
+// stored with status "failed"). Throws
 // InputError / ConfigError for a bad CSV or options.
 int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
                  const scenarios::DataRoot& root, std::ostream& out);

@@ -13,6 +13,7 @@
 #include "app/fidelity.h"
 #include "app/parallel.h"
 #include "app/dllm_run.h"
+#include "app/models_cmd.h"
 #include "app/plan.h"
 #include "app/profiles_cmd.h"
 #include "app/regress.h"
@@ -105,6 +106,7 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
                "data, {:.1f} % extrapolated\n",
                100 * o.lookups.interpolated_s / table_s, 100 * o.lookups.extrapolated_share());
   }
+  fmt::print("fidelity   {}\n", app::error_band(s, root));
   if (o.lookups.extrapolated_share() > 0.05) {
     fmt::print("warning: {:.1f} % of the predicted iteration time was extrapolated outside the "
                "measured profiles (more than 5 %); treat the results with care\n",
@@ -278,6 +280,34 @@ int main(int argc, char** argv) {
   compare->add_option("a", compare_a, "reference profile directory")->required();
   compare->add_option("b", compare_b, "profile directory to compare")->required();
 
+  auto* models_cmd = cli.add_subcommand("models", "add models to the catalog and list them");
+  models_cmd->require_subcommand(1);
+  std::string models_config;
+  servesim::app::ModelsImportOptions models_options;
+  auto* models_import = models_cmd->add_subcommand(
+      "import", "add a model to the catalog from a Hugging Face config.json (model_type llama, "
+                "mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe)");
+  models_import->add_option("config", models_config, "the model's config.json")->required();
+  models_import->add_option("--key", models_options.key,
+                            "catalog key (default: from the file name or _name_or_path, "
+                            "lower-cased, e.g. qwen3-32b)");
+  models_import->add_option("--name", models_options.name,
+                            "display name (default: the last part of --hf-id, else the key)");
+  models_import->add_option("--hf-id", models_options.hf_id,
+                            "Hugging Face id, e.g. Qwen/Qwen3-32B (default: _name_or_path)");
+  models_import->add_option("--out", models_options.out_dir,
+                            "catalog folder to write into (default: models/catalog/models of the "
+                            "data root)");
+  models_import->add_option("--source", models_options.source,
+                            "provenance recorded in the file (default: the hf-id's config.json)");
+  models_import->add_option("--license", models_options.license,
+                            "license note recorded in the file, e.g. Apache-2.0");
+  models_import->add_flag("--force", models_options.force, "replace an existing model of that key");
+  models_import->add_flag("--allow-approximate", models_options.allow_approximate,
+                          "import MoE shared experts and dense layers between MoE layers, which "
+                          "the cost model leaves out of iteration time (weights stay exact)");
+  auto* models_list = models_cmd->add_subcommand("list", "list the catalog's models");
+
   auto* capacity = cli.add_subcommand(
       "capacity", "serving capacity: the largest request rate meeting the SLO (bisection on rate)");
   std::vector<std::string> capacity_slo;
@@ -405,6 +435,11 @@ int main(int argc, char** argv) {
       servesim::app::compare_profile_dirs(compare_a, compare_b, std::cout);
       return 0;
     }
+    if (*models_import) {
+      return servesim::app::run_models_import(models_config, models_options,
+                                              servesim::scenarios::DataRoot::discover(), std::cout);
+    }
+    if (*models_list) return cmd_list("models");
     if (*validate) {
       servesim::app::ValidateOptions vo;
       vo.leave_one_out = !skip_loo;

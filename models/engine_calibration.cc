@@ -68,6 +68,12 @@ EngineCalibration read_entry(const std::string& file, const Json& j, const std::
   c.cpu.per_token_ns = f.number("cpu_token_us") * 1e3;
   c.frontend_request_us = f.number("frontend_request_us");
   c.frontend_token_us = f.number("frontend_token_us");
+  for (const char* k : {"gpu_prefill_scale", "gpu_decode_scale"}) {
+    const double v = f.number(k, /*required=*/false, 1);
+    if (v < 0.05 || v > 20) f.fail(f.at(k), fmt::format("expected a scale in [0.05, 20], got {}", v));
+  }
+  c.gpu_scale.prefill = f.number("gpu_prefill_scale", false, 1);
+  c.gpu_scale.decode = f.number("gpu_decode_scale", false, 1);
   c.fitted_on = f.text("fitted_on");
   if (const Json* h = f.object("held_out")) {
     const Fields hf(file, *h, f.at("held_out"));
@@ -119,7 +125,9 @@ void EngineCalibrations::write(const std::string& path) const {
   doc["note"] =
       "Per engine and GPU class: per-iteration CPU cost (cpu_iteration_us + cpu_request_us x "
       "requests + cpu_token_us x tokens) and front end (frontend_request_us + frontend_token_us "
-      "x prompt tokens), fitted by `servesim fidelity --fit` on measured end-to-end runs; "
+      "x prompt tokens) and GPU time scales of decode and prefill passes against the kernel tables "
+      "(gpu_decode_scale, gpu_prefill_scale), fitted by `servesim fidelity --fit` on measured "
+      "end-to-end runs; "
       "held_out is the leave-one-model-out error of the same fit.";
   Json engines = Json::object();
   for (const auto& [key, c] : entries_) {
@@ -129,6 +137,8 @@ void EngineCalibrations::write(const std::string& path) const {
     j["cpu_token_us"] = rounded(c.cpu.per_token_ns / 1e3);
     j["frontend_request_us"] = rounded(c.frontend_request_us);
     j["frontend_token_us"] = rounded(c.frontend_token_us);
+    j["gpu_prefill_scale"] = rounded(c.gpu_scale.prefill);
+    j["gpu_decode_scale"] = rounded(c.gpu_scale.decode);
     j["fitted_on"] = c.fitted_on;
     if (c.held_out) {
       const HeldOutError& e = *c.held_out;

@@ -4,8 +4,10 @@
 //
 // Contract:
 // - A calibration holds few parameters per (engine, GPU class): the per-iteration CPU cost
-//   (CpuCostSpec without its `overlapped` flag, which is a fact of the engine) and the front end
-//   (sim's FrontendSpec values), plus provenance and the leave-one-model-out error band.
+//   (CpuCostSpec without its `overlapped` flag, which is a fact of the engine), the front end
+//   (sim's FrontendSpec values) and two GPU time scales (GpuTimeScale: the engine's kernels
+//   against the measured kernel tables, which stay as measured), plus provenance and the
+//   leave-one-model-out error band.
 // - load() validates every field and throws InputError naming the file and the JSON path; a
 //   missing file yields an empty set (every engine then runs uncalibrated, and says so).
 // - write() produces the file load() reads, pretty-printed, deterministic (sorted keys).
@@ -33,6 +35,7 @@ struct HeldOutError {
 
 struct EngineCalibration {
   CpuCostSpec cpu;                    // `overlapped` is ignored (the engine's own)
+  GpuTimeScale gpu_scale;             // the engine's kernels against the kernel tables
   double frontend_request_us = 0;     // front end per request
   double frontend_token_us = 0;       // front end per prompt token
   std::string fitted_on;              // what the fit used, e.g. "2 models, 310 rows of ..."

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -12,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "models/json_fields.h"
 #include "sim/core/error.h"
 
 namespace servesim::models {
@@ -27,138 +26,13 @@ constexpr double kFlopsPerTflop = 1e12;
 // The price entry preferred when a GPU lists several.
 constexpr const char* kPreferredPriceKey = "runpod_on_demand_2026_03";
 
-std::string join_path(const std::string& prefix, const std::string& key) {
-  return prefix.empty() ? key : prefix + "." + key;
+using FieldReader = JsonFieldReader<Json>;
+
+// A GPU figure the catalog may leave out; absent or null reads as 0 ("unknown" / "unsupported").
+double optional_figure(const FieldReader& reader, const Json& gpu, const std::string& prefix,
+                       const char* key) {
+  return reader.optional_positive_number(gpu, prefix, key, 0, "a positive number or null");
 }
-
-// Short rendering of an offending JSON value for error messages.
-std::string render(const Json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) {
-    text = text.substr(0, 57) + "...";
-  }
-  return text;
-}
-
-// Typed, path-aware access to one JSON document. Every failure throws InputError naming the file
-// and the JSON path of the offending field.
-class FieldReader {
- public:
-  explicit FieldReader(std::string file) : file_(std::move(file)) {}
-
-  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
-    throw InputError(file_, 0, path.empty() ? message : path + ": " + message);
-  }
-
-  // Reads and parses the whole file. A syntax error is reported with its 1-based line.
-  Json parse_file() const {
-    std::ifstream in(file_, std::ios::binary);
-    if (!in) {
-      throw InputError(file_, 0, "cannot open file");
-    }
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string text = buffer.str();
-    try {
-      return Json::parse(text);
-    } catch (const Json::parse_error& e) {
-      const size_t end = std::min<size_t>(e.byte, text.size());
-      const long line = 1 + static_cast<long>(std::count(
-                                text.begin(), text.begin() + static_cast<long>(end), '\n'));
-      std::string what = e.what();
-      // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
-      if (auto pos = what.find("] "); pos != std::string::npos) {
-        what = what.substr(pos + 2);
-      }
-      throw InputError(file_, line, "invalid JSON: " + what);
-    }
-  }
-
-  const Json& object(const Json& parent, const std::string& prefix, const char* key) const {
-    const Json& value = require(parent, prefix, key, "an object");
-    if (!value.is_object()) {
-      fail(join_path(prefix, key), "expected an object, got " + render(value));
-    }
-    return value;
-  }
-
-  std::string string(const Json& parent, const std::string& prefix, const char* key) const {
-    const Json& value = require(parent, prefix, key, "a non-empty string");
-    if (!value.is_string() || value.get<std::string>().empty()) {
-      fail(join_path(prefix, key), "expected a non-empty string, got " + render(value));
-    }
-    return value.get<std::string>();
-  }
-
-  std::string optional_string(const Json& parent, const std::string& prefix,
-                              const char* key) const {
-    auto it = parent.find(key);
-    if (it == parent.end() || it->is_null()) {
-      return "";
-    }
-    if (!it->is_string()) {
-      fail(join_path(prefix, key), "expected a string, got " + render(*it));
-    }
-    return it->get<std::string>();
-  }
-
-  double positive_number(const Json& parent, const std::string& prefix, const char* key) const {
-    const Json& value = require(parent, prefix, key, "a positive number");
-    if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
-      fail(join_path(prefix, key), "expected a positive number, got " + render(value));
-    }
-    return value.get<double>();
-  }
-
-  // Absent or null reads as 0 ("unknown" / "unsupported").
-  double optional_positive_number(const Json& parent, const std::string& prefix,
-                                  const char* key) const {
-    auto it = parent.find(key);
-    if (it == parent.end() || it->is_null()) {
-      return 0;
-    }
-    if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>())) {
-      fail(join_path(prefix, key), "expected a positive number or null, got " + render(*it));
-    }
-    return it->get<double>();
-  }
-
-  int64_t positive_integer(const Json& parent, const std::string& prefix, const char* key) const {
-    const Json& value = require(parent, prefix, key, "a positive integer");
-    if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
-      fail(join_path(prefix, key), "expected a positive integer, got " + render(value));
-    }
-    return value.get<int64_t>();
-  }
-
-  int positive_int(const Json& parent, const std::string& prefix, const char* key) const {
-    const int64_t v = positive_integer(parent, prefix, key);
-    if (v > 1'000'000'000) {
-      fail(join_path(prefix, key), fmt::format("expected a positive integer below 1e9, got {}", v));
-    }
-    return static_cast<int>(v);
-  }
-
-  bool boolean(const Json& parent, const std::string& prefix, const char* key) const {
-    const Json& value = require(parent, prefix, key, "true or false");
-    if (!value.is_boolean()) {
-      fail(join_path(prefix, key), "expected true or false, got " + render(value));
-    }
-    return value.get<bool>();
-  }
-
- private:
-  const Json& require(const Json& parent, const std::string& prefix, const char* key,
-                      const char* expected) const {
-    auto it = parent.find(key);
-    if (it == parent.end()) {
-      fail(join_path(prefix, key), fmt::format("missing; expected {}", expected));
-    }
-    return *it;
-  }
-
-  std::string file_;
-};
 
 // Price rule: the RunPod on-demand snapshot when listed, else the plain-number entry whose key
 // sorts first (ranges given as [low, high] arrays are skipped).
@@ -168,12 +42,8 @@ double read_price(const FieldReader& reader, const Json& gpu, const std::string&
   std::vector<std::pair<std::string, double>> plain;
   for (auto it = prices.begin(); it != prices.end(); ++it) {
     if (it.value().is_number()) {
-      const double v = it.value().get<double>();
-      if (!(v > 0) || !std::isfinite(v)) {
-        reader.fail(join_path(path, it.key()),
-                    "expected a positive number, got " + render(it.value()));
-      }
-      plain.emplace_back(it.key(), v);
+      plain.emplace_back(it.key(),
+                         reader.positive_number_at(it.value(), join_path(path, it.key())));
     }
   }
   if (plain.empty()) {
@@ -203,19 +73,18 @@ GpuSpec read_gpu(const FieldReader& reader, const std::string& key, const Json& 
   spec.mem_bw_bytes_per_s =
       reader.positive_number(gpu, prefix, "memory_bandwidth_gbs") * kBytesPerGb;
   spec.bf16_flops_per_s = reader.positive_number(gpu, prefix, "bf16_tflops_dense") * kFlopsPerTflop;
-  spec.fp8_flops_per_s =
-      reader.optional_positive_number(gpu, prefix, "fp8_tflops_dense") * kFlopsPerTflop;
+  spec.fp8_flops_per_s = optional_figure(reader, gpu, prefix, "fp8_tflops_dense") * kFlopsPerTflop;
   spec.measured_matmul_bf16_flops_per_s =
-      reader.optional_positive_number(gpu, prefix, "measured_mamf_bf16_tflops") * kFlopsPerTflop;
+      optional_figure(reader, gpu, prefix, "measured_mamf_bf16_tflops") * kFlopsPerTflop;
   spec.measured_matmul_fp8_flops_per_s =
-      reader.optional_positive_number(gpu, prefix, "measured_mamf_fp8_tflops") * kFlopsPerTflop;
+      optional_figure(reader, gpu, prefix, "measured_mamf_fp8_tflops") * kFlopsPerTflop;
   spec.sm_count = reader.positive_int(gpu, prefix, "sm_count");
   spec.l2_bytes = std::llround(reader.positive_number(gpu, prefix, "l2_cache_mb") * kBytesPerMib);
 
   // NVLink: the per-direction figure when given, else half of the bidirectional per-GPU total.
-  double nvlink_gbs = reader.optional_positive_number(gpu, prefix, "nvlink_gbs_per_direction");
+  double nvlink_gbs = optional_figure(reader, gpu, prefix, "nvlink_gbs_per_direction");
   if (nvlink_gbs == 0) {
-    nvlink_gbs = reader.optional_positive_number(gpu, prefix, "nvlink_gbs_per_gpu") / 2;
+    nvlink_gbs = optional_figure(reader, gpu, prefix, "nvlink_gbs_per_gpu") / 2;
   }
   spec.nvlink_bytes_per_s_per_direction = nvlink_gbs * kBytesPerGb;
   if (nvlink_gbs > 0) {
@@ -361,7 +230,7 @@ int64_t ModelSpec::kv_bytes_per_token(Dtype kv_dtype) const {
 
 GpuCatalog GpuCatalog::load(const std::string& path) {
   const FieldReader reader(path);
-  const Json doc = reader.parse_file();
+  const Json doc = parse_json_file<Json>(path);
   if (!doc.is_object()) {
     reader.fail("", "expected a JSON object at the top level");
   }
@@ -401,7 +270,7 @@ ModelCatalog ModelCatalog::load(const std::string& dir) {
   for (const auto& file : files) {
     const FieldReader reader(file.string());
     const std::string key = file.stem().string();
-    catalog.models_.emplace(key, read_model(reader, key, reader.parse_file()));
+    catalog.models_.emplace(key, read_model(reader, key, parse_json_file<Json>(file.string())));
   }
   return catalog;
 }

@@ -16,13 +16,18 @@ class EngineCostModel final : public IterationCostModel {
       : gpu_(std::move(gpu)), runtime_(std::move(runtime)) {}
 
   Duration iteration_time(const BatchShape& shape) const override {
-    const Duration gpu = gpu_->iteration_time(padded(shape));
+    const Duration gpu = scaled(gpu_->iteration_time(padded(shape)), shape);
     const Duration cpu = cpu_cost(shape);
     return runtime_.cpu.overlapped ? std::max(gpu, cpu) : gpu + cpu;
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
     OperatorTimes t = gpu_->breakdown(padded(shape));
+    for (Duration* d : {&t.qkv_gemm, &t.o_gemm, &t.mlp_gemm, &t.attention_prefill,
+                        &t.attention_decode, &t.norms_elementwise, &t.allreduce, &t.lm_head,
+                        &t.overhead}) {
+      *d = scaled(*d, shape);
+    }
     const Duration gpu = t.total();
     const Duration cpu = cpu_cost(shape);
     t.overhead += runtime_.cpu.overlapped ? std::max(Duration{0}, cpu - gpu) : cpu;
@@ -40,6 +45,16 @@ class EngineCostModel final : public IterationCostModel {
   LookupStats lookup_stats() const override { return gpu_->lookup_stats(); }
 
  private:
+  Duration scaled(Duration gpu, const BatchShape& shape) const {
+    if (runtime_.gpu_scale.identity()) return gpu;
+    int64_t prefill_tokens = 0;
+    for (const Segment& s : shape.segments) {
+      if (s.query_tokens > 1) prefill_tokens += s.query_tokens;
+    }
+    return Duration{std::llround(static_cast<double>(gpu.count()) *
+                                 runtime_.gpu_scale.factor(prefill_tokens))};
+  }
+
   Duration cpu_cost(const BatchShape& shape) const {
     return runtime_.cpu.cost(static_cast<int64_t>(shape.segments.size()),
                              shape.total_query_tokens());
@@ -83,6 +98,11 @@ int64_t CudaGraphSpec::padded(int64_t tokens, bool decode_only) const {
   return *std::lower_bound(capture_sizes.begin(), capture_sizes.end(), tokens);
 }
 
+double GpuTimeScale::factor(int64_t prefill_tokens) const {
+  const double p = static_cast<double>(std::max<int64_t>(prefill_tokens, 0));
+  return decode + (prefill - decode) * p / (p + kBlendTokens);
+}
+
 Duration CpuCostSpec::cost(int64_t requests, int64_t tokens) const {
   return per_iteration +
          Duration{std::llround(per_request_ns * static_cast<double>(requests) +
@@ -97,10 +117,16 @@ std::string EngineRuntime::describe() const {
                                                                : "no padding";
     graphs_text = fmt::format("CUDA graphs up to {} ({})", graphs.max_size(), padded);
   }
-  return fmt::format("{}: {}; CPU {} + {}/request + {}/token per iteration, {}", name,
+  const std::string scale_text =
+      gpu_scale.identity()
+          ? std::string()
+          : fmt::format("; GPU time x{:.3g} decode, x{:.3g} prefill", gpu_scale.decode,
+                        gpu_scale.prefill);
+  return fmt::format("{}: {}; CPU {} + {}/request + {}/token per iteration, {}{}", name,
                      graphs_text, us(static_cast<double>(cpu.per_iteration.count())),
                      us(cpu.per_request_ns), us(cpu.per_token_ns),
-                     cpu.overlapped ? "overlapped with the GPU" : "serial with the GPU");
+                     cpu.overlapped ? "overlapped with the GPU" : "serial with the GPU",
+                     scale_text);
 }
 
 std::unique_ptr<IterationCostModel> make_engine_cost_model(
@@ -119,6 +145,12 @@ std::unique_ptr<IterationCostModel> make_engine_cost_model(
       !std::isfinite(c.per_request_ns + c.per_token_ns)) {
     throw std::invalid_argument(fmt::format(
         "engine cost model {}: CPU cost coefficients must be finite and >= 0", runtime.name));
+  }
+  for (double f : {runtime.gpu_scale.prefill, runtime.gpu_scale.decode}) {
+    if (!(f >= 0.05 && f <= 20)) {
+      throw std::invalid_argument(fmt::format(
+          "engine cost model {}: GPU time scales must be in [0.05, 20], got {}", runtime.name, f));
+    }
   }
   return std::make_unique<EngineCostModel>(std::move(gpu), std::move(runtime));
 }

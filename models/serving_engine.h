@@ -6,11 +6,11 @@
 // Contract:
 // - make_engine_cost_model(gpu, runtime) wraps a GPU-only cost model (built with a zero
 //   RooflineParams::iteration_overhead: the engine's CPU cost replaces that constant) and returns
-//     gpu  = gpu.iteration_time(padded shape)
+//     gpu  = gpu.iteration_time(padded shape) x GpuTimeScale::factor(prefill tokens)
 //     cpu  = per_iteration + per_request x segments + per_token x query tokens
 //     time = overlapped ? max(gpu, cpu) : gpu + cpu
-//   breakdown() is the GPU model's breakdown of the padded shape with `overhead` holding what the
-//   CPU adds (cpu, or max(0, cpu - gpu) when overlapped); peak_bound_time() is the GPU model's
+//   breakdown() is the GPU model's breakdown of the padded shape, each class scaled by the same
+//   factor, with `overhead` holding what the CPU adds (cpu, or max(0, cpu - gpu) when overlapped); peak_bound_time() is the GPU model's
 //   bound of the unpadded shape.
 //   where the padded shape adds (padded - tokens) one-token decode segments with a one-token
 //   context and no logit row (padded rows cost GEMM, norm and all-reduce time, no attention or
@@ -58,10 +58,25 @@ struct CpuCostSpec {
   Duration cost(int64_t requests, int64_t tokens) const;
 };
 
+// How much faster (< 1) or slower (> 1) an engine's kernels run a forward pass than the kernels
+// its GPU cost model was measured with: `decode` for a pass without prefill tokens, blended toward
+// `prefill` as the pass's prefill tokens p grow:
+//   factor(p) = decode + (prefill - decode) x p / (p + kBlendTokens)
+// Both 1 (the default) leave the GPU time as the kernel tables give it.
+struct GpuTimeScale {
+  static constexpr double kBlendTokens = 512;
+  double prefill = 1;
+  double decode = 1;
+
+  double factor(int64_t prefill_tokens) const;
+  bool identity() const { return prefill == 1 && decode == 1; }
+};
+
 struct EngineRuntime {
   std::string name;  // e.g. "vllm 0.12.0"
   CudaGraphSpec graphs;
   CpuCostSpec cpu;
+  GpuTimeScale gpu_scale;
 
   // One line: "vllm 0.12.0: CUDA graphs up to 512 (decode and mixed batches padded); CPU 1.2 ms
   // + 15 us/request + 0.4 us/token per iteration, serial with the GPU".
@@ -69,7 +84,8 @@ struct EngineRuntime {
 };
 
 // Throws std::invalid_argument when `gpu` is null, a capture size is not positive or the sizes
-// are not ascending, or a CPU coefficient is negative or not finite.
+// are not ascending, a CPU coefficient is negative or not finite, or a GPU time scale is not in
+// [0.05, 20].
 std::unique_ptr<IterationCostModel> make_engine_cost_model(
     std::shared_ptr<const IterationCostModel> gpu, EngineRuntime runtime);
 

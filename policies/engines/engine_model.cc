@@ -84,6 +84,10 @@ ParamSchema calibration_knobs() {
       knob_spec("frontend_request_us", "us",
                 "front end (HTTP, tokenizer, hand-off) per request; -1 = calibrated"),
       knob_spec("frontend_token_us", "us", "front end per prompt token; -1 = calibrated"),
+      knob_spec("gpu_prefill_scale", "",
+                "GPU time of prefill passes against the kernel tables (0.05..20); -1 = calibrated"),
+      knob_spec("gpu_decode_scale", "",
+                "GPU time of decode passes against the kernel tables (0.05..20); -1 = calibrated"),
   };
 }
 
@@ -101,7 +105,12 @@ void apply_calibration(const std::string& engine, const ParamValues& knobs,
                          cls, cal->fitted_on);
     }
   }
-  if (!cal) note = fmt::format("no calibration of {} found: CPU and front-end costs are 0", engine);
+  if (!cal) {
+    note = fmt::format(
+        "no calibration of {} found: CPU and front-end costs are 0, GPU time as the kernel tables "
+        "give it",
+        engine);
+  }
 
   auto pick = [&](const char* name, double calibrated) {
     const double v = knob(knobs, name);
@@ -121,9 +130,24 @@ void apply_calibration(const std::string& engine, const ParamValues& knobs,
       std::llround(pick("frontend_request_us", cal ? cal->frontend_request_us : 0) * 1e3)};
   setup.frontend.per_prompt_token_ns =
       pick("frontend_token_us", cal ? cal->frontend_token_us : 0) * 1e3;
+  auto pick_scale = [&](const char* name, double calibrated) {
+    const double v = knob(knobs, name);
+    if (v >= 0 && !(v >= 0.05 && v <= 20)) {
+      throw ConfigError("", {{fmt::format("engine.{}", name),
+                              fmt::format("expected -1 (calibrated) or a scale in [0.05, 20], "
+                                          "got {}", v)}});
+    }
+    const double chosen = v >= 0 ? v : (cal ? calibrated : 1.0);
+    setup.resolved.set(name, chosen);
+    return chosen;
+  };
+  setup.runtime.gpu_scale.prefill =
+      pick_scale("gpu_prefill_scale", cal ? cal->gpu_scale.prefill : 1.0);
+  setup.runtime.gpu_scale.decode = pick_scale("gpu_decode_scale", cal ? cal->gpu_scale.decode : 1.0);
   bool explicit_any = false;
   for (const char* k : {"cpu_iteration_us", "cpu_request_us", "cpu_token_us",
-                        "frontend_request_us", "frontend_token_us"}) {
+                        "frontend_request_us", "frontend_token_us", "gpu_prefill_scale",
+                        "gpu_decode_scale"}) {
     explicit_any |= knob(knobs, k) >= 0;
   }
   setup.calibration_note = explicit_any ? note + "; some set explicitly" : note;

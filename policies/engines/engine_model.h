@@ -15,7 +15,7 @@
 //   than every known one is a ConfigError that lists them.
 // - Knobs: each entry's ParamSchema uses the engine's own flag names. 0 means "the version's
 //   default for this GPU" (for sizes and fractions) and -1 means "the calibrated value" (for the
-//   CPU and front-end costs); EngineSetup::resolved holds every knob with the value in effect,
+//   CPU and front-end costs and the GPU time scales); EngineSetup::resolved holds every knob with the value in effect,
 //   which the scenario stores with the results.
 // - Calibration: the CPU and front-end costs come from the calibration of the engine on the
 //   deployment's GPU class (models/engine_calibration.h), else from its Hopper calibration

@@ -182,14 +182,15 @@ TEST(GpuCatalogTest, MissingFile) {
             "models/catalog/nope.json: cannot open file");
 }
 
-TEST(ModelCatalogTest, LoadsAllSixteenModels) {
+TEST(ModelCatalogTest, LoadsAllEighteenModels) {
   const ModelCatalog catalog = ModelCatalog::load(kDefaultModelCatalogDir);
   EXPECT_EQ(catalog.keys(), (std::vector<std::string>{
                                 "dream-v0-instruct-7b", "llada-8b-instruct", "llama-2-70b",
                                 "llama-2-7b", "llama-3-8b", "llama-3.1-70b", "llama-3.1-8b",
                                 "llama-3.3-70b-instruct", "mixtral-8x7b", "opt-13b", "opt-30b",
                                 "opt-66b", "qwen2.5-1.5b",
-                                "qwen2.5-14b-instruct", "qwen2.5-32b", "qwen2.5-72b"}));
+                                "qwen2.5-14b-instruct", "qwen2.5-32b", "qwen2.5-72b",
+                                "qwen3-235b-a22b", "qwen3-32b"}));
 }
 
 TEST(ModelCatalogTest, KvBytesMatchEveryFile) {

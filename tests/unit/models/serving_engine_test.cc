@@ -95,6 +95,36 @@ TEST(EngineCostModel, RejectsUnsortedCaptureSizesAndNegativeCosts) {
   EXPECT_THROW(make_engine_cost_model(gpu_model(), rt), std::invalid_argument);
 }
 
+TEST(GpuTimeScale, DecodePassesTakeTheDecodeFactorAndPrefillBlendsTowardThePrefillFactor) {
+  GpuTimeScale scale;
+  scale.decode = 0.8;
+  scale.prefill = 0.5;
+  EXPECT_DOUBLE_EQ(scale.factor(0), 0.8);
+  EXPECT_DOUBLE_EQ(scale.factor(512), 0.65);  // halfway at kBlendTokens prefill tokens
+  EXPECT_NEAR(scale.factor(1'000'000), 0.5, 1e-3);
+
+  EngineRuntime rt;
+  rt.gpu_scale = scale;
+  const auto inner = gpu_model();
+  const auto engine = make_engine_cost_model(inner, rt);
+  const BatchShape decode = decodes(8, 1000);
+  EXPECT_EQ(engine->iteration_time(decode),
+            Duration{std::llround(0.8 * static_cast<double>(inner->iteration_time(decode).count()))});
+  BatchShape mixed = decodes(8, 1000);
+  mixed.segments.push_back({512, 512, 1});  // 512 prefill tokens: factor 0.65
+  EXPECT_EQ(engine->iteration_time(mixed),
+            Duration{std::llround(0.65 * static_cast<double>(inner->iteration_time(mixed).count()))});
+  // The breakdown scales every class alike, so it still sums to the iteration time (within the
+  // rounding of each class).
+  EXPECT_NEAR(static_cast<double>(engine->breakdown(mixed).total().count()),
+              static_cast<double>(engine->iteration_time(mixed).count()), 10);
+
+  rt.gpu_scale.prefill = 0;
+  EXPECT_THROW(make_engine_cost_model(inner, rt), std::invalid_argument);
+  rt.gpu_scale.prefill = 25;
+  EXPECT_THROW(make_engine_cost_model(inner, rt), std::invalid_argument);
+}
+
 TEST(GpuClass, FromTheArchitecture) {
   EXPECT_EQ(gpu_class(gpus().get("h100_sxm")), "hopper");
   EXPECT_EQ(gpu_class(gpus().get("h200_sxm")), "hopper");
@@ -132,6 +162,8 @@ TEST(EngineCalibrations, WriteThenLoadRoundTripsAndBadFieldsNameTheirPath) {
   e.cpu.per_token_ns = 250;
   e.frontend_request_us = 800;
   e.frontend_token_us = 0.4;
+  e.gpu_scale.prefill = 0.6;
+  e.gpu_scale.decode = 1.1;
   e.fitted_on = "test rows";
   e.held_out = HeldOutError{100, 2, 0.12, 0.4, 0.05, 0.2, 0.8};
   c.set("vllm", "hopper", e);
@@ -142,6 +174,8 @@ TEST(EngineCalibrations, WriteThenLoadRoundTripsAndBadFieldsNameTheirPath) {
   EXPECT_EQ(r->cpu.per_iteration, std::chrono::microseconds(1500));
   EXPECT_DOUBLE_EQ(r->cpu.per_request_ns, 12'500);
   EXPECT_DOUBLE_EQ(r->frontend_token_us, 0.4);
+  EXPECT_DOUBLE_EQ(r->gpu_scale.prefill, 0.6);
+  EXPECT_DOUBLE_EQ(r->gpu_scale.decode, 1.1);
   ASSERT_TRUE(r->held_out.has_value());
   EXPECT_DOUBLE_EQ(r->held_out->ttft_mdape, 0.12);
   EXPECT_EQ(back.find("vllm", "ampere"), nullptr);
@@ -154,6 +188,16 @@ TEST(EngineCalibrations, WriteThenLoadRoundTripsAndBadFieldsNameTheirPath) {
     FAIL() << "expected an InputError";
   } catch (const InputError& err) {
     EXPECT_NE(err.message().find("engines.vllm.hopper.cpu_iteration_us"), std::string::npos)
+        << err.what();
+  }
+  std::ofstream(path) << R"({"format": "servesim-engine-calibration", "engines": {"vllm":
+      {"hopper": {"cpu_iteration_us": 1, "cpu_request_us": 1, "cpu_token_us": 1,
+                  "frontend_request_us": 1, "frontend_token_us": 1, "gpu_prefill_scale": 40}}}})";
+  try {
+    EngineCalibrations::load(path);
+    FAIL() << "expected an InputError for a scale out of range";
+  } catch (const InputError& err) {
+    EXPECT_NE(err.message().find("engines.vllm.hopper.gpu_prefill_scale"), std::string::npos)
         << err.what();
   }
   EXPECT_TRUE(EngineCalibrations::load(path + ".missing").all().empty());

@@ -268,7 +268,29 @@ TEST_F(EngineDefaults, TrtllmPadsOnlyWhenAskedAndOverlapsTheCpu) {
 TEST_F(EngineDefaults, WithoutACalibrationTheCpuCostIsZeroAndSaidSo) {
   const EngineSetup s = build("vllm", "0.12.0", "h100_sxm", 1);
   EXPECT_EQ(s.runtime.cpu.per_iteration.count(), 0);
+  EXPECT_TRUE(s.runtime.gpu_scale.identity());
   EXPECT_NE(s.calibration_note.find("no calibration"), std::string::npos);
+}
+
+TEST_F(EngineDefaults, AnExplicitGpuScaleOverridesTheCalibrationAndIsRangeChecked) {
+  const EngineModelEntry& e = engine_models().get("sglang");
+  EngineTarget t;
+  t.gpu = &gpus.get("h100_sxm");
+  t.model = &models.get("llama-3.1-8b");
+  ParamValues knobs = ParamValues::defaults(e.schema);
+  knobs.set("gpu_prefill_scale", 0.5);
+  const EngineSetup s = e.build("0.5.4", knobs, t);
+  EXPECT_DOUBLE_EQ(s.runtime.gpu_scale.prefill, 0.5);
+  EXPECT_DOUBLE_EQ(s.runtime.gpu_scale.decode, 1.0);  // uncalibrated: the tables' time
+  EXPECT_NE(s.calibration_note.find("set explicitly"), std::string::npos);
+  knobs.set("gpu_prefill_scale", 0.01);
+  try {
+    e.build("0.5.4", knobs, t);
+    FAIL() << "accepted a GPU scale of 0.01";
+  } catch (const ConfigError& err) {
+    ASSERT_FALSE(err.issues().empty());
+    EXPECT_EQ(err.issues().front().path, "engine.gpu_prefill_scale");
+  }
 }
 
 }  // namespace

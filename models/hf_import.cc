@@ -1,0 +1,655 @@
+#include "models/hf_import.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "models/json_fields.h"
+#include "sim/core/error.h"
+
+namespace servesim::models {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+// How one Hugging Face model_type lays out its weights, and the defaults its transformers config
+// class applies to keys a config.json leaves out.
+struct ArchRules {
+  const char* model_type;
+  bool moe = false;
+  const char* experts_key = nullptr;  // "num_local_experts" (Mixtral) or "num_experts" (Qwen)
+  bool expert_size_key = false;      // moe_intermediate_size (Qwen); Mixtral uses intermediate_size
+  bool shared_expert = false;        // Qwen2-MoE: a shared expert MLP and its sigmoid gate
+  bool sparse_layers = false;        // decoder_sparse_step / mlp_only_layers (Qwen MoE)
+  bool qkv_bias = false;             // q/k/v projections always carry a bias (Qwen2)
+  bool attention_bias_key = false;   // attention_bias adds q/k/v/o biases (Llama, Qwen3)
+  bool mlp_bias_key = false;         // mlp_bias adds gate/up/down biases (Llama)
+  bool qk_norm = false;              // per-head RMSNorm of q and k, head_dim weights each (Qwen3)
+  bool qwen_sliding = false;         // use_sliding_window / max_window_layers (Qwen); copied out
+  bool sliding_every_layer = false;  // sliding_window, when set, applies to every layer (Mistral)
+  int64_t default_sliding_window = 0;  // Mistral's config class: 4096; 0 = none
+  double default_rope_theta = 10000.0;
+  double default_norm_eps = 1e-6;
+};
+
+const std::vector<ArchRules>& arch_rules() {
+  static const std::vector<ArchRules> rules = [] {
+    std::vector<ArchRules> r;
+    ArchRules llama{"llama"};
+    llama.attention_bias_key = true;
+    llama.mlp_bias_key = true;
+    r.push_back(llama);
+
+    ArchRules mistral{"mistral"};
+    mistral.sliding_every_layer = true;
+    mistral.default_sliding_window = 4096;
+    r.push_back(mistral);
+
+    ArchRules mixtral{"mixtral"};
+    mixtral.moe = true;
+    mixtral.experts_key = "num_local_experts";
+    mixtral.sliding_every_layer = true;
+    mixtral.default_rope_theta = 1e6;
+    mixtral.default_norm_eps = 1e-5;
+    r.push_back(mixtral);
+
+    ArchRules qwen2{"qwen2"};
+    qwen2.qkv_bias = true;
+    qwen2.qwen_sliding = true;
+    qwen2.default_sliding_window = 4096;
+    r.push_back(qwen2);
+
+    ArchRules qwen2_moe{"qwen2_moe"};
+    qwen2_moe.moe = true;
+    qwen2_moe.experts_key = "num_experts";
+    qwen2_moe.expert_size_key = true;
+    qwen2_moe.shared_expert = true;
+    qwen2_moe.sparse_layers = true;
+    qwen2_moe.qkv_bias = true;
+    qwen2_moe.qwen_sliding = true;
+    qwen2_moe.default_sliding_window = 4096;
+    r.push_back(qwen2_moe);
+
+    ArchRules qwen3{"qwen3"};
+    qwen3.attention_bias_key = true;
+    qwen3.qk_norm = true;
+    qwen3.qwen_sliding = true;
+    qwen3.default_sliding_window = 4096;
+    r.push_back(qwen3);
+
+    ArchRules qwen3_moe = qwen3;
+    qwen3_moe.model_type = "qwen3_moe";
+    qwen3_moe.moe = true;
+    qwen3_moe.experts_key = "num_experts";
+    qwen3_moe.expert_size_key = true;
+    qwen3_moe.sparse_layers = true;
+    r.push_back(qwen3_moe);
+    return r;
+  }();
+  return rules;
+}
+
+// Typed access to the top level of one config.json. Every failure throws InputError naming the
+// file and the key. Optional keys treat null as absent (Hugging Face writes "head_dim": null).
+class ConfigReader {
+ public:
+  ConfigReader(const Json& config, std::string file) : config_(config), fields_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
+    fields_.fail(key, message);
+  }
+
+  const Json* find(const char* key) const {
+    return JsonFieldReader<Json>::find_optional(config_, key);
+  }
+
+  bool has(const char* key) const { return find(key) != nullptr; }
+  bool present(const char* key) const { return config_.contains(key); }
+
+  // Positive integers are capped at 1e9: counts and sizes beyond that are not a model config
+  // (the catalog loader refuses them too).
+  int64_t positive_integer(const char* key) const { return fields_.positive_int(config_, "", key); }
+
+  int64_t optional_positive_integer(const char* key, int64_t fallback) const {
+    return has(key) ? positive_integer(key) : fallback;
+  }
+
+  // A non-negative integer (0 allowed, e.g. "no shared expert").
+  int64_t non_negative_integer(const char* key) const {
+    return fields_.non_negative_integer(config_, "", key);
+  }
+
+  double optional_positive_number(const char* key, double fallback) const {
+    return fields_.optional_positive_number(config_, "", key, fallback, "a positive number");
+  }
+
+  bool optional_bool(const char* key, bool fallback) const {
+    return has(key) ? fields_.boolean(config_, "", key) : fallback;
+  }
+
+  std::string string(const char* key) const { return fields_.string(config_, "", key); }
+
+  std::string optional_string(const char* key, const std::string& fallback) const {
+    return fields_.optional_string(config_, "", key, fallback);
+  }
+
+  // Layer indices in [0, num_layers); absent or null reads as none.
+  std::set<int64_t> layer_list(const char* key, int64_t num_layers) const {
+    std::set<int64_t> layers;
+    const Json* value = find(key);
+    if (!value) {
+      return layers;
+    }
+    if (!value->is_array()) {
+      fail(key, "expected an array of layer indices, got " + render(*value));
+    }
+    for (size_t i = 0; i < value->size(); ++i) {
+      const Json& v = (*value)[i];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= num_layers) {
+        fail(fmt::format("{}[{}]", key, i),
+             fmt::format("expected a layer index in [0, {}), got {}", num_layers, render(v)));
+      }
+      layers.insert(v.get<int64_t>());
+    }
+    return layers;
+  }
+
+ private:
+  const Json& config_;
+  JsonFieldReader<Json> fields_;
+};
+
+// Architectures servesim's cost and memory models cannot express, refused for every model_type
+// (checked before the model_type so that, say, a DeepSeek config is told why).
+void refuse_inexpressible(const ConfigReader& in) {
+  for (const char* key : {"kv_lora_rank", "q_lora_rank"}) {
+    if (in.has(key)) {
+      in.fail(key,
+              "multi-head latent attention (MLA, DeepSeek-V2/V3 style) cannot be imported: "
+              "servesim's cost and memory models assume per-head K and V of head_dim "
+              "(2 * num_key_value_heads * head_dim values per layer and token)");
+    }
+  }
+  if (const Json* types = in.find("layer_types")) {
+    if (!types->is_array()) {
+      in.fail("layer_types", "expected an array of strings, got " + render(*types));
+    }
+    for (size_t i = 0; i < types->size(); ++i) {
+      const Json& t = (*types)[i];
+      if (!t.is_string() || t.get<std::string>() != "full_attention") {
+        in.fail(fmt::format("layer_types[{}]", i),
+                fmt::format("expected \"full_attention\", got {}: servesim's cost and memory "
+                            "models attend over the whole context in every layer (no "
+                            "sliding-window or chunked attention layers)",
+                            render(t)));
+      }
+    }
+  }
+}
+
+const ArchRules& rules_for(const ConfigReader& in) {
+  const std::string model_type = in.string("model_type");
+  for (const ArchRules& r : arch_rules()) {
+    if (model_type == r.model_type) {
+      return r;
+    }
+  }
+  in.fail("model_type", fmt::format("\"{}\" is not supported; supported model types are: {}",
+                                    model_type, fmt::join(supported_hf_model_types(), ", ")));
+}
+
+// Sliding-window attention changes both the KV a layer keeps and the attention work; servesim's
+// models have neither, so any layer whose window is shorter than the context is refused.
+void refuse_sliding_window(const ConfigReader& in, const ArchRules& rules, int64_t num_layers,
+                           int64_t max_positions) {
+  // Absent: the config class's default; null: no window.
+  int64_t window = rules.default_sliding_window;
+  if (in.present("sliding_window")) {
+    window = in.optional_positive_integer("sliding_window", 0);
+  }
+  if (window <= 0 || window >= max_positions) {
+    return;
+  }
+  if (rules.sliding_every_layer) {
+    in.fail("sliding_window",
+            fmt::format("every layer attends over a sliding window of {} tokens (below "
+                        "max_position_embeddings {}); servesim's cost and memory models attend "
+                        "over the whole context, so this model cannot be imported",
+                        window, max_positions));
+  }
+  if (rules.qwen_sliding && in.optional_bool("use_sliding_window", false)) {
+    const int64_t full_layers = in.optional_positive_integer("max_window_layers", 28);
+    if (full_layers < num_layers) {
+      in.fail("use_sliding_window",
+              fmt::format("layers {} to {} attend over a sliding window of {} tokens "
+                          "(max_window_layers {}); servesim's cost and memory models attend over "
+                          "the whole context, so this model cannot be imported",
+                          full_layers, num_layers - 1, window, full_layers));
+    }
+  }
+}
+
+// Parameter counts of one config, by the rule stated in hf_import.h.
+struct Counts {
+  int64_t embedding = 0;
+  int64_t lm_head = 0;           // 0 when tied to the embedding
+  int64_t dense_layer = 0;       // one layer with a dense MLP
+  int64_t moe_layer = 0;         // one MoE layer, every expert
+  int64_t moe_layer_active = 0;  // one MoE layer as one token uses it: router + top_k experts
+  int64_t num_layers = 0;
+  int64_t num_moe_layers = 0;
+  int64_t final_norm = 0;
+
+  int64_t num_dense_layers() const { return num_layers - num_moe_layers; }
+  int64_t total() const {
+    return embedding + lm_head + num_dense_layers() * dense_layer + num_moe_layers * moe_layer +
+           final_norm;
+  }
+  int64_t active() const {
+    return embedding + lm_head + num_dense_layers() * dense_layer +
+           num_moe_layers * moe_layer_active + final_norm;
+  }
+};
+
+// The last part of a "org/name" id or path.
+std::string last_part(const std::string& id) {
+  const size_t slash = id.find_last_of('/');
+  return slash == std::string::npos ? id : id.substr(slash + 1);
+}
+
+// A Hugging Face hub id: "org/name", no leading '/' or '.', no spaces.
+bool looks_like_hub_id(const std::string& id) {
+  return !id.empty() && std::count(id.begin(), id.end(), '/') == 1 && id.front() != '/' &&
+         id.front() != '.' && id.back() != '/' && id.find(' ') == std::string::npos;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Removes the scratch folder of write_catalog_model on every path out; never throws.
+class ScratchDir {
+ public:
+  explicit ScratchDir(fs::path path) : path_(std::move(path)) {}
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+std::vector<std::string> supported_hf_model_types() {
+  std::vector<std::string> types;
+  for (const ArchRules& r : arch_rules()) {
+    types.emplace_back(r.model_type);
+  }
+  std::sort(types.begin(), types.end());
+  return types;
+}
+
+nlohmann::ordered_json read_hf_config(const std::string& path) {
+  Json config = parse_json_file<Json>(path);
+  if (!config.is_object()) {
+    throw InputError(path, 0, "expected a JSON object at the top level (a config.json)");
+  }
+  return config;
+}
+
+nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
+                                        const HfImportOptions& options) {
+  const std::string file = options.config_file.empty() ? "config.json" : options.config_file;
+  if (!config.is_object()) {
+    throw InputError(file, 0, "expected a JSON object at the top level (a config.json)");
+  }
+  const ConfigReader in(config, file);
+  refuse_inexpressible(in);
+  const ArchRules& rules = rules_for(in);
+
+  const int64_t hidden = in.positive_integer("hidden_size");
+  const int64_t layers = in.positive_integer("num_hidden_layers");
+  const int64_t heads = in.positive_integer("num_attention_heads");
+  const int64_t kv_heads = in.optional_positive_integer("num_key_value_heads", heads);
+  if (heads % kv_heads != 0) {
+    in.fail("num_key_value_heads",
+            fmt::format("expected a divisor of num_attention_heads ({}), got {}", heads, kv_heads));
+  }
+  int64_t head_dim = 0;
+  if (in.has("head_dim")) {
+    head_dim = in.positive_integer("head_dim");
+  } else if (hidden % heads != 0) {
+    in.fail("head_dim", fmt::format("missing, and hidden_size ({}) is not a multiple of "
+                                    "num_attention_heads ({}); expected a positive integer",
+                                    hidden, heads));
+  } else {
+    head_dim = hidden / heads;
+  }
+  const int64_t intermediate = in.positive_integer("intermediate_size");
+  const int64_t vocab = in.positive_integer("vocab_size");
+  const int64_t max_positions = in.positive_integer("max_position_embeddings");
+  refuse_sliding_window(in, rules, layers, max_positions);
+
+  const bool tie = in.optional_bool("tie_word_embeddings", false);
+  const bool attention_bias = rules.attention_bias_key && in.optional_bool("attention_bias", false);
+  const bool mlp_bias = rules.mlp_bias_key && in.optional_bool("mlp_bias", false);
+  const bool qkv_bias = rules.qkv_bias || attention_bias;
+
+  // One layer's attention: q/k/v/o projections, their biases, per-head q/k norms.
+  const int64_t q_width = heads * head_dim;
+  const int64_t kv_width = kv_heads * head_dim;
+  int64_t attention = hidden * q_width + 2 * hidden * kv_width + q_width * hidden;
+  if (qkv_bias) {
+    attention += q_width + 2 * kv_width;
+  }
+  if (attention_bias) {
+    attention += hidden;  // o_proj bias
+  }
+  if (rules.qk_norm) {
+    attention += 2 * head_dim;
+  }
+  const int64_t layer_norms = 2 * hidden;  // input and post-attention RMSNorm
+  // Gated MLP: gate and up (hidden -> intermediate), down (intermediate -> hidden).
+  const int64_t dense_mlp = 3 * hidden * intermediate + (mlp_bias ? 2 * intermediate + hidden : 0);
+
+  Counts counts;
+  counts.embedding = vocab * hidden;
+  counts.lm_head = tie ? 0 : vocab * hidden;
+  counts.num_layers = layers;
+  counts.final_norm = hidden;
+  counts.dense_layer = attention + layer_norms + dense_mlp;
+
+  Json moe = nullptr;
+  std::vector<std::string> approximations;
+  if (rules.moe) {
+    const int64_t experts = in.positive_integer(rules.experts_key);
+    const int64_t top_k = in.positive_integer("num_experts_per_tok");
+    if (top_k > experts) {
+      in.fail("num_experts_per_tok",
+              fmt::format("expected at most {} ({}), got {}", rules.experts_key, experts, top_k));
+    }
+    const int64_t expert_size =
+        rules.expert_size_key ? in.positive_integer("moe_intermediate_size") : intermediate;
+    const int64_t shared_size =
+        rules.shared_expert ? in.non_negative_integer("shared_expert_intermediate_size") : 0;
+    int64_t sparse_step = 1;
+    std::set<int64_t> dense_only;
+    if (rules.sparse_layers) {
+      sparse_step = in.optional_positive_integer("decoder_sparse_step", 1);
+      dense_only = in.layer_list("mlp_only_layers", layers);
+    }
+    // Which layers are MoE, as the transformers Qwen MoE decoder layer decides it.
+    for (int64_t i = 0; i < layers; ++i) {
+      if (dense_only.count(i) == 0 && (i + 1) % sparse_step == 0) {
+        ++counts.num_moe_layers;
+      }
+    }
+    const int64_t router = experts * hidden;
+    const int64_t expert_mlp = 3 * hidden * expert_size;
+    // Qwen2-MoE's shared expert: a gated MLP every token runs, scaled by a sigmoid gate
+    // (hidden -> 1).
+    const int64_t shared_mlp = shared_size > 0 ? 3 * hidden * shared_size + hidden : 0;
+    counts.moe_layer = attention + layer_norms + router + experts * expert_mlp + shared_mlp;
+    counts.moe_layer_active = attention + layer_norms + router + top_k * expert_mlp + shared_mlp;
+
+    if (counts.num_moe_layers > 0) {
+      if (shared_size > 0) {
+        approximations.push_back(fmt::format(
+            "shared_expert_intermediate_size: every MoE layer also runs a shared expert MLP of "
+            "{} for every token; its weights are counted, but servesim's cost model runs only the "
+            "routed experts, so iteration times leave it out",
+            shared_size));
+      }
+      if (counts.num_dense_layers() > 0) {
+        approximations.push_back(fmt::format(
+            "{}: {} of {} layers run a dense MLP of intermediate_size {} instead of experts; "
+            "their weights are counted, but servesim's cost model runs every layer as MoE",
+            dense_only.empty() ? "decoder_sparse_step" : "mlp_only_layers",
+            counts.num_dense_layers(), layers, intermediate));
+      }
+      moe = Json::object();
+      moe["num_experts"] = experts;
+      moe["top_k"] = top_k;
+      moe["moe_every_layer"] = counts.num_dense_layers() == 0;
+      moe["expert_intermediate_size"] = expert_size;
+      if (rules.shared_expert) {
+        moe["shared_expert_intermediate_size"] = shared_size;
+      }
+      if (counts.num_dense_layers() > 0) {
+        moe["num_moe_layers"] = counts.num_moe_layers;
+      }
+      if (const Json* coef = in.find("router_aux_loss_coef")) {
+        moe["router_aux_loss_coef"] = *coef;
+      }
+    }
+  }
+  if (!approximations.empty() && !options.allow_approximate) {
+    const std::string& first = approximations.front();
+    const size_t colon = first.find(": ");
+    in.fail(first.substr(0, colon), first.substr(colon + 2) +
+                                        "; set allow_approximate (servesim models import "
+                                        "--allow-approximate) to import it anyway");
+  }
+
+  std::string hf_id = options.hf_id;
+  if (hf_id.empty()) {
+    const std::string name_or_path = in.optional_string("_name_or_path", "");
+    if (looks_like_hub_id(name_or_path)) {
+      hf_id = name_or_path;
+    }
+  }
+  std::string name = options.name;
+  if (name.empty()) {
+    name = !hf_id.empty() ? last_part(hf_id) : options.key;
+  }
+  if (name.empty()) {
+    in.fail("", "no display name: give a name, an hf_id or a catalog key");
+  }
+  std::string source = options.source;
+  if (source.empty()) {
+    source = hf_id.empty() ? fmt::format("config.json imported from {}", file)
+                           : fmt::format(
+                                 "{} config.json (https://huggingface.co/{}), imported "
+                                 "from {}",
+                                 hf_id, hf_id, file);
+  }
+  const std::string license_note =
+      options.license_note.empty()
+          ? "not recorded at import: see the model's own license - facts only"
+          : options.license_note;
+
+  Json doc = Json::object();
+  doc["name"] = name;
+  doc["hf_id"] = hf_id.empty() ? Json(nullptr) : Json(hf_id);
+  doc["model_type"] = rules.model_type;
+  doc["hidden_size"] = hidden;
+  doc["num_layers"] = layers;
+  doc["num_attention_heads"] = heads;
+  doc["num_key_value_heads"] = kv_heads;
+  doc["head_dim"] = head_dim;
+  doc["intermediate_size"] = intermediate;
+  doc["vocab_size"] = vocab;
+  doc["max_position_embeddings"] = max_positions;
+  doc["activation"] = in.optional_string("hidden_act", "silu");
+  doc["gated_mlp"] = true;
+  doc["tie_word_embeddings"] = tie;
+  doc["norm"] = "rmsnorm";
+  doc["norm_eps"] = in.optional_positive_number("rms_norm_eps", rules.default_norm_eps);
+  doc["rope_theta"] = in.optional_positive_number("rope_theta", rules.default_rope_theta);
+  const Json* rope_scaling = in.find("rope_scaling");
+  doc["rope_scaling"] = rope_scaling ? *rope_scaling : Json(nullptr);
+  doc["qkv_bias"] = qkv_bias;
+  // True only when every linear layer carries a bias (as for OPT); Llama's attention_bias alone
+  // adds q/k/v/o biases, which qkv_bias and the counts record.
+  doc["linear_bias"] = attention_bias && mlp_bias;
+  if (rules.qwen_sliding) {
+    const Json* window = in.find("sliding_window");
+    doc["sliding_window"] = window ? *window : Json(nullptr);
+    doc["use_sliding_window"] = in.optional_bool("use_sliding_window", false);
+  }
+  doc["moe"] = moe;
+  doc["param_count"] = counts.total();
+  doc["param_count_active_per_token"] = counts.active();
+  Json breakdown = Json::object();
+  breakdown["embedding"] = counts.embedding;
+  breakdown["lm_head_untied"] = counts.lm_head;
+  if (counts.num_moe_layers == 0) {
+    breakdown["per_layer"] = counts.dense_layer;
+  } else if (counts.num_dense_layers() == 0) {
+    breakdown["per_layer"] = counts.moe_layer;
+  } else {
+    breakdown["per_moe_layer"] = counts.moe_layer;
+    breakdown["num_moe_layers"] = counts.num_moe_layers;
+    breakdown["per_dense_layer"] = counts.dense_layer;
+    breakdown["num_dense_layers"] = counts.num_dense_layers();
+  }
+  breakdown["num_layers"] = layers;
+  doc["param_count_breakdown"] = breakdown;
+  doc["kv_cache_bytes_per_token_16bit"] = 2 * layers * kv_heads * head_dim * 2;
+  doc["weights_bytes_16bit"] = 2 * counts.total();
+  if (!approximations.empty()) {
+    doc["cost_model_approximations"] = approximations;
+  }
+  doc["source"] = source;
+  doc["license_note"] = license_note;
+  doc["derived_fields_note"] =
+      "param_count*, kv_cache_bytes_per_token_16bit and weights_bytes_16bit are computed by "
+      "`servesim models import` from the config (embeddings + per-layer attention/MLP/norm "
+      "weights + final norm; biases where the architecture has them; per-head q/k norms where it "
+      "has them; MoE layers: router + every expert in param_count, router + top_k experts in "
+      "param_count_active_per_token, shared experts in both); everything else is copied from the "
+      "config, with the transformers defaults for keys it leaves out.";
+  doc["raw_config"] = config;
+  return doc;
+}
+
+std::string default_catalog_key(const std::string& config_path,
+                                const nlohmann::ordered_json& config) {
+  std::string stem = fs::path(config_path).filename().string();
+  if (ends_with(lower(stem), ".json")) {
+    stem.resize(stem.size() - 5);
+  }
+  for (const char* suffix : {".config", "_config", "-config"}) {
+    if (ends_with(lower(stem), suffix)) {
+      stem.resize(stem.size() - std::strlen(suffix));
+      break;
+    }
+  }
+  if (const size_t sep = stem.rfind("--"); sep != std::string::npos) {
+    stem = stem.substr(sep + 2);
+  }
+  stem = lower(stem);
+  if (stem != "config" && valid_catalog_key(stem)) {
+    return stem;
+  }
+  if (config.is_object()) {
+    auto it = config.find("_name_or_path");
+    if (it != config.end() && it->is_string()) {
+      const std::string from_name = lower(last_part(it->get<std::string>()));
+      if (valid_catalog_key(from_name)) {
+        return from_name;
+      }
+    }
+  }
+  return "";
+}
+
+bool valid_catalog_key(const std::string& key) {
+  if (key.empty() || key.size() > 100 || !std::isalnum(static_cast<unsigned char>(key[0]))) {
+    return false;
+  }
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+  });
+}
+
+WrittenModel write_catalog_model(const nlohmann::ordered_json& doc, const std::string& key,
+                                 const std::string& dir, bool force) {
+  if (!valid_catalog_key(key)) {
+    throw std::invalid_argument(fmt::format(
+        "catalog key \"{}\": expected lower-case letters, digits, '.', '-' or '_'", key));
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw InputError(dir, 0, "not a directory (expected the model catalog folder)");
+  }
+  const fs::path target = fs::path(dir) / (key + ".json");
+  const auto exists_error = [&] {
+    return InputError(
+        target.string(), 0,
+        fmt::format("catalog key \"{}\" exists already; pass --force to replace it", key));
+  };
+  WrittenModel written;
+  written.path = target.string();
+  written.replaced = fs::exists(target, ec);
+  if (written.replaced && !force) {
+    throw exists_error();
+  }
+
+  // A hidden scratch folder beside the catalog (same file system, so the move is a rename);
+  // ModelCatalog::load reads only regular *.json files of a folder, never subfolders.
+  const ScratchDir scratch(fs::path(dir) / fmt::format(".import-{}-{}", key, ::getpid()));
+  fs::remove_all(scratch.path(), ec);
+  if (!fs::create_directory(scratch.path(), ec)) {
+    throw InputError(scratch.path().string(), 0,
+                     "cannot create a scratch folder in the catalog: " + ec.message());
+  }
+  const fs::path staged = scratch.path() / (key + ".json");
+  {
+    std::ofstream out(staged, std::ios::binary | std::ios::trunc);
+    out << doc.dump(2) << "\n";
+    out.close();
+    if (!out) {
+      throw InputError(staged.string(), 0, "cannot write file");
+    }
+  }
+  try {
+    ModelCatalog::load(scratch.path().string());
+  } catch (const InputError& e) {
+    throw InputError(target.string(), e.line(), e.message() + " (not written)");
+  }
+
+  if (force) {
+    fs::rename(staged, target, ec);
+    if (ec) {
+      throw InputError(target.string(), 0, "cannot replace file: " + ec.message());
+    }
+  } else if (::link(staged.c_str(), target.c_str()) != 0) {
+    if (errno == EEXIST) {
+      throw exists_error();
+    }
+    throw InputError(target.string(), 0,
+                     std::string("cannot create file: ") + std::strerror(errno));
+  }
+
+  const ModelCatalog catalog = ModelCatalog::load(dir);
+  written.spec = catalog.get(key);
+  written.catalog_models = catalog.all().size();
+  return written;
+}
+
+}  // namespace servesim::models

@@ -1,0 +1,213 @@
+// `servesim fidelity` and the measured runs it predicts:
+// 1. error statistics on hand-checked errors;
+// 2. the measured-runs reader names the line and column of a bad field, and the columns a file
+//    lacks;
+// 3. rows map to scenarios as the benchmark that measured them ran (engine, TP, precision,
+//    concurrency, 20 x c requests after 2 x c warm-up) or are skipped with a reason, never dropped;
+// 4. a study on a few rows of the shipped CSV: every row accounted for in the database,
+//    deterministic predictions, a scenario that `servesim run` reproduces;
+// 5. `servesim run`'s error band: the held-out error of the engine on its GPU class.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "app/fidelity.h"
+#include "app/measured_runs.h"
+#include "policies/builtin.h"
+#include "reports/query.h"
+#include "sim/core/error.h"
+
+namespace servesim::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+const scenarios::DataRoot& root() {
+  static const scenarios::DataRoot r = scenarios::DataRoot::discover();
+  return r;
+}
+
+std::string shipped_csv() {
+  return (fs::path(root().root) / "profiles/measured_runs/aiconfigurator_silicon_calibration.csv")
+      .string();
+}
+
+// The header and the given 1-based lines of the shipped CSV, written to a temporary file.
+std::string csv_with_lines(const std::string& name, const std::vector<int>& lines) {
+  std::ifstream in(shipped_csv());
+  std::string text, out;
+  for (int n = 1; std::getline(in, text); ++n) {
+    if (n == 1 || std::find(lines.begin(), lines.end(), n) != lines.end()) out += text + "\n";
+  }
+  const fs::path p = fs::temp_directory_path() / ("servesim_fidelity_" + name + ".csv");
+  std::ofstream(p) << out;
+  return p.string();
+}
+
+const MeasuredRun& row_at_line(const std::vector<MeasuredRun>& runs, int line) {
+  for (const MeasuredRun& r : runs) {
+    if (r.line == line) return r;
+  }
+  throw std::runtime_error("no such line");
+}
+
+TEST(FidelityErrorStats, MedianMeanBiasAndShares) {
+  // TTFT errors: |e| = 0.05, 0.2, 0.3, 0 -> median 0.125, mean 0.1375, signed median 0.025.
+  const ErrorStats e = error_stats({0.05, -0.2, 0.3, 0.0}, {0.02, 0.1, -0.3, 0.05});
+  EXPECT_EQ(e.rows, 4);
+  EXPECT_NEAR(e.ttft_mdape, 0.125, 1e-12);
+  EXPECT_NEAR(e.ttft_mape, 0.1375, 1e-12);
+  EXPECT_NEAR(e.ttft_bias, 0.025, 1e-12);
+  EXPECT_NEAR(e.ttft_within_10, 0.5, 1e-12);
+  EXPECT_NEAR(e.ttft_within_25, 0.75, 1e-12);
+  EXPECT_NEAR(e.tpot_mdape, 0.075, 1e-12);
+  // Both within 25 %: rows 0 and 1 only (row 2 is off on both, row 3 on neither... 0.0 / 0.05).
+  EXPECT_NEAR(e.both_within_25, 0.75, 1e-12);
+  EXPECT_EQ(error_stats({}, {}).rows, 0);
+}
+
+TEST(MeasuredRuns, ABadFieldNamesItsLineAndColumn) {
+  const fs::path p = fs::temp_directory_path() / "servesim_fidelity_bad.csv";
+  {
+    std::ifstream in(shipped_csv());
+    std::string header, row;
+    std::getline(in, header);
+    std::getline(in, row);
+    // The isl field of the first row made negative.
+    const size_t at = row.find(",disagg,1024,");
+    ASSERT_NE(at, std::string::npos);
+    row.replace(at, 13, ",disagg,-5,");
+    std::ofstream(p) << header << "\n" << row << "\n";
+  }
+  try {
+    read_measured_runs(p.string());
+    FAIL() << "accepted a negative isl";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(p.string()), std::string::npos) << what;
+    EXPECT_NE(what.find(":2"), std::string::npos) << what;
+    EXPECT_NE(what.find("isl"), std::string::npos) << what;
+  }
+}
+
+TEST(MeasuredRuns, AMissingColumnIsNamedWithTheExpectedHeader) {
+  const fs::path p = fs::temp_directory_path() / "servesim_fidelity_nocol.csv";
+  std::ofstream(p) << "id,backend\nx,vllm\n";
+  try {
+    read_measured_runs(p.string());
+    FAIL() << "accepted a file without the measured columns";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("backend_version"), std::string::npos) << what;
+    EXPECT_NE(what.find("silicon_ttft_ms"), std::string::npos) << what;
+  }
+}
+
+TEST(MeasuredRuns, HuggingFaceIdsMapToCatalogKeys) {
+  const auto& cat = scenarios::Catalogs::get(root()).models;
+  EXPECT_EQ(catalog_model_for("meta-llama/Llama-3.1-8B-Instruct", cat), "llama-3.1-8b");
+  EXPECT_EQ(catalog_model_for("nvidia/Llama-3.1-8B-Instruct-FP8", cat), "llama-3.1-8b");
+  EXPECT_EQ(catalog_model_for("Qwen/Qwen3-32B", cat), "qwen3-32b");  // added by models import
+  EXPECT_EQ(catalog_model_for("openai/gpt-oss-120b", cat), "");
+}
+
+TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
+  policies::register_builtin_policies();
+  const auto runs = read_measured_runs(shipped_csv());
+  const auto& cat = scenarios::Catalogs::get(root());
+  const BenchmarkTemplate bench;
+  // Line 906: TensorRT-LLM 1.0.0rc3, Llama-3.1-8B bf16 on one H100, ISL 1024 / OSL 128, c = 8.
+  const MappedRun m = map_measured_run(row_at_line(runs, 906), cat, bench);
+  ASSERT_TRUE(m.mapped()) << m.skip_reason;
+  EXPECT_EQ(m.engine, "trtllm");
+  EXPECT_EQ(m.model, "llama-3.1-8b");
+  EXPECT_EQ(m.gpu, "h100_sxm");
+  EXPECT_EQ(m.weight_dtype, "bf16");
+  const scenarios::Json& w = m.scenario.at("workload");
+  EXPECT_EQ(w.at("type"), "benchmark");
+  EXPECT_EQ(w.at("concurrency"), 8);
+  EXPECT_EQ(w.at("num_requests"), 160);
+  EXPECT_EQ(w.at("warmup_requests"), 16);
+  EXPECT_EQ(w.at("isl"), 1024);
+  EXPECT_EQ(w.at("osl"), 128);
+  EXPECT_EQ(m.scenario.at("cluster").at("tp"), 1);
+  EXPECT_EQ(m.scenario.at("engine").at("version"), "1.0.0rc3");
+  // The scenario parses as servesim run would read it.
+  EXPECT_NO_THROW(scenarios::parse_scenario(m.scenario, "row", "", root()));
+
+  // A disaggregated row and a model outside the catalog are skipped with their reasons.
+  const MappedRun disagg = map_measured_run(runs.front(), cat, bench);
+  EXPECT_FALSE(disagg.mapped());
+  EXPECT_NE(disagg.skip_reason.find("disaggregated"), std::string::npos);
+  int64_t unknown_model = 0;
+  for (const MeasuredRun& r : runs) {
+    if (r.model_path == "openai/gpt-oss-120b" && r.mode == "agg") {
+      const MappedRun g = map_measured_run(r, cat, bench);
+      EXPECT_NE(g.skip_reason.find("not in the catalog"), std::string::npos) << g.skip_reason;
+      ++unknown_model;
+    }
+  }
+  EXPECT_GT(unknown_model, 0);
+}
+
+TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {
+  // A TensorRT-LLM row (Llama-3.1-8B, TP 1), a vLLM row (Qwen3-32B, TP 8), a disaggregated row.
+  const std::string csv = csv_with_lines("study", {2, 906, 1122});
+  const fs::path db = fs::temp_directory_path() / "servesim_fidelity_study.db";
+  fs::remove(db);
+  FidelityOptions options;
+  options.db_path = db.string();
+  options.jobs = 2;
+  std::ostringstream first, second;
+  ASSERT_EQ(run_fidelity(csv, options, root(), first), 0) << first.str();
+  options.db_path.clear();
+  ASSERT_EQ(run_fidelity(csv, options, root(), second), 0) << second.str();
+  const std::string a = first.str(), b = second.str();
+  EXPECT_NE(a.find("mapped to scenarios: 2 (2 dense, 0 MoE)"), std::string::npos) << a;
+  EXPECT_NE(a.find("disaggregated deployment"), std::string::npos) << a;
+  // The same predictions twice (the tables, not the wall time).
+  const size_t ta = a.find("Predictions with"), tb = b.find("Predictions with");
+  ASSERT_NE(ta, std::string::npos);
+  EXPECT_EQ(a.substr(ta, a.find("\nresults") - ta), b.substr(tb));
+
+  const reports::QueryResult rows = reports::run_query(
+      db.string(),
+      "SELECT line, status, predicted_ttft_ms > 0, predicted_tpot_ms > 0 FROM fidelity_row "
+      "ORDER BY line");
+  ASSERT_EQ(rows.rows.size(), 3u);
+  // Lines of the small CSV: 2 (disaggregated), 3 (shipped line 906), 4 (shipped line 1122).
+  EXPECT_EQ(rows.rows[0], (std::vector<std::string>{"2", "skipped", "NULL", "NULL"}));  // not predicted
+  EXPECT_EQ(rows.rows[1], (std::vector<std::string>{"3", "ok", "1", "1"}));
+  EXPECT_EQ(rows.rows[2], (std::vector<std::string>{"4", "ok", "1", "1"}));
+}
+
+TEST(Fidelity, EmitScenarioPrintsARowsScenario) {
+  const std::string csv = csv_with_lines("emit", {906});
+  FidelityOptions options;
+  options.emit_scenario = "2";  // the small CSV's line 2 (shipped line 906); a row id works too
+  std::ostringstream out;
+  ASSERT_EQ(run_fidelity(csv, options, root(), out), 0);
+  const scenarios::Json doc = scenarios::Json::parse(out.str());
+  EXPECT_EQ(doc.at("engine").at("type"), "trtllm");
+  options.emit_scenario = "no-such-row";
+  EXPECT_THROW(run_fidelity(csv, options, root(), out), ConfigError);
+}
+
+TEST(Fidelity, RunPrintsTheHeldOutErrorBandOfItsEngine) {
+  policies::register_builtin_policies();
+  const scenarios::Scenario plain = scenarios::load_embedded_quickstart({}, root());
+  EXPECT_NE(error_band(plain, root()).find("no engine model"), std::string::npos);
+  const scenarios::Scenario vllm =
+      scenarios::load_embedded_quickstart({"engine.type=vllm"}, root());
+  const std::string band = error_band(vllm, root());
+  EXPECT_NE(band.find("hopper"), std::string::npos) << band;
+  EXPECT_NE(band.find("held-out error of vllm"), std::string::npos) << band;
+}
+
+}  // namespace
+}  // namespace servesim::app

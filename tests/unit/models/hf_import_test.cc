@@ -1,0 +1,506 @@
+#include "models/hf_import.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "models/hardware.h"
+#include "sim/core/error.h"
+
+namespace servesim::models {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+const char* const kCatalogDir = "models/catalog/models";
+const char* const kHfConfigDir = "models/catalog/hf_configs";
+const char* const kBadConfigDir = "tests/golden/bad_hf_config";
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A scratch directory under the system temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            (std::string("servesim_hf_import_") + info->name() + "_" + std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// The message of the InputError `f` throws; fails the test when it throws nothing.
+template <typename F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected InputError";
+  return "";
+}
+
+HfImportOptions options_for(const std::string& file, const std::string& key) {
+  HfImportOptions o;
+  o.config_file = file;
+  o.key = key;
+  return o;
+}
+
+HfImportOptions with_hf_id(const std::string& hf_id) {
+  HfImportOptions o;
+  o.hf_id = hf_id;
+  return o;
+}
+
+// Imports a config file; the key defaults as `servesim models import` picks it.
+Json import_file(const std::string& path, HfImportOptions o = {}) {
+  const Json config = read_hf_config(path);
+  o.config_file = path;
+  if (o.key.empty()) {
+    o.key = default_catalog_key(path, config);
+  }
+  return import_hf_config(config, o);
+}
+
+// A small Llama-shaped config to vary in the error tests.
+Json tiny_llama() {
+  return Json::parse(R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512,
+      "vocab_size": 1000, "max_position_embeddings": 2048})");
+}
+
+// Qwen1.5-MoE-A2.7B's architecture (qwen2_moe with a shared expert): 14.3 B parameters,
+// 2.7 B active per token, as its model card states.
+Json qwen15_moe() {
+  return Json::parse(R"({"model_type": "qwen2_moe", "hidden_size": 2048,
+      "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+      "intermediate_size": 5632, "moe_intermediate_size": 1408,
+      "shared_expert_intermediate_size": 5632, "num_experts": 60, "num_experts_per_tok": 4,
+      "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
+      "max_position_embeddings": 8192, "use_sliding_window": false, "sliding_window": 32768,
+      "max_window_layers": 21, "tie_word_embeddings": false, "rms_norm_eps": 1e-06,
+      "rope_theta": 1000000.0})");
+}
+
+// Every shipped catalog file whose raw_config has a supported model_type, re-imported with its
+// own provenance, reproduces the file: the derived counts exactly, and every other field too
+// except the note on how the counts were derived.
+TEST(HfImportRoundTrip, EveryShippedConfigReproducesItsCatalogFile) {
+  const std::vector<std::string> supported = supported_hf_model_types();
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kCatalogDir)) {
+    if (e.path().extension() == ".json") {
+      files.push_back(e.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  int checked = 0;
+  for (const auto& file : files) {
+    SCOPED_TRACE(file.string());
+    const Json stored = Json::parse(read_text(file));
+    ASSERT_TRUE(stored.contains("raw_config"));
+    const std::string model_type = stored["raw_config"].value("model_type", "");
+    if (std::find(supported.begin(), supported.end(), model_type) == supported.end()) {
+      continue;  // opt, llada, Dream: not Hugging Face types this importer reads
+    }
+    ++checked;
+    HfImportOptions o = options_for(file.string(), file.stem().string());
+    o.name = stored["name"].get<std::string>();
+    o.hf_id = stored["hf_id"].get<std::string>();
+    o.source = stored["source"].get<std::string>();
+    o.license_note = stored["license_note"].get<std::string>();
+    const Json got = import_hf_config(stored["raw_config"], o);
+    for (const char* key : {"param_count", "param_count_active_per_token", "param_count_breakdown",
+                            "kv_cache_bytes_per_token_16bit", "weights_bytes_16bit"}) {
+      EXPECT_EQ(got[key], stored[key]) << key;
+    }
+    std::vector<std::string> got_keys, stored_keys;
+    for (auto it = got.begin(); it != got.end(); ++it) {
+      got_keys.push_back(it.key());
+    }
+    for (auto it = stored.begin(); it != stored.end(); ++it) {
+      stored_keys.push_back(it.key());
+      if (it.key() != "derived_fields_note") {
+        EXPECT_EQ(got[it.key()], it.value()) << it.key();
+      }
+    }
+    EXPECT_EQ(got_keys, stored_keys) << "same fields in the same order";
+  }
+  // 5 llama, 4 qwen2, 1 mixtral shipped before the importer, plus the imported Qwen3 models.
+  EXPECT_GE(checked, 10);
+}
+
+TEST(HfImportRoundTrip, ShippedHfConfigsMatchTheirCatalogFiles) {
+  for (const auto& [config, key] :
+       {std::pair{"Qwen--Qwen3-32B.config.json", "qwen3-32b"},
+        std::pair{"Qwen--Qwen3-235B-A22B.config.json", "qwen3-235b-a22b"}}) {
+    SCOPED_TRACE(key);
+    const std::string path = (fs::path(kHfConfigDir) / config).string();
+    const Json stored =
+        Json::parse(read_text(fs::path(kCatalogDir) / (std::string(key) + ".json")));
+    EXPECT_EQ(stored["raw_config"], read_hf_config(path));
+    EXPECT_EQ(default_catalog_key(path, read_hf_config(path)), key);
+  }
+}
+
+TEST(HfImportCounts, Qwen3_32B) {
+  const Json doc = import_file(std::string(kHfConfigDir) + "/Qwen--Qwen3-32B.config.json",
+                               with_hf_id("Qwen/Qwen3-32B"));
+  // Per layer: q 5120x8192, k and v 5120x1024 each, o 8192x5120, q/k norms 2x128, MLP 3x5120x25600,
+  // two RMSNorms of 5120.
+  const int64_t per_layer =
+      5120LL * 8192 + 2 * 5120LL * 1024 + 8192LL * 5120 + 2 * 128 + 3 * 5120LL * 25600 + 2 * 5120;
+  EXPECT_EQ(doc["param_count_breakdown"]["per_layer"], per_layer);
+  EXPECT_EQ(doc["param_count_breakdown"]["embedding"], 151936LL * 5120);
+  EXPECT_EQ(doc["param_count_breakdown"]["lm_head_untied"], 151936LL * 5120);
+  const int64_t total = 2 * 151936LL * 5120 + 64 * per_layer + 5120;
+  EXPECT_EQ(total, 32'762'123'264);  // "32.8 B" on the model card
+  EXPECT_EQ(doc["param_count"], total);
+  EXPECT_EQ(doc["param_count_active_per_token"], total);
+  EXPECT_EQ(doc["weights_bytes_16bit"], 2 * total);
+  EXPECT_EQ(doc["kv_cache_bytes_per_token_16bit"], 2 * 64 * 8 * 128 * 2);
+  EXPECT_TRUE(doc["moe"].is_null());
+  EXPECT_EQ(doc["name"], "Qwen3-32B");
+  EXPECT_EQ(doc["hf_id"], "Qwen/Qwen3-32B");
+  EXPECT_EQ(doc["head_dim"], 128);
+  EXPECT_EQ(doc["qkv_bias"], false);
+  EXPECT_EQ(doc["rope_theta"], 1e6);
+  EXPECT_EQ(doc["norm_eps"], 1e-6);
+  EXPECT_EQ(doc["max_position_embeddings"], 40960);
+}
+
+TEST(HfImportCounts, Qwen3_235B_A22B) {
+  const Json doc = import_file(std::string(kHfConfigDir) + "/Qwen--Qwen3-235B-A22B.config.json");
+  const int64_t attention = 4096LL * 8192 + 2 * 4096LL * 512 + 8192LL * 4096 + 2 * 128;
+  const int64_t shared = attention + 2 * 4096 + 128 * 4096;  // norms and router
+  const int64_t expert = 3 * 4096LL * 1536;
+  const int64_t embeddings = 2 * 151936LL * 4096;
+  const int64_t total = embeddings + 94 * (shared + 128 * expert) + 4096;
+  const int64_t active = embeddings + 94 * (shared + 8 * expert) + 4096;
+  EXPECT_EQ(total, 235'093'634'560);  // "235 B total"
+  EXPECT_EQ(active, 22'190'763'520);  // "22 B activated"
+  EXPECT_EQ(doc["param_count"], total);
+  EXPECT_EQ(doc["param_count_active_per_token"], active);
+  EXPECT_EQ(doc["param_count_breakdown"]["per_layer"], shared + 128 * expert);
+  EXPECT_EQ(doc["kv_cache_bytes_per_token_16bit"], 2 * 94 * 4 * 128 * 2);
+  const Json& moe = doc["moe"];
+  EXPECT_EQ(moe["num_experts"], 128);
+  EXPECT_EQ(moe["top_k"], 8);
+  EXPECT_EQ(moe["moe_every_layer"], true);
+  EXPECT_EQ(moe["expert_intermediate_size"], 1536);
+  EXPECT_EQ(moe["router_aux_loss_coef"], 0.001);
+  EXPECT_FALSE(doc.contains("cost_model_approximations"));
+  // No hf_id given and no _name_or_path: the name falls back to the key, hf_id is null.
+  EXPECT_EQ(doc["name"], "qwen3-235b-a22b");
+  EXPECT_TRUE(doc["hf_id"].is_null());
+}
+
+TEST(HfImportCounts, HeadDimAndKvHeadsDefault) {
+  Json config = tiny_llama();
+  config.erase("num_key_value_heads");
+  const Json doc = import_hf_config(config, options_for("tiny.json", "tiny"));
+  EXPECT_EQ(doc["head_dim"], 64);  // 256 / 4
+  EXPECT_EQ(doc["num_key_value_heads"], 4);
+  EXPECT_EQ(doc["rope_theta"], 10000.0);
+  EXPECT_EQ(doc["name"], "tiny");
+  EXPECT_EQ(doc["kv_cache_bytes_per_token_16bit"], 2 * 2 * 4 * 64 * 2);
+}
+
+TEST(HfImportCounts, LlamaBiasesAreCounted) {
+  Json config = tiny_llama();
+  const int64_t plain = import_hf_config(config, options_for("t", "t"))["param_count"];
+  config["attention_bias"] = true;
+  const Json with_attention = import_hf_config(config, options_for("t", "t"));
+  // q (256) + k, v (128 each) + o (256) biases per layer, 2 layers.
+  EXPECT_EQ(with_attention["param_count"].get<int64_t>() - plain, 2 * (256 + 2 * 128 + 256));
+  EXPECT_EQ(with_attention["qkv_bias"], true);
+  EXPECT_EQ(with_attention["linear_bias"], false);
+  config["mlp_bias"] = true;
+  const Json with_mlp = import_hf_config(config, options_for("t", "t"));
+  EXPECT_EQ(with_mlp["param_count"].get<int64_t>() - with_attention["param_count"].get<int64_t>(),
+            2 * (2 * 512 + 256));
+  EXPECT_EQ(with_mlp["linear_bias"], true);
+}
+
+TEST(HfImportCounts, SharedExpertsAreCountedButNeedAllowApproximate) {
+  const std::string message =
+      input_error([] { import_hf_config(qwen15_moe(), options_for("qwen15.json", "q")); });
+  EXPECT_NE(message.find("qwen15.json: shared_expert_intermediate_size: "), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("--allow-approximate"), std::string::npos) << message;
+
+  HfImportOptions o = options_for("qwen15.json", "qwen1.5-moe-a2.7b");
+  o.allow_approximate = true;
+  const Json doc = import_hf_config(qwen15_moe(), o);
+  EXPECT_EQ(doc["param_count"], 14'315'784'192);                  // "14.3 B"
+  EXPECT_EQ(doc["param_count_active_per_token"], 2'689'173'504);  // "2.7 B activated"
+  EXPECT_EQ(doc["qkv_bias"], true);
+  EXPECT_EQ(doc["moe"]["shared_expert_intermediate_size"], 5632);
+  ASSERT_TRUE(doc.contains("cost_model_approximations"));
+  EXPECT_EQ(doc["cost_model_approximations"].size(), 1u);
+}
+
+TEST(HfImportCounts, DenseLayersBetweenMoeLayers) {
+  Json config = read_hf_config(std::string(kHfConfigDir) + "/Qwen--Qwen3-235B-A22B.config.json");
+  config["decoder_sparse_step"] = 2;
+  config["mlp_only_layers"] = {1, 4};  // layer 1 is a MoE layer by the step rule, 4 is not
+  const std::string message =
+      input_error([&] { import_hf_config(config, options_for("sparse.json", "s")); });
+  EXPECT_NE(message.find("sparse.json: mlp_only_layers: 48 of 94 layers run a dense MLP"),
+            std::string::npos)
+      << message;
+
+  HfImportOptions o = options_for("sparse.json", "s");
+  o.allow_approximate = true;
+  const Json doc = import_hf_config(config, o);
+  const Json& b = doc["param_count_breakdown"];
+  EXPECT_EQ(b["num_moe_layers"], 46);  // odd layer indices 1, 3, ..., 93 less layer 1
+  EXPECT_EQ(b["num_dense_layers"], 48);
+  EXPECT_EQ(b["per_dense_layer"].get<int64_t>() - b["per_moe_layer"].get<int64_t>(),
+            3 * 4096LL * 12288 - (128 * 4096 + 128 * 3 * 4096LL * 1536));
+  EXPECT_EQ(doc["param_count"], b["embedding"].get<int64_t>() + b["lm_head_untied"].get<int64_t>() +
+                                    46 * b["per_moe_layer"].get<int64_t>() +
+                                    48 * b["per_dense_layer"].get<int64_t>() + 4096);
+  EXPECT_EQ(doc["moe"]["moe_every_layer"], false);
+  EXPECT_EQ(doc["moe"]["num_moe_layers"], 46);
+}
+
+TEST(HfImportErrors, MissingHiddenSizeNamesTheKey) {
+  Json config = tiny_llama();
+  config.erase("hidden_size");
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("cfg/config.json", "k")); }),
+            "cfg/config.json: hidden_size: missing; expected a positive integer");
+}
+
+TEST(HfImportErrors, WrongTypeNamesTheKeyAndTheValue) {
+  Json config = tiny_llama();
+  config["num_attention_heads"] = "4";
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
+            "c.json: num_attention_heads: expected a positive integer, got \"4\"");
+  config["num_attention_heads"] = 4;
+  config["num_key_value_heads"] = 3;
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
+            "c.json: num_key_value_heads: expected a divisor of num_attention_heads (4), got 3");
+}
+
+TEST(HfImportErrors, UnknownModelTypeListsTheSupportedOnes) {
+  Json config = tiny_llama();
+  config["model_type"] = "phi3";
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
+            "c.json: model_type: \"phi3\" is not supported; supported model types are: llama, "
+            "mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
+}
+
+TEST(HfImportErrors, MixtralNeedsItsExpertKeys) {
+  Json config = tiny_llama();
+  config["model_type"] = "mixtral";
+  config["num_experts_per_tok"] = 2;
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
+            "c.json: num_local_experts: missing; expected a positive integer");
+  config["num_local_experts"] = 1;
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
+            "c.json: num_experts_per_tok: expected at most num_local_experts (1), got 2");
+}
+
+TEST(HfImportErrors, InexpressibleArchitecturesAreRefused) {
+  Json mla = tiny_llama();
+  mla["model_type"] = "deepseek_v3";
+  mla["kv_lora_rank"] = 512;
+  EXPECT_NE(input_error([&] {
+              import_hf_config(mla, options_for("c.json", "k"));
+            }).find("c.json: kv_lora_rank: multi-head latent attention"),
+            std::string::npos);
+
+  Json mistral = tiny_llama();
+  mistral["model_type"] = "mistral";
+  mistral["sliding_window"] = 1024;  // below max_position_embeddings 2048
+  EXPECT_NE(input_error([&] {
+              import_hf_config(mistral, options_for("c.json", "k"));
+            }).find("c.json: sliding_window: every layer attends over a sliding window of 1024"),
+            std::string::npos);
+  mistral.erase("sliding_window");  // the config class's default, 4096, is above the context
+  EXPECT_NO_THROW(import_hf_config(mistral, options_for("c.json", "k")));
+  mistral["max_position_embeddings"] = 32768;  // now the default window of 4096 is below it
+  EXPECT_THROW(import_hf_config(mistral, options_for("c.json", "k")), InputError);
+  mistral["sliding_window"] = nullptr;  // Mistral-7B-v0.2 and later: no window
+  EXPECT_NO_THROW(import_hf_config(mistral, options_for("c.json", "k")));
+
+  Json qwen2 = tiny_llama();
+  qwen2["model_type"] = "qwen2";
+  qwen2["sliding_window"] = 1024;
+  EXPECT_NO_THROW(import_hf_config(qwen2, options_for("c.json", "k")));  // use_sliding_window off
+  qwen2["use_sliding_window"] = true;
+  qwen2["max_window_layers"] = 1;
+  EXPECT_NE(input_error([&] {
+              import_hf_config(qwen2, options_for("c.json", "k"));
+            }).find("c.json: use_sliding_window: layers 1 to 1 attend over a sliding window"),
+            std::string::npos);
+
+  Json layer_types = tiny_llama();
+  layer_types["model_type"] = "qwen3";
+  layer_types["layer_types"] = {"full_attention", "sliding_attention"};
+  EXPECT_NE(input_error([&] { import_hf_config(layer_types, options_for("c.json", "k")); })
+                .find("c.json: layer_types[1]: expected \"full_attention\", got "
+                      "\"sliding_attention\""),
+            std::string::npos);
+}
+
+TEST(HfImportErrors, UnreadableAndMalformedFiles) {
+  EXPECT_EQ(input_error([] { read_hf_config("no/such/config.json"); }),
+            "no/such/config.json: cannot open file");
+  TempDir dir;
+  const fs::path bad = dir.path() / "bad.json";
+  std::ofstream(bad) << "{\n  \"hidden_size\": 1,\n  oops\n}\n";
+  EXPECT_NE(input_error([&] { read_hf_config(bad.string()); }).find("bad.json:3: invalid JSON"),
+            std::string::npos);
+  std::ofstream(bad, std::ios::trunc) << "[1, 2]";
+  EXPECT_NE(input_error([&] { read_hf_config(bad.string()); }).find("expected a JSON object"),
+            std::string::npos);
+}
+
+// Error goldens: tests/golden/bad_hf_config/<case>.config.json fails to import with the message
+// in <case>.expected (the InputError text, which `servesim models import` prints after
+// "servesim: " and exits 2). SERVESIM_UPDATE_GOLDEN=1 rewrites the expectations.
+TEST(HfImportErrors, BadConfigGoldens) {
+  std::vector<fs::path> cases;
+  for (const auto& e : fs::directory_iterator(kBadConfigDir)) {
+    if (e.path().extension() == ".json") {
+      cases.push_back(e.path());
+    }
+  }
+  std::sort(cases.begin(), cases.end());
+  ASSERT_GE(cases.size(), 4u);
+  const char* update = std::getenv("SERVESIM_UPDATE_GOLDEN");
+  for (const auto& file : cases) {
+    SCOPED_TRACE(file.string());
+    const std::string got =
+        input_error([&] { import_file(file.string(), options_for(file.string(), "bad")); }) + "\n";
+    std::string name = file.filename().string();
+    name = name.substr(0, name.find('.'));
+    const fs::path expected = file.parent_path() / (name + ".expected");
+    if (update && std::string(update) == "1") {
+      std::ofstream(expected, std::ios::binary) << got;
+      continue;
+    }
+    ASSERT_TRUE(fs::exists(expected)) << "run with SERVESIM_UPDATE_GOLDEN=1 to create it";
+    EXPECT_EQ(got, read_text(expected));
+  }
+}
+
+TEST(HfImportKeys, DefaultKeyFromTheFileNameOrNameOrPath) {
+  const Json none = Json::object();
+  EXPECT_EQ(default_catalog_key("a/b/Qwen--Qwen3-32B.config.json", none), "qwen3-32b");
+  EXPECT_EQ(default_catalog_key("Qwen--Qwen2.5-32B_config.json", none), "qwen2.5-32b");
+  EXPECT_EQ(default_catalog_key("Mistral-7B.json", none), "mistral-7b");
+  const Json named = {{"_name_or_path", "meta-llama/Llama-2-70b-hf"}};
+  EXPECT_EQ(default_catalog_key("dl/config.json", named), "llama-2-70b-hf");
+  EXPECT_EQ(default_catalog_key("dl/config.json", none), "");
+  EXPECT_TRUE(valid_catalog_key("qwen3-235b-a22b"));
+  EXPECT_FALSE(valid_catalog_key("Qwen3"));
+  EXPECT_FALSE(valid_catalog_key("../x"));
+  EXPECT_FALSE(valid_catalog_key(".hidden"));
+  EXPECT_FALSE(valid_catalog_key(""));
+}
+
+TEST(HfImportKeys, HfIdAndNameFromNameOrPath) {
+  Json config = tiny_llama();
+  config["_name_or_path"] = "org/Tiny-Model";
+  Json doc = import_hf_config(config, options_for("c.json", "tiny-model"));
+  EXPECT_EQ(doc["hf_id"], "org/Tiny-Model");
+  EXPECT_EQ(doc["name"], "Tiny-Model");
+  config["_name_or_path"] = "/home/me/checkpoints/run1";  // a local path, not a hub id
+  doc = import_hf_config(config, options_for("c.json", "run1"));
+  EXPECT_TRUE(doc["hf_id"].is_null());
+  EXPECT_EQ(doc["name"], "run1");
+}
+
+TEST(HfImportWrite, WrittenFileLoadsThroughTheCatalog) {
+  TempDir dir;
+  const Json doc = import_file(std::string(kHfConfigDir) + "/Qwen--Qwen3-235B-A22B.config.json",
+                               with_hf_id("Qwen/Qwen3-235B-A22B"));
+  const WrittenModel w = write_catalog_model(doc, "qwen3-235b-a22b", dir.path().string(), false);
+  EXPECT_EQ(w.path, (dir.path() / "qwen3-235b-a22b.json").string());
+  EXPECT_FALSE(w.replaced);
+  EXPECT_EQ(w.catalog_models, 1u);
+  const ModelCatalog catalog = ModelCatalog::load(dir.path().string());
+  const ModelSpec& m = catalog.get("qwen3-235b-a22b");
+  EXPECT_EQ(m.name, "Qwen3-235B-A22B");
+  EXPECT_EQ(m.hf_id, "Qwen/Qwen3-235B-A22B");
+  EXPECT_EQ(m.param_count, 235'093'634'560);
+  EXPECT_EQ(m.num_layers, 94);
+  EXPECT_EQ(m.num_kv_heads, 4);
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->num_experts, 128);
+  EXPECT_EQ(m.moe->experts_per_token, 8);
+  EXPECT_EQ(m.moe->expert_intermediate_size, 1536);
+  EXPECT_EQ(m.kv_bytes_per_token(Dtype::kBf16), 2 * 94 * 4 * 128 * 2);
+  EXPECT_EQ(Json::parse(read_text(w.path)), doc);
+  // Only the model file is left in the folder (no scratch folder, no temporary file).
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"qwen3-235b-a22b.json"});
+}
+
+TEST(HfImportWrite, ExistingKeyIsRefusedWithoutForceAndLeftUntouched) {
+  TempDir dir;
+  const fs::path existing = dir.path() / "qwen3-32b.json";
+  fs::copy_file(fs::path(kCatalogDir) / "llama-3.1-8b.json", existing);
+  const std::string before = read_text(existing);
+  const auto mtime = fs::last_write_time(existing);
+
+  const Json doc = import_file(std::string(kHfConfigDir) + "/Qwen--Qwen3-32B.config.json");
+  EXPECT_EQ(input_error([&] { write_catalog_model(doc, "qwen3-32b", dir.path().string(), false); }),
+            existing.string() +
+                ": catalog key \"qwen3-32b\" exists already; pass --force to "
+                "replace it");
+  EXPECT_EQ(read_text(existing), before);
+  EXPECT_EQ(fs::last_write_time(existing), mtime);
+
+  const WrittenModel w = write_catalog_model(doc, "qwen3-32b", dir.path().string(), true);
+  EXPECT_TRUE(w.replaced);
+  EXPECT_EQ(w.spec.param_count, 32'762'123'264);
+  EXPECT_EQ(Json::parse(read_text(existing)), doc);
+}
+
+TEST(HfImportWrite, DocumentThatDoesNotLoadIsNotWritten) {
+  TempDir dir;
+  Json doc = import_file(std::string(kHfConfigDir) + "/Qwen--Qwen3-32B.config.json");
+  doc["weights_bytes_16bit"] = 1;
+  const std::string message =
+      input_error([&] { write_catalog_model(doc, "broken", dir.path().string(), false); });
+  EXPECT_NE(message.find("broken.json: weights_bytes_16bit: expected 2 * param_count"),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  EXPECT_THROW(write_catalog_model(doc, "Not A Key", dir.path().string(), false),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace servesim::models
