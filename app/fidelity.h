@@ -38,8 +38,8 @@ struct FidelityOptions {
   std::string emit_scenario;      // a row's id or CSV line: print its scenario document only
   std::vector<std::string> engines;  // only rows of these engines (empty: every engine)
   BenchmarkTemplate bench;
-  int fit_evaluations = 150;      // objective evaluations per fit
-  int fit_max_rows = 60;          // rows per fit (an even spread of the group's rows)
+  int fit_evaluations = 60;       // objective evaluations per fit
+  int fit_max_rows = 50;          // rows per fit (an even spread of the group's rows)
 };
 
 // Error statistics of a set of predictions (fractions).

@@ -11,10 +11,11 @@
 namespace servesim::reports {
 namespace {
 
-// Version 2 of the results schema (version 1 had no request.warmup column; see kMigrateFrom1). Child tables are keyed by run_id first, so one run's rows are
-// contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
+// Version 2 of the results schema (version 1 had no request.warmup column; see kMigrateFrom1):
+// the tables, the request_metrics view and the other views. Child tables are keyed by run_id
+// first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
-constexpr const char* kSchemaSql = R"sql(
+constexpr const char* kSchemaTablesSql = R"sql(
 CREATE TABLE meta(
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -85,6 +86,10 @@ CREATE TABLE scalar(
   PRIMARY KEY (run_id, entity, name)
 ) WITHOUT ROWID;
 
+)sql";
+
+// The request_metrics view, as version 2 defines it (also created by the migration from 1).
+constexpr const char* kRequestMetricsViewSql = R"sql(
 -- Per-request latencies in milliseconds. tpot_ms is NULL for single-token requests. Benchmark
 -- warm-up requests (warmup = 1) are listed; summaries leave them out.
 CREATE VIEW request_metrics AS
@@ -97,6 +102,9 @@ SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemption
        max_tbt_ns / 1e6 AS max_tbt_ms,
        tbt_slo_violations
 FROM request;
+)sql";
+
+constexpr const char* kSchemaViewsSql = R"sql(
 
 -- Every gap between consecutive tokens of a request (from the optional token table).
 CREATE VIEW token_gap AS
@@ -116,21 +124,11 @@ FROM run LEFT JOIN request USING (run_id)
 GROUP BY run.run_id;
 )sql";
 
-// Brings a version 1 database to version 2: the request.warmup column (0 for every existing run)
-// and the request_metrics view that lists it.
+// Brings a version 1 database to version 2: the request.warmup column (0 for every existing run);
+// followed by kRequestMetricsViewSql, the view that lists it.
 constexpr const char* kMigrateFrom1 = R"sql(
 ALTER TABLE request ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;
 DROP VIEW request_metrics;
-CREATE VIEW request_metrics AS
-SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemptions, warmup,
-       (first_scheduled_ns - arrival_ns) / 1e6 AS queueing_ms,
-       (first_token_ns - arrival_ns) / 1e6 AS ttft_ms,
-       CASE WHEN output_tokens > 1
-            THEN (done_ns - first_token_ns) / 1e6 / (output_tokens - 1) END AS tpot_ms,
-       (done_ns - arrival_ns) / 1e6 AS e2e_ms,
-       max_tbt_ns / 1e6 AS max_tbt_ms,
-       tbt_slo_violations
-FROM request;
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
@@ -214,7 +212,8 @@ struct SqliteSink::Impl {
       const int64_t table_count = tables.column_int64(0);
       const bool has_meta = tables.column_int64(1) != 0;
       if (table_count == 0) {
-        db.exec(kSchemaSql, "creating the schema");
+        db.exec(std::string(kSchemaTablesSql) + kRequestMetricsViewSql + kSchemaViewsSql,
+                "creating the schema");
         Statement version(db, "INSERT INTO meta(key, value) VALUES ('schema_version', ?)",
                           "writing the schema version");
         version.bind(1, std::string_view(std::to_string(kSchemaVersion))).run();
@@ -232,7 +231,8 @@ struct SqliteSink::Impl {
         }
         std::string found = version.column_text(0);
         if (found == "1") {
-          db.exec(kMigrateFrom1, "migrating the schema from version 1 to 2");
+          db.exec(std::string(kMigrateFrom1) + kRequestMetricsViewSql,
+                  "migrating the schema from version 1 to 2");
           found = "2";
         }
         if (found != std::to_string(kSchemaVersion)) {
