@@ -603,6 +603,14 @@ std::unique_ptr<traces::LengthSource> build_lengths(const Json& spec, const std:
   return traces::make_mixture_lengths(std::move(parts), std::move(weights));
 }
 
+// An arrival process as a validated workload names it: the generators' names, and a benchmark's
+// "constant" for evenly spaced arrivals (vLLM's and aiperf's word for uniform).
+traces::ArrivalSpec arrival_spec(const std::string& process, double rate_per_s, double cv) {
+  const traces::ArrivalKind kind =
+      process == "constant" ? traces::ArrivalKind::kUniform : traces::parse_arrival_kind(process);
+  return {kind, rate_per_s, cv};
+}
+
 Workload build_open_workload(const Json& spec, const std::string& base_dir, const DataRoot& root,
                              uint64_t seed, const std::string& stream) {
   const std::string type = spec.at("type").get<std::string>();
@@ -613,12 +621,8 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
   } else if (type == "benchmark") {
     traces::ArrivalSpec arrivals{traces::ArrivalKind::kUniform, 1.0, 1.0};
     if (spec.contains("rate")) {
-      const std::string process = spec.at("arrival").get<std::string>();
-      arrivals.kind = process == "poisson" ? traces::ArrivalKind::kPoisson
-                      : process == "gamma" ? traces::ArrivalKind::kGamma
-                                           : traces::ArrivalKind::kUniform;
-      arrivals.rate_per_s = spec.at("rate").get<double>();
-      arrivals.cv = spec.at("cv").get<double>();
+      arrivals = arrival_spec(spec.at("arrival").get<std::string>(), spec.at("rate").get<double>(),
+                              spec.at("cv").get<double>());
     }
     std::unique_ptr<traces::LengthSource> lengths =
         spec.contains("lengths")
@@ -637,12 +641,8 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
     Duration duration{0};
     if (type == "generated") {
       const Json& a = spec.at("arrival");
-      const std::string process = a.at("process").get<std::string>();
-      arrivals.kind = process == "poisson"  ? traces::ArrivalKind::kPoisson
-                      : process == "gamma" ? traces::ArrivalKind::kGamma
-                                           : traces::ArrivalKind::kUniform;
-      arrivals.rate_per_s = a.at("rate").get<double>();
-      arrivals.cv = a.at("cv").get<double>();
+      arrivals = arrival_spec(a.at("process").get<std::string>(), a.at("rate").get<double>(),
+                              a.at("cv").get<double>());
       duration = parse_duration(spec.at("duration").get<std::string>());
     }
     auto lengths = build_lengths(spec.at("lengths"), base_dir, root);
@@ -655,6 +655,8 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
                                                           fmt::format("{}.{}", stream, i)));
     }
   }
+  // A benchmark's `rate` is its generator's, not the rate transform (it takes no transforms).
+  if (type == "benchmark") return w;
   if (spec.contains("window")) {
     const Json& win = spec.at("window");
     traces::window(w, parse_duration(win.at("start").get<std::string>()),

@@ -145,11 +145,7 @@ void apply_calibration(const std::string& engine, const ParamValues& knobs,
       pick_scale("gpu_prefill_scale", cal ? cal->gpu_scale.prefill : 1.0);
   setup.runtime.gpu_scale.decode = pick_scale("gpu_decode_scale", cal ? cal->gpu_scale.decode : 1.0);
   bool explicit_any = false;
-  for (const char* k : {"cpu_iteration_us", "cpu_request_us", "cpu_token_us",
-                        "frontend_request_us", "frontend_token_us", "gpu_prefill_scale",
-                        "gpu_decode_scale"}) {
-    explicit_any |= knob(knobs, k) >= 0;
-  }
+  for (const ParamSpec& k : calibration_knobs()) explicit_any |= knob(knobs, k.name.c_str()) >= 0;
   setup.calibration_note = explicit_any ? note + "; some set explicitly" : note;
 }
 

@@ -198,6 +198,29 @@ TEST(Fidelity, EmitScenarioPrintsARowsScenario) {
   EXPECT_THROW(run_fidelity(csv, options, root(), out), ConfigError);
 }
 
+// A benchmark's `rate` drives its generator; it is not also the `rate` transform of trace
+// workloads, which would rescale the drawn arrivals to an exact mean.
+TEST(BenchmarkWorkload, ARateDrivesTheGeneratorAndIsNotAppliedAgain) {
+  policies::register_builtin_policies();
+  scenarios::Json doc = scenarios::Json::parse(scenarios::embedded_quickstart_json(), nullptr,
+                                               true, /*ignore_comments=*/true);
+  doc["workload"] = {{"type", "benchmark"}, {"rate", 4.0},          {"num_requests", 50},
+                     {"isl", 100},          {"osl", 10}};
+  const scenarios::Scenario bench = scenarios::parse_scenario(doc, "bench", "", root());
+  doc["workload"] = {{"type", "generated"},
+                     {"arrival", {{"process", "poisson"}, {"rate", 4.0}}},
+                     {"count", 50},
+                     {"lengths", {{"type", "fixed"}, {"prompt", 100}, {"output", 10}}}};
+  const scenarios::Scenario generated = scenarios::parse_scenario(doc, "generated", "", root());
+  const Workload a = scenarios::build_workload(bench, root());
+  const Workload b = scenarios::build_workload(generated, root());
+  ASSERT_EQ(a.requests.size(), 50u);
+  ASSERT_EQ(b.requests.size(), 50u);
+  for (size_t i = 0; i < a.requests.size(); ++i) {
+    EXPECT_EQ(a.requests[i].arrival, b.requests[i].arrival) << i;
+  }
+}
+
 TEST(Fidelity, RunPrintsTheHeldOutErrorBandOfItsEngine) {
   policies::register_builtin_policies();
   const scenarios::Scenario plain = scenarios::load_embedded_quickstart({}, root());
