@@ -49,6 +49,6 @@ std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutc
 // paper's numbers. `table` is one of all, l40s, rtx4090, ablation, sensitivity. Baselines run at
 // the largest static batch that fits, or at most `baseline_max_batch` requests when > 0. Returns 0.
 int run_dllm_report(const std::string& table, const scenarios::DataRoot& root, std::ostream& out,
-                    int64_t baseline_max_batch = 0);
+                    int64_t baseline_max_batch = 1);
 
 }  // namespace servesim::app

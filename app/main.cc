@@ -256,12 +256,12 @@ int main(int argc, char** argv) {
   dllm_report->add_option("--table", dllm_table, "all | l40s | rtx4090 | ablation | sensitivity")
       ->capture_default_str()
       ->check(CLI::IsMember({"all", "l40s", "rtx4090", "ablation", "sensitivity"}));
-  int64_t dllm_baseline_batch = 0;
+  int64_t dllm_baseline_batch = 1;
   dllm_report
       ->add_option("--baseline-batch", dllm_baseline_batch,
-                   "cap every baseline's static batch (policy max_batch_size); 0 = the largest "
-                   "that fits. 1 runs them one request at a time, as Sparse-dLLM's released "
-                   "generate() does")
+                   "cap every baseline's static batch (policy max_batch_size): 1 (the paper's "
+                   "convention) runs them one request at a time, as their released generate() "
+                   "does; 0 = the largest that fits")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{4096}));
 

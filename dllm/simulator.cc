@@ -36,6 +36,7 @@ StepCostKnobs cost_knobs(const DllmConfig& c) {
   k.max_num_logits = chunked ? c.max_num_logits : 0;
   k.softmax_bytes = sampler_footprint(c.algorithm).softmax_bytes;
   k.step_overhead = c.step_overhead;
+  k.request_overhead = c.request_overhead;
   return k;
 }
 

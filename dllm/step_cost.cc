@@ -42,7 +42,8 @@ Duration StepCost::step_time(const std::vector<StepWork>& work) {
     side += w.side_tokens;
   }
   if (side > 0) shape_.segments.push_back({side, side, 0});
-  Duration t = model_.iteration_time(shape_) + knobs_.step_overhead;
+  Duration t = model_.iteration_time(shape_) + knobs_.step_overhead +
+               knobs_.request_overhead * static_cast<int64_t>(work.size());
   const std::vector<int64_t> chunks = logit_chunks(rows_, knobs_.max_num_logits);
   for (const int64_t rows : chunks) t += lm_head_time(rows);
   last_chunks_ = static_cast<int64_t>(chunks.size());

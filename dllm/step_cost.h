@@ -26,6 +26,9 @@ struct StepCostKnobs {
   int64_t softmax_bytes = 4;   // sampler's softmax element size (dllm::sampler_footprint)
   double memory_efficiency = 0.8;  // achievable share of DRAM bandwidth for the sampler
   Duration step_overhead{0};   // framework time per forward pass on top of the cost model's
+  // Framework time per request of a pass (per-sequence host work of the serving stack: input
+  // assembly, sampling bookkeeping, block/phase updates), on top of step_overhead.
+  Duration request_overhead{0};
 };
 
 class StepCost {

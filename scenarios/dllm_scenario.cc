@@ -66,6 +66,10 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     c.logit_budgeting = r.boolean("logit_budgeting", true).value_or(true);
     c.max_batch_size = r.integer("max_batch_size", 0, 0).value_or(0);
     c.step_overhead = r.duration("step_overhead", Duration{0}).value_or(Duration{0});
+    const Duration request_overhead_default =
+        serve ? dllm::kDllmServeRequestOverhead : Duration{0};
+    c.request_overhead =
+        r.duration("request_overhead", request_overhead_default).value_or(request_overhead_default);
     if (!serve) {
       for (const char* k : {"max_num_batched_tokens", "max_num_seqs", "max_num_logits",
                             "phase_aware", "logit_budgeting"}) {
