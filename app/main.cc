@@ -386,6 +386,12 @@ int main(int argc, char** argv) {
                        "warm-up requests per benchmark client")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  fidelity->add_option("--dataset-entries", fidelity_options.bench.dataset_entries,
+                       "prompts drawn from this many dataset entries, as aiperf's "
+                       "--num-dataset-entries (repeats hit the engines' prefix caches); 0 = every "
+                       "prompt unique")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
   std::string fidelity_deployment = "aiconfigurator";
   fidelity->add_option("--deployment", fidelity_deployment,
                        "how the measured engines are assumed deployed: aiconfigurator (its "

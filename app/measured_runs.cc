@@ -201,6 +201,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
         {"osl", r.osl}}},
       {"output", {{"sample_interval", "0s"}}},
   };
+  if (bench.dataset_entries > 0) m.scenario["workload"]["dataset_entries"] = bench.dataset_entries;
   return m;
 }
 

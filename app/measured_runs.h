@@ -48,6 +48,9 @@ struct BenchmarkTemplate {
   enum class Deployment { kAiconfigurator, kEngineDefaults };
   int64_t requests_per_client = 20;
   int64_t warmup_per_client = 2;
+  // aiperf's --num-dataset-entries: prompts drawn from this many entries (repeats hit the engines'
+  // prefix caches); 0 = every prompt unique.
+  int64_t dataset_entries = 0;
   uint64_t seed = 1;
   Deployment deployment = Deployment::kAiconfigurator;
 };

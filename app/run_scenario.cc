@@ -98,6 +98,7 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
     run.scalars.emplace_back(entity, "decode_tokens", static_cast<double>(st.decode_tokens));
     run.scalars.emplace_back(entity, "preemptions", static_cast<double>(st.preemptions));
     run.scalars.emplace_back(entity, "peak_used_blocks", static_cast<double>(st.peak_used_blocks));
+    run.scalars.emplace_back(entity, "prefix_hit_tokens", static_cast<double>(st.prefix_hit_tokens));
   }
   run.tbt_bins = out.result.tbt_ns.bins();
   if (with_records) {

@@ -11,7 +11,8 @@
 namespace servesim::reports {
 namespace {
 
-// Version 2 of the results schema (version 1 had no request.warmup column; see kMigrateFrom1):
+// Version 3 of the results schema (version 1 had no request.warmup column, version 2 no
+// request.cached_tokens; see kMigrateFrom1 and kMigrateFrom2):
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
@@ -54,6 +55,7 @@ CREATE TABLE request(
   max_tbt_ns INTEGER,
   tbt_slo_violations INTEGER,
   warmup INTEGER NOT NULL DEFAULT 0,  -- 1: a benchmark warm-up request, excluded from summaries
+  cached_tokens INTEGER NOT NULL DEFAULT 0,  -- prompt tokens reused from the prefix cache
   PRIMARY KEY (run_id, request_id)
 ) WITHOUT ROWID;
 CREATE TABLE token(
@@ -88,12 +90,13 @@ CREATE TABLE scalar(
 
 )sql";
 
-// The request_metrics view, as version 2 defines it (also created by the migration from 1).
+// The request_metrics view, as version 3 defines it (also created after a migration).
 constexpr const char* kRequestMetricsViewSql = R"sql(
 -- Per-request latencies in milliseconds. tpot_ms is NULL for single-token requests. Benchmark
 -- warm-up requests (warmup = 1) are listed; summaries leave them out.
 CREATE VIEW request_metrics AS
 SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemptions, warmup,
+       cached_tokens,
        (first_scheduled_ns - arrival_ns) / 1e6 AS queueing_ms,
        (first_token_ns - arrival_ns) / 1e6 AS ttft_ms,
        CASE WHEN output_tokens > 1
@@ -124,12 +127,18 @@ FROM run LEFT JOIN request USING (run_id)
 GROUP BY run.run_id;
 )sql";
 
-// Brings a version 1 database to version 2: the request.warmup column (0 for every existing run);
-// followed by kRequestMetricsViewSql, the view that lists it.
+// Brings a version 1 database to version 2: the request.warmup column (0 for every existing run).
 constexpr const char* kMigrateFrom1 = R"sql(
 ALTER TABLE request ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;
-DROP VIEW request_metrics;
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
+)sql";
+
+// Brings a version 2 database to version 3: the request.cached_tokens column (0 for every existing
+// run); followed by kRequestMetricsViewSql, the view that lists it.
+constexpr const char* kMigrateFrom2 = R"sql(
+ALTER TABLE request ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+DROP VIEW request_metrics;
+UPDATE meta SET value = '3' WHERE key = 'schema_version';
 )sql";
 
 }  // namespace
@@ -181,7 +190,8 @@ struct SqliteSink::Impl {
         db,
         "INSERT INTO request(run_id, request_id, instance_id, arrival_ns, first_scheduled_ns, "
         "first_token_ns, done_ns, prompt_tokens, output_tokens, preemptions, max_tbt_ns, "
-        "tbt_slo_violations, warmup) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tbt_slo_violations, warmup, cached_tokens) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         "inserting a request row");
     insert_token = std::make_unique<Statement>(
         db, "INSERT INTO token(run_id, request_id, token_index, t_ns) VALUES (?, ?, ?, ?)",
@@ -231,9 +241,13 @@ struct SqliteSink::Impl {
         }
         std::string found = version.column_text(0);
         if (found == "1") {
-          db.exec(std::string(kMigrateFrom1) + kRequestMetricsViewSql,
-                  "migrating the schema from version 1 to 2");
+          db.exec(kMigrateFrom1, "migrating the schema from version 1 to 2");
           found = "2";
+        }
+        if (found == "2") {
+          db.exec(std::string(kMigrateFrom2) + kRequestMetricsViewSql,
+                  "migrating the schema from version 2 to 3");
+          found = "3";
         }
         if (found != std::to_string(kSchemaVersion)) {
           throw Error(fmt::format(
@@ -308,6 +322,7 @@ struct SqliteSink::Impl {
           .bind(11, r.max_tbt_ns)
           .bind(12, r.tbt_slo_violations)
           .bind(13, static_cast<int64_t>(r.warmup ? 1 : 0))
+          .bind(14, r.cached_tokens)
           .run();
       if (!r.token_times_ns.empty()) {
         insert_token->bind(1, run_id).bind(2, static_cast<int64_t>(r.request_id));

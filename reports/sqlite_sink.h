@@ -46,7 +46,7 @@ struct RunInfo {
 
 class SqliteSink {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   static constexpr int kBusyTimeoutMs = 60'000;
 
   // Opens or creates the database at `path` and checks or creates the schema.

@@ -136,6 +136,8 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
       ++s.preempted_requests;
     }
     s.total_preemptions += r.preemptions;
+    s.cached_prompt_tokens += r.cached_tokens;
+    s.prompt_tokens += r.prompt_tokens;
 
     ttft.push_back(r.ttft_ns());
     e2e.push_back(r.e2e_ns());
@@ -280,6 +282,12 @@ std::string format_summary(const RunSummary& s, const sim::SloSpec& slo) {
   line("tokens per GPU-second", fmt::format("{:.1f}", s.tokens_per_gpu_second));
   line("preemptions",
        fmt::format("{} ({} requests preempted)", s.total_preemptions, s.preempted_requests));
+  if (s.cached_prompt_tokens > 0) {
+    line("prefix cache", fmt::format("{} prompt tokens reused ({:.1f} % of prompt tokens)",
+                                     s.cached_prompt_tokens,
+                                     100.0 * static_cast<double>(s.cached_prompt_tokens) /
+                                         static_cast<double>(std::max<int64_t>(1, s.prompt_tokens))));
+  }
   return out;
 }
 
@@ -289,6 +297,10 @@ std::vector<std::pair<std::string, double>> summary_scalars(const RunSummary& s)
   out.emplace_back("warmup_requests", static_cast<double>(s.warmup_requests));
   out.emplace_back("preempted_requests", static_cast<double>(s.preempted_requests));
   out.emplace_back("total_preemptions", static_cast<double>(s.total_preemptions));
+  out.emplace_back("prefix_cache_hit_rate",
+                   s.prompt_tokens > 0 ? static_cast<double>(s.cached_prompt_tokens) /
+                                             static_cast<double>(s.prompt_tokens)
+                                       : 0.0);
   out.emplace_back("duration_s", s.duration_s);
   out.emplace_back("request_rate_per_s", s.request_rate_per_s);
   out.emplace_back("sustained_rate_per_s", s.sustained_rate_per_s);

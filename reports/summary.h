@@ -31,6 +31,8 @@ struct RunSummary {
   int64_t warmup_requests = 0;  // benchmark warm-up requests (RequestRecord::warmup)
   int64_t preempted_requests = 0;  // requests preempted at least once
   int64_t total_preemptions = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt tokens reused from prefix caches (measured requests)
+  int64_t prompt_tokens = 0;         // prompt tokens of the measured requests
   double duration_s = 0;  // first arrival .. last completion; 0 without requests
   // Rates over duration_s; 0 when duration_s is 0.
   double request_rate_per_s = 0;

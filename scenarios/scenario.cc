@@ -191,6 +191,16 @@ void validate_benchmark(ObjectReader& r, const std::string& base_dir, const Data
   r.boolean("drain_after_warmup", true);
   r.duration("ramp_up", Duration{0});
   r.duration("think_time", Duration{0});
+  // Shared prompt text (traces::SharedPromptSpec): aiperf's --num-dataset-entries and
+  // --num-prefix-prompts / --prefix-prompt-length.
+  if (r.has("dataset_entries")) r.integer("dataset_entries", std::nullopt, 1, 100'000'000);
+  if (r.has("num_prefix_prompts") || r.has("prefix_prompt_length")) {
+    if (!r.has("num_prefix_prompts") || !r.has("prefix_prompt_length")) {
+      r.issues().add(r.path(), "give both \"num_prefix_prompts\" and \"prefix_prompt_length\"");
+    }
+    r.integer("num_prefix_prompts", std::nullopt, 1, 1'000'000);
+    r.integer("prefix_prompt_length", std::nullopt, 1, 10'000'000);
+  }
   if (const Json* l = r.object("lengths", false)) {
     if (r.has("isl") || r.has("osl")) {
       r.issues().add(r.child_path("lengths"), "give either \"lengths\" or \"isl\"/\"osl\", not both");
@@ -332,6 +342,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
           models::parse_dtype(r.string("weight_dtype", std::string("bf16"), kDtypes).value_or("bf16"));
       s.cluster.kv_dtype =
           models::parse_dtype(r.string("kv_dtype", std::string("bf16"), kDtypes).value_or("bf16"));
+      s.cluster.prefix_caching = r.boolean("prefix_caching", false).value_or(false);
       r.finish();
     }
   }
@@ -635,6 +646,18 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
         spec.at("num_requests").get<int64_t>() + spec.at("warmup_requests").get<int64_t>();
     w = traces::generate(arrivals, *lengths, count, Duration{0}, derive_stream_seed(seed, stream));
     w.description = lengths->describe();
+    traces::SharedPromptSpec shared;
+    if (spec.contains("dataset_entries")) {
+      shared.dataset_entries = spec.at("dataset_entries").get<int64_t>();
+      w.description += fmt::format(", prompts from {} dataset entries", shared.dataset_entries);
+    }
+    if (spec.contains("num_prefix_prompts") && spec.contains("prefix_prompt_length")) {
+      shared.num_prefix_prompts = spec.at("num_prefix_prompts").get<int64_t>();
+      shared.prefix_prompt_length = spec.at("prefix_prompt_length").get<int64_t>();
+      w.description += fmt::format(", {} shared {}-token prefixes", shared.num_prefix_prompts,
+                                   shared.prefix_prompt_length);
+    }
+    traces::share_prompts(w, shared, derive_stream_seed(seed, stream));
   } else if (type == "generated" || type == "closed_loop") {
     traces::ArrivalSpec arrivals{traces::ArrivalKind::kUniform, 1.0, 1.0};
     int64_t count = spec.at("count").get<int64_t>();
@@ -805,6 +828,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     const policies::EngineSetup* engine = s.engine ? &engine_by_tp.at(g.tp) : nullptr;
     for (int64_t i = 0; i < g.count; ++i) {
       sim::InstanceSetup setup = base_setup(s, model, g, cost);
+      setup.prefix_caching = engine ? engine->prefix_caching : s.cluster.prefix_caching;
       if (engine) setup.frontend = engine->frontend;
       if (layout) {
         sim::InstanceContext ctx = context_for(s, setup, static_cast<int32_t>(in.instances.size()));

@@ -57,6 +57,10 @@ struct ClusterSpec {
   int tp = 1;
   models::Dtype weight_dtype = models::Dtype::kBf16;
   models::Dtype kv_dtype = models::Dtype::kBf16;
+  // Automatic prefix caching on every instance (sim::InstanceSetup::prefix_caching); an engine
+  // model's own knob (vLLM enable_prefix_caching, SGLang disable_radix_cache, TensorRT-LLM
+  // enable_block_reuse) decides instead when the scenario names an engine.
+  bool prefix_caching = false;
 };
 
 struct PluginSpec {

@@ -5,12 +5,14 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
 #include "sim/event_queue.h"
+#include "sim/prefix_cache.h"
 
 namespace servesim::sim {
 namespace {
@@ -30,6 +32,14 @@ struct RequestState {
   int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
   bool warmup = false;        // a benchmark warm-up request: its gaps stay out of the TBT histogram
   std::vector<int64_t> token_times_ns;
+  // Prefix caching on its instance: the cache keys of its prompt blocks (filled at admission,
+  // dropped once all are registered), how many of them were considered for the cache, the keys
+  // of the cached blocks it references (the rest of its blocks are private), and the prompt
+  // tokens it did not compute because they were cached.
+  std::vector<uint64_t> block_keys;
+  int64_t keys_registered = 0;
+  std::vector<uint64_t> cache_refs;
+  int64_t cached_tokens = 0;
 };
 
 // A prefilled request on its way from a prefill to a decode instance.
@@ -67,6 +77,7 @@ struct InstanceState {
   SimTime retired_at{};
   std::multiset<SimTime> wakes;  // pending kWake events of the batching policy
   SimTime frontend_free_at{};    // when the front end finishes the requests it holds
+  PrefixCache cache;             // used only with InstanceSetup::prefix_caching
 };
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -441,11 +452,11 @@ struct Engine::Impl {
       const int32_t pos = running_pos_of(inst, id);
       if (pos == kNotRunning) bad_plan(i, fmt::format("preempts request {} that is not running", id));
       SeqView& seq = inst.running[static_cast<size_t>(pos)];
-      inst.free_blocks += seq.blocks;
+      RequestState& rs = requests[static_cast<size_t>(id)];
+      release_blocks(inst, seq.blocks, rs);
       seq.blocks = 0;
       seq.computed_tokens = 0;
       seq.preemptions++;
-      RequestState& rs = requests[static_cast<size_t>(id)];
       rs.preemptions++;
       rs.running_pos = kNotRunning;
       inst.stats.preemptions++;
@@ -470,6 +481,93 @@ struct Engine::Impl {
       inst.running.push_back(*it);
       inst.waiting.erase(it);
     }
+  }
+
+  // ---- prefix caching ----
+
+  // New KV blocks `seq` needs for step `s` (the engine's allocation rule in on_schedule()).
+  int64_t new_blocks_for(const InstanceState& inst, const SeqView& seq, const ScheduledSeq& s) const {
+    const int64_t kv_tokens = std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
+    return std::max<int64_t>(0, blocks_for_tokens(kv_tokens, inst.setup.block_size) - seq.blocks);
+  }
+
+  // The requests admitted by `plan` start from the cached blocks of their prompt's longest cached
+  // prefix, as computed KV (at least the last prompt token is left to compute, for its logits),
+  // and their first chunk is trimmed to what is left. The policy planned without the hits: a hit
+  // never makes a request need more new blocks, but reviving an evictable cached block takes it
+  // from the free blocks the policy counted, so hits revive at most the plan's slack (free blocks
+  // it does not use, plus what earlier hits saved).
+  void reuse_cached_prefixes(InstanceState& inst, BatchPlan& plan) {
+    if (!inst.setup.prefix_caching || plan.admit.empty()) return;
+    int64_t slack = inst.free_blocks;
+    for (const ScheduledSeq& s : plan.scheduled) {
+      const int32_t pos = running_pos_of(inst, s.id);
+      if (pos != kNotRunning) slack -= new_blocks_for(inst, inst.running[static_cast<size_t>(pos)], s);
+    }
+    const int64_t bs = inst.setup.block_size;
+    for (ScheduledSeq& s : plan.scheduled) {
+      if (std::find(plan.admit.begin(), plan.admit.end(), s.id) == plan.admit.end()) continue;
+      const int32_t pos = running_pos_of(inst, s.id);
+      if (pos == kNotRunning) continue;  // on_schedule() reports the invalid plan
+      SeqView& seq = inst.running[static_cast<size_t>(pos)];
+      const RequestSpec& spec = workload.requests[static_cast<size_t>(seq.id)];
+      if (seq.computed_tokens != 0 || seq.blocks != 0 || spec.prefix_hash_ids.empty()) continue;
+      RequestState& rs = requests[static_cast<size_t>(seq.id)];
+      if (rs.block_keys.empty()) rs.block_keys = prefix_block_keys(spec, bs);
+      rs.keys_registered = 0;
+      const int64_t most = std::min<int64_t>(static_cast<int64_t>(rs.block_keys.size()),
+                                             (seq.target_tokens() - 1) / bs);
+      if (most <= 0) continue;
+      const int64_t before = new_blocks_for(inst, seq, s);
+      const PrefixCache::Hit hit = inst.cache.acquire_prefix(
+          std::span(rs.block_keys).first(static_cast<size_t>(most)), std::max<int64_t>(0, slack));
+      if (hit.blocks == 0) continue;
+      inst.free_blocks -= hit.revived;
+      rs.cache_refs.assign(rs.block_keys.begin(), rs.block_keys.begin() + hit.blocks);
+      rs.keys_registered = hit.blocks;
+      seq.blocks = hit.blocks;
+      seq.computed_tokens = hit.blocks * bs;
+      s.tokens = std::min(s.tokens, seq.remaining_tokens());
+      rs.cached_tokens += hit.blocks * bs;
+      inst.stats.prefix_hit_tokens += hit.blocks * bs;
+      slack += before - new_blocks_for(inst, seq, s) - hit.revived;
+    }
+  }
+
+  // After an iteration: the prompt blocks `seq` has now fully computed join the cache, held by it.
+  void register_computed_blocks(InstanceState& inst, const SeqView& seq, RequestState& rs) {
+    const int64_t full = std::min<int64_t>(static_cast<int64_t>(rs.block_keys.size()),
+                                           seq.computed_tokens / inst.setup.block_size);
+    for (int64_t j = rs.keys_registered; j < full; ++j) {
+      const uint64_t key = rs.block_keys[static_cast<size_t>(j)];
+      if (inst.cache.insert(key)) rs.cache_refs.push_back(key);
+    }
+    rs.keys_registered = std::max(rs.keys_registered, full);
+    if (rs.keys_registered == static_cast<int64_t>(rs.block_keys.size())) {
+      rs.block_keys = {};
+      rs.keys_registered = 0;
+    }
+  }
+
+  // Takes `n` blocks of instance memory for new KV, reusing evictable cached blocks (least
+  // recently released first) when the never-cached free blocks run out.
+  void take_blocks(InstanceState& inst, int64_t n) {
+    const int64_t uncached = inst.free_blocks - inst.cache.evictable();
+    if (n > uncached) inst.cache.evict(n - uncached);
+    inst.free_blocks -= n;
+  }
+
+  // A request gives back the `blocks` it holds on `inst`: its private blocks are free again, and
+  // each cached block it referenced becomes evictable (free, its KV kept) when it was the last
+  // holder.
+  void release_blocks(InstanceState& inst, int64_t blocks, RequestState& rs) {
+    inst.free_blocks += blocks - static_cast<int64_t>(rs.cache_refs.size());
+    for (const uint64_t key : rs.cache_refs) {
+      if (inst.cache.release(key)) inst.free_blocks++;
+    }
+    rs.cache_refs.clear();
+    rs.block_keys = {};
+    rs.keys_registered = 0;
   }
 
   void on_schedule(size_t i) {
@@ -506,12 +604,13 @@ struct Engine::Impl {
     if (plan.empty()) bad_plan(i, "returned a batch but an empty plan");
     apply_preemptions(i, inst, plan);
     apply_admissions(i, inst, plan);
+    reuse_cached_prefixes(inst, plan);
 
     // Validate the work and allocate KV.
     inst.batch.clear();
     inst.shape.clear();
     int64_t new_blocks = 0;
-    for (const ScheduledSeq& s : plan.scheduled) {
+    for (ScheduledSeq& s : plan.scheduled) {
       const int32_t pos = running_pos_of(inst, s.id);
       if (pos == kNotRunning) bad_plan(i, fmt::format("schedules request {} that is not running", s.id));
       SeqView& seq = inst.running[static_cast<size_t>(pos)];
@@ -534,7 +633,7 @@ struct Engine::Impl {
     if (new_blocks > inst.free_blocks) {
       bad_plan(i, fmt::format("needs {} new KV blocks, {} free", new_blocks, inst.free_blocks));
     }
-    inst.free_blocks -= new_blocks;
+    take_blocks(inst, new_blocks);
     inst.stats.peak_used_blocks =
         std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
     if (inst.batch.empty()) {
@@ -602,6 +701,7 @@ struct Engine::Impl {
       }
       seq.computed_tokens += item.tokens;
       RequestState& rs = requests[static_cast<size_t>(seq.id)];
+      if (!rs.block_keys.empty()) register_computed_blocks(inst, seq, rs);
       if (seq.split_tokens > 0 && rs.split_target >= 0 &&
           config.transfer.mode == KvTransferMode::kChunked) {
         stream_chunk(i, rs.split_target, item.tokens);
@@ -667,7 +767,7 @@ struct Engine::Impl {
       InstanceState& dst = instances[static_cast<size_t>(d)];
       const int64_t need = blocks_for_tokens(h.seq.computed_tokens, dst.setup.block_size);
       if (need > dst.free_blocks) return;  // wait for room on the decode side
-      dst.free_blocks -= need;
+      take_blocks(dst, need);
       dst.outstanding++;
       h.reserved_blocks = need;
       InstanceState& src = instances[static_cast<size_t>(h.source)];
@@ -709,7 +809,7 @@ struct Engine::Impl {
     Handoff h = it->second;
     in_transit.erase(it);
     InstanceState& src = instances[static_cast<size_t>(h.source)];
-    src.free_blocks += h.seq.blocks;
+    release_blocks(src, h.seq.blocks, requests[static_cast<size_t>(id)]);
     src.outstanding--;
     InstanceState& dst = instances[d];
     SeqView seq = h.seq;
@@ -727,9 +827,9 @@ struct Engine::Impl {
   }
 
   void finish(size_t i, InstanceState& inst, const SeqView& seq) {
-    inst.free_blocks += seq.blocks;
-    inst.outstanding--;
     RequestState& rs = requests[static_cast<size_t>(seq.id)];
+    release_blocks(inst, seq.blocks, rs);
+    inst.outstanding--;
     rs.running_pos = kNotRunning;
     set_in_system(-1);
     result.requests_finished++;
@@ -762,6 +862,7 @@ struct Engine::Impl {
       r.tbt_slo_violations = rs.tbt_violations;
       r.token_times_ns = std::move(rs.token_times_ns);
       r.warmup = static_cast<size_t>(seq.id) < warmup_total;
+      r.cached_tokens = rs.cached_tokens;
       listener->on_request(r);
     }
     on_request_done(seq.id);

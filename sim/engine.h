@@ -51,6 +51,10 @@ struct InstanceSetup {
   // in a serving engine, instead of waiting forever.
   int64_t max_prompt_tokens = 0;
   int64_t block_size = 16;
+  // Automatic prefix caching (sim/prefix_cache.h): an admitted request reuses the cached KV
+  // blocks of its prompt's longest cached prefix (keys from RequestSpec::prefix_hash_ids) instead
+  // of computing them; freed blocks stay cached until their memory is needed (LRU).
+  bool prefix_caching = false;
   std::unique_ptr<BatchingPolicy> batching;
   FrontendSpec frontend;
 };
@@ -121,6 +125,7 @@ struct InstanceStats {
   int64_t decode_tokens = 0;
   int64_t preemptions = 0;
   int64_t peak_used_blocks = 0;
+  int64_t prefix_hit_tokens = 0;  // prompt tokens taken from the prefix cache, not computed
   InstanceRole role = InstanceRole::kUnified;
   int tp = 1;
   int64_t started_ns = 0;   // GPUs held from here (0 for the initial instances)

@@ -39,6 +39,7 @@ struct RequestRecord {
   int64_t tbt_slo_violations = 0;    // gaps above SloSpec::tbt_p99 (0 when unset)
   std::vector<int64_t> token_times_ns;  // every token's time; filled only when asked for
   bool warmup = false;  // a benchmark warm-up request (ClosedLoopSpec): excluded from summaries
+  int64_t cached_tokens = 0;  // prompt tokens reused from its instance's prefix cache
 
   int64_t ttft_ns() const { return first_token_ns - arrival_ns; }
   int64_t e2e_ns() const { return done_ns - arrival_ns; }

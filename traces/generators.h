@@ -83,4 +83,25 @@ ArrivalKind parse_arrival_kind(std::string_view name);
 Workload generate(const ArrivalSpec& arrivals, LengthSource& lengths, int64_t count,
                   Duration duration, uint64_t seed);
 
+// Which requests of a synthetic benchmark share prompt text (aiperf's dataset and prefix-prompt
+// options), expressed as RequestSpec::prefix_hash_ids for prefix caching.
+// - dataset_entries > 0: the benchmark sends prompts from a pool of that many entries, drawn
+//   uniformly with replacement (seeded): a request takes its entry's prompt, whose length is the
+//   entry-th generated prompt length (requests beyond the pool reuse entries), so two requests of
+//   one entry have the same prompt. 0: every prompt is its own (random corpus text).
+// - num_prefix_prompts > 0: each request starts with one of that many shared prefixes of
+//   prefix_prompt_length tokens (uniform, seeded), added in front of its prompt.
+// Hash ids are derived from (entry or request, prefix, position) so that requests share exactly
+// the 512-token spans whose text is shared.
+struct SharedPromptSpec {
+  int64_t dataset_entries = 0;
+  int64_t num_prefix_prompts = 0;
+  int64_t prefix_prompt_length = 0;
+  bool any() const { return dataset_entries > 0 || num_prefix_prompts > 0; }
+};
+// Applies `spec` to `w` (finalised; arrival times and output lengths unchanged). Draws from the
+// RngStream (seed, "prompts"). Throws std::invalid_argument for negative counts, or prefix prompts
+// without a positive length.
+void share_prompts(Workload& w, const SharedPromptSpec& spec, uint64_t seed);
+
 }  // namespace servesim::traces

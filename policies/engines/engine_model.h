@@ -58,6 +58,7 @@ struct EngineSetup {
   // A fresh instance of the engine's own scheduler.
   std::function<std::unique_ptr<sim::BatchingPolicy>()> make_scheduler;
   int64_t max_prompt_tokens = 0;  // longest prompt its scheduler can run; 0 = no limit
+  bool prefix_caching = false;    // automatic prefix caching (sim::InstanceSetup)
   std::string summary;            // one line: engine, version, scheduler and its budgets
   std::string calibration_note;   // where the CPU and front-end costs come from
 };

@@ -311,6 +311,8 @@ ParamSchema sglang_schema() {
        "run the decodes inside prefill batches", {}, {}, {}},
       {"disable_overlap_schedule", ParamType::kBool, false, "",
        "prepare each batch only after the previous one finished", {}, {}, {}},
+      {"disable_radix_cache", ParamType::kBool, false, "",
+       "no prefix reuse (RadixAttention off)", {}, {}, {}},
   };
   for (ParamSpec& k : calibration_knobs()) s.push_back(std::move(k));
   return s;
@@ -354,6 +356,7 @@ EngineSetup build_sglang(const std::string& version, const ParamValues& knobs,
   }
   apply_calibration("sglang", knobs, target, !knobs.get_bool("disable_overlap_schedule"), setup);
   setup.make_scheduler = [p] { return make_sglang_scheduler(p); };
+  setup.prefix_caching = !knobs.get_bool("disable_radix_cache");
   setup.summary = fmt::format(
       "SGLang {} (prefill-first scheduler: {}, {} prefill tokens per batch, mem_fraction_static "
       "{:g})",

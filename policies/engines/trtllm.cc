@@ -144,6 +144,8 @@ ParamSchema trtllm_schema() {
        "pad decode batches to the next captured size (enable_padding)", {}, {}, {}},
       {"disable_overlap_scheduler", ParamType::kBool, false, "",
        "prepare each iteration only after the previous one finished", {}, {}, {}},
+      {"enable_block_reuse", ParamType::kBool, true, "",
+       "KV cache block reuse across requests sharing a prefix", {}, {}, {}},
   };
   for (ParamSpec& k : calibration_knobs()) s.push_back(std::move(k));
   return s;
@@ -176,6 +178,7 @@ EngineSetup build_trtllm(const std::string& version, const ParamValues& knobs,
   apply_calibration("trtllm", knobs, target, !knobs.get_bool("disable_overlap_scheduler"), setup);
 
   setup.make_scheduler = [p] { return make_trtllm_scheduler(p); };
+  setup.prefix_caching = knobs.get_bool("enable_block_reuse");
   if (!p.enable_chunked_prefill) setup.max_prompt_tokens = p.max_num_tokens;
   setup.summary = fmt::format(
       "TensorRT-LLM {} (in-flight batching: {}, {} tokens and {} requests per iteration, {})",

@@ -54,6 +54,8 @@ ParamSchema vllm_schema() {
       {"max_cudagraph_capture_size", ParamType::kInt, int64_t{0}, "tokens",
        "largest CUDA-graph batch; 0 = min(2 x max_num_seqs, 512)", {}, 0.0, {}},
       {"enforce_eager", ParamType::kBool, false, "", "no CUDA graphs", {}, {}, {}},
+      {"enable_prefix_caching", ParamType::kBool, true, "",
+       "automatic prefix caching: reuse the cached KV blocks of a prompt's prefix", {}, {}, {}},
       {"async_scheduling", ParamType::kBool, false, "",
        "schedule the next iteration while the GPU runs this one", {}, {}, {}},
   };
@@ -101,6 +103,7 @@ EngineSetup build_vllm(const std::string& version, const ParamValues& knobs,
   p.long_prefill_token_threshold = knobs.get_int("long_prefill_token_threshold");
   p.enable_chunked_prefill = knobs.get_bool("enable_chunked_prefill");
   setup.make_scheduler = [p] { return make_coloc(p); };
+  setup.prefix_caching = knobs.get_bool("enable_prefix_caching");
   if (!p.enable_chunked_prefill) setup.max_prompt_tokens = budget;
   setup.summary = fmt::format(
       "vLLM {} (V1 scheduler: {}, {}-token budget, up to {} requests)", version,

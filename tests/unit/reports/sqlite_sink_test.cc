@@ -83,7 +83,9 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
     sim::RequestRecord r0 = make_record(0, 1, 100, 3);
     r0.token_times_ns = {2'000'100, 2'500'100, 3'000'100};
     out.on_request(r0);
-    out.on_request(make_record(1, 0, 5'000, 1));  // no token times: no token rows
+    sim::RequestRecord r1 = make_record(1, 0, 5'000, 1);  // no token times: no token rows
+    r1.cached_tokens = 8;
+    out.on_request(r1);
     out.on_sample({.t_ns = 0, .entity = "instance/0", .metric = "waiting", .value = 2});
     out.on_sample(
         {.t_ns = 100'000'000, .entity = "cluster", .metric = "kv_utilization", .value = 0.125});
@@ -110,7 +112,7 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
     sink.end_run("failed", 0.5, "");
   }
 
-  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "2"}}));
+  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "3"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM run ORDER BY run_id"),
             (Rows{{"1", "scenarios/a.json", "vllm", "round_robin", "azure_conv 0s+60s", "7", "ns",
                    "0.1.0", "2024-05-01T10:00:00Z", "1.25", "ok", "9f86d081884c7d65"},
@@ -122,9 +124,9 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
                   {"2", "policy.chunk", "512"}}));
   EXPECT_EQ(
       query_rows(db, "SELECT * FROM request ORDER BY run_id, request_id"),
-      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0"},
-            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0"},
-            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0"}}));
+      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0", "0"},
+            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0", "8"},
+            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0", "0"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM token ORDER BY run_id, request_id, token_index"),
             (Rows{{"1", "0", "0", "2000100"},
                   {"1", "0", "1", "2500100"},
@@ -264,11 +266,11 @@ TEST_F(SqliteSinkTest, RejectsAFileThatIsNotADatabase) {
 TEST_F(SqliteSinkTest, RejectsAnotherSchemaVersion) {
   const std::string file = path("old.db");
   { SqliteSink sink(file); }
-  raw_exec(file, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  raw_exec(file, "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
-                ": results database has schema_version 3, this build reads and writes "
-                "version 2");
+                ": results database has schema_version 4, this build reads and writes "
+                "version 3");
 }
 
 // A version 1 database (no request.warmup column) is migrated in place: its runs keep their rows,
@@ -286,6 +288,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
   // Make it a version 1 file: the column and the view as version 1 had them.
   raw_exec(file,
            "DROP VIEW request_metrics; ALTER TABLE request DROP COLUMN warmup; "
+           "ALTER TABLE request DROP COLUMN cached_tokens; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
            "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   {
@@ -299,7 +302,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
-            (Rows{{"2"}}));
+            (Rows{{"3"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, request_id, warmup FROM request_metrics "
                            "ORDER BY run_id"),
             (Rows{{"1", "0", "0"}, {"2", "0", "1"}}));

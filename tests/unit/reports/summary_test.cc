@@ -244,11 +244,12 @@ TEST(SummaryScalarsTest, NamesEveryField) {
   const RunSummary s =
       summarize(ten_requests(), LogHistogram{}, slo, {.num_gpus = 2, .gpu_seconds = 3});
   const auto scalars = summary_scalars(s);
-  // 9 counters and rates, 5 x 5 percentiles, 5 attainments, 3 goodputs, 3 GPU figures.
-  EXPECT_EQ(scalars.size(), 45u);
+  // 10 counters and rates, 5 x 5 percentiles, 5 attainments, 3 goodputs, 3 GPU figures.
+  EXPECT_EQ(scalars.size(), 46u);
   std::map<std::string, double> by_name(scalars.begin(), scalars.end());
   EXPECT_EQ(by_name.size(), scalars.size()) << "duplicate names";
   EXPECT_DOUBLE_EQ(by_name.at("requests"), 10);
+  EXPECT_DOUBLE_EQ(by_name.at("prefix_cache_hit_rate"), 0);
   EXPECT_DOUBLE_EQ(by_name.at("ttft_p99_s"), 0.1);
   EXPECT_DOUBLE_EQ(by_name.at("e2e_p90_s"), 0.18);
   EXPECT_DOUBLE_EQ(by_name.at("queueing_mean_s"), 0.0045);

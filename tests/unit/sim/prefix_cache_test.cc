@@ -1,0 +1,320 @@
+// Prefix caching: the cache's reference counting and LRU eviction against a small reference
+// implementation, block keys from hash ids, and the engine reusing cached prompt blocks: an
+// analytic TTFT check, the per-request cached tokens on a Mooncake trace with an unbounded cache
+// against the hits computed directly from the trace's hash ids, and the benchmark's shared
+// prompts (dataset entries, prefix prompts).
+#include "sim/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+
+#include "models/memory_model.h"
+#include "models/cost_model.h"
+#include "policies/builtin.h"
+#include "policies/coloc.h"
+#include "sim/core/rng.h"
+#include "sim/engine.h"
+#include "traces/generators.h"
+#include "traces/loaders.h"
+
+namespace servesim::sim {
+namespace {
+
+// The same contract written the slow, obvious way: a map of reference counts and a deque of
+// evictable keys in release order.
+class ReferenceCache {
+ public:
+  PrefixCache::Hit acquire_prefix(const std::vector<uint64_t>& keys) {
+    PrefixCache::Hit hit;
+    for (uint64_t k : keys) {
+      if (!refs_.count(k)) break;
+      if (refs_[k] == 0) {
+        lru_.erase(std::find(lru_.begin(), lru_.end(), k));
+        ++hit.revived;
+      }
+      ++refs_[k];
+      ++hit.blocks;
+    }
+    return hit;
+  }
+  bool insert(uint64_t k) { return refs_.emplace(k, 1).second; }
+  bool release(uint64_t k) {
+    if (--refs_.at(k) > 0) return false;
+    lru_.push_back(k);
+    return true;
+  }
+  void evict(int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      refs_.erase(lru_.front());
+      lru_.pop_front();
+    }
+  }
+  int64_t evictable() const { return static_cast<int64_t>(lru_.size()); }
+  int64_t size() const { return static_cast<int64_t>(refs_.size()); }
+  std::vector<uint64_t> held() const {
+    std::vector<uint64_t> out;
+    for (const auto& [k, r] : refs_) {
+      for (int64_t i = 0; i < r; ++i) out.push_back(k);
+    }
+    return out;
+  }
+
+ private:
+  std::map<uint64_t, int64_t> refs_;
+  std::deque<uint64_t> lru_;
+};
+
+TEST(PrefixCache, MatchesTheReferenceOnRandomOperations) {
+  PrefixCache cache;
+  ReferenceCache ref;
+  RngStream rng(3, "prefix-cache-ops");
+  std::vector<uint64_t> held;  // one entry per reference we own
+  for (int step = 0; step < 20000; ++step) {
+    const int64_t op = rng.uniform_int(0, 3);
+    if (op == 0) {
+      // A prompt: keys 0..n-1 of one of 8 "documents".
+      const uint64_t doc = static_cast<uint64_t>(rng.uniform_int(0, 7));
+      std::vector<uint64_t> keys;
+      for (int64_t j = 0, n = rng.uniform_int(1, 12); j < n; ++j) keys.push_back(doc * 100 + j);
+      const PrefixCache::Hit a = cache.acquire_prefix(keys);
+      const PrefixCache::Hit b = ref.acquire_prefix(keys);
+      ASSERT_EQ(a.blocks, b.blocks) << step;
+      ASSERT_EQ(a.revived, b.revived) << step;
+      held.insert(held.end(), keys.begin(), keys.begin() + a.blocks);
+    } else if (op == 1) {
+      const uint64_t k = static_cast<uint64_t>(rng.uniform_int(0, 7)) * 100 +
+                         static_cast<uint64_t>(rng.uniform_int(0, 11));
+      const bool a = cache.insert(k);
+      ASSERT_EQ(a, ref.insert(k)) << step;
+      if (a) held.push_back(k);
+    } else if (op == 2 && !held.empty()) {
+      const size_t i = static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(held.size()) - 1));
+      ASSERT_EQ(cache.release(held[i]), ref.release(held[i])) << step;
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (op == 3 && ref.evictable() > 0) {
+      const int64_t n = rng.uniform_int(1, ref.evictable());
+      cache.evict(n);
+      ref.evict(n);
+    }
+    ASSERT_EQ(cache.evictable(), ref.evictable()) << step;
+    ASSERT_EQ(cache.size(), ref.size()) << step;
+  }
+  EXPECT_THROW(cache.evict(cache.evictable() + 1), std::logic_error);
+}
+
+TEST(PrefixCache, EvictsTheLeastRecentlyReleasedBlockFirst) {
+  PrefixCache cache;
+  for (uint64_t k : {1, 2, 3}) ASSERT_TRUE(cache.insert(k));
+  EXPECT_FALSE(cache.insert(2));  // already cached: the caller's copy stays private
+  EXPECT_TRUE(cache.release(2));
+  EXPECT_TRUE(cache.release(1));
+  EXPECT_TRUE(cache.release(3));
+  cache.evict(1);  // 2 goes first
+  const std::vector<uint64_t> two = {2}, one = {1}, three = {3};
+  EXPECT_EQ(cache.acquire_prefix(two).blocks, 0);
+  EXPECT_EQ(cache.acquire_prefix(one).revived, 1);
+  EXPECT_EQ(cache.evictable(), 1);
+  EXPECT_THROW(cache.release(7), std::logic_error);
+}
+
+TEST(PrefixBlockKeys, FollowTheHashIdsAtTheBlockSize) {
+  RequestSpec a;
+  a.prompt_tokens = 1100;
+  a.prefix_hash_ids = {10, 11, 12};
+  RequestSpec b = a;
+  b.prefix_hash_ids = {10, 11, 99};
+  RequestSpec c = a;
+  c.prefix_hash_ids = {10, 77, 12};
+  const auto ka = prefix_block_keys(a, 16), kb = prefix_block_keys(b, 16),
+             kc = prefix_block_keys(c, 16);
+  ASSERT_EQ(ka.size(), 68u);  // 1100 / 16 full blocks
+  // Shared spans give equal keys block by block; the first differing span ends the match.
+  EXPECT_TRUE(std::equal(ka.begin(), ka.begin() + 64, kb.begin()));
+  EXPECT_NE(ka[64], kb[64]);
+  EXPECT_TRUE(std::equal(ka.begin(), ka.begin() + 32, kc.begin()));
+  EXPECT_NE(ka[32], kc[32]);
+  // Hash ids cover only part of the prompt: only that part has keys.
+  RequestSpec d = a;
+  d.prefix_hash_ids = {10};
+  EXPECT_EQ(prefix_block_keys(d, 16).size(), 32u);
+  EXPECT_TRUE(prefix_block_keys(RequestSpec{}, 16).empty());
+}
+
+// ---- engine ----
+
+const models::GpuCatalog& gpus() {
+  static const models::GpuCatalog g = models::GpuCatalog::load("models/catalog/gpus.json");
+  return g;
+}
+const models::ModelCatalog& model_catalog() {
+  static const models::ModelCatalog m = models::ModelCatalog::load("models/catalog/models");
+  return m;
+}
+
+struct Recorder : RecordListener {
+  void on_request(const RequestRecord& r) override { requests.push_back(r); }
+  void on_sample(const SampleRecord&) override {}
+  std::vector<RequestRecord> requests;
+};
+
+std::shared_ptr<const models::IterationCostModel> cost() {
+  static const std::shared_ptr<const models::IterationCostModel> c =
+      models::make_roofline_cost_model({&model_catalog().get("llama-3.1-8b"),
+                                        &gpus().get("h100_sxm"), 1, models::Dtype::kBf16,
+                                        models::Dtype::kBf16},
+                                       models::RooflineParams{});
+  return c;
+}
+
+// Requests sorted by id, from one instance of coloc (vLLM V1) with `num_blocks` 16-token blocks.
+std::vector<RequestRecord> run(Workload w, bool caching, int64_t num_blocks) {
+  policies::register_builtin_policies();
+  std::vector<InstanceSetup> inst(1);
+  inst[0].gpu = "h100_sxm";
+  inst[0].cost_model = cost();
+  inst[0].num_blocks = num_blocks;
+  inst[0].block_size = 16;
+  inst[0].prefix_caching = caching;
+  policies::ColocParams p;
+  p.max_num_batched_tokens = 8192;
+  inst[0].batching = policies::make_coloc(p);
+  Recorder rec;
+  EngineConfig config;
+  config.sample_interval = Duration{0};
+  Engine engine(config, std::move(inst), routing_policies().get("round_robin").make({}),
+                std::move(w), &rec);
+  engine.run();
+  std::sort(rec.requests.begin(), rec.requests.end(),
+            [](const RequestRecord& a, const RequestRecord& b) { return a.request_id < b.request_id; });
+  return rec.requests;
+}
+
+Workload two_same_prompts(int64_t prompt) {
+  Workload w;
+  for (int i = 0; i < 2; ++i) {
+    RequestSpec r;
+    r.id = i;
+    r.arrival = kTimeZero + std::chrono::seconds(10 * i);  // the first has finished by then
+    r.prompt_tokens = prompt;
+    r.output_tokens = 4;
+    r.prefix_hash_ids = {7, 8, 9};
+    w.requests.push_back(r);
+  }
+  return w;
+}
+
+TEST(EnginePrefixCaching, ARepeatedPromptComputesOnlyItsUncachedTail) {
+  const int64_t prompt = 1100;
+  const auto on = run(two_same_prompts(prompt), true, 100000);
+  const auto off = run(two_same_prompts(prompt), false, 100000);
+  ASSERT_EQ(on.size(), 2u);
+  // The first request misses; the second reuses every full block but the one holding its last
+  // token (1088 tokens: 68 blocks, capped at (1100 - 1) / 16 = 68), and computes 12 tokens.
+  EXPECT_EQ(on[0].cached_tokens, 0);
+  EXPECT_EQ(on[1].cached_tokens, 1088);
+  models::BatchShape tail, full;
+  tail.segments = {{prompt - 1088, prompt, 1}};
+  full.segments = {{prompt, prompt, 1}};
+  EXPECT_EQ(on[1].ttft_ns(), cost()->iteration_time(tail).count());
+  EXPECT_EQ(on[0].ttft_ns(), cost()->iteration_time(full).count());
+  EXPECT_EQ(off[1].cached_tokens, 0);
+  EXPECT_EQ(off[1].ttft_ns(), cost()->iteration_time(full).count());
+}
+
+TEST(EnginePrefixCaching, MooncakeHitsWithAnUnboundedCacheEqualThoseOfTheHashIds) {
+  Workload w = traces::load_mooncake("traces/data/mooncake_fast25/conversation_trace.jsonl");
+  w.requests.resize(300);
+  for (RequestSpec& r : w.requests) {
+    r.arrival = kTimeZero + std::chrono::seconds(1000 * r.id);  // one at a time
+    r.output_tokens = std::min<int64_t>(r.output_tokens, 8);
+  }
+  // Independently, from the hash ids: request i can reuse, from an earlier request j, the spans
+  // their id lists share (whole 512-token spans, or j's whole prompt when i extends all of it),
+  // in full 16-token blocks, and never its own last prompt token.
+  std::vector<int64_t> expected;
+  int64_t expected_total = 0, prompt_total = 0;
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    const RequestSpec& a = w.requests[i];
+    int64_t best = 0;
+    for (size_t j = 0; j < i; ++j) {
+      const RequestSpec& b = w.requests[j];
+      size_t k = 0;
+      while (k < a.prefix_hash_ids.size() && k < b.prefix_hash_ids.size() &&
+             a.prefix_hash_ids[k] == b.prefix_hash_ids[k]) {
+        ++k;
+      }
+      const int64_t covered_b = std::min<int64_t>(
+          b.prompt_tokens, static_cast<int64_t>(b.prefix_hash_ids.size()) * 512);
+      best = std::max(best, std::min<int64_t>(static_cast<int64_t>(k) * 512, covered_b));
+    }
+    const int64_t covered_a =
+        std::min<int64_t>(a.prompt_tokens, static_cast<int64_t>(a.prefix_hash_ids.size()) * 512);
+    const int64_t hit = std::min({best / 16, covered_a / 16, (a.prompt_tokens - 1) / 16}) * 16;
+    expected.push_back(hit);
+    expected_total += hit;
+    prompt_total += a.prompt_tokens;
+  }
+  const auto got = run(w, true, 10'000'000);
+  ASSERT_EQ(got.size(), expected.size());
+  int64_t got_total = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].cached_tokens, expected[i]) << "request " << i;
+    got_total += got[i].cached_tokens;
+  }
+  EXPECT_EQ(got_total, expected_total);
+  EXPECT_GT(expected_total, prompt_total / 20) << "the trace shares prefixes";
+}
+
+TEST(EnginePrefixCaching, AFullCacheEvictsAndStillServesEveryRequest) {
+  Workload w = traces::load_mooncake("traces/data/mooncake_fast25/conversation_trace.jsonl");
+  w.requests.resize(300);
+  int64_t longest = 0;  // blocks of the longest request
+  for (RequestSpec& r : w.requests) {
+    r.output_tokens = std::min<int64_t>(r.output_tokens, 8);
+    longest = std::max(longest, blocks_for_tokens(r.prompt_tokens + r.output_tokens, 16));
+  }
+  // Room for two of the longest requests: blocks are reused, cached ones evicted in LRU order.
+  const auto small = run(w, true, 2 * longest);
+  const auto big = run(w, true, 10'000'000);
+  ASSERT_EQ(small.size(), 300u);
+  int64_t small_hits = 0, big_hits = 0;
+  for (size_t i = 0; i < small.size(); ++i) {
+    small_hits += small[i].cached_tokens;
+    big_hits += big[i].cached_tokens;
+  }
+  EXPECT_GT(small_hits, 0);
+  EXPECT_LT(small_hits, big_hits);
+}
+
+TEST(SharedPrompts, DatasetEntriesRepeatWholePromptsAndPrefixPromptsShareTheirSpans) {
+  auto lengths = traces::make_fixed_lengths(1000, 10);
+  Workload w = traces::generate({traces::ArrivalKind::kUniform, 1.0, 1.0}, *lengths, 200,
+                                Duration{0}, 5);
+  traces::share_prompts(w, {.dataset_entries = 4}, 5);
+  std::set<std::vector<uint64_t>> distinct;
+  for (const RequestSpec& r : w.requests) {
+    EXPECT_EQ(r.prompt_tokens, 1000);
+    EXPECT_EQ(r.prefix_hash_ids.size(), 2u);
+    distinct.insert(r.prefix_hash_ids);
+  }
+  EXPECT_EQ(distinct.size(), 4u);
+
+  Workload p = traces::generate({traces::ArrivalKind::kUniform, 1.0, 1.0}, *lengths, 50,
+                                Duration{0}, 5);
+  traces::share_prompts(p, {.num_prefix_prompts = 1, .prefix_prompt_length = 1024}, 5);
+  for (const RequestSpec& r : p.requests) {
+    EXPECT_EQ(r.prompt_tokens, 2024);
+    ASSERT_EQ(r.prefix_hash_ids.size(), 4u);
+    EXPECT_EQ(r.prefix_hash_ids[0], p.requests[0].prefix_hash_ids[0]);
+    EXPECT_EQ(r.prefix_hash_ids[1], p.requests[0].prefix_hash_ids[1]);
+    if (r.id > 0) EXPECT_NE(r.prefix_hash_ids[2], p.requests[0].prefix_hash_ids[2]);
+  }
+  EXPECT_THROW(traces::share_prompts(p, {.num_prefix_prompts = 2}, 5), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace servesim::sim
