@@ -108,6 +108,30 @@ int cmd_run_dllm(const std::string& path, const std::vector<std::string>& overri
   return o.oom.empty() ? 0 : 2;
 }
 
+// One warning per instance group whose activation reserve takes more than
+// kActivationReserveWarnShare of its KV budget (raising max_num_batched_tokens shrinks the pool).
+std::vector<std::string> memory_warnings(const scenarios::Scenario& s) {
+  std::vector<std::string> out;
+  for (const auto& g : s.groups) {
+    const double share = models::activation_share_of_kv_budget(g.memory);
+    if (share <= models::kActivationReserveWarnShare) continue;
+    const double per_token = static_cast<double>(g.memory.kv_bytes_per_token_per_gpu);
+    const int64_t without =
+        per_token > 0 ? static_cast<int64_t>(
+                            (g.memory.kv_pool_bytes_per_gpu + g.memory.activation_reserve_bytes) / per_token)
+                      : 0;
+    out.push_back(fmt::format(
+        "the activation reserve of the {} instances takes {:.0f} % of their KV budget ({:.2f} of "
+        "{:.2f} GiB per GPU, more than {:.0f} %): the KV pool holds {} tokens, of about {} the "
+        "budget holds without the reserve. The reserve grows with max_num_batched_tokens (an "
+        "engine's max_num_tokens); lower it, or raise gpu_memory_utilization, for a larger pool",
+        sim::role_name(g.role), share * 100, g.memory.activation_reserve_bytes / double(1ull << 30),
+        (g.memory.activation_reserve_bytes + g.memory.kv_pool_bytes_per_gpu) / double(1ull << 30),
+        models::kActivationReserveWarnShare * 100, g.memory.max_kv_tokens(), without));
+  }
+  return out;
+}
+
 // Durations in seconds; NaN (an unset objective, no requests) becomes null.
 Json slo_json(const sim::SloSpec& slo) {
   auto sec = [](const std::optional<Duration>& d) { return d ? Json(to_seconds(*d)) : Json(nullptr); };
@@ -179,25 +203,7 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
     fmt::print(out, "warning: {}\n", text);
     warnings.push_back(std::move(text));
   };
-  for (const auto& g : s.groups) {
-    const double share = models::activation_share_of_kv_budget(g.memory);
-    if (share > models::kActivationReserveWarnShare) {
-      const double per_token = static_cast<double>(g.memory.kv_bytes_per_token_per_gpu);
-      const int64_t without = per_token > 0
-                                  ? static_cast<int64_t>((g.memory.kv_pool_bytes_per_gpu +
-                                                          g.memory.activation_reserve_bytes) /
-                                                         per_token)
-                                  : 0;
-      warn(fmt::format(
-          "the activation reserve of the {} instances takes {:.0f} % of their KV budget ({:.2f} "
-          "of {:.2f} GiB per GPU, more than {:.0f} %): the KV pool holds {} tokens instead of "
-          "about {}. The reserve grows with policy.max_num_batched_tokens; lower it, or raise "
-          "gpu_memory_utilization, for a larger KV pool",
-          sim::role_name(g.role), share * 100, g.memory.activation_reserve_bytes / double(1ull << 30),
-          (g.memory.activation_reserve_bytes + g.memory.kv_pool_bytes_per_gpu) / double(1ull << 30),
-          models::kActivationReserveWarnShare * 100, g.memory.max_kv_tokens(), without));
-    }
-  }
+  for (std::string& w : memory_warnings(s)) warn(std::move(w));
   ProgressBar bar;
   app::RunOptions options;
   options.db_path = no_db ? "" : db;
@@ -242,6 +248,7 @@ int cmd_check(const std::string& path, const std::vector<std::string>& overrides
   const scenarios::Scenario s = load(path, overrides, root);
   print_deployment(stdout, s, root);
   for (const auto& g : s.groups) fmt::print("\n{}\n", models::describe(g.memory));
+  for (const std::string& w : memory_warnings(s)) fmt::print("warning: {}\n", w);
   const Workload w = scenarios::build_workload(s, root);
   fmt::print("workload   {} ({} requests", w.description, w.requests.size());
   if (w.skipped_rows > 0) fmt::print(", {} rows skipped", w.skipped_rows);

@@ -20,7 +20,8 @@ double nice_step(double raw) {
   if (!(raw > 0) || !std::isfinite(raw)) return 1;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   const double f = raw / mag;
-  const double nice = f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10;
+  // Nearest on a log scale: the step is within a factor of about 1.6 of `raw`.
+  const double nice = f < 1.4143 ? 1 : f < 3.1623 ? 2 : f < 7.0711 ? 5 : 10;
   return nice * mag;
 }
 
@@ -366,14 +367,16 @@ std::string render(const Chart& chart) {
   o += "</g>\n";
 
   // Marker lines with their labels.
+  int x_marker_row = 0;  // labels of successive markers step down so that they do not overlap
   for (const Marker& m : chart.x_markers) {
     if (!std::isfinite(m.value) || (chart.log_x && m.value <= 0)) continue;
     const double x = xa.map(m.value);
+    const double label_y = top + 11 + 13 * (x_marker_row++ % 4);
     o += fmt::format(
         "<line class=\"marker\" data-marker=\"{0}\" data-axis=\"x\" x1=\"{1}\" x2=\"{1}\" "
         "y1=\"{2}\" y2=\"{3}\" stroke=\"#c00\" stroke-dasharray=\"4 3\" stroke-width=\"1.2\"/>\n"
         "<text x=\"{4}\" y=\"{5}\" fill=\"#c00\" text-anchor=\"end\">{0}</text>\n",
-        escape(m.label), num(x), num(top), num(top + plot_h), num(x - 3), num(top + 11));
+        escape(m.label), num(x), num(top), num(top + plot_h), num(x - 3), num(label_y));
   }
   for (const Marker& m : chart.y_markers) {
     if (!std::isfinite(m.value)) continue;

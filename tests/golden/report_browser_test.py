@@ -113,7 +113,7 @@ def check_screenshot(path, name):
 def browse(chromium, html, workdir, name, shots):
     url = "file://" + os.path.abspath(html)
     common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-              "--no-first-run", "--disable-extensions", "--user-data-dir=" + os.path.join(workdir, "profile-" + name),
+              "--no-first-run", "--disable-extensions", "--disable-dev-shm-usage", "--user-data-dir=" + os.path.join(workdir, "profile-" + name),
               "--enable-logging=stderr", "--v=0", "--window-size=1366,900"]
     dom = run(common + ["--dump-dom", url], timeout=120)
     console = [l for l in dom.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
