@@ -27,8 +27,12 @@ double load_of(const SloCheck& c) {
 }
 
 std::string check_text(const SloCheck& c) {
-  if (c.unit == "s") return fmt::format("{} {:.1f} ms {} {:.1f} ms", c.name, c.value * 1e3, c.ok ? "<=" : ">", c.limit * 1e3);
-  if (c.unit.empty()) return fmt::format("{} {:.1f} % {} {:.1f} %", c.name, c.value * 100, c.ok ? ">=" : "<", c.limit * 100);
+  if (c.unit == "s")
+    return fmt::format("{} {:.1f} ms {} {:.1f} ms", c.name, c.value * 1e3, c.ok ? "<=" : ">",
+                       c.limit * 1e3);
+  if (c.unit.empty())
+    return fmt::format("{} {:.1f} % {} {:.1f} %", c.name, c.value * 100, c.ok ? ">=" : "<",
+                       c.limit * 100);
   return fmt::format("{} {:.3f} {} {} {:.3f}", c.name, c.value, c.unit, c.ok ? ">=" : "<", c.limit);
 }
 
@@ -50,7 +54,8 @@ std::string objectives_text(const sim::SloSpec& slo) {
   std::vector<std::string> parts;
   if (slo.ttft) parts.push_back(fmt::format("ttft <= {:.0f} ms", to_seconds(*slo.ttft) * 1e3));
   if (slo.tpot) parts.push_back(fmt::format("tpot <= {:.1f} ms", to_seconds(*slo.tpot) * 1e3));
-  if (slo.tbt_p99) parts.push_back(fmt::format("99 % of token gaps <= {:.0f} ms", to_seconds(*slo.tbt_p99) * 1e3));
+  if (slo.tbt_p99)
+    parts.push_back(fmt::format("99 % of token gaps <= {:.0f} ms", to_seconds(*slo.tbt_p99) * 1e3));
   return parts.empty() ? "none set" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -201,13 +206,15 @@ CapacityResult find_capacity(const std::string& scenario_path,
       if (c.unit == "s") deciding.push_back(fmt::format("{} <= {:.1f} ms", c.name, c.limit * 1e3));
       if (c.unit.empty()) deciding.push_back(fmt::format("attainment >= {:.1f} %", c.limit * 100));
     }
-    deciding.push_back(fmt::format("sustained >= {:.0f} % of the offered rate", options.min_throughput_ratio * 100));
+    deciding.push_back(fmt::format("sustained >= {:.0f} % of the offered rate",
+                                   options.min_throughput_ratio * 100));
     out << fmt::format("deciding   {}\n", fmt::join(deciding, ", "));
     out << fmt::format("attainment share of requests meeting the per-request objectives ({}){}\n",
                        objectives_text(probe0.slo),
-                       options.attainment ? ""
-                                          : "; shown for information, not a criterion (--attainment A "
-                                            "requires it)");
+                       options.attainment
+                           ? ""
+                           : "; shown for information, not a criterion (--attainment A "
+                             "requires it)");
   }
 
   auto probe = [&](double r) {
@@ -225,10 +232,11 @@ CapacityResult find_capacity(const std::string& scenario_path,
     for (const SloCheck& c : checks) {
       if (c.unit == "s") detail += fmt::format("  {} {:.1f} ms", c.name, c.value * 1e3);
     }
-    out << fmt::format("rate {:9.3f} req/s  sustained {:8.3f} req/s {} attainment {:6.2f} %  "
-                       "goodput {:9.1f} tok/s  {}\n",
-                       r, p.summary.sustained_rate_per_s, detail, p.summary.slo_attainment * 100,
-                       p.summary.goodput_tokens_per_s, verdict_text(checks));
+    out << fmt::format(
+        "rate {:9.3f} req/s  sustained {:8.3f} req/s {} attainment {:6.2f} %  "
+        "goodput {:9.1f} tok/s  {}\n",
+        r, p.summary.sustained_rate_per_s, detail, p.summary.slo_attainment * 100,
+        p.summary.goodput_tokens_per_s, verdict_text(checks));
     return p;
   };
   return search_capacity(probe, rate, options);

@@ -14,11 +14,11 @@
 #include <fmt/ranges.h>
 
 #include "app/capacity.h"
+#include "app/dllm_run.h"
 #include "app/dopd_ratio.h"
 #include "app/fidelity.h"
-#include "app/parallel.h"
-#include "app/dllm_run.h"
 #include "app/models_cmd.h"
+#include "app/parallel.h"
 #include "app/plan.h"
 #include "app/profiles_cmd.h"
 #include "app/regress.h"
@@ -66,7 +66,8 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
-void print_deployment(std::FILE* out, const scenarios::Scenario& s, const scenarios::DataRoot& root) {
+void print_deployment(std::FILE* out, const scenarios::Scenario& s,
+                      const scenarios::DataRoot& root) {
   const auto& cat = scenarios::Catalogs::get(root);
   const auto& gpu = cat.gpus.get(s.cluster.gpu);
   fmt::print(out, "scenario   {} ({})\n", s.name, s.source);
@@ -74,8 +75,8 @@ void print_deployment(std::FILE* out, const scenarios::Scenario& s, const scenar
              models::dtype_name(s.cluster.weight_dtype), models::dtype_name(s.cluster.kv_dtype));
   fmt::print(out, "policy     {} / router {}\n", s.policy.type, s.router.type);
   for (const auto& g : s.groups) {
-    fmt::print(out, "instances  {} x {} (tp {}): {} KV blocks of {} tokens each ({} tokens)\n", g.count,
-               sim::role_name(g.role), g.tp, g.memory.num_blocks, g.memory.block_size,
+    fmt::print(out, "instances  {} x {} (tp {}): {} KV blocks of {} tokens each ({} tokens)\n",
+               g.count, sim::role_name(g.role), g.tp, g.memory.num_blocks, g.memory.block_size,
                g.memory.max_kv_tokens());
   }
 }
@@ -117,9 +118,10 @@ std::vector<std::string> memory_warnings(const scenarios::Scenario& s) {
     if (share <= models::kActivationReserveWarnShare) continue;
     const double per_token = static_cast<double>(g.memory.kv_bytes_per_token_per_gpu);
     const int64_t without =
-        per_token > 0 ? static_cast<int64_t>(
-                            (g.memory.kv_pool_bytes_per_gpu + g.memory.activation_reserve_bytes) / per_token)
-                      : 0;
+        per_token > 0
+            ? static_cast<int64_t>(
+                  (g.memory.kv_pool_bytes_per_gpu + g.memory.activation_reserve_bytes) / per_token)
+            : 0;
     out.push_back(fmt::format(
         "the activation reserve of the {} instances takes {:.0f} % of their KV budget ({:.2f} of "
         "{:.2f} GiB per GPU, more than {:.0f} %): the KV pool holds {} tokens, of about {} the "
@@ -134,7 +136,9 @@ std::vector<std::string> memory_warnings(const scenarios::Scenario& s) {
 
 // Durations in seconds; NaN (an unset objective, no requests) becomes null.
 Json slo_json(const sim::SloSpec& slo) {
-  auto sec = [](const std::optional<Duration>& d) { return d ? Json(to_seconds(*d)) : Json(nullptr); };
+  auto sec = [](const std::optional<Duration>& d) {
+    return d ? Json(to_seconds(*d)) : Json(nullptr);
+  };
   return Json{{"ttft_s", sec(slo.ttft)},
               {"tpot_s", sec(slo.tpot)},
               {"tbt_p99_s", sec(slo.tbt_p99)},
@@ -164,13 +168,14 @@ Json run_json(const scenarios::Scenario& s, const app::RunOutcome& o, const std:
   doc["workload"] = o.workload_description;
   Json groups = Json::array();
   for (const auto& g : s.groups) {
-    groups.push_back({{"count", g.count},
-                      {"role", sim::role_name(g.role)},
-                      {"tp", g.tp},
-                      {"kv_blocks", g.memory.num_blocks},
-                      {"kv_block_tokens", g.memory.block_size},
-                      {"kv_tokens", g.memory.max_kv_tokens()},
-                      {"activation_share_of_kv_budget", models::activation_share_of_kv_budget(g.memory)}});
+    groups.push_back(
+        {{"count", g.count},
+         {"role", sim::role_name(g.role)},
+         {"tp", g.tp},
+         {"kv_blocks", g.memory.num_blocks},
+         {"kv_block_tokens", g.memory.block_size},
+         {"kv_tokens", g.memory.max_kv_tokens()},
+         {"activation_share_of_kv_budget", models::activation_share_of_kv_budget(g.memory)}});
   }
   doc["instances"] = groups;
   doc["slo"] = slo_json(s.slo);
@@ -214,31 +219,38 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   for (const auto& d : o.cost_models) fmt::print(out, "cost model {}\n", d);
   const double table_s = o.lookups.interpolated_s + o.lookups.extrapolated_s;
   if (table_s > 0) {
-    fmt::print(out, "calibration {:.1f} % of table-driven iteration time interpolated inside measured "
+    fmt::print(out,
+               "calibration {:.1f} % of table-driven iteration time interpolated inside measured "
                "data, {:.1f} % extrapolated\n",
                100 * o.lookups.interpolated_s / table_s, 100 * o.lookups.extrapolated_share());
   }
   fmt::print(out, "fidelity   {}\n", app::error_band(s, root));
   if (o.lookups.extrapolated_share() > 0.05) {
-    warn(fmt::format("{:.1f} % of the predicted iteration time was extrapolated outside the "
-                     "measured profiles (more than 5 %); treat the results with care",
-                     100 * o.lookups.extrapolated_share()));
+    warn(
+        fmt::format("{:.1f} % of the predicted iteration time was extrapolated outside the "
+                    "measured profiles (more than 5 %); treat the results with care",
+                    100 * o.lookups.extrapolated_share()));
   }
   fmt::print(out, "\n{}", reports::format_summary(o.summary, s.slo));
   if (o.result.requests_rejected > 0) {
-    warn(fmt::format("{} request(s) rejected: they can never run (prompt + output exceeds an "
-                     "instance's KV pool, or the prompt exceeds the token budget without chunked "
-                     "prefill)",
-                     o.result.requests_rejected));
+    warn(
+        fmt::format("{} request(s) rejected: they can never run (prompt + output exceeds an "
+                    "instance's KV pool, or the prompt exceeds the token budget without chunked "
+                    "prefill)",
+                    o.result.requests_rejected));
   }
   if (o.result.requests_unfinished > 0) {
     warn(fmt::format("stopped at stop.max_time with {} request(s) unfinished",
                      o.result.requests_unfinished));
   }
   const double events_per_s = o.wall_s > 0 ? o.result.events / o.wall_s : 0;
-  fmt::print(out, "\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s), fingerprint {}\n",
-             o.summary.duration_s, o.wall_s, events_per_s, app::format_fingerprint(o.result.event_fingerprint));
-  if (!options.db_path.empty()) fmt::print(out, "results    {} (run_id {})\n", options.db_path, o.run_id);
+  fmt::print(out,
+             "\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s), fingerprint {}\n",
+             o.summary.duration_s, o.wall_s, events_per_s,
+             app::format_fingerprint(o.result.event_fingerprint));
+  if (!options.db_path.empty()) {
+    fmt::print(out, "results    {} (run_id {})\n", options.db_path, o.run_id);
+  }
   if (json) fmt::print("{}\n", run_json(s, o, options.db_path, warnings).dump(2));
   return 0;
 }
@@ -307,14 +319,15 @@ int cmd_list(const std::string& what) {
       fmt::print("  {:<18} {}\n", name, e.description);
       print_schema(e.schema);
     }
-    fmt::print("diffusion-LLM policies (a \"kind\": \"dllm\" scenario, key \"policy.type\"; "
-               "denoising knobs under \"denoise\", memory under \"memory\"):\n");
+    fmt::print(
+        "diffusion-LLM policies (a \"kind\": \"dllm\" scenario, key \"policy.type\"; "
+        "denoising knobs under \"denoise\", memory under \"memory\"):\n");
     for (const std::string& name : dllm::algorithm_names()) {
       const dllm::Algorithm a = dllm::parse_algorithm(name);
       fmt::print("  {:<18} {}\n", name, dllm::algorithm_description(a));
       if (a == dllm::Algorithm::kDllmServe) {
-        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_batched_tokens", "int", "16384",
-                   "query tokens per forward pass");
+        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_batched_tokens", "int",
+                   "16384", "query tokens per forward pass");
         fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_seqs", "int", "512",
                    "requests per forward pass");
         fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_logits", "int", "2048",
@@ -361,7 +374,8 @@ int cmd_report(const std::string& db, const std::vector<int64_t>& runs, std::opt
     if (!f) throw servesim::Error(fmt::format("{}: cannot write the report", tmp));
   }
   std::filesystem::rename(tmp, out_path);
-  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("report     {}: {} run(s){}, {} charts, {:.0f} KB in {:.2f} s\n", out_path, stats.runs,
              plan ? fmt::format(", plan {}", *plan) : std::string(), stats.charts,
              static_cast<double>(stats.bytes) / 1024.0, wall_s);
@@ -371,22 +385,25 @@ int cmd_report(const std::string& db, const std::vector<int64_t>& runs, std::opt
 struct IterationArgs {
   std::string model, gpu;
   int tp = 0;
-  int64_t prefill = 0;          // prompt tokens computed in this pass
-  int64_t prefill_cached = 0;   // tokens of that prompt already in KV (a later chunk)
-  int64_t decode_batch = 0;     // decode requests
-  int64_t context = 0;          // context of each decode request
+  int64_t prefill = 0;         // prompt tokens computed in this pass
+  int64_t prefill_cached = 0;  // tokens of that prompt already in KV (a later chunk)
+  int64_t decode_batch = 0;    // decode requests
+  int64_t context = 0;         // context of each decode request
   bool json = false;
 };
 
 // One iteration's predicted time and per-operator breakdown, for the deployment of a scenario
-// (model, GPU, TP, dtypes, cost model and engine options), optionally changed by --model/--gpu/--tp.
-int cmd_iteration(const std::string& path, std::vector<std::string> overrides, const IterationArgs& a) {
+// (model, GPU, TP, dtypes, cost model and engine options), optionally changed by
+// --model/--gpu/--tp.
+int cmd_iteration(const std::string& path, std::vector<std::string> overrides,
+                  const IterationArgs& a) {
   if (a.prefill <= 0 && a.decode_batch <= 0) {
     fmt::print(stderr, "servesim: iteration needs --prefill N and/or --decode-batch B\n");
     return 2;
   }
   if (a.decode_batch > 0 && a.context <= 0) {
-    fmt::print(stderr, "servesim: --decode-batch needs --context C (tokens attended per request)\n");
+    fmt::print(stderr,
+               "servesim: --decode-batch needs --context C (tokens attended per request)\n");
     return 2;
   }
   if (!a.model.empty()) overrides.push_back("model=" + a.model);
@@ -402,12 +419,15 @@ int cmd_iteration(const std::string& path, std::vector<std::string> overrides, c
   const models::OperatorTimes t = m.breakdown(shape);
   const Duration total = m.iteration_time(shape);
   const Duration bound = m.peak_bound_time(shape);
-  const std::pair<const char*, Duration> ops[] = {
-      {"qkv_gemm", t.qkv_gemm},         {"o_gemm", t.o_gemm},
-      {"mlp_gemm", t.mlp_gemm},         {"attention_prefill", t.attention_prefill},
-      {"attention_decode", t.attention_decode}, {"norms_elementwise", t.norms_elementwise},
-      {"allreduce", t.allreduce},       {"lm_head", t.lm_head},
-      {"overhead", t.overhead}};
+  const std::pair<const char*, Duration> ops[] = {{"qkv_gemm", t.qkv_gemm},
+                                                  {"o_gemm", t.o_gemm},
+                                                  {"mlp_gemm", t.mlp_gemm},
+                                                  {"attention_prefill", t.attention_prefill},
+                                                  {"attention_decode", t.attention_decode},
+                                                  {"norms_elementwise", t.norms_elementwise},
+                                                  {"allreduce", t.allreduce},
+                                                  {"lm_head", t.lm_head},
+                                                  {"overhead", t.overhead}};
   const double sum_ms = to_seconds(t.total()) * 1e3;
   if (a.json) {
     Json opj = Json::object();
@@ -439,7 +459,8 @@ int cmd_iteration(const std::string& path, std::vector<std::string> overrides, c
                a.prefill_cached > 0 ? fmt::format(" after {} cached", a.prefill_cached) : "");
   }
   if (a.decode_batch > 0) {
-    fmt::print("{}decode {} requests at context {}", a.prefill > 0 ? " + " : "", a.decode_batch, a.context);
+    fmt::print("{}decode {} requests at context {}", a.prefill > 0 ? " + " : "", a.decode_batch,
+               a.context);
   }
   fmt::print(" ({} query tokens)\n\n", shape.total_query_tokens());
   fmt::print("{:<20} {:>10} {:>7}\n", "operator", "ms", "share");
@@ -448,9 +469,10 @@ int cmd_iteration(const std::string& path, std::vector<std::string> overrides, c
     fmt::print("{:<20} {:>10.3f} {:>6.1f}%\n", name, ms, sum_ms > 0 ? 100 * ms / sum_ms : 0.0);
   }
   fmt::print("{:<20} {:>10.3f}\n", "sum of operators", sum_ms);
-  fmt::print("\niteration  {:.3f} ms predicted (with the engine's per-iteration costs), peak-rate "
-             "bound {:.3f} ms\n",
-             to_seconds(total) * 1e3, to_seconds(bound) * 1e3);
+  fmt::print(
+      "\niteration  {:.3f} ms predicted (with the engine's per-iteration costs), peak-rate "
+      "bound {:.3f} ms\n",
+      to_seconds(total) * 1e3, to_seconds(bound) * 1e3);
   return 0;
 }
 
@@ -566,9 +588,10 @@ int main(int argc, char** argv) {
   std::vector<int64_t> report_runs;
   std::optional<int64_t> report_plan;
   auto* report = cli.add_subcommand(
-      "report", "one self-contained HTML file (inline SVG, no network) of runs and a plan in a "
-                "results database: configuration, SLO attainment, goodput, latency CDFs, time "
-                "series; several runs are overlaid");
+      "report",
+      "one self-contained HTML file (inline SVG, no network) of runs and a plan in a "
+      "results database: configuration, SLO attainment, goodput, latency CDFs, time "
+      "series; several runs are overlaid");
   report->add_option("db", report_db, "results database")->required();
   report->add_option("--run", report_runs,
                      "run id (repeatable; several are compared; default: the last run unless "
@@ -578,9 +601,10 @@ int main(int argc, char** argv) {
   std::string compare_db;
   std::vector<int64_t> compare_runs;
   std::string compare_out = "compare.html";
-  auto* compare_cmd = cli.add_subcommand(
-      "compare", "HTML comparison of runs in a results database: overlaid plots and a "
-                 "side-by-side table with deltas (the report renderer)");
+  auto* compare_cmd =
+      cli.add_subcommand("compare",
+                         "HTML comparison of runs in a results database: overlaid plots and a "
+                         "side-by-side table with deltas (the report renderer)");
   compare_cmd->add_option("db", compare_db, "results database")->required();
   compare_cmd->add_option("--run", compare_runs, "run id (repeatable, two or more)")
       ->required()
@@ -588,22 +612,27 @@ int main(int argc, char** argv) {
   compare_cmd->add_option("-o,--output", compare_out, "HTML file to write")->capture_default_str();
 
   IterationArgs iteration_args;
-  auto* iteration = cli.add_subcommand(
-      "iteration", "one iteration's predicted time for a batch shape, with its per-operator "
-                   "breakdown (the deployment of a scenario, the quickstart by default)");
+  auto* iteration =
+      cli.add_subcommand("iteration",
+                         "one iteration's predicted time for a batch shape, with its per-operator "
+                         "breakdown (the deployment of a scenario, the quickstart by default)");
   iteration->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
   iteration->add_option("--model", iteration_args.model, "model key (servesim list models)");
   iteration->add_option("--gpu", iteration_args.gpu, "GPU key (servesim list gpus)");
-  iteration->add_option("--tp", iteration_args.tp, "tensor-parallel degree")->check(CLI::Range(1, 64));
+  iteration->add_option("--tp", iteration_args.tp, "tensor-parallel degree")
+      ->check(CLI::Range(1, 64));
   iteration->add_option("--prefill", iteration_args.prefill, "prompt tokens computed in the pass")
       ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
-  iteration->add_option("--prefill-cached", iteration_args.prefill_cached,
-                        "tokens of that prompt already in the KV cache (a later chunk)")
+  iteration
+      ->add_option("--prefill-cached", iteration_args.prefill_cached,
+                   "tokens of that prompt already in the KV cache (a later chunk)")
       ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
-  iteration->add_option("--decode-batch", iteration_args.decode_batch, "decode requests in the pass")
+  iteration
+      ->add_option("--decode-batch", iteration_args.decode_batch, "decode requests in the pass")
       ->check(CLI::Range(int64_t{0}, int64_t{100000}));
-  iteration->add_option("--context", iteration_args.context,
-                        "tokens each decode request attends (its context length)")
+  iteration
+      ->add_option("--context", iteration_args.context,
+                   "tokens each decode request attends (its context length)")
       ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
   iteration->add_option("--set", overrides,
                         "override a scenario value: path=value (repeatable), e.g. engine options");
@@ -765,8 +794,8 @@ int main(int argc, char** argv) {
       vo.gpus = validate_gpus;
       Json validate_doc;
       if (validate_json) vo.json = &validate_doc;
-      const int failed = servesim::app::run_validation(servesim::scenarios::DataRoot::discover(), vo,
-                                                       {}, validate_json ? std::cerr : std::cout);
+      const int failed = servesim::app::run_validation(
+          servesim::scenarios::DataRoot::discover(), vo, {}, validate_json ? std::cerr : std::cout);
       if (validate_json) fmt::print("{}\n", validate_doc.dump(2));
       return failed == 0 ? 0 : 1;
     }
@@ -796,20 +825,26 @@ int main(int argc, char** argv) {
           "\nserving capacity {:.3f} req/s; at that rate: goodput {:.1f} tok/s, {:.3f} req/s/GPU, "
           "SLO attainment {:.2f} % ({})\n",
           r.capacity_rps, r.at_capacity.goodput_tokens_per_s,
-          r.at_capacity.num_gpus > 0 ? r.at_capacity.request_rate_per_s / r.at_capacity.num_gpus : 0.0,
+          r.at_capacity.num_gpus > 0 ? r.at_capacity.request_rate_per_s / r.at_capacity.num_gpus
+                                     : 0.0,
           r.at_capacity.slo_attainment * 100,
           co.attainment ? "a criterion" : "the scenario's per-request objectives, not a criterion");
       if (!binding.empty()) {
-        text << fmt::format("binding    {} (fails at {:.3f} req/s, the lowest failing rate probed)\n",
-                            fmt::join(binding, ", "), above);
+        text << fmt::format(
+            "binding    {} (fails at {:.3f} req/s, the lowest failing rate probed)\n",
+            fmt::join(binding, ", "), above);
       }
       if (capacity_json) {
         Json probes = Json::array();
         for (const auto& p : r.probes) {
           Json checks = Json::array();
           for (const auto& c : criteria.check(p.summary, p.rate)) {
-            checks.push_back({{"name", c.name}, {"value", c.value}, {"limit", c.limit},
-                              {"at_least", c.at_least}, {"ok", c.ok}, {"unit", c.unit}});
+            checks.push_back({{"name", c.name},
+                              {"value", c.value},
+                              {"limit", c.limit},
+                              {"at_least", c.at_least},
+                              {"ok", c.ok},
+                              {"unit", c.unit}});
           }
           probes.push_back({{"rate_per_s", p.rate},
                             {"meets", p.meets},

@@ -46,18 +46,21 @@ int leave_one_out_report(const scenarios::DataRoot& root, const ValidateOptions&
         failed += pass ? 0 : 1;
         cells++;
         if (json) {
-          (*json)["cells"].push_back({{"gpu", c.gpu},
-                                      {"source", c.source},
-                                      {"operator", c.op},
-                                      {"variant", c.variant},
-                                      {"points", c.points},
-                                      {"excluded", c.excluded},
-                                      {"mape_pct", c.mape_pct},
-                                      {"p90_ape_pct", c.p90_ape_pct},
-                                      {"max_ape_pct", c.max_ape_pct},
-                                      {"extrapolated_share", c.extrapolated_share},
-                                      {"bound_pct", bound > 0 ? scenarios::Json(bound * 100) : scenarios::Json(nullptr)},
-                                      {"verdict", bound == 0 ? "reported" : pass ? "ok" : "FAIL"}});
+          (*json)["cells"].push_back(
+              {{"gpu", c.gpu},
+               {"source", c.source},
+               {"operator", c.op},
+               {"variant", c.variant},
+               {"points", c.points},
+               {"excluded", c.excluded},
+               {"mape_pct", c.mape_pct},
+               {"p90_ape_pct", c.p90_ape_pct},
+               {"max_ape_pct", c.max_ape_pct},
+               {"extrapolated_share", c.extrapolated_share},
+               {"bound_pct", bound > 0 ? scenarios::Json(bound * 100) : scenarios::Json(nullptr)},
+               {"verdict", bound == 0 ? "reported"
+                           : pass     ? "ok"
+                                      : "FAIL"}});
         }
         out << fmt::format(
             "{:<14} {:<20} {:<18} {:<28} {:>6} {:>5} {:>7.2f} {:>7.2f} {:>8.2f} {:>6.1f} {:>6}  {}\n",
@@ -196,7 +199,8 @@ int run_validation(const scenarios::DataRoot& root, const ValidateOptions& optio
   scenarios::Json forward = scenarios::Json::array();
   int distserve_failed = 0;
   scenarios::Json* j = options.json;
-  if (options.leave_one_out) failed += leave_one_out_report(root, options, bounds, out, j ? &loo : nullptr);
+  if (options.leave_one_out)
+    failed += leave_one_out_report(root, options, bounds, out, j ? &loo : nullptr);
   if (options.iterations) {
     failed += dopd_table1(root, bounds, out, j ? &checks : nullptr);
     distserve_failed = distserve_report(root, bounds.iteration_error, out);

@@ -1,12 +1,12 @@
 #include "reports/html_report.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "reports/sqlite_db.h"
@@ -84,7 +84,8 @@ std::vector<int64_t> all_ids(SqliteDb& db, const char* sql) {
 
 std::string id_list(const std::vector<int64_t>& ids) {
   if (ids.empty()) return "none";
-  if (ids.size() > 12) return fmt::format("{} .. {} ({} in all)", ids.front(), ids.back(), ids.size());
+  if (ids.size() > 12)
+    return fmt::format("{} .. {} ({} in all)", ids.front(), ids.back(), ids.size());
   return fmt::format("{}", fmt::join(ids, ", "));
 }
 
@@ -197,7 +198,8 @@ std::string fmt_num(double v, int digits = 3) {
   const double a = std::abs(v);
   if (a != 0 && a < 1e-3) return fmt::format("{:.3g}", v);
   if (a >= 1e5) return fmt::format("{:.0f}", v);
-  return fmt::format("{:.{}g}", v, std::max(digits, static_cast<int>(std::log10(std::max(a, 1.0))) + 1));
+  return fmt::format("{:.{}g}", v,
+                     std::max(digits, static_cast<int>(std::log10(std::max(a, 1.0))) + 1));
 }
 
 std::string fmt_ms(double s) {
@@ -295,7 +297,9 @@ int instance_number(const std::string& entity) {
   }
 }
 
-bool is_elastic(const RunData& r) { return sample_series(r, "cluster", "active_decode") != nullptr; }
+bool is_elastic(const RunData& r) {
+  return sample_series(r, "cluster", "active_decode") != nullptr;
+}
 
 // The latency CDFs and time series of `runs`, overlaid when there are several.
 ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix) {
@@ -315,7 +319,8 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
       {"tbt", "TBT (every gap between tokens)", nullptr, &RunData::slo_tbt_s, "TBT p99 SLO"},
       {"tpot", "TPOT (time per output token)", &RunData::tpot_s, &RunData::slo_tpot_s, "TPOT SLO"},
       {"e2e", "End-to-end latency", &RunData::e2e_s, nullptr, ""},
-      {"queueing", "Queueing delay (arrival to first scheduled)", &RunData::queueing_s, nullptr, ""},
+      {"queueing", "Queueing delay (arrival to first scheduled)", &RunData::queueing_s, nullptr,
+       ""},
   };
   for (const Cdf& spec : cdfs) {
     Chart c;
@@ -338,7 +343,8 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
       c.series.push_back(std::move(s));
       if (spec.slo && std::isfinite(r.*(spec.slo))) slos.insert(r.*(spec.slo));
     }
-    for (double v : slos) c.x_markers.push_back({v * 1e3, fmt::format("{} {}", spec.slo_label, fmt_ms(v))});
+    for (double v : slos)
+      c.x_markers.push_back({v * 1e3, fmt::format("{} {}", spec.slo_label, fmt_ms(v))});
     set.add(c);
   }
 
@@ -473,7 +479,8 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
     if (!is_elastic(r)) continue;
     Chart c;
     c.id = prefix + fmt::format("ts-pools-{}", r.run_id);
-    c.title = many ? fmt::format("Instance pools over time, {}", r.name()) : "Instance pools over time";
+    c.title =
+        many ? fmt::format("Instance pools over time, {}", r.name()) : "Instance pools over time";
     c.x_label = "simulated time, s";
     c.y_label = "instances";
     const std::pair<const char*, const char*> pools[] = {{"active_prefill", "prefill (active)"},
@@ -485,7 +492,8 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
     for (const auto& [metric, label] : pools) {
       const auto* pts = sample_series(r, "cluster", metric);
       if (!pts) continue;
-      const bool any = std::any_of(pts->begin(), pts->end(), [](const Point& p) { return p.y != 0; });
+      const bool any =
+          std::any_of(pts->begin(), pts->end(), [](const Point& p) { return p.y != 0; });
       if (!any) continue;
       Series s;
       s.name = label;
@@ -494,8 +502,8 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
       s.points = svg::downsample_minmax(*pts, kMaxSeriesPoints);
       c.series.push_back(std::move(s));
     }
-    for (const auto& [metric, label, col] :
-         {std::tuple{"starting", "scale-up decided", 2}, std::tuple{"draining", "scale-down decided", 3}}) {
+    for (const auto& [metric, label, col] : {std::tuple{"starting", "scale-up decided", 2},
+                                             std::tuple{"draining", "scale-down decided", 3}}) {
       const auto* pts = sample_series(r, "cluster", metric);
       if (!pts) continue;
       Series s;
@@ -620,7 +628,8 @@ std::string config_table(const std::vector<RunData>& runs) {
   size_t n_diff = 0;
   for (const std::string& k : keys) {
     const bool diff = runs.size() > 1 && differs(k);
-    std::string row = fmt::format("<tr{}><th>{}</th>", diff ? " class=\"differs\"" : "", svg::escape(k));
+    std::string row =
+        fmt::format("<tr{}><th>{}</th>", diff ? " class=\"differs\"" : "", svg::escape(k));
     for (const RunData& r : runs) row += td(svg::escape(unquote(r.param(k))));
     row += "</tr>\n";
     if (diff) {
@@ -631,10 +640,13 @@ std::string config_table(const std::vector<RunData>& runs) {
   }
   std::string o;
   if (runs.size() > 1) {
-    o += fmt::format("<h3>Configuration: {} of {} keys differ between runs</h3>\n", n_diff, keys.size());
+    o += fmt::format("<h3>Configuration: {} of {} keys differ between runs</h3>\n", n_diff,
+                     keys.size());
     if (n_diff > 0) {
-      o += fmt::format("<table class=\"config\" data-table=\"config-diff\"><thead>{}</thead><tbody>{}</tbody></table>\n",
-                       head, diff_rows);
+      o += fmt::format(
+          "<table class=\"config\" "
+          "data-table=\"config-diff\"><thead>{}</thead><tbody>{}</tbody></table>\n",
+          head, diff_rows);
     }
   } else {
     o += "<h3>Configuration</h3>\n";
@@ -653,14 +665,17 @@ std::string slo_text(const RunData& r) {
   std::vector<std::string> parts;
   if (std::isfinite(r.slo_ttft_s)) parts.push_back("TTFT ≤ " + fmt_ms(r.slo_ttft_s));
   if (std::isfinite(r.slo_tpot_s)) parts.push_back("TPOT ≤ " + fmt_ms(r.slo_tpot_s));
-  if (std::isfinite(r.slo_tbt_s)) parts.push_back("99 % of a request's token gaps ≤ " + fmt_ms(r.slo_tbt_s));
+  if (std::isfinite(r.slo_tbt_s))
+    parts.push_back("99 % of a request's token gaps ≤ " + fmt_ms(r.slo_tbt_s));
   if (parts.empty()) return "no SLO objectives set (attainment is 100 % by definition)";
-  return fmt::format("{} (a request meets the SLO when it meets all of them)", fmt::join(parts, "; "));
+  return fmt::format("{} (a request meets the SLO when it meets all of them)",
+                     fmt::join(parts, "; "));
 }
 
 std::string run_header(const RunData& r) {
   std::string o = fmt::format(
-      "<div class=\"cards\"><div class=\"card\"><span>SLO attainment</span><b data-value=\"slo_attainment\">{}</b></div>"
+      "<div class=\"cards\"><div class=\"card\"><span>SLO attainment</span><b "
+      "data-value=\"slo_attainment\">{}</b></div>"
       "<div class=\"card\"><span>goodput</span><b>{} tok/s</b></div>"
       "<div class=\"card\"><span>goodput</span><b>{} req/s</b></div>"
       "<div class=\"card\"><span>TTFT p99</span><b>{}</b></div>"
@@ -694,7 +709,8 @@ std::string notes_for(const std::vector<RunData>& runs) {
     }
   }
   if (notes.empty()) return "";
-  return "<ul class=\"notes\"><li>" + fmt::format("{}", fmt::join(notes, "</li><li>")) + "</li></ul>\n";
+  return "<ul class=\"notes\"><li>" + fmt::format("{}", fmt::join(notes, "</li><li>")) +
+         "</li></ul>\n";
 }
 
 // ---- plan ----
@@ -727,14 +743,15 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
   std::string name, source, mode, status, document;
   double target_rate = kNaN;
   {
-    Statement st(db,
-                 "SELECT name, source, mode, target_rate, status, document FROM plan WHERE plan_id = ?",
-                 "reading the plan");
+    Statement st(
+        db, "SELECT name, source, mode, target_rate, status, document FROM plan WHERE plan_id = ?",
+        "reading the plan");
     st.bind(1, plan_id);
     if (!st.step()) {
-      throw InputError(db.path(), 0,
-                       fmt::format("no plan {} (plans: {})", plan_id,
-                                   id_list(all_ids(db, "SELECT plan_id FROM plan ORDER BY plan_id"))));
+      throw InputError(
+          db.path(), 0,
+          fmt::format("no plan {} (plans: {})", plan_id,
+                      id_list(all_ids(db, "SELECT plan_id FROM plan ORDER BY plan_id"))));
     }
     name = st.column_text(0);
     source = st.column_text(1);
@@ -806,7 +823,9 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
     }
     return kNaN;
   };
-  auto y_of = [&](const PlanConfig& c) { return have_capacity ? c.capacity : goodput_at_target(c); };
+  auto y_of = [&](const PlanConfig& c) {
+    return have_capacity ? c.capacity : goodput_at_target(c);
+  };
 
   // Counts by status and pruning reason.
   std::map<std::string, int> by_status, by_reason;
@@ -842,8 +861,8 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
             [](const PlanConfig* a, const PlanConfig* b) { return a->cost < b->cost; });
 
   std::string o;
-  o += fmt::format("<section class=\"plan\" data-plan=\"{}\"><h2>Plan {}: {}</h2>\n", plan_id, plan_id,
-                   svg::escape(name));
+  o += fmt::format("<section class=\"plan\" data-plan=\"{}\"><h2>Plan {}: {}</h2>\n", plan_id,
+                   plan_id, svg::escape(name));
   o += fmt::format(
       "<p class=\"meta\">source {} · question: {} · status {}</p>\n", svg::escape(source),
       target_mode ? fmt::format("the cheapest config meeting the SLO at {:.3f} req/s", target_rate)
@@ -852,29 +871,33 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
   if (chosen) {
     o += fmt::format(
         "<div class=\"cards\"><div class=\"card chosen\"><span>chosen config</span><b "
-        "data-chosen=\"{}\">#{} {}</b></div><div class=\"card\"><span>cost</span><b>${:.2f}/hour</b></div>"
+        "data-chosen=\"{}\">#{} {}</b></div><div "
+        "class=\"card\"><span>cost</span><b>${:.2f}/hour</b></div>"
         "<div class=\"card\"><span>GPUs</span><b>{}</b></div>{}</div>\n",
         chosen->index, chosen->index, svg::escape(chosen->label), chosen->cost, chosen->num_gpus,
         std::isfinite(chosen->capacity) && chosen->capacity > 0
-            ? fmt::format("<div class=\"card\"><span>serving capacity</span><b>{:.3f} req/s</b></div>",
-                          chosen->capacity)
+            ? fmt::format(
+                  "<div class=\"card\"><span>serving capacity</span><b>{:.3f} req/s</b></div>",
+                  chosen->capacity)
             : std::string());
   } else {
-    o += "<p class=\"warn\">No config meets the SLO" + std::string(target_mode ? " at the target rate" : "") +
-         ".</p>\n";
+    o += "<p class=\"warn\">No config meets the SLO" +
+         std::string(target_mode ? " at the target rate" : "") + ".</p>\n";
   }
-  o += "<div class=\"row\"><table class=\"counts\" data-table=\"plan-status\"><thead><tr><th>configs</th><th>count</th></tr></thead><tbody>";
+  o += "<div class=\"row\"><table class=\"counts\" "
+       "data-table=\"plan-status\"><thead><tr><th>configs</th><th>count</th></tr></thead><tbody>";
   o += fmt::format("<tr><th>expanded</th>{}</tr>", td(std::to_string(configs.size()), "num"));
   for (const auto& [s, n] : by_status) {
     o += fmt::format("<tr data-status=\"{}\"><th>{}</th>{}</tr>", svg::escape(s), svg::escape(s),
                      td(std::to_string(n), "num"));
   }
   o += "</tbody></table>";
-  o += "<table class=\"counts\" data-table=\"pruned\"><thead><tr><th>pruned without simulation, by reason</th><th>count</th></tr></thead><tbody>";
+  o += "<table class=\"counts\" data-table=\"pruned\"><thead><tr><th>pruned without simulation, by "
+       "reason</th><th>count</th></tr></thead><tbody>";
   if (by_reason.empty()) o += "<tr><td colspan=\"2\">none</td></tr>";
   for (const auto& [reason, n] : by_reason) {
-    o += fmt::format("<tr data-reason=\"{}\"><th>{}</th>{}</tr>", svg::escape(reason), svg::escape(reason),
-                     td(std::to_string(n), "num"));
+    o += fmt::format("<tr data-reason=\"{}\"><th>{}</th>{}</tr>", svg::escape(reason),
+                     svg::escape(reason), td(std::to_string(n), "num"));
   }
   o += "</tbody></table></div>\n";
 
@@ -962,12 +985,14 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
       path.points.push_back({p.rate, p.attainment});
       Series& s = p.meets ? ok : bad;
       s.points.push_back({p.rate, p.attainment});
-      s.labels.push_back(fmt::format("step {}: {:.3f} req/s, attainment {}, {} (run {})", k + 1, p.rate,
-                                     fmt_pct(p.attainment), p.meets ? "meets" : "fails", p.run_id));
+      s.labels.push_back(fmt::format("step {}: {:.3f} req/s, attainment {}, {} (run {})", k + 1,
+                                     p.rate, fmt_pct(p.attainment), p.meets ? "meets" : "fails",
+                                     p.run_id));
     }
     c.series = {path, ok, bad};
     if (std::isfinite(attainment_target)) {
-      c.y_markers.push_back({attainment_target, fmt::format("attainment target {}", fmt_pct(attainment_target))});
+      c.y_markers.push_back(
+          {attainment_target, fmt::format("attainment target {}", fmt_pct(attainment_target))});
     }
     if (std::isfinite(pc->capacity) && pc->capacity > 0) {
       c.x_markers.push_back({pc->capacity, fmt::format("capacity {:.3f}", pc->capacity)});
@@ -981,20 +1006,24 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
   auto config_row = [&](const PlanConfig& c) {
     std::string cls = &c == chosen ? " class=\"chosen\"" : "";
     const bool on_front = std::find(front.begin(), front.end(), &c) != front.end();
-    return fmt::format("<tr{} data-config=\"{}\"><td class=\"num\">{}</td><td>{}</td><td>{}</td>{}{}{}{}<td>{}</td></tr>\n", cls,
-                       c.index, c.index, svg::escape(c.label), svg::escape(c.status),
-                       td(std::to_string(c.num_gpus), "num"), td(fmt::format("{:.2f}", c.cost), "num"),
-                       td(std::isfinite(c.capacity) && c.capacity > 0 ? fmt::format("{:.3f}", c.capacity) : "–", "num"),
-                       td(on_front ? "yes" : "", "num"),
-                       svg::escape(c.reason.substr(0, 160)));
+    return fmt::format(
+        "<tr{} data-config=\"{}\"><td "
+        "class=\"num\">{}</td><td>{}</td><td>{}</td>{}{}{}{}<td>{}</td></tr>\n",
+        cls, c.index, c.index, svg::escape(c.label), svg::escape(c.status),
+        td(std::to_string(c.num_gpus), "num"), td(fmt::format("{:.2f}", c.cost), "num"),
+        td(std::isfinite(c.capacity) && c.capacity > 0 ? fmt::format("{:.3f}", c.capacity) : "–",
+           "num"),
+        td(on_front ? "yes" : "", "num"), svg::escape(c.reason.substr(0, 160)));
   };
   const std::string head =
       "<thead><tr><th>#</th><th>config</th><th>status</th><th>GPUs</th><th>$/hour</th><th>capacity "
       "req/s</th><th>frontier</th><th>reason</th></tr></thead>";
-  o += "<h3>Configs meeting the SLO (by rank)</h3><table class=\"configs\" data-table=\"ranked\">" + head + "<tbody>";
+  o += "<h3>Configs meeting the SLO (by rank)</h3><table class=\"configs\" data-table=\"ranked\">" +
+       head + "<tbody>";
   for (size_t k = 0; k < ranked.size() && k < 20; ++k) o += config_row(*ranked[k]);
   o += "</tbody></table>\n";
-  o += fmt::format("<details><summary>All {} configs</summary><table class=\"configs\">{}<tbody>", configs.size(), head);
+  o += fmt::format("<details><summary>All {} configs</summary><table class=\"configs\">{}<tbody>",
+                   configs.size(), head);
   for (const PlanConfig& c : configs) o += config_row(c);
   o += "</tbody></table></details></section>\n";
   return o;
@@ -1053,7 +1082,8 @@ std::string render_report(const std::string& db_path, const ReportOptions& optio
   std::string title = options.title;
   if (title.empty()) {
     if (runs.size() == 1) {
-      title = fmt::format("servesim report: run {} ({}, {})", runs[0].run_id, runs[0].scenario, runs[0].policy);
+      title = fmt::format("servesim report: run {} ({}, {})", runs[0].run_id, runs[0].scenario,
+                          runs[0].policy);
     } else if (runs.size() > 1) {
       title = fmt::format("servesim comparison of {} runs", runs.size());
     } else {
@@ -1067,29 +1097,36 @@ std::string render_report(const std::string& db_path, const ReportOptions& optio
     const RunData& r = runs[0];
     ChartSet charts = run_charts(runs, fmt::format("run{}-", r.run_id));
     all.charts += charts.charts;
-    body += fmt::format("<section class=\"run\" data-run=\"{}\"><h2>Run {}: {}</h2>\n", r.run_id, r.run_id,
-                        svg::escape(r.scenario));
+    body += fmt::format("<section class=\"run\" data-run=\"{}\"><h2>Run {}: {}</h2>\n", r.run_id,
+                        r.run_id, svg::escape(r.scenario));
     body += run_header(r);
-    body += "<h3>Latency distributions and time series</h3><div class=\"grid\">" + charts.html + "</div>\n";
+    body += "<h3>Latency distributions and time series</h3><div class=\"grid\">" + charts.html +
+            "</div>\n";
     body += notes_for(runs);
-    body += "<div class=\"row\"><div><h3>Summary</h3>" + metrics_table(runs) + "</div><div>" + config_table(runs) + "</div></div>\n";
+    body += "<div class=\"row\"><div><h3>Summary</h3>" + metrics_table(runs) + "</div><div>" +
+            config_table(runs) + "</div></div>\n";
     body += "</section>\n";
   } else if (runs.size() > 1) {
     ChartSet charts = run_charts(runs, "cmp-");
     all.charts += charts.charts;
-    body += fmt::format("<section class=\"comparison\" data-runs=\"{}\"><h2>Comparison of {} runs</h2>\n",
-                        runs.size(), runs.size());
+    body += fmt::format(
+        "<section class=\"comparison\" data-runs=\"{}\"><h2>Comparison of {} runs</h2>\n",
+        runs.size(), runs.size());
     body += "<ul class=\"runs\">";
     for (size_t i = 0; i < runs.size(); ++i) {
-      body += fmt::format("<li><span class=\"swatch\" style=\"background:{}\"></span><b>{}</b>: scenario {}, "
-                          "router {}; workload {}; SLO: {}</li>",
-                          svg::color(static_cast<int>(i)), svg::escape(runs[i].name()),
-                          svg::escape(runs[i].scenario), svg::escape(runs[i].router),
-                          svg::escape(runs[i].workload), svg::escape(slo_text(runs[i])));
+      body += fmt::format(
+          "<li><span class=\"swatch\" style=\"background:{}\"></span><b>{}</b>: scenario {}, "
+          "router {}; workload {}; SLO: {}</li>",
+          svg::color(static_cast<int>(i)), svg::escape(runs[i].name()),
+          svg::escape(runs[i].scenario), svg::escape(runs[i].router), svg::escape(runs[i].workload),
+          svg::escape(slo_text(runs[i])));
     }
-    body += "</ul>\n<div class=\"row\"><div><h3>Side by side (Δ relative to the first run; green is better)</h3>" +
-            metrics_table(runs) + "</div><div>" + config_table(runs) + "</div></div>\n";
-    body += "<h3>Latency distributions and time series</h3><div class=\"grid\">" + charts.html + "</div>\n";
+    body +=
+        "</ul>\n<div class=\"row\"><div><h3>Side by side (Δ relative to the first run; green is "
+        "better)</h3>" +
+        metrics_table(runs) + "</div><div>" + config_table(runs) + "</div></div>\n";
+    body += "<h3>Latency distributions and time series</h3><div class=\"grid\">" + charts.html +
+            "</div>\n";
     body += notes_for(runs);
     body += "</section>\n";
   }
@@ -1099,13 +1136,15 @@ std::string render_report(const std::string& db_path, const ReportOptions& optio
   html.reserve(body.size() + 4096);
   html += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  html += "<title>" + svg::escape(title) + "</title>\n<style>" + std::string(kCss) + "</style></head>\n";
-  html += fmt::format("<body data-report=\"servesim\" data-charts=\"{}\"><main>\n<h1>{}</h1>\n", all.charts,
-                      svg::escape(title));
+  html += "<title>" + svg::escape(title) + "</title>\n<style>" + std::string(kCss) +
+          "</style></head>\n";
+  html += fmt::format("<body data-report=\"servesim\" data-charts=\"{}\"><main>\n<h1>{}</h1>\n",
+                      all.charts, svg::escape(title));
   html += fmt::format("<p class=\"meta\">database {}</p>\n", svg::escape(db_path));
   html += body;
   html += "<footer>Generated by servesim " SERVESIM_VERSION
-          ". Self-contained: inline SVG and CSS, no script, no network.</footer>\n</main></body></html>\n";
+          ". Self-contained: inline SVG and CSS, no script, no "
+          "network.</footer>\n</main></body></html>\n";
   if (stats) {
     stats->runs = runs.size();
     stats->charts = all.charts;

@@ -23,7 +23,7 @@ inline constexpr size_t kMaxSeriesPoints = 600;
 inline constexpr size_t kMaxCdfPoints = 400;
 
 struct ReportOptions {
-  std::vector<int64_t> run_ids;   // empty and no plan: the database's last run
+  std::vector<int64_t> run_ids;    // empty and no plan: the database's last run
   std::optional<int64_t> plan_id;  // a plan section (its runs are not listed as runs)
   std::string title;               // default: from the runs or the plan
 };

@@ -400,18 +400,20 @@ std::string render(const Chart& chart) {
                          num(item.y), c);
       } else {
         o += fmt::format(
-            "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2.5\"{4}/>",
+            "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" "
+            "stroke-width=\"2.5\"{4}/>",
             num(item.x), num(item.x + 20), num(item.y), c,
             item.s->dashed ? " stroke-dasharray=\"5 3\"" : "");
       }
-      o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text></g>\n", num(item.x + 26),
-                       num(item.y + 4), escape(item.s->name));
+      o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text></g>\n", num(item.x + 26), num(item.y + 4),
+                       escape(item.s->name));
     }
     o += "</g>\n";
   }
   if (empty) {
-    o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text>\n",
-                     num(left + plot_w / 2), num(top + plot_h / 2));
+    o +=
+        fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text>\n",
+                    num(left + plot_w / 2), num(top + plot_h / 2));
   }
   o += "</svg>\n";
   return o;

@@ -59,7 +59,7 @@ struct Chart {
   std::vector<Series> series;
   std::vector<Marker> x_markers;
   std::vector<Marker> y_markers;
-  bool log_x = false;  // positive x only; ticks at 1, 2, 5 x 10^k
+  bool log_x = false;                                // positive x only; ticks at 1, 2, 5 x 10^k
   std::optional<double> x_min, x_max, y_min, y_max;  // default: the data's range (y from 0)
   int width = 600;
   int height = 320;

@@ -26,9 +26,11 @@ struct Output {
 
 // Runs `args` with the servesim binary; stdout and stderr apart.
 Output servesim(const std::string& args) {
-  const fs::path err_file = fs::temp_directory_path() / ("servesim_json_test_" + std::to_string(::getpid()) + ".err");
+  const fs::path err_file =
+      fs::temp_directory_path() / ("servesim_json_test_" + std::to_string(::getpid()) + ".err");
   Output o;
-  FILE* p = popen((std::string(SERVESIM_BIN) + " " + args + " 2>" + err_file.string()).c_str(), "r");
+  FILE* p =
+      popen((std::string(SERVESIM_BIN) + " " + args + " 2>" + err_file.string()).c_str(), "r");
   if (!p) return o;
   std::array<char, 4096> buf;
   size_t n;
@@ -50,9 +52,11 @@ Json parse(const Output& o) {
 }
 
 TEST(JsonOutput, Run) {
-  const fs::path db = fs::temp_directory_path() / ("servesim_json_run_" + std::to_string(::getpid()) + ".db");
+  const fs::path db =
+      fs::temp_directory_path() / ("servesim_json_run_" + std::to_string(::getpid()) + ".db");
   fs::remove(db);
-  const Output o = servesim("run tests/golden/scenarios/quickstart/scenario.json --json --db " + db.string());
+  const Output o =
+      servesim("run tests/golden/scenarios/quickstart/scenario.json --json --db " + db.string());
   ASSERT_EQ(o.rc, 0) << o.err;
   const Json doc = parse(o);
   EXPECT_EQ(doc["command"], "run");
@@ -68,9 +72,9 @@ TEST(JsonOutput, Run) {
   EXPECT_DOUBLE_EQ(doc["slo"]["tpot_s"].get<double>(), 0.05);
   const Json& s = doc["summary"];
   EXPECT_EQ(s["requests"].get<double>(), 456);
-  for (const char* key : {"ttft_p99_s", "tbt_p99_s", "tpot_p50_s", "e2e_p50_s", "queueing_p99_s",
-                          "slo_attainment", "goodput_tokens_per_s", "goodput_requests_per_s",
-                          "request_rate_per_s", "gpu_seconds"}) {
+  for (const char* key :
+       {"ttft_p99_s", "tbt_p99_s", "tpot_p50_s", "e2e_p50_s", "queueing_p99_s", "slo_attainment",
+        "goodput_tokens_per_s", "goodput_requests_per_s", "request_rate_per_s", "gpu_seconds"}) {
     ASSERT_TRUE(s.contains(key)) << key;
     EXPECT_TRUE(s[key].is_number()) << key;
   }
@@ -109,8 +113,8 @@ TEST(JsonOutput, RunWarnsOnActivationReserve) {
 }
 
 TEST(JsonOutput, Capacity) {
-  const Output o = servesim(
-      "capacity tests/golden/scenarios/quickstart/scenario.json --slo ttft_p90=2s --json");
+  const Output o =
+      servesim("capacity tests/golden/scenarios/quickstart/scenario.json --slo ttft_p90=2s --json");
   ASSERT_EQ(o.rc, 0) << o.err;
   const Json doc = parse(o);
   EXPECT_EQ(doc["command"], "capacity");

@@ -45,7 +45,8 @@ TEST(FormatTick, ShortLabels) {
 
 TEST(DownsampleMinmax, KeepsPeaksAndBoundsSize) {
   std::vector<Point> pts;
-  for (int i = 0; i < 100000; ++i) pts.push_back({double(i), i == 54321 ? 1000.0 : std::sin(i * 0.01)});
+  for (int i = 0; i < 100000; ++i)
+    pts.push_back({double(i), i == 54321 ? 1000.0 : std::sin(i * 0.01)});
   const auto out = downsample_minmax(pts, 600);
   EXPECT_LE(out.size(), 600u);
   EXPECT_GE(out.size(), 300u);
@@ -77,7 +78,9 @@ TEST(CdfPoints, ExactTailAndBoundedSize) {
   EXPECT_TRUE(cdf_points({}, 400).empty());
 }
 
-TEST(Escape, XmlSpecials) { EXPECT_EQ(escape("a<b & \"c\">'"), "a&lt;b &amp; &quot;c&quot;&gt;&#39;"); }
+TEST(Escape, XmlSpecials) {
+  EXPECT_EQ(escape("a<b & \"c\">'"), "a&lt;b &amp; &quot;c&quot;&gt;&#39;");
+}
 
 TEST(Render, MarksCarryDataAttributes) {
   Chart c;
@@ -86,7 +89,8 @@ TEST(Render, MarksCarryDataAttributes) {
   c.log_x = true;
   c.series.push_back({"run 1", {{1, 0.1}, {10, 0.5}, {100, 1}}});
   c.series.push_back({"run 2", {{2, 0.2}, {20, 1}}, SeriesStyle::kStep});
-  Series pts{"configs", {{1, 1}, {2, 2}, {0, 3}}, SeriesStyle::kPoints, "frontier", {"a", "b", "c"}};
+  Series pts{
+      "configs", {{1, 1}, {2, 2}, {0, 3}}, SeriesStyle::kPoints, "frontier", {"a", "b", "c"}};
   c.series.push_back(pts);
   c.series.push_back({"", {{5, 0.5}}});  // no legend entry
   c.x_markers.push_back({50, "TTFT SLO"});
@@ -99,7 +103,8 @@ TEST(Render, MarksCarryDataAttributes) {
   EXPECT_EQ(count(svg, "<path class=\"series\""), 3u);
   EXPECT_EQ(count(svg, "class=\"legend-entry\""), 3u);
   // x = 0 cannot be drawn on a log axis.
-  EXPECT_EQ(count(svg, "<circle class=\"point\" data-series=\"configs\" data-role=\"frontier\""), 2u);
+  EXPECT_EQ(count(svg, "<circle class=\"point\" data-series=\"configs\" data-role=\"frontier\""),
+            2u);
   EXPECT_EQ(count(svg, "<title>[ab]</title>"), 2u);
   EXPECT_EQ(count(svg, "class=\"marker\" data-marker=\"TTFT SLO\" data-axis=\"x\""), 1u);
   EXPECT_EQ(count(svg, "class=\"marker\" data-marker=\"target\" data-axis=\"y\""), 1u);
