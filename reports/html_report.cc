@@ -1,12 +1,12 @@
 #include "reports/html_report.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "reports/sqlite_db.h"
@@ -966,7 +966,7 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
     c.y_min = 0;
     c.y_max = 1;
     Series path, ok, bad;
-    path.name = "probe order";
+    path.name = "probe order (steps numbered)";
     path.style = SeriesStyle::kLine;
     path.color = 7;
     path.dashed = true;
@@ -985,6 +985,7 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
       path.points.push_back({p.rate, p.attainment});
       Series& s = p.meets ? ok : bad;
       s.points.push_back({p.rate, p.attainment});
+      s.annotations.push_back(std::to_string(k + 1));
       s.labels.push_back(fmt::format("step {}: {:.3f} req/s, attainment {}, {} (run {})", k + 1,
                                      p.rate, fmt_pct(p.attainment), p.meets ? "meets" : "fails",
                                      p.run_id));

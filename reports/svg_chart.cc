@@ -315,11 +315,14 @@ std::string render(const Chart& chart) {
       num(top + plot_h / 2), escape(chart.y_label));
   o += "</g>\n";
 
-  // Series, clipped to the plot area.
+  // Series, clipped to the plot area plus a margin: marks on the edge (a point at the maximum, its
+  // step number) stay whole.
+  constexpr double kClipMargin = 12;
   const std::string clip = "clip-" + chart.id;
   o += fmt::format(
       "<clipPath id=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>\n",
-      escape(clip), num(left), num(top - 2), num(plot_w + 2), num(plot_h + 4));
+      escape(clip), num(left - kClipMargin), num(top - kClipMargin), num(plot_w + 2 * kClipMargin),
+      num(plot_h + 2 * kClipMargin));
   o += fmt::format("<g class=\"plot\" clip-path=\"url(#{})\">\n", escape(clip));
   for (size_t i = 0; i < chart.series.size(); ++i) {
     const Series& s = chart.series[i];
@@ -361,6 +364,13 @@ std::string render(const Chart& chart) {
             num(s.radius), c);
         if (idx[k] < s.labels.size()) o += "<title>" + escape(s.labels[idx[k]]) + "</title>";
         o += "</circle>\n";
+        if (idx[k] < s.annotations.size() && !s.annotations[idx[k]].empty()) {
+          o += fmt::format(
+              "<text class=\"annotation\" x=\"{}\" y=\"{}\" font-size=\"10\" "
+              "fill=\"#333\">{}</text>\n",
+              num(xa.map(pts[k].x) + s.radius + 2), num(ya.map(pts[k].y) - s.radius - 1),
+              escape(s.annotations[idx[k]]));
+        }
       }
     }
   }

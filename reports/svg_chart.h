@@ -40,7 +40,8 @@ struct Series {
   SeriesStyle style = SeriesStyle::kLine;
   std::string role;                 // data-role of its points ("frontier", "chosen", ...)
   std::vector<std::string> labels;  // optional per-point tooltip (<title>), same length as points
-  int color = -1;                   // palette index; -1: the series' position
+  std::vector<std::string> annotations;  // optional short text drawn beside each point ("1", "2")
+  int color = -1;                        // palette index; -1: the series' position
   bool dashed = false;
   double radius = 3.5;  // kPoints / kLinePoints
 };

@@ -91,6 +91,7 @@ TEST(Render, MarksCarryDataAttributes) {
   c.series.push_back({"run 2", {{2, 0.2}, {20, 1}}, SeriesStyle::kStep});
   Series pts{
       "configs", {{1, 1}, {2, 2}, {0, 3}}, SeriesStyle::kPoints, "frontier", {"a", "b", "c"}};
+  pts.annotations = {"1", "", "3"};
   c.series.push_back(pts);
   c.series.push_back({"", {{5, 0.5}}});  // no legend entry
   c.x_markers.push_back({50, "TTFT SLO"});
@@ -106,6 +107,7 @@ TEST(Render, MarksCarryDataAttributes) {
   EXPECT_EQ(count(svg, "<circle class=\"point\" data-series=\"configs\" data-role=\"frontier\""),
             2u);
   EXPECT_EQ(count(svg, "<title>[ab]</title>"), 2u);
+  EXPECT_EQ(count(svg, "class=\"annotation\""), 1u);  // "" is not drawn; x = 0 cannot be
   EXPECT_EQ(count(svg, "class=\"marker\" data-marker=\"TTFT SLO\" data-axis=\"x\""), 1u);
   EXPECT_EQ(count(svg, "class=\"marker\" data-marker=\"target\" data-axis=\"y\""), 1u);
   EXPECT_NE(svg.find("H"), std::string::npos);  // the step series
