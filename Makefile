@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEB_PACKAGES = cmake g++ make pkg-config libboost-dev libeigen3-dev nlohmann-json3-dev \
   libcli11-dev libfmt-dev libsqlite3-dev sqlite3 libnlopt-dev libgtest-dev libgmock-dev googletest \
-  libbenchmark-dev libopenmpi-dev openmpi-bin
+  libbenchmark-dev libopenmpi-dev openmpi-bin python3 chromium
 
 .PHONY: demo deps build test bench clean
 

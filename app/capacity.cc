@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/run_scenario.h"
 #include "sim/core/error.h"
@@ -17,6 +18,45 @@ const reports::Percentiles* metric(const reports::RunSummary& s, const std::stri
   if (m == "tbt") return &s.tbt_s;
   if (m == "e2e") return &s.e2e_s;
   return nullptr;
+}
+
+// How close a check is to its limit: 1 at the limit, above 1 when it fails.
+double load_of(const SloCheck& c) {
+  if (c.at_least) return c.value > 0 ? c.limit / c.value : (c.limit > 0 ? INFINITY : 0);
+  return c.limit > 0 ? c.value / c.limit : (c.value > 0 ? INFINITY : 0);
+}
+
+std::string check_text(const SloCheck& c) {
+  if (c.unit == "s")
+    return fmt::format("{} {:.1f} ms {} {:.1f} ms", c.name, c.value * 1e3, c.ok ? "<=" : ">",
+                       c.limit * 1e3);
+  if (c.unit.empty())
+    return fmt::format("{} {:.1f} % {} {:.1f} %", c.name, c.value * 100, c.ok ? ">=" : "<",
+                       c.limit * 100);
+  return fmt::format("{} {:.3f} {} {} {:.3f}", c.name, c.value, c.unit, c.ok ? ">=" : "<", c.limit);
+}
+
+// What decides a probe: the failing criteria, or, when all hold, the one closest to its limit.
+std::string verdict_text(const std::vector<SloCheck>& checks) {
+  std::vector<std::string> failed;
+  const SloCheck* tightest = nullptr;
+  for (const SloCheck& c : checks) {
+    if (!c.ok) failed.push_back(check_text(c));
+    if (!tightest || load_of(c) > load_of(*tightest)) tightest = &c;
+  }
+  if (!failed.empty()) return fmt::format("fails: {}", fmt::join(failed, ", "));
+  return tightest ? fmt::format("meets (binds: {} at {:.0f} % of its limit)", tightest->name,
+                                load_of(*tightest) * 100)
+                  : "meets";
+}
+
+std::string objectives_text(const sim::SloSpec& slo) {
+  std::vector<std::string> parts;
+  if (slo.ttft) parts.push_back(fmt::format("ttft <= {:.0f} ms", to_seconds(*slo.ttft) * 1e3));
+  if (slo.tpot) parts.push_back(fmt::format("tpot <= {:.1f} ms", to_seconds(*slo.tpot) * 1e3));
+  if (slo.tbt_p99)
+    parts.push_back(fmt::format("99 % of token gaps <= {:.0f} ms", to_seconds(*slo.tbt_p99) * 1e3));
+  return parts.empty() ? "none set" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
 }  // namespace
@@ -159,6 +199,23 @@ CapacityResult find_capacity(const std::string& scenario_path,
   const scenarios::Scenario probe0 = scenarios::load_scenario(scenario_path, base, root);
   const std::string knob = rate_knob(probe0);
   const double rate = options.start_rate > 0 ? options.start_rate : workload_rate(probe0, root);
+  {
+    // Say which objectives decide and what the attainment column is.
+    std::vector<std::string> deciding;
+    for (const SloCheck& c : criteria.check(reports::RunSummary{}, 1.0)) {
+      if (c.unit == "s") deciding.push_back(fmt::format("{} <= {:.1f} ms", c.name, c.limit * 1e3));
+      if (c.unit.empty()) deciding.push_back(fmt::format("attainment >= {:.1f} %", c.limit * 100));
+    }
+    deciding.push_back(fmt::format("sustained >= {:.0f} % of the offered rate",
+                                   options.min_throughput_ratio * 100));
+    out << fmt::format("deciding   {}\n", fmt::join(deciding, ", "));
+    out << fmt::format("attainment share of requests meeting the per-request objectives ({}){}\n",
+                       objectives_text(probe0.slo),
+                       options.attainment
+                           ? ""
+                           : "; shown for information, not a criterion (--attainment A "
+                             "requires it)");
+  }
 
   auto probe = [&](double r) {
     std::vector<std::string> o = base;
@@ -172,16 +229,14 @@ CapacityResult find_capacity(const std::string& scenario_path,
     const std::vector<SloCheck> checks = criteria.check(p.summary, r);
     p.meets = SloCriteria::all_ok(checks);
     std::string detail;
-    bool sustained = true;
     for (const SloCheck& c : checks) {
       if (c.unit == "s") detail += fmt::format("  {} {:.1f} ms", c.name, c.value * 1e3);
-      if (c.name == "sustained") sustained = c.ok;
     }
-    out << fmt::format("rate {:9.3f} req/s  sustained {:8.3f} req/s {} attainment {:6.2f} %  "
-                       "goodput {:9.1f} tok/s  {}\n",
-                       r, p.summary.sustained_rate_per_s, detail, p.summary.slo_attainment * 100,
-                       p.summary.goodput_tokens_per_s,
-                       p.meets ? "meets" : sustained ? "violates" : "not sustained");
+    out << fmt::format(
+        "rate {:9.3f} req/s  sustained {:8.3f} req/s {} attainment {:6.2f} %  "
+        "goodput {:9.1f} tok/s  {}\n",
+        r, p.summary.sustained_rate_per_s, detail, p.summary.slo_attainment * 100,
+        p.summary.goodput_tokens_per_s, verdict_text(checks));
     return p;
   };
   return search_capacity(probe, rate, options);

@@ -2,25 +2,32 @@
 // 0 success, 1 failure (a regression, an internal error), 2 bad input (scenario, trace, usage).
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/capacity.h"
+#include "app/dllm_run.h"
 #include "app/dopd_ratio.h"
 #include "app/fidelity.h"
-#include "app/parallel.h"
-#include "app/dllm_run.h"
 #include "app/models_cmd.h"
+#include "app/parallel.h"
 #include "app/plan.h"
 #include "app/profiles_cmd.h"
 #include "app/regress.h"
 #include "app/run_scenario.h"
 #include "app/validate.h"
+#include "dllm/denoise.h"
 #include "models/memory_model.h"
 #include "policies/builtin.h"
+#include "reports/html_report.h"
 #include "reports/query.h"
 #include "scenarios/scenario.h"
 #include "sim/core/error.h"
@@ -29,6 +36,7 @@
 namespace {
 
 using namespace servesim;
+using Json = scenarios::Json;
 
 scenarios::Scenario load(const std::string& path, const std::vector<std::string>& overrides,
                          const scenarios::DataRoot& root) {
@@ -58,83 +66,201 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
-void print_deployment(const scenarios::Scenario& s, const scenarios::DataRoot& root) {
+void print_deployment(std::FILE* out, const scenarios::Scenario& s,
+                      const scenarios::DataRoot& root) {
   const auto& cat = scenarios::Catalogs::get(root);
   const auto& gpu = cat.gpus.get(s.cluster.gpu);
-  fmt::print("scenario   {} ({})\n", s.name, s.source);
-  fmt::print("model      {} on {}, weights {}, KV {}\n", s.model, gpu.name,
+  fmt::print(out, "scenario   {} ({})\n", s.name, s.source);
+  fmt::print(out, "model      {} on {}, weights {}, KV {}\n", s.model, gpu.name,
              models::dtype_name(s.cluster.weight_dtype), models::dtype_name(s.cluster.kv_dtype));
-  fmt::print("policy     {} / router {}\n", s.policy.type, s.router.type);
+  fmt::print(out, "policy     {} / router {}\n", s.policy.type, s.router.type);
   for (const auto& g : s.groups) {
-    fmt::print("instances  {} x {} (tp {}): {} KV blocks of {} tokens each ({} tokens)\n", g.count,
-               sim::role_name(g.role), g.tp, g.memory.num_blocks, g.memory.block_size,
+    fmt::print(out, "instances  {} x {} (tp {}): {} KV blocks of {} tokens each ({} tokens)\n",
+               g.count, sim::role_name(g.role), g.tp, g.memory.num_blocks, g.memory.block_size,
                g.memory.max_kv_tokens());
   }
 }
 
 // A diffusion-LLM scenario ("kind": "dllm"). An out-of-memory configuration exits with 2.
 int cmd_run_dllm(const std::string& path, const std::vector<std::string>& overrides,
-                 const scenarios::DataRoot& root, const std::string& db) {
+                 const scenarios::DataRoot& root, const std::string& db, bool json) {
+  std::FILE* out = json ? stderr : stdout;
   const scenarios::DllmScenario s = scenarios::load_dllm_scenario(path, overrides, root);
   const app::DllmOutcome o = app::run_dllm(s, root, db);
-  fmt::print("{}", app::format_dllm_summary(s, o));
-  if (!db.empty()) fmt::print("results    {} (run_id {})\n", db, o.run_id);
+  fmt::print(out, "{}", app::format_dllm_summary(s, o));
+  if (!db.empty()) fmt::print(out, "results    {} (run_id {})\n", db, o.run_id);
+  if (json) {
+    Json doc = Json::object();
+    doc["command"] = "run";
+    doc["kind"] = "dllm";
+    doc["scenario"] = s.name;
+    doc["workload"] = o.workload;
+    doc["oom"] = o.oom.empty() ? Json(nullptr) : Json(o.oom);
+    Json metrics = Json::object();
+    for (const auto& [entity, name, value] : app::make_stored_dllm_run(s, o).scalars) {
+      if (entity == "run") metrics[name] = value;
+    }
+    doc["summary"] = metrics;
+    doc["wall_s"] = o.wall_s;
+    doc["db"] = db.empty() ? Json(nullptr) : Json(db);
+    doc["run_id"] = db.empty() ? Json(nullptr) : Json(o.run_id);
+    fmt::print("{}\n", doc.dump(2));
+  }
   return o.oom.empty() ? 0 : 2;
 }
 
+// One warning per instance group whose activation reserve takes more than
+// kActivationReserveWarnShare of its KV budget (raising max_num_batched_tokens shrinks the pool).
+std::vector<std::string> memory_warnings(const scenarios::Scenario& s) {
+  std::vector<std::string> out;
+  for (const auto& g : s.groups) {
+    const double share = models::activation_share_of_kv_budget(g.memory);
+    if (share <= models::kActivationReserveWarnShare) continue;
+    const double per_token = static_cast<double>(g.memory.kv_bytes_per_token_per_gpu);
+    const int64_t without =
+        per_token > 0
+            ? static_cast<int64_t>(
+                  (g.memory.kv_pool_bytes_per_gpu + g.memory.activation_reserve_bytes) / per_token)
+            : 0;
+    out.push_back(fmt::format(
+        "the activation reserve of the {} instances takes {:.0f} % of their KV budget ({:.2f} of "
+        "{:.2f} GiB per GPU, more than {:.0f} %): the KV pool holds {} tokens, of about {} the "
+        "budget holds without the reserve. The reserve grows with max_num_batched_tokens (an "
+        "engine's max_num_tokens); lower it, or raise gpu_memory_utilization, for a larger pool",
+        sim::role_name(g.role), share * 100, g.memory.activation_reserve_bytes / double(1ull << 30),
+        (g.memory.activation_reserve_bytes + g.memory.kv_pool_bytes_per_gpu) / double(1ull << 30),
+        models::kActivationReserveWarnShare * 100, g.memory.max_kv_tokens(), without));
+  }
+  return out;
+}
+
+// Durations in seconds; NaN (an unset objective, no requests) becomes null.
+Json slo_json(const sim::SloSpec& slo) {
+  auto sec = [](const std::optional<Duration>& d) {
+    return d ? Json(to_seconds(*d)) : Json(nullptr);
+  };
+  return Json{{"ttft_s", sec(slo.ttft)},
+              {"tpot_s", sec(slo.tpot)},
+              {"tbt_p99_s", sec(slo.tbt_p99)},
+              {"attainment_target", slo.attainment_target}};
+}
+
+Json summary_json(const reports::RunSummary& summary) {
+  Json out = Json::object();
+  for (const auto& [name, value] : reports::summary_scalars(summary)) {
+    out[name] = std::isfinite(value) ? Json(value) : Json(nullptr);
+  }
+  return out;
+}
+
+// The `run --json` document (schema in the README).
+Json run_json(const scenarios::Scenario& s, const app::RunOutcome& o, const std::string& db,
+              const std::vector<std::string>& warnings) {
+  Json doc = Json::object();
+  doc["command"] = "run";
+  doc["kind"] = "llm";
+  doc["scenario"] = s.name;
+  doc["source"] = s.source;
+  doc["model"] = s.model;
+  doc["gpu"] = s.cluster.gpu;
+  doc["policy"] = s.policy.type;
+  doc["router"] = s.router.type;
+  doc["workload"] = o.workload_description;
+  Json groups = Json::array();
+  for (const auto& g : s.groups) {
+    groups.push_back(
+        {{"count", g.count},
+         {"role", sim::role_name(g.role)},
+         {"tp", g.tp},
+         {"kv_blocks", g.memory.num_blocks},
+         {"kv_block_tokens", g.memory.block_size},
+         {"kv_tokens", g.memory.max_kv_tokens()},
+         {"activation_share_of_kv_budget", models::activation_share_of_kv_budget(g.memory)}});
+  }
+  doc["instances"] = groups;
+  doc["slo"] = slo_json(s.slo);
+  doc["summary"] = summary_json(o.summary);
+  doc["requests_rejected"] = o.result.requests_rejected;
+  doc["requests_unfinished"] = o.result.requests_unfinished;
+  doc["extrapolated_share"] = o.lookups.extrapolated_share();
+  doc["events"] = o.result.events;
+  doc["wall_s"] = o.wall_s;
+  doc["fingerprint"] = app::format_fingerprint(o.result.event_fingerprint);
+  doc["warnings"] = warnings;
+  doc["db"] = db.empty() ? Json(nullptr) : Json(db);
+  doc["run_id"] = db.empty() ? Json(nullptr) : Json(o.run_id);
+  return doc;
+}
+
 int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
-            std::optional<uint64_t> seed, const std::string& db, bool no_db) {
+            std::optional<uint64_t> seed, const std::string& db, bool no_db, bool json) {
+  std::FILE* out = json ? stderr : stdout;
   const auto root = scenarios::DataRoot::discover();
   std::vector<std::string> all = overrides;
   if (seed) all.push_back(fmt::format("seed={}", *seed));
   if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path)) {
-    return cmd_run_dllm(path, all, root, no_db ? "" : db);
+    return cmd_run_dllm(path, all, root, no_db ? "" : db, json);
   }
   const scenarios::Scenario s = load(path, all, root);
-  print_deployment(s, root);
+  print_deployment(out, s, root);
+  std::vector<std::string> warnings;
+  auto warn = [&](std::string text) {
+    fmt::print(out, "warning: {}\n", text);
+    warnings.push_back(std::move(text));
+  };
+  for (std::string& w : memory_warnings(s)) warn(std::move(w));
   ProgressBar bar;
   app::RunOptions options;
   options.db_path = no_db ? "" : db;
   options.keep_records = false;
   options.progress = bar.callback();
   const app::RunOutcome o = app::run_scenario(s, root, options);
-  fmt::print("workload   {}\n", o.workload_description);
-  for (const auto& d : o.cost_models) fmt::print("cost model {}\n", d);
+  fmt::print(out, "workload   {}\n", o.workload_description);
+  for (const auto& d : o.cost_models) fmt::print(out, "cost model {}\n", d);
   const double table_s = o.lookups.interpolated_s + o.lookups.extrapolated_s;
   if (table_s > 0) {
-    fmt::print("calibration {:.1f} % of table-driven iteration time interpolated inside measured "
+    fmt::print(out,
+               "calibration {:.1f} % of table-driven iteration time interpolated inside measured "
                "data, {:.1f} % extrapolated\n",
                100 * o.lookups.interpolated_s / table_s, 100 * o.lookups.extrapolated_share());
   }
-  fmt::print("fidelity   {}\n", app::error_band(s, root));
+  fmt::print(out, "fidelity   {}\n", app::error_band(s, root));
   if (o.lookups.extrapolated_share() > 0.05) {
-    fmt::print("warning: {:.1f} % of the predicted iteration time was extrapolated outside the "
-               "measured profiles (more than 5 %); treat the results with care\n",
-               100 * o.lookups.extrapolated_share());
+    warn(
+        fmt::format("{:.1f} % of the predicted iteration time was extrapolated outside the "
+                    "measured profiles (more than 5 %); treat the results with care",
+                    100 * o.lookups.extrapolated_share()));
   }
-  fmt::print("\n{}", reports::format_summary(o.summary, s.slo));
+  fmt::print(out, "\n{}", reports::format_summary(o.summary, s.slo));
   if (o.result.requests_rejected > 0) {
-    fmt::print("warning: {} request(s) rejected: they can never run (prompt + output exceeds an "
-               "instance's KV pool, or the prompt exceeds the token budget without chunked "
-               "prefill)\n",
-               o.result.requests_rejected);
+    warn(
+        fmt::format("{} request(s) rejected: they can never run (prompt + output exceeds an "
+                    "instance's KV pool, or the prompt exceeds the token budget without chunked "
+                    "prefill)",
+                    o.result.requests_rejected));
   }
   if (o.result.requests_unfinished > 0) {
-    fmt::print("warning: stopped at stop.max_time with {} request(s) unfinished\n",
-               o.result.requests_unfinished);
+    warn(fmt::format("stopped at stop.max_time with {} request(s) unfinished",
+                     o.result.requests_unfinished));
   }
   const double events_per_s = o.wall_s > 0 ? o.result.events / o.wall_s : 0;
-  fmt::print("\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s), fingerprint {}\n",
-             o.summary.duration_s, o.wall_s, events_per_s, app::format_fingerprint(o.result.event_fingerprint));
-  if (!options.db_path.empty()) fmt::print("results    {} (run_id {})\n", options.db_path, o.run_id);
+  fmt::print(out,
+             "\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s), fingerprint {}\n",
+             o.summary.duration_s, o.wall_s, events_per_s,
+             app::format_fingerprint(o.result.event_fingerprint));
+  if (!options.db_path.empty()) {
+    fmt::print(out, "results    {} (run_id {})\n", options.db_path, o.run_id);
+  }
+  if (json) fmt::print("{}\n", run_json(s, o, options.db_path, warnings).dump(2));
   return 0;
 }
 
 int cmd_check(const std::string& path, const std::vector<std::string>& overrides) {
   const auto root = scenarios::DataRoot::discover();
   const scenarios::Scenario s = load(path, overrides, root);
-  print_deployment(s, root);
+  print_deployment(stdout, s, root);
   for (const auto& g : s.groups) fmt::print("\n{}\n", models::describe(g.memory));
+  for (const std::string& w : memory_warnings(s)) fmt::print("warning: {}\n", w);
   const Workload w = scenarios::build_workload(s, root);
   fmt::print("workload   {} ({} requests", w.description, w.requests.size());
   if (w.skipped_rows > 0) fmt::print(", {} rows skipped", w.skipped_rows);
@@ -193,6 +319,30 @@ int cmd_list(const std::string& what) {
       fmt::print("  {:<18} {}\n", name, e.description);
       print_schema(e.schema);
     }
+    fmt::print(
+        "diffusion-LLM policies (a \"kind\": \"dllm\" scenario, key \"policy.type\"; "
+        "denoising knobs under \"denoise\", memory under \"memory\"):\n");
+    for (const std::string& name : dllm::algorithm_names()) {
+      const dllm::Algorithm a = dllm::parse_algorithm(name);
+      fmt::print("  {:<18} {}\n", name, dllm::algorithm_description(a));
+      if (a == dllm::Algorithm::kDllmServe) {
+        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_batched_tokens", "int",
+                   "16384", "query tokens per forward pass");
+        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_seqs", "int", "512",
+                   "requests per forward pass");
+        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_logits", "int", "2048",
+                   "logit rows per LM-head chunk (the logit budget)");
+        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "phase_aware", "bool", "true",
+                   "multiplex FULL / REUSE phases in one pass");
+        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "logit_budgeting", "bool", "true",
+                   "cap logit rows per pass at max_num_logits");
+      } else {
+        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_batch_size", "int", "0",
+                   "static batch size; 0 = the largest that fits");
+      }
+      fmt::print("      {:<30} {:<8} default {:<10} {}\n", "step_overhead", "duration", "0s",
+                 "CPU time added to every denoising step");
+    }
   } else if (what == "traces") {
     fmt::print("{:<26} {:<12} {:>7}  {:<14} {}\n", "name", "format", "rows", "license", "path");
     for (const auto& t : traces::shipped_traces()) {
@@ -200,6 +350,129 @@ int cmd_list(const std::string& what) {
       fmt::print("{:<26} {}\n", "", t.description);
     }
   }
+  return 0;
+}
+
+// Writes the HTML report of `runs` (and `plan`) in `db` to `out_path` (through a temporary file,
+// so a reader never sees half a report) and prints one line saying what it holds.
+int cmd_report(const std::string& db, const std::vector<int64_t>& runs, std::optional<int64_t> plan,
+               const std::string& out_path) {
+  if (!std::filesystem::exists(db)) {
+    throw servesim::InputError(db, 0, "no such results database");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  reports::ReportOptions options;
+  options.run_ids = runs;
+  options.plan_id = plan;
+  reports::ReportStats stats;
+  const std::string html = reports::render_report(db, options, &stats);
+  const std::string tmp = out_path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << html;
+    f.close();
+    if (!f) throw servesim::Error(fmt::format("{}: cannot write the report", tmp));
+  }
+  std::filesystem::rename(tmp, out_path);
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("report     {}: {} run(s){}, {} charts, {:.0f} KB in {:.2f} s\n", out_path, stats.runs,
+             plan ? fmt::format(", plan {}", *plan) : std::string(), stats.charts,
+             static_cast<double>(stats.bytes) / 1024.0, wall_s);
+  return 0;
+}
+
+struct IterationArgs {
+  std::string model, gpu;
+  int tp = 0;
+  int64_t prefill = 0;         // prompt tokens computed in this pass
+  int64_t prefill_cached = 0;  // tokens of that prompt already in KV (a later chunk)
+  int64_t decode_batch = 0;    // decode requests
+  int64_t context = 0;         // context of each decode request
+  bool json = false;
+};
+
+// One iteration's predicted time and per-operator breakdown, for the deployment of a scenario
+// (model, GPU, TP, dtypes, cost model and engine options), optionally changed by
+// --model/--gpu/--tp.
+int cmd_iteration(const std::string& path, std::vector<std::string> overrides,
+                  const IterationArgs& a) {
+  if (a.prefill <= 0 && a.decode_batch <= 0) {
+    fmt::print(stderr, "servesim: iteration needs --prefill N and/or --decode-batch B\n");
+    return 2;
+  }
+  if (a.decode_batch > 0 && a.context <= 0) {
+    fmt::print(stderr,
+               "servesim: --decode-batch needs --context C (tokens attended per request)\n");
+    return 2;
+  }
+  if (!a.model.empty()) overrides.push_back("model=" + a.model);
+  if (!a.gpu.empty()) overrides.push_back("cluster.gpu=" + a.gpu);
+  if (a.tp > 0) overrides.push_back(fmt::format("cluster.tp={}", a.tp));
+  const auto root = scenarios::DataRoot::discover();
+  const scenarios::Scenario s = load(path, overrides, root);
+  const scenarios::EngineInputs in = scenarios::build_engine_inputs(s, root);
+  const models::IterationCostModel& m = *in.cost_model;
+  models::BatchShape shape;
+  if (a.prefill > 0) shape.segments.push_back({a.prefill, a.prefill_cached + a.prefill, 1});
+  for (int64_t i = 0; i < a.decode_batch; ++i) shape.segments.push_back({1, a.context, 1});
+  const models::OperatorTimes t = m.breakdown(shape);
+  const Duration total = m.iteration_time(shape);
+  const Duration bound = m.peak_bound_time(shape);
+  const std::pair<const char*, Duration> ops[] = {{"qkv_gemm", t.qkv_gemm},
+                                                  {"o_gemm", t.o_gemm},
+                                                  {"mlp_gemm", t.mlp_gemm},
+                                                  {"attention_prefill", t.attention_prefill},
+                                                  {"attention_decode", t.attention_decode},
+                                                  {"norms_elementwise", t.norms_elementwise},
+                                                  {"allreduce", t.allreduce},
+                                                  {"lm_head", t.lm_head},
+                                                  {"overhead", t.overhead}};
+  const double sum_ms = to_seconds(t.total()) * 1e3;
+  if (a.json) {
+    Json opj = Json::object();
+    for (const auto& [name, d] : ops) opj[name + std::string("_ms")] = to_seconds(d) * 1e3;
+    Json doc = {{"command", "iteration"},
+                {"model", s.model},
+                {"gpu", s.cluster.gpu},
+                {"tp", s.groups.front().tp},
+                {"cost_model", m.describe()},
+                {"prefill_tokens", a.prefill},
+                {"prefill_cached_tokens", a.prefill_cached},
+                {"decode_batch", a.decode_batch},
+                {"decode_context_tokens", a.context},
+                {"query_tokens", shape.total_query_tokens()},
+                {"operators", opj},
+                {"operators_total_ms", sum_ms},
+                {"iteration_ms", to_seconds(total) * 1e3},
+                {"peak_bound_ms", to_seconds(bound) * 1e3}};
+    fmt::print("{}\n", doc.dump(2));
+    return 0;
+  }
+  fmt::print("deployment {} on {} (tp {}), weights {}, KV {}\n", s.model, s.cluster.gpu,
+             s.groups.front().tp, models::dtype_name(s.cluster.weight_dtype),
+             models::dtype_name(s.cluster.kv_dtype));
+  fmt::print("cost model {}\n", m.describe());
+  fmt::print("batch      ");
+  if (a.prefill > 0) {
+    fmt::print("prefill {} tokens{}", a.prefill,
+               a.prefill_cached > 0 ? fmt::format(" after {} cached", a.prefill_cached) : "");
+  }
+  if (a.decode_batch > 0) {
+    fmt::print("{}decode {} requests at context {}", a.prefill > 0 ? " + " : "", a.decode_batch,
+               a.context);
+  }
+  fmt::print(" ({} query tokens)\n\n", shape.total_query_tokens());
+  fmt::print("{:<20} {:>10} {:>7}\n", "operator", "ms", "share");
+  for (const auto& [name, d] : ops) {
+    const double ms = to_seconds(d) * 1e3;
+    fmt::print("{:<20} {:>10.3f} {:>6.1f}%\n", name, ms, sum_ms > 0 ? 100 * ms / sum_ms : 0.0);
+  }
+  fmt::print("{:<20} {:>10.3f}\n", "sum of operators", sum_ms);
+  fmt::print(
+      "\niteration  {:.3f} ms predicted (with the engine's per-iteration costs), peak-rate "
+      "bound {:.3f} ms\n",
+      to_seconds(total) * 1e3, to_seconds(bound) * 1e3);
   return 0;
 }
 
@@ -227,6 +500,9 @@ int main(int argc, char** argv) {
   run->add_option("--seed", seed, "override the scenario's seed");
   run->add_option("--db", db, "results database (SQLite), appended to")->capture_default_str();
   run->add_flag("--no-db", no_db, "do not write a results database");
+  bool json = false;
+  run->add_flag("--json", json,
+                "print the summary as one JSON document on stdout (the text goes to stderr)");
 
   auto* check = cli.add_subcommand("check", "validate a scenario and print what it resolves to");
   check->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
@@ -308,6 +584,60 @@ int main(int argc, char** argv) {
                           "the cost model leaves out of iteration time (weights stay exact)");
   auto* models_list = models_cmd->add_subcommand("list", "list the catalog's models");
 
+  std::string report_db, report_out = "report.html";
+  std::vector<int64_t> report_runs;
+  std::optional<int64_t> report_plan;
+  auto* report = cli.add_subcommand(
+      "report",
+      "one self-contained HTML file (inline SVG, no network) of runs and a plan in a "
+      "results database: configuration, SLO attainment, goodput, latency CDFs, time "
+      "series; several runs are overlaid");
+  report->add_option("db", report_db, "results database")->required();
+  report->add_option("--run", report_runs,
+                     "run id (repeatable; several are compared; default: the last run unless "
+                     "--plan is given)");
+  report->add_option("--plan", report_plan, "plan id: Pareto frontier, pruning, capacity search");
+  report->add_option("-o,--output", report_out, "HTML file to write")->capture_default_str();
+  std::string compare_db;
+  std::vector<int64_t> compare_runs;
+  std::string compare_out = "compare.html";
+  auto* compare_cmd =
+      cli.add_subcommand("compare",
+                         "HTML comparison of runs in a results database: overlaid plots and a "
+                         "side-by-side table with deltas (the report renderer)");
+  compare_cmd->add_option("db", compare_db, "results database")->required();
+  compare_cmd->add_option("--run", compare_runs, "run id (repeatable, two or more)")
+      ->required()
+      ->expected(1, -1);
+  compare_cmd->add_option("-o,--output", compare_out, "HTML file to write")->capture_default_str();
+
+  IterationArgs iteration_args;
+  auto* iteration =
+      cli.add_subcommand("iteration",
+                         "one iteration's predicted time for a batch shape, with its per-operator "
+                         "breakdown (the deployment of a scenario, the quickstart by default)");
+  iteration->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
+  iteration->add_option("--model", iteration_args.model, "model key (servesim list models)");
+  iteration->add_option("--gpu", iteration_args.gpu, "GPU key (servesim list gpus)");
+  iteration->add_option("--tp", iteration_args.tp, "tensor-parallel degree")
+      ->check(CLI::Range(1, 64));
+  iteration->add_option("--prefill", iteration_args.prefill, "prompt tokens computed in the pass")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  iteration
+      ->add_option("--prefill-cached", iteration_args.prefill_cached,
+                   "tokens of that prompt already in the KV cache (a later chunk)")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  iteration
+      ->add_option("--decode-batch", iteration_args.decode_batch, "decode requests in the pass")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  iteration
+      ->add_option("--context", iteration_args.context,
+                   "tokens each decode request attends (its context length)")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  iteration->add_option("--set", overrides,
+                        "override a scenario value: path=value (repeatable), e.g. engine options");
+  iteration->add_flag("--json", iteration_args.json, "print the result as one JSON document");
+
   auto* capacity = cli.add_subcommand(
       "capacity", "serving capacity: the largest request rate meeting the SLO (bisection on rate)");
   std::vector<std::string> capacity_slo;
@@ -322,6 +652,9 @@ int main(int argc, char** argv) {
                        "also require this share of requests to meet the per-request objectives");
   capacity->add_option("--start-rate", capacity_start, "first rate probed (default: the scenario's)");
   capacity->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
+  bool capacity_json = false;
+  capacity->add_flag("--json", capacity_json,
+                     "print the result as one JSON document on stdout (the text goes to stderr)");
 
   auto* validate = cli.add_subcommand("validate", "fidelity report of the calibrated cost model");
   std::vector<std::string> validate_gpus;
@@ -329,6 +662,9 @@ int main(int argc, char** argv) {
   validate->add_option("--gpu", validate_gpus, "only these GPUs (repeatable)");
   validate->add_flag("--no-leave-one-out", skip_loo, "skip the leave-one-out table checks");
   validate->add_flag("--no-iterations", skip_iterations, "skip the iteration-level checks");
+  bool validate_json = false;
+  validate->add_flag("--json", validate_json,
+                     "print the report as one JSON document on stdout (the text goes to stderr)");
 
   auto* plan = cli.add_subcommand(
       "plan", "capacity planner: cheapest config meeting the SLO, capacity per config, Pareto "
@@ -344,6 +680,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   plan->add_option("--explain", plan_options.explain,
                    "config index or label: show why it was pruned or which SLO it fails, by how much");
+  plan->add_flag("--json", plan_options.json,
+                 "print the summary as one JSON document on stdout (the text goes to stderr)");
   plan->add_option("--emit-scenario", plan_options.emit,
                    "config index or label: print its scenario document (for servesim run)");
 
@@ -425,7 +763,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*run) return cmd_run(scenario_path, overrides, seed, db, no_db);
+    if (*run) return cmd_run(scenario_path, overrides, seed, db, no_db, json);
     if (*check) return cmd_check(scenario_path, overrides);
     if (*dllm_report) {
       return servesim::app::run_dllm_report(dllm_table, servesim::scenarios::DataRoot::discover(),
@@ -433,6 +771,15 @@ int main(int argc, char** argv) {
     }
     if (*list) return cmd_list(what);
     if (*query) return cmd_query(db, sql);
+    if (*iteration) return cmd_iteration(scenario_path, overrides, iteration_args);
+    if (*report) return cmd_report(report_db, report_runs, report_plan, report_out);
+    if (*compare_cmd) {
+      if (compare_runs.size() < 2) {
+        fmt::print(stderr, "servesim: compare needs two or more --run ids\n");
+        return 2;
+      }
+      return cmd_report(compare_db, compare_runs, std::nullopt, compare_out);
+    }
     if (*import) {
       servesim::app::import_profiles(import_kind, import_dir, out_root, std::cout);
       return 0;
@@ -451,8 +798,11 @@ int main(int argc, char** argv) {
       vo.leave_one_out = !skip_loo;
       vo.iterations = !skip_iterations;
       vo.gpus = validate_gpus;
-      const int failed = servesim::app::run_validation(servesim::scenarios::DataRoot::discover(), vo,
-                                                       {}, std::cout);
+      Json validate_doc;
+      if (validate_json) vo.json = &validate_doc;
+      const int failed = servesim::app::run_validation(
+          servesim::scenarios::DataRoot::discover(), vo, {}, validate_json ? std::cerr : std::cout);
+      if (validate_json) fmt::print("{}\n", validate_doc.dump(2));
       return failed == 0 ? 0 : 1;
     }
     if (*capacity) {
@@ -460,13 +810,69 @@ int main(int argc, char** argv) {
       co.slo = capacity_slo;
       co.attainment = capacity_attainment;
       co.start_rate = capacity_start;
+      std::ostream& text = capacity_json ? std::cerr : std::cout;
       const auto r = servesim::app::find_capacity(scenario_path, overrides, co,
-                                                  servesim::scenarios::DataRoot::discover(), std::cout);
-      fmt::print("\nserving capacity {:.3f} req/s; at that rate: goodput {:.1f} tok/s, "
-                 "{:.3f} req/s/GPU, SLO attainment {:.2f} %\n",
-                 r.capacity_rps, r.at_capacity.goodput_tokens_per_s,
-                 r.at_capacity.num_gpus > 0 ? r.at_capacity.request_rate_per_s / r.at_capacity.num_gpus : 0.0,
-                 r.at_capacity.slo_attainment * 100);
+                                                  servesim::scenarios::DataRoot::discover(), text);
+      // What ends the search: the criteria failing at the lowest failing rate above capacity.
+      const auto criteria = servesim::app::SloCriteria::parse(co.slo, co.attainment,
+                                                              co.min_throughput_ratio, "capacity");
+      std::vector<std::string> binding;
+      double above = 0;
+      for (const auto& p : r.probes) {
+        if (!p.meets && p.rate > r.capacity_rps && (above == 0 || p.rate < above)) above = p.rate;
+      }
+      for (const auto& p : r.probes) {
+        if (p.rate != above) continue;
+        for (const auto& c : criteria.check(p.summary, p.rate)) {
+          if (!c.ok) binding.push_back(c.name);
+        }
+      }
+      text << fmt::format(
+          "\nserving capacity {:.3f} req/s; at that rate: goodput {:.1f} tok/s, {:.3f} req/s/GPU, "
+          "SLO attainment {:.2f} % ({})\n",
+          r.capacity_rps, r.at_capacity.goodput_tokens_per_s,
+          r.at_capacity.num_gpus > 0 ? r.at_capacity.request_rate_per_s / r.at_capacity.num_gpus
+                                     : 0.0,
+          r.at_capacity.slo_attainment * 100,
+          co.attainment ? "a criterion" : "the scenario's per-request objectives, not a criterion");
+      if (!binding.empty()) {
+        text << fmt::format(
+            "binding    {} (fails at {:.3f} req/s, the lowest failing rate probed)\n",
+            fmt::join(binding, ", "), above);
+      }
+      if (capacity_json) {
+        Json probes = Json::array();
+        for (const auto& p : r.probes) {
+          Json checks = Json::array();
+          for (const auto& c : criteria.check(p.summary, p.rate)) {
+            checks.push_back({{"name", c.name},
+                              {"value", c.value},
+                              {"limit", c.limit},
+                              {"at_least", c.at_least},
+                              {"ok", c.ok},
+                              {"unit", c.unit}});
+          }
+          probes.push_back({{"rate_per_s", p.rate},
+                            {"meets", p.meets},
+                            {"checks", checks},
+                            {"slo_attainment", std::isfinite(p.summary.slo_attainment)
+                                                   ? Json(p.summary.slo_attainment)
+                                                   : Json(nullptr)},
+                            {"sustained_rate_per_s", p.summary.sustained_rate_per_s},
+                            {"goodput_tokens_per_s", p.summary.goodput_tokens_per_s}});
+        }
+        Json doc = {{"command", "capacity"},
+                    {"scenario", scenario_path},
+                    {"objectives", co.slo},
+                    {"attainment_required", co.attainment ? Json(*co.attainment) : Json(nullptr)},
+                    {"min_throughput_ratio", co.min_throughput_ratio},
+                    {"capacity_rps", r.capacity_rps},
+                    {"binding", binding},
+                    {"binding_rate_per_s", above > 0 ? Json(above) : Json(nullptr)},
+                    {"at_capacity", summary_json(r.at_capacity)},
+                    {"probes", probes}};
+        fmt::print("{}\n", doc.dump(2));
+      }
       return r.capacity_rps > 0 ? 0 : 1;
     }
     if (*plan) {
@@ -474,7 +880,8 @@ int main(int argc, char** argv) {
       plan_options.progress = true;
       servesim::app::install_plan_interrupt_handler();
       return servesim::app::run_plan(plan_path, plan_options,
-                                     servesim::scenarios::DataRoot::discover(), std::cout);
+                                     servesim::scenarios::DataRoot::discover(),
+                                     plan_options.json ? std::cerr : std::cout);
     }
     if (*fidelity) {
       fidelity_options.db_path = fidelity_no_db ? "" : fidelity_db;

@@ -130,6 +130,7 @@ struct PlanRunOptions {
   bool progress = false;   // progress bar with ETA on stderr
   std::string explain;     // config index or label: explain it instead of running the plan
   std::string emit;        // config index or label: print its scenario document and stop
+  bool json = false;       // also print the summary as one JSON document on std::cout
 };
 
 // The proven upper bound on the request rate `scenario` can sustain (req/s), or 0 when none is

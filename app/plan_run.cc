@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -470,6 +471,7 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
   }
   const bool interrupted = plan_interrupted().load();
 
+  int64_t stored_plan_id = -1;
   // Database: every simulation, then the config table, in config order.
   if (!options.db_path.empty()) {
     reports::SqliteSink sink(options.db_path);
@@ -485,6 +487,7 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
       row.started_at = buf;
     }
     const int64_t plan_id = store.begin_plan(row);
+    stored_plan_id = plan_id;
     for (const PlanConfig& c : configs) {
       auto it = results.find(c.index);
       reports::PlanConfigRow cr;
@@ -645,7 +648,70 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
   }
   out << fmt::format("\nplan digest {:016x}\n", h);
   if (!options.db_path.empty()) {
-    out << fmt::format("results    {} (tables plan, plan_config, plan_run, run, ...)\n", options.db_path);
+    out << fmt::format("results    {} (plan_id {}; tables plan, plan_config, plan_run, run, ...)\n",
+                       options.db_path, stored_plan_id);
+  }
+  if (options.json) {
+    // The `plan --json` document (schema in the README).
+    Json doc = Json::object();
+    doc["command"] = "plan";
+    doc["plan"] = spec.name;
+    doc["source"] = spec.source;
+    doc["mode"] = spec.target_rate ? "target" : "max";
+    doc["target_rate_per_s"] = spec.target_rate ? Json(*spec.target_rate) : Json(nullptr);
+    doc["objectives"] = spec.slo;
+    doc["attainment"] = spec.attainment;
+    doc["min_throughput_ratio"] = spec.search.min_throughput_ratio;
+    Json status_counts = Json::object();
+    for (const auto& [name, n] : counts) status_counts[name] = n;
+    doc["configs"] = configs.size();
+    doc["status_counts"] = status_counts;
+    doc["simulations"] = simulations;
+    doc["wall_s"] = wall_s;
+    auto config_json = [&](const PlanConfig& c) {
+      Json j = {{"index", c.index},
+                {"label", c.label},
+                {"gpu", c.gpu},
+                {"policy", c.policy},
+                {"num_gpus", c.num_gpus},
+                {"cost_per_hour", c.cost_per_hour},
+                {"status", status_name(c.status)},
+                {"reason", c.reason}};
+      j["capacity_rps"] = have_capacity ? Json(capacity_of(c)) : Json(nullptr);
+      const PlanProbe* p = probe_at_target(c);
+      if (p) {
+        j["at_target"] = {{"slo_attainment", p->slo_attainment},
+                          {"goodput_tokens_per_s", p->goodput_tokens_per_s},
+                          {"ttft_p99_s", p->ttft_p99_s},
+                          {"tpot_p50_s", p->tpot_p50_s},
+                          {"tbt_p99_s", p->tbt_p99_s},
+                          {"tokens_per_s_per_gpu", p->tokens_per_s_per_gpu}};
+      }
+      return j;
+    };
+    doc["chosen"] = ranked.empty() ? Json(nullptr) : config_json(*ranked.front());
+    Json top = Json::array();
+    for (size_t k = 0; k < ranked.size() && k < static_cast<size_t>(spec.top); ++k) {
+      top.push_back(config_json(*ranked[k]));
+    }
+    doc["top"] = top;
+    Json frontier = Json::array();
+    for (const Point& p : front) frontier.push_back(config_json(*p.c));
+    doc["frontier"] = frontier;
+    std::map<std::string, int> pruned;
+    for (const PlanConfig& c : configs) {
+      if (c.status != ConfigStatus::kPruned) continue;
+      ++pruned[c.reason.find("over the budget") != std::string::npos
+                   ? std::string("over the GPU budget")
+                   : c.reason.substr(0, c.reason.find(':'))];
+    }
+    Json pruned_json = Json::object();
+    for (const auto& [reason, n] : pruned) pruned_json[reason] = n;
+    doc["pruned_by_reason"] = pruned_json;
+    doc["digest"] = fmt::format("{:016x}", h);
+    doc["db"] = options.db_path.empty() ? Json(nullptr) : Json(options.db_path);
+    doc["plan_id"] = stored_plan_id >= 0 ? Json(stored_plan_id) : Json(nullptr);
+    std::cout << doc.dump(2) << "\n";
   }
   if (interrupted) return 130;
   return ranked.empty() ? 1 : 0;

@@ -27,7 +27,7 @@ double loo_bound(const std::string& op, const ValidateBounds& b) {
 
 // Leave-one-out over every measured table. Returns the number of failing cells.
 int leave_one_out_report(const scenarios::DataRoot& root, const ValidateOptions& options,
-                         const ValidateBounds& bounds, std::ostream& out) {
+                         const ValidateBounds& bounds, std::ostream& out, scenarios::Json* json) {
   const std::string profiles_root = (fs::path(root.root) / "profiles").string();
   out << "Leave-one-out: each measured point predicted from the other points of its table\n";
   out << fmt::format("{:<14} {:<20} {:<18} {:<28} {:>6} {:>5} {:>7} {:>7} {:>8} {:>6} {:>6}  {}\n",
@@ -45,6 +45,23 @@ int leave_one_out_report(const scenarios::DataRoot& root, const ValidateOptions&
         const bool pass = bound == 0 || c.mape_pct <= bound * 100;
         failed += pass ? 0 : 1;
         cells++;
+        if (json) {
+          (*json)["cells"].push_back(
+              {{"gpu", c.gpu},
+               {"source", c.source},
+               {"operator", c.op},
+               {"variant", c.variant},
+               {"points", c.points},
+               {"excluded", c.excluded},
+               {"mape_pct", c.mape_pct},
+               {"p90_ape_pct", c.p90_ape_pct},
+               {"max_ape_pct", c.max_ape_pct},
+               {"extrapolated_share", c.extrapolated_share},
+               {"bound_pct", bound > 0 ? scenarios::Json(bound * 100) : scenarios::Json(nullptr)},
+               {"verdict", bound == 0 ? "reported"
+                           : pass     ? "ok"
+                                      : "FAIL"}});
+        }
         out << fmt::format(
             "{:<14} {:<20} {:<18} {:<28} {:>6} {:>5} {:>7.2f} {:>7.2f} {:>8.2f} {:>6.1f} {:>6}  {}\n",
             c.gpu, c.source, c.op, c.variant, c.points, c.excluded, c.mape_pct, c.p90_ape_pct,
@@ -55,6 +72,7 @@ int leave_one_out_report(const scenarios::DataRoot& root, const ValidateOptions&
     }
   }
   out << fmt::format("{} cells, {} over their bound\n\n", cells, failed);
+  if (json) (*json)["failed"] = failed;
   return failed;
 }
 
@@ -67,7 +85,7 @@ struct PointCheck {
 
 // Prints checks and returns how many exceed `bound` (relative error).
 int print_checks(const std::string& title, const std::vector<PointCheck>& checks, double bound,
-                 std::ostream& out) {
+                 std::ostream& out, scenarios::Json* json) {
   out << title << "\n";
   out << fmt::format("  {:<44} {:>12} {:>12} {:>8}  {}\n", "point", "reference ms", "servesim ms",
                      "error", "verdict");
@@ -82,6 +100,21 @@ int print_checks(const std::string& title, const std::vector<PointCheck>& checks
   }
   out << fmt::format("  {} points, MAPE {:.1f} %, {} beyond {:.0f} %\n\n", checks.size(),
                      checks.empty() ? 0.0 : sum_abs / checks.size() * 100, failed, bound * 100);
+  if (json) {
+    scenarios::Json points = scenarios::Json::array();
+    for (const PointCheck& c : checks) {
+      points.push_back({{"label", c.label},
+                        {"reference_ms", c.reference_ms},
+                        {"predicted_ms", c.predicted_ms},
+                        {"error", c.error()},
+                        {"ok", std::fabs(c.error()) <= bound}});
+    }
+    json->push_back({{"title", title},
+                     {"bound", bound},
+                     {"mape", checks.empty() ? 0.0 : sum_abs / checks.size()},
+                     {"failed", failed},
+                     {"points", points}});
+  }
   return failed;
 }
 
@@ -90,7 +123,8 @@ double predict_ms(const models::IterationCostModel& m, const models::BatchShape&
 }
 
 // DOPD Table I: prefill time of LLaMa-3.3-70B-FP8 on one H100 (vLLM).
-int dopd_table1(const scenarios::DataRoot& root, const ValidateBounds& bounds, std::ostream& out) {
+int dopd_table1(const scenarios::DataRoot& root, const ValidateBounds& bounds, std::ostream& out,
+                scenarios::Json* json) {
   const auto& cat = scenarios::Catalogs::get(root);
   const models::Deployment dep{&cat.models.get("llama-3.3-70b-instruct"), &cat.gpus.get("h100_sxm"),
                                1, models::Dtype::kFp8, models::Dtype::kBf16};
@@ -105,11 +139,11 @@ int dopd_table1(const scenarios::DataRoot& root, const ValidateBounds& bounds, s
   }
   return print_checks(
       fmt::format("DOPD Table I: LLaMa-3.3-70B-FP8 prefill on one H100 ({})", model->describe()),
-      checks, bounds.iteration_error, out);
+      checks, bounds.iteration_error, out, json);
 }
 
 // Whole forward passes measured by servesim-profile against the profiled and roofline models.
-void forward_passes(const scenarios::DataRoot& root, std::ostream& out) {
+void forward_passes(const scenarios::DataRoot& root, std::ostream& out, scenarios::Json* json) {
   for (const profiles::Profile& p : scenarios::gpu_profiles(root, "h100_sxm")) {
     if (p.forward.empty()) continue;
     const auto& cat = scenarios::Catalogs::get(root);
@@ -134,6 +168,20 @@ void forward_passes(const scenarios::DataRoot& root, std::ostream& out) {
                          r.reference_s * 1e3, r.reference_error_pct);
       sum += std::fabs(r.error_pct);
       sum_ref += std::fabs(r.reference_error_pct);
+      if (json) {
+        json->push_back({{"model", p.meta.model},
+                         {"gpu", p.meta.gpu},
+                         {"kind", r.row.kind},
+                         {"batch", r.row.batch},
+                         {"q_tokens", r.row.q_tokens},
+                         {"context_tokens", r.row.context_tokens},
+                         {"graph", r.row.graph},
+                         {"measured_ms", r.measured_s * 1e3},
+                         {"profiled_ms", r.predicted_s * 1e3},
+                         {"profiled_error_pct", r.error_pct},
+                         {"roofline_ms", r.reference_s * 1e3},
+                         {"roofline_error_pct", r.reference_error_pct}});
+      }
     }
     out << fmt::format("  MAPE: profiled {:.1f} %, roofline {:.1f} %\n\n",
                        rows.empty() ? 0.0 : sum / rows.size(),
@@ -146,13 +194,29 @@ void forward_passes(const scenarios::DataRoot& root, std::ostream& out) {
 int run_validation(const scenarios::DataRoot& root, const ValidateOptions& options,
                    const ValidateBounds& bounds, std::ostream& out) {
   int failed = 0;
-  if (options.leave_one_out) failed += leave_one_out_report(root, options, bounds, out);
+  scenarios::Json loo = {{"cells", scenarios::Json::array()}, {"failed", 0}};
+  scenarios::Json checks = scenarios::Json::array();
+  scenarios::Json forward = scenarios::Json::array();
+  int distserve_failed = 0;
+  scenarios::Json* j = options.json;
+  if (options.leave_one_out)
+    failed += leave_one_out_report(root, options, bounds, out, j ? &loo : nullptr);
   if (options.iterations) {
-    failed += dopd_table1(root, bounds, out);
-    failed += distserve_report(root, bounds.iteration_error, out);
-    forward_passes(root, out);
+    failed += dopd_table1(root, bounds, out, j ? &checks : nullptr);
+    distserve_failed = distserve_report(root, bounds.iteration_error, out);
+    failed += distserve_failed;
+    forward_passes(root, out, j ? &forward : nullptr);
   }
   out << fmt::format("validate: {} check(s) failed\n", failed);
+  if (j) {
+    *j = {{"command", "validate"},
+          {"failed", failed},
+          {"leave_one_out", options.leave_one_out ? loo : scenarios::Json(nullptr)},
+          {"iteration_checks", checks},
+          {"distserve", options.iterations ? scenarios::Json{{"failed", distserve_failed}}
+                                           : scenarios::Json(nullptr)},
+          {"forward_passes", forward}};
+  }
   return failed;
 }
 

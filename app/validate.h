@@ -30,6 +30,9 @@ struct ValidateOptions {
   bool leave_one_out = true;
   bool iterations = true;
   std::vector<std::string> gpus;  // empty: every GPU with tables
+  // When set, receives the report as JSON (schema in the README): every leave-one-out cell, every
+  // iteration-level point and forward pass, the failure counts.
+  scenarios::Json* json = nullptr;
 };
 
 // Prints the report. Returns the number of failed checks.

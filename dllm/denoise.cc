@@ -12,17 +12,34 @@ namespace {
 struct NamedAlgorithm {
   Algorithm a;
   const char* name;
+  const char* description;
 };
-constexpr NamedAlgorithm kAlgorithms[] = {{Algorithm::kDllmServe, "dllm-serve"},
-                                          {Algorithm::kFastDllm, "fast-dllm"},
-                                          {Algorithm::kDllmCache, "dllm-cache"},
-                                          {Algorithm::kSparseDllm, "sparse-dllm"},
-                                          {Algorithm::kVanilla, "vanilla"}};
+constexpr NamedAlgorithm kAlgorithms[] = {
+    {Algorithm::kDllmServe, "dllm-serve",
+     "dLLM-Serve: phase-multiplexed greedy scheduler, logit decomposition, logit-aware memory "
+     "profiling, head-centric sparse KV"},
+    {Algorithm::kFastDllm, "fast-dllm",
+     "Fast-dLLM dual cache (baseline): full pass at a block's first step, cache reuse after; "
+     "static request-level batching"},
+    {Algorithm::kDllmCache, "dllm-cache",
+     "dLLM-Cache (baseline): prompt and generation refresh intervals with a transfer ratio; static "
+     "request-level batching"},
+    {Algorithm::kSparseDllm, "sparse-dllm",
+     "Sparse-dLLM (baseline): sparse cache with a shared top-r set; static request-level batching"},
+    {Algorithm::kVanilla, "vanilla",
+     "LLaDA without caching (baseline): a full pass every step; static request-level batching"}};
 }  // namespace
 
 std::string algorithm_name(Algorithm a) {
   for (const auto& n : kAlgorithms) {
     if (n.a == a) return n.name;
+  }
+  return "?";
+}
+
+std::string algorithm_description(Algorithm a) {
+  for (const auto& n : kAlgorithms) {
+    if (n.a == a) return n.description;
   }
   return "?";
 }

@@ -26,6 +26,8 @@ std::string algorithm_name(Algorithm a);
 // Throws std::invalid_argument listing the valid names.
 Algorithm parse_algorithm(const std::string& name);
 std::vector<std::string> algorithm_names();
+// One line saying what the algorithm is (servesim list policies).
+std::string algorithm_description(Algorithm a);
 
 // Denoising knobs (Table 3 defaults).
 struct DenoiseParams {

@@ -216,4 +216,11 @@ std::string describe(const MemoryPlan& plan) {
   return out;
 }
 
+double activation_share_of_kv_budget(const MemoryPlan& plan) {
+  if (plan.rule == KvPoolRule::kStaticFraction) return 0;
+  const double budget = static_cast<double>(plan.activation_reserve_bytes) +
+                        static_cast<double>(plan.kv_pool_bytes_per_gpu);
+  return budget > 0 ? static_cast<double>(plan.activation_reserve_bytes) / budget : 0;
+}
+
 }  // namespace servesim::models

@@ -64,6 +64,13 @@ int64_t forward_activation_bytes(const Deployment& deployment, int64_t tokens);
 // max_num_batched_tokens dummy batch plus the sampler's fp32 logits (see memory_model.cc).
 int64_t activation_reserve_bytes(const Deployment& deployment, const MemoryParams& params);
 
+// Share of the KV budget (the pool plus the activation reserve carved out of it) that the
+// activation reserve takes: reserve / (reserve + KV pool), per GPU. 0 under kStaticFraction, where
+// activations live outside the KV budget. A large share means raising max_num_batched_tokens
+// shrank the KV pool (`servesim run` warns above kActivationReserveWarnShare).
+double activation_share_of_kv_budget(const MemoryPlan& plan);
+inline constexpr double kActivationReserveWarnShare = 0.25;
+
 // Multi-line human-readable summary (GiB figures, blocks, KV tokens).
 std::string describe(const MemoryPlan& plan);
 

@@ -123,6 +123,12 @@ void Statement::reset() {
 
 int64_t Statement::column_int64(int index) const { return sqlite3_column_int64(stmt_, index); }
 
+double Statement::column_double(int index) const { return sqlite3_column_double(stmt_, index); }
+
+bool Statement::column_is_null(int index) const {
+  return sqlite3_column_type(stmt_, index) == SQLITE_NULL;
+}
+
 std::string Statement::column_text(int index) const {
   const unsigned char* text = sqlite3_column_text(stmt_, index);
   const int size = sqlite3_column_bytes(stmt_, index);

@@ -64,6 +64,8 @@ class Statement {
   void reset();
 
   int64_t column_int64(int index) const;
+  double column_double(int index) const;
+  bool column_is_null(int index) const;
   std::string column_text(int index) const;
 
  private:
