@@ -35,7 +35,7 @@ struct RequestState {
   // Prefix caching on its instance: the cache keys of its prompt blocks (filled at admission,
   // dropped once all are registered), how many of them were considered for the cache, the keys
   // of the cached blocks it references (the rest of its blocks are private), and the prompt
-  // tokens it did not compute because they were cached.
+  // tokens its first admission took from the cache instead of computing them.
   std::vector<uint64_t> block_keys;
   int64_t keys_registered = 0;
   std::vector<uint64_t> cache_refs;
@@ -528,8 +528,8 @@ struct Engine::Impl {
       seq.blocks = hit.blocks;
       seq.computed_tokens = hit.blocks * bs;
       s.tokens = std::min(s.tokens, seq.remaining_tokens());
-      rs.cached_tokens += hit.blocks * bs;
-      inst.stats.prefix_hit_tokens += hit.blocks * bs;
+      if (rs.preemptions == 0) rs.cached_tokens = hit.blocks * bs;  // as the workload sees it
+      inst.stats.prefix_hit_tokens += hit.blocks * bs;  // every reuse, re-admissions too
       slack += before - new_blocks_for(inst, seq, s) - hit.revived;
     }
   }

@@ -36,12 +36,12 @@ std::vector<uint64_t> prefix_block_keys(const RequestSpec& spec, int64_t block_s
 PrefixCache::Hit PrefixCache::acquire_prefix(std::span<const uint64_t> keys, int64_t max_revived) {
   Hit hit;
   for (const uint64_t key : keys) {
-    auto it = entries_.find(key);
-    if (it == entries_.end()) break;
-    Entry& e = it->second;
+    const int32_t i = find(key);
+    if (i < 0) break;
+    Slot& e = slots_[static_cast<size_t>(i)];
     if (e.ref_count == 0) {
       if (hit.revived >= max_revived) break;
-      lru_.erase(e.lru);
+      lru_unlink(i);
       ++hit.revived;
     }
     ++e.ref_count;
@@ -51,25 +51,104 @@ PrefixCache::Hit PrefixCache::acquire_prefix(std::span<const uint64_t> keys, int
 }
 
 bool PrefixCache::insert(uint64_t key) {
-  return entries_.try_emplace(key, Entry{1, {}}).second;
+  if (find(key) >= 0) return false;
+  slots_[static_cast<size_t>(add(key))].ref_count = 1;
+  return true;
 }
 
 bool PrefixCache::release(uint64_t key) {
-  auto it = entries_.find(key);
-  if (it == entries_.end() || it->second.ref_count <= 0) {
+  const int32_t i = find(key);
+  if (i < 0 || slots_[static_cast<size_t>(i)].ref_count <= 0) {
     throw std::logic_error("prefix cache: release of a block that is not held");
   }
-  Entry& e = it->second;
-  if (--e.ref_count > 0) return false;
-  e.lru = lru_.insert(lru_.end(), key);
+  if (--slots_[static_cast<size_t>(i)].ref_count > 0) return false;
+  lru_push_back(i);
   return true;
 }
 
 void PrefixCache::evict(int64_t n) {
-  if (n > evictable()) throw std::logic_error("prefix cache: evicting more than is evictable");
+  if (n > evictable_) throw std::logic_error("prefix cache: evicting more than is evictable");
   for (int64_t k = 0; k < n; ++k) {
-    entries_.erase(lru_.front());
-    lru_.pop_front();
+    const int32_t i = lru_head_;
+    lru_unlink(i);
+    erase(i);
+  }
+}
+
+int32_t PrefixCache::find(uint64_t key) const {
+  if (table_.empty()) return -1;
+  const size_t mask = table_.size() - 1;
+  for (size_t b = key & mask;; b = (b + 1) & mask) {
+    const int32_t i = table_[b];
+    if (i < 0) return -1;
+    if (slots_[static_cast<size_t>(i)].key == key) return i;
+  }
+}
+
+int32_t PrefixCache::add(uint64_t key) {
+  if (static_cast<size_t>(size_ + 1) * 2 > table_.size()) grow();
+  int32_t i = free_slot_;
+  if (i >= 0) {
+    free_slot_ = slots_[static_cast<size_t>(i)].next;
+  } else {
+    i = static_cast<int32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  slots_[static_cast<size_t>(i)] = Slot{key, 0, -1, -1};
+  const size_t mask = table_.size() - 1;
+  size_t b = key & mask;
+  while (table_[b] >= 0) b = (b + 1) & mask;
+  table_[b] = i;
+  ++size_;
+  return i;
+}
+
+void PrefixCache::erase(int32_t slot) {
+  const size_t mask = table_.size() - 1;
+  size_t hole = slots_[static_cast<size_t>(slot)].key & mask;
+  while (table_[hole] != slot) hole = (hole + 1) & mask;
+  table_[hole] = -1;
+  // Backward shift: move later entries of the probe run into the hole when their home bucket
+  // does not lie cyclically in (hole, j].
+  for (size_t j = (hole + 1) & mask; table_[j] >= 0; j = (j + 1) & mask) {
+    const size_t home = slots_[static_cast<size_t>(table_[j])].key & mask;
+    const bool stays = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (stays) continue;
+    table_[hole] = table_[j];
+    table_[j] = -1;
+    hole = j;
+  }
+  slots_[static_cast<size_t>(slot)].next = free_slot_;
+  free_slot_ = slot;
+  --size_;
+}
+
+void PrefixCache::lru_unlink(int32_t slot) {
+  Slot& e = slots_[static_cast<size_t>(slot)];
+  (e.prev >= 0 ? slots_[static_cast<size_t>(e.prev)].next : lru_head_) = e.next;
+  (e.next >= 0 ? slots_[static_cast<size_t>(e.next)].prev : lru_tail_) = e.prev;
+  e.prev = e.next = -1;
+  --evictable_;
+}
+
+void PrefixCache::lru_push_back(int32_t slot) {
+  Slot& e = slots_[static_cast<size_t>(slot)];
+  e.prev = lru_tail_;
+  e.next = -1;
+  (lru_tail_ >= 0 ? slots_[static_cast<size_t>(lru_tail_)].next : lru_head_) = slot;
+  lru_tail_ = slot;
+  ++evictable_;
+}
+
+void PrefixCache::grow() {
+  std::vector<int32_t> old = std::move(table_);
+  table_.assign(std::max<size_t>(64, old.size() * 2), -1);
+  const size_t mask = table_.size() - 1;
+  for (const int32_t i : old) {
+    if (i < 0) continue;
+    size_t b = slots_[static_cast<size_t>(i)].key & mask;
+    while (table_[b] >= 0) b = (b + 1) & mask;
+    table_[b] = i;
   }
 }
 

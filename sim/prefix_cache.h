@@ -19,9 +19,7 @@
 
 #include <cstdint>
 #include <limits>
-#include <list>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/core/request_spec.h"
@@ -49,16 +47,32 @@ class PrefixCache {
   bool release(uint64_t key);
   void evict(int64_t n);
 
-  int64_t evictable() const { return static_cast<int64_t>(lru_.size()); }
-  int64_t size() const { return static_cast<int64_t>(entries_.size()); }
+  int64_t evictable() const { return evictable_; }
+  int64_t size() const { return size_; }
 
  private:
-  struct Entry {
+  // Entries live in a slab of slots (free ones chained through `next`), found through an
+  // open-addressing table of slot indices (linear probing, backward-shift deletion; keys are
+  // already well mixed), and the evictable ones are chained in release order through prev/next:
+  // no allocation per block once the table has grown to the cache's size.
+  struct Slot {
+    uint64_t key = 0;
     int64_t ref_count = 0;
-    std::list<uint64_t>::iterator lru;  // valid when ref_count == 0
+    int32_t prev = -1, next = -1;
   };
-  std::unordered_map<uint64_t, Entry> entries_;
-  std::list<uint64_t> lru_;  // evictable keys, least recently released first
+  int32_t find(uint64_t key) const;   // slot index, or -1
+  int32_t add(uint64_t key);          // a new entry; REQUIRES: key absent
+  void erase(int32_t slot);           // removes it from the table and frees the slot
+  void lru_unlink(int32_t slot);
+  void lru_push_back(int32_t slot);
+  void grow();
+
+  std::vector<Slot> slots_;
+  int32_t free_slot_ = -1;
+  std::vector<int32_t> table_;  // slot index or -1; size a power of two, at most half full
+  int64_t size_ = 0;
+  int32_t lru_head_ = -1, lru_tail_ = -1;
+  int64_t evictable_ = 0;
 };
 
 }  // namespace servesim::sim
