@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 
 #include <bit>
+#include <cstdlib>
+#include <filesystem>
 
 #include "reports/sqlite_db.h"
 #include "sim/core/error.h"
@@ -134,6 +136,29 @@ UPDATE meta SET value = '2' WHERE key = 'schema_version';
 
 }  // namespace
 
+namespace {
+
+// `path` if it can name a results database: not a directory or device, in a directory that
+// exists. Throws InputError otherwise, before SQLite opens (or creates) anything.
+const std::string& checked_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
+    throw InputError(path, 0, "expected a results database file, found a directory or device");
+  }
+  if (st.type() == fs::file_type::not_found) {
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec)) {
+      throw InputError(path, 0, fmt::format("cannot create the results database: no directory {}",
+                                            parent.string()));
+    }
+  }
+  return path;
+}
+
+}  // namespace
+
 struct SqliteSink::Impl {
   // Forwards the engine's records into the open run.
   class Writer : public sim::RecordListener {
@@ -147,15 +172,21 @@ struct SqliteSink::Impl {
   };
 
   explicit Impl(const std::string& path)
-      : db(path, SqliteDb::Mode::kReadWriteCreate), writer(*this) {
+      : db(checked_path(path), SqliteDb::Mode::kReadWriteCreate), writer(*this) {
     if (sqlite3_busy_timeout(db.handle(), kBusyTimeoutMs) != SQLITE_OK) {
       db.fail("setting the busy timeout");
     }
-    {
-      // The first read of the file: a file that is not a database fails here.
+    try {
+      // The first read of the file: a file that is not a database (or a corrupted one) fails here.
       Statement probe(db, "SELECT count(*) FROM sqlite_master", "reading the database schema");
       probe.step();
+    } catch (const Error&) {
+      throw InputError(path, 0, fmt::format("not a readable SQLite database, left untouched ({})",
+                                            sqlite3_errmsg(db.handle())));
     }
+    // The schema is checked (and a new file's created) before anything else changes the file:
+    // a file refused here keeps its bytes and its journal mode.
+    prepare_schema();
     {
       // Returns the mode in effect; an in-memory database stays "memory", which is fine.
       Statement wal(db, "PRAGMA journal_mode=WAL", "setting journal_mode=WAL");
@@ -165,7 +196,6 @@ struct SqliteSink::Impl {
     db.exec("PRAGMA foreign_keys=ON", "enabling foreign keys");
     // Bounds the WAL file a long-lived connection leaves behind after a large run.
     db.exec("PRAGMA journal_size_limit=67108864", "setting journal_size_limit");
-    prepare_schema();
 
     insert_run = std::make_unique<Statement>(
         db,
@@ -218,27 +248,37 @@ struct SqliteSink::Impl {
                           "writing the schema version");
         version.bind(1, std::string_view(std::to_string(kSchemaVersion))).run();
       } else if (!has_meta) {
-        throw Error(
-            fmt::format("{}: not a servesim results database (it has no meta table)", db.path()));
+        throw InputError(db.path(), 0,
+                         "not a servesim results database (it has tables but no meta table); "
+                         "left untouched, give another --db file");
       } else {
         Statement version(db, "SELECT value FROM meta WHERE key = 'schema_version'",
                           "reading the schema version");
         if (!version.step()) {
-          throw Error(
-              fmt::format("{}: not a servesim results database (meta has no "
-                          "schema_version)",
-                          db.path()));
+          throw InputError(db.path(), 0,
+                           "not a servesim results database (meta has no schema_version); left "
+                           "untouched, give another --db file");
         }
         std::string found = version.column_text(0);
+        char* end = nullptr;
+        const long found_number = std::strtol(found.c_str(), &end, 10);
+        if (end != found.c_str() && *end == '\0' && found_number > kSchemaVersion) {
+          throw InputError(db.path(), 0,
+                           fmt::format("written by a newer servesim (results schema version {}; "
+                                       "this build reads and writes version {}); left untouched, "
+                                       "upgrade servesim or give another --db file",
+                                       found, kSchemaVersion));
+        }
         if (found == "1") {
           db.exec(std::string(kMigrateFrom1) + kRequestMetricsViewSql,
                   "migrating the schema from version 1 to 2");
           found = "2";
         }
         if (found != std::to_string(kSchemaVersion)) {
-          throw Error(fmt::format(
-              "{}: results database has schema_version {}, this build reads and writes version {}",
-              db.path(), found, kSchemaVersion));
+          throw InputError(db.path(), 0,
+                           fmt::format("results database has schema_version {}, this build reads "
+                                       "and writes version {}; left untouched",
+                                       found, kSchemaVersion));
         }
       }
       db.exec("COMMIT", "committing the schema");
