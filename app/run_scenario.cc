@@ -81,6 +81,8 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
     run.scalars.emplace_back("run", name, value);
   }
   run.scalars.emplace_back("run", "requests_rejected", static_cast<double>(out.result.requests_rejected));
+  run.scalars.emplace_back("run", "requests_rejected_context",
+                           static_cast<double>(out.result.requests_rejected_context));
   run.scalars.emplace_back("run", "requests_unfinished",
                            static_cast<double>(out.result.requests_unfinished));
   run.scalars.emplace_back("run", "mean_in_system", out.result.mean_in_system);
