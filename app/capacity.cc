@@ -260,10 +260,13 @@ CapacityResult find_capacity(const std::string& scenario_path,
       if (c.unit == "s") detail += fmt::format("  {} {:.1f} ms", c.name, c.value * 1e3);
       if (c.name == "sustained") sustained = c.ok;
     }
+    const double attainment = p.summary.slo_attainment;
     out << fmt::format("rate {:9.3f} req/s  sustained {:8.3f} of {:8.3f} req/s {} attainment "
-                       "{:6.2f} %  goodput {:9.1f} tok/s  {}\n",
+                       "{}  goodput {:9.1f} tok/s  {}\n",
                        r, p.summary.sustained_rate_per_s, p.summary.window_offered_rate_per_s,
-                       detail, p.summary.slo_attainment * 100,
+                       detail,
+                       std::isfinite(attainment) ? fmt::format("{:6.2f} %", attainment * 100)
+                                                 : std::string("   n/a  "),
                        p.summary.goodput_tokens_per_s,
                        p.meets ? "meets" : sustained ? "violates" : "not sustained");
     return p;

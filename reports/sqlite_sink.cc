@@ -13,7 +13,8 @@
 namespace servesim::reports {
 namespace {
 
-// Version 2 of the results schema (version 1 had no request.warmup column; see kMigrateFrom1):
+// Version 3 of the results schema (version 1 had no request.warmup column, version 2 no
+// rejected_request table; see kMigrateFrom1 and kMigrateFrom2):
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
@@ -80,6 +81,15 @@ CREATE TABLE sample(
   value REAL
 );
 CREATE INDEX sample_by_series ON sample(run_id, entity, metric, t_ns);
+CREATE TABLE rejected_request(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  request_id INTEGER NOT NULL,
+  arrival_ns INTEGER NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  reason TEXT NOT NULL,  -- context | capacity (sim::RejectedRecord)
+  PRIMARY KEY (run_id, request_id)
+) WITHOUT ROWID;
 CREATE TABLE scalar(
   run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
   entity TEXT NOT NULL,
@@ -134,6 +144,21 @@ DROP VIEW request_metrics;
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
+// Brings a version 2 database to version 3: the rejected_request table (empty for every
+// existing run).
+constexpr const char* kMigrateFrom2 = R"sql(
+CREATE TABLE rejected_request(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  request_id INTEGER NOT NULL,
+  arrival_ns INTEGER NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (run_id, request_id)
+) WITHOUT ROWID;
+UPDATE meta SET value = '3' WHERE key = 'schema_version';
+)sql";
+
 }  // namespace
 
 namespace {
@@ -166,6 +191,7 @@ struct SqliteSink::Impl {
     explicit Writer(Impl& impl) : impl_(impl) {}
     void on_request(const sim::RequestRecord& record) override { impl_.write_request(record); }
     void on_sample(const sim::SampleRecord& sample) override { impl_.write_sample(sample); }
+    void on_rejected(const sim::RejectedRecord& record) override { impl_.write_rejected(record); }
 
    private:
     Impl& impl_;
@@ -222,6 +248,11 @@ struct SqliteSink::Impl {
     insert_scalar = std::make_unique<Statement>(
         db, "INSERT INTO scalar(run_id, entity, name, value) VALUES (?, ?, ?, ?)",
         "inserting a scalar row");
+    insert_rejected = std::make_unique<Statement>(
+        db,
+        "INSERT INTO rejected_request(run_id, request_id, arrival_ns, prompt_tokens, "
+        "output_tokens, reason) VALUES (?, ?, ?, ?, ?, ?)",
+        "inserting a rejected_request row");
     insert_bin = std::make_unique<Statement>(
         db, "INSERT INTO tbt_histogram(run_id, lower_ns, upper_ns, count) VALUES (?, ?, ?, ?)",
         "inserting a tbt_histogram row");
@@ -273,6 +304,10 @@ struct SqliteSink::Impl {
           db.exec(std::string(kMigrateFrom1) + kRequestMetricsViewSql,
                   "migrating the schema from version 1 to 2");
           found = "2";
+        }
+        if (found == "2") {
+          db.exec(kMigrateFrom2, "migrating the schema from version 2 to 3");
+          found = "3";
         }
         if (found != std::to_string(kSchemaVersion)) {
           throw InputError(db.path(), 0,
@@ -358,6 +393,18 @@ struct SqliteSink::Impl {
     });
   }
 
+  void write_rejected(const sim::RejectedRecord& r) {
+    guarded("writing a rejected request", [&] {
+      insert_rejected->bind(1, run_id)
+          .bind(2, static_cast<int64_t>(r.request_id))
+          .bind(3, r.arrival_ns)
+          .bind(4, r.prompt_tokens)
+          .bind(5, r.output_tokens)
+          .bind(6, std::string_view(r.reason))
+          .run();
+    });
+  }
+
   void write_sample(const sim::SampleRecord& s) {
     guarded("writing a sample record", [&] {
       insert_sample->bind(1, run_id)
@@ -419,6 +466,7 @@ struct SqliteSink::Impl {
   std::unique_ptr<Statement> insert_sample;
   std::unique_ptr<Statement> insert_scalar;
   std::unique_ptr<Statement> insert_bin;
+  std::unique_ptr<Statement> insert_rejected;
   bool open = false;
   int64_t run_id = -1;
 };

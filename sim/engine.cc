@@ -359,6 +359,10 @@ struct Engine::Impl {
         // full context exceeds the instance's (or, disaggregated, every decode instance's) KV
         // pool.
         ++result.requests_rejected;
+        if (listener) {
+          listener->on_rejected({id, spec.arrival.time_since_epoch().count(), spec.prompt_tokens,
+                                 spec.output_tokens, beyond_context ? "context" : "capacity"});
+        }
         set_in_system(-1);
         on_request_done(id);
         continue;
@@ -814,12 +818,13 @@ struct Engine::Impl {
     push(now + config.sample_interval, Phase::kSample, EventKind::kSample, -1);
   }
 
-  // The sampling grid resumes at the first multiple of sample_interval at or after `now`.
-  void resume_sampling() {
+  // The sampling grid resumes at the first multiple of sample_interval at or after `now` (after
+  // it when `after_now`: a control tick runs past the sampling phase of its instant).
+  void resume_sampling(bool after_now = false) {
     sampling_paused = false;
     const int64_t interval = config.sample_interval.count();
     const int64_t t = now.time_since_epoch().count();
-    const int64_t k = t / interval + (t % interval != 0 ? 1 : 0);
+    const int64_t k = t / interval + (t % interval != 0 || after_now ? 1 : 0);
     push(kTimeZero + Duration{k * interval}, Phase::kSample, EventKind::kSample, -1);
   }
 
@@ -964,6 +969,8 @@ struct Engine::Impl {
           result.requests_total - result.requests_finished - result.requests_rejected));
     }
     push(now + config.elastic.control_interval, Phase::kControl, EventKind::kControl, -1);
+    // An instance added over an idle span (starting up) is sampled from now on.
+    if (sampling_paused && !idle()) resume_sampling(/*after_now=*/true);
   }
 
   // ---- main loop ----

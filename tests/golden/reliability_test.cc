@@ -225,6 +225,11 @@ TEST(ContextLimits, RequestsBeyondTheModelContextAreRejectedOrTruncated) {
       app::run_scenario(scenarios::load_scenario(f.string(), {}, root), root, ro);
   EXPECT_GT(rejected.result.requests_rejected_context, 0);
   EXPECT_EQ(rejected.result.requests_rejected, rejected.result.requests_rejected_context);
+  ASSERT_EQ(static_cast<int64_t>(rejected.rejected.size()), rejected.result.requests_rejected);
+  for (const auto& r : rejected.rejected) {
+    EXPECT_EQ(r.reason, "context");
+    EXPECT_GT(r.prompt_tokens + r.output_tokens, 2048);
+  }
   for (const auto& r : rejected.requests) EXPECT_LE(r.prompt_tokens + r.output_tokens, 2048);
 
   const app::RunOutcome truncated = app::run_scenario(

@@ -117,7 +117,7 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
     sink.end_run("failed", 0.5, "");
   }
 
-  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "2"}}));
+  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "3"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM run ORDER BY run_id"),
             (Rows{{"1", "scenarios/a.json", "vllm", "round_robin", "azure_conv 0s+60s", "7", "ns",
                    "0.1.0", "2024-05-01T10:00:00Z", "1.25", "ok", "9f86d081884c7d65"},
@@ -292,18 +292,18 @@ TEST_F(SqliteSinkTest, RejectsADirectory) {
 TEST_F(SqliteSinkTest, RejectsAnotherSchemaVersion) {
   const std::string file = path("old.db");
   { SqliteSink sink(file); }
-  raw_exec(file, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  raw_exec(file, "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
   const std::string before = file_bytes(file);
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
-                ": written by a newer servesim (results schema version 3; this build reads and "
-                "writes version 2); left untouched, upgrade servesim or give another --db file");
+                ": written by a newer servesim (results schema version 4; this build reads and "
+                "writes version 3); left untouched, upgrade servesim or give another --db file");
   EXPECT_EQ(file_bytes(file), before);
   raw_exec(file, "UPDATE meta SET value = 'zero' WHERE key = 'schema_version'");
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
                 ": results database has schema_version zero, this build reads and writes "
-                "version 2; left untouched");
+                "version 3; left untouched");
 }
 
 // A version 1 database (no request.warmup column) is migrated in place: its runs keep their rows,
@@ -320,6 +320,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
   }
   // Make it a version 1 file: the column and the view as version 1 had them.
   raw_exec(file,
+           "DROP TABLE rejected_request; "
            "DROP VIEW request_metrics; ALTER TABLE request DROP COLUMN warmup; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
            "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
@@ -334,10 +335,24 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
-            (Rows{{"2"}}));
+            (Rows{{"3"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, request_id, warmup FROM request_metrics "
                            "ORDER BY run_id"),
             (Rows{{"1", "0", "0"}, {"2", "0", "1"}}));
+}
+
+TEST_F(SqliteSinkTest, StoresRejectedRequestsWithTheirReason) {
+  const std::string file = path("rejected.db");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "r"}, {});
+    sink.listener().on_rejected({7, 1000, 8000, 200, "context"});
+    sink.listener().on_rejected({9, 2000, 10, 10, "capacity"});
+    sink.end_run("ok", 1.0, "");
+  }
+  EXPECT_EQ(query_rows(file, "SELECT request_id, arrival_ns, prompt_tokens, output_tokens, reason "
+                             "FROM rejected_request ORDER BY request_id"),
+            (Rows{{"7", "1000", "8000", "200", "context"}, {"9", "2000", "10", "10", "capacity"}}));
 }
 
 TEST_F(SqliteSinkTest, RejectsAForeignDatabase) {
