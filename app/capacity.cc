@@ -241,7 +241,17 @@ CapacityResult find_capacity(const std::string& scenario_path,
     ro.keep_records = false;
     CapacityProbe p;
     p.rate = r;
-    p.summary = run_scenario(s, root, ro).summary;
+    const RunOutcome outcome = run_scenario(s, root, ro);
+    p.summary = outcome.summary;
+    if (outcome.result.requests_total > 0 && outcome.result.requests_rejected == outcome.result.requests_total) {
+      throw ConfigError(scenario_path,
+                        {{"workload", fmt::format("every request ({}) is rejected, {} of them for "
+                                                  "exceeding {}'s {}-token context (see "
+                                                  "context.overflow); nothing can be measured",
+                                                  outcome.result.requests_total,
+                                                  outcome.result.requests_rejected_context, s.model,
+                                                  s.max_context_tokens)}});
+    }
     if (p.summary.window_arrivals < kMinSustainedSample) {
       throw ConfigError(scenario_path,
                         {{"workload", fmt::format(

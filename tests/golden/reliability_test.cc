@@ -261,6 +261,14 @@ TEST(ContextLimits, HugeTraceTimestampSaysTooLarge) {
   EXPECT_NE(out.find("too large"), std::string::npos) << out;
 }
 
+TEST(ContextLimits, CapacityOfAWorkloadWhollyBeyondTheContextIsRefused) {
+  const fs::path f = write("cap_ctx.json", R"({"seed": 5, "model": "opt-13b",
+    "cluster": {"gpu": "a100_80gb_sxm", "instances": 1},
+    "workload": {"type": "generated", "arrival": {"process": "poisson", "rate": 2.0}, "count": 100,
+      "lengths": {"type": "fixed", "prompt": 3000, "output": 10}}})");
+  expect_refused("capacity " + f.string() + " --slo ttft_p90=400ms", "every request (100) is rejected");
+}
+
 // ---- 5. check validates what run runs ----
 
 TEST(CheckMatchesRun, ShippedDllmScenariosPassCheck) {
