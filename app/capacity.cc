@@ -206,7 +206,8 @@ CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe
     std::string why = at_floor ? fmt::format("the search stops at {:.4g} req/s (1/{:g} of the "
                                              "start rate {:.4g} req/s)",
                                              floor, 1 / options.min_rate_fraction, start_rate)
-                               : fmt::format("the search spent its {} probes", options.max_runs + 1);
+                               : fmt::format("the search spent its {} probes",
+                                             options.max_runs + 1);
     result.no_rate_reason = fmt::format(
         "no rate meets the SLO: at {:.4g} req/s, the lowest rate probed, {}; {}", lowest->rate,
         lowest->failed.empty() ? "the SLO is violated" : lowest->failed, why);
@@ -243,7 +244,8 @@ CapacityResult find_capacity(const std::string& scenario_path,
     p.rate = r;
     const RunOutcome outcome = run_scenario(s, root, ro);
     p.summary = outcome.summary;
-    if (outcome.result.requests_total > 0 && outcome.result.requests_rejected == outcome.result.requests_total) {
+    if (outcome.result.requests_total > 0 &&
+        outcome.result.requests_rejected == outcome.result.requests_total) {
       throw ConfigError(scenario_path,
                         {{"workload", fmt::format("every request ({}) is rejected, {} of them for "
                                                   "exceeding {}'s {}-token context (see "

@@ -502,9 +502,9 @@ int main(int argc, char** argv) {
         // Given explicitly, 0 is no rate at all (the option's absence means the scenario's own).
         if (!(*capacity_start > 0)) {
           throw servesim::ConfigError(
-              "capacity", {{"--start-rate", fmt::format("expected a rate in (0, {:g}] req/s, got {}",
-                                                        servesim::app::kMaxCapacityRate,
-                                                        *capacity_start)}});
+              "capacity",
+              {{"--start-rate", fmt::format("expected a rate in (0, {:g}] req/s, got {}",
+                                            servesim::app::kMaxCapacityRate, *capacity_start)}});
         }
         co.start_rate = *capacity_start;
       }

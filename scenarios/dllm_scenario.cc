@@ -64,7 +64,8 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     const auto type = r.string("type", std::nullopt, dllm::algorithm_names());
     if (type) c.algorithm = dllm::parse_algorithm(*type);
     const bool serve = c.algorithm == dllm::Algorithm::kDllmServe;
-    c.max_num_batched_tokens = r.integer("max_num_batched_tokens", 16384, 1, kMaxIntParam).value_or(1);
+    c.max_num_batched_tokens =
+        r.integer("max_num_batched_tokens", 16384, 1, kMaxIntParam).value_or(1);
     c.max_num_seqs = r.integer("max_num_seqs", 512, 1, kMaxIntParam).value_or(1);
     c.max_num_logits = r.integer("max_num_logits", 2048, 1, kMaxIntParam).value_or(1);
     c.phase_aware = r.boolean("phase_aware", true).value_or(true);
@@ -95,7 +96,8 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     p.block = r.integer("block", 32, 1, kMaxDllmGenLength).value_or(32);
     p.retention = r.number("retention", 0.5, 0.0, 1.0, true).value_or(0.5);
     p.pool_kernel = r.integer("pool_kernel", 3, 1, kMaxDllmGenLength).value_or(3);
-    p.cache_prompt_interval = r.integer("cache_prompt_interval", 100, 1, kMaxDllmGenLength).value_or(100);
+    p.cache_prompt_interval =
+        r.integer("cache_prompt_interval", 100, 1, kMaxDllmGenLength).value_or(100);
     p.cache_gen_interval = r.integer("cache_gen_interval", 7, 1, kMaxDllmGenLength).value_or(7);
     p.transfer_ratio = r.number("transfer_ratio", 0.25, 0.0, 1.0, true).value_or(0.25);
     r.finish();

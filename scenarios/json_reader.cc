@@ -278,7 +278,9 @@ Json read_json_file(const std::string& path, const std::string& what) {
     const std::string token = message.substr(open + 1, close - open - 1);
     const size_t at = text.find(token);
     const long line =
-        at == std::string::npos ? 0 : 1 + static_cast<long>(std::count(text.begin(), text.begin() + at, '\n'));
+        at == std::string::npos
+            ? 0
+            : 1 + static_cast<long>(std::count(text.begin(), text.begin() + at, '\n'));
     throw InputError(path, line, fmt::format("number {} is out of range (a JSON number must fit "
                                              "a double, up to about 1.8e308)",
                                              token));

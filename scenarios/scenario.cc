@@ -787,8 +787,8 @@ Workload build_workload(const Scenario& scenario, const DataRoot& root) {
   }
   if (static_cast<int64_t>(w.requests.size()) > kMaxRequests) {
     throw ConfigError(scenario.source,
-                      {{"workload", fmt::format("{} requests, more than the {} a workload may hold; "
-                                                "use window or first_n",
+                      {{"workload", fmt::format("{} requests, more than the {} a workload may "
+                                                "hold; use window or first_n",
                                                 w.requests.size(), kMaxRequests)}});
   }
   if (scenario.workload.at("type") == "benchmark") {

@@ -350,8 +350,9 @@ struct Engine::Impl {
           blocks_for_tokens(spec.prompt_tokens + spec.output_tokens, inst.setup.block_size);
       const bool prompt_too_long =
           inst.setup.max_prompt_tokens > 0 && spec.prompt_tokens > inst.setup.max_prompt_tokens;
-      const bool beyond_context = config.max_context_tokens > 0 &&
-                                  spec.prompt_tokens + spec.output_tokens > config.max_context_tokens;
+      const bool beyond_context =
+          config.max_context_tokens > 0 &&
+          spec.prompt_tokens + spec.output_tokens > config.max_context_tokens;
       if (beyond_context) ++result.requests_rejected_context;
       if (beyond_context || prompt_too_long || full_blocks > inst.setup.num_blocks ||
           (disaggregated && full_blocks > max_decode_blocks)) {

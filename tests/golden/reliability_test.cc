@@ -25,7 +25,8 @@ const std::string kBin = SERVESIM_BIN;
 
 // A scratch directory for this test binary's files.
 fs::path scratch() {
-  const fs::path dir = fs::temp_directory_path() / ("servesim_reliability_" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("servesim_reliability_" + std::to_string(getpid()));
   fs::create_directories(dir);
   return dir;
 }
@@ -64,7 +65,8 @@ std::string opt13b_scenario(int count) {
     "workload": {"type": "generated", "arrival": {"process": "poisson", "rate": 2.0}, "count": )" +
          std::to_string(count) + R"(,
       "lengths": {"type": "distribution",
-        "path": "traces/data/length_distributions/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"}}})";
+        "path": "traces/data/length_distributions/)"
+         R"(sharegpt_8k_filtered_stats_llama2_tokenizer.csv"}}})";
 }
 
 // ---- 1. capacity always ends ----
@@ -135,18 +137,21 @@ TEST(CapacityReliability, TooSmallAWorkloadIsRefusedWithItsSampleSize) {
 // ---- 2. knob bounds, 7. resource limits ----
 
 TEST(KnobBounds, IntegerKnobsAndLayoutsAreBounded) {
-  expect_refused("check scenarios/dopd/bursty_static.json --set policy.num_prefill=4611686018427387904",
+  expect_refused("check scenarios/dopd/bursty_static.json "
+                 "--set policy.num_prefill=4611686018427387904",
                  "policy.num_prefill: expected an integer in [1, 10000]");
   expect_refused("check scenarios/dopd/bursty_static.json --set policy.num_decode=1000000",
                  "policy.num_decode");
-  expect_refused("check scenarios/dynaserve/azure_code_dynaserve.json --set policy.num_pairs=1000000",
+  expect_refused("check scenarios/dynaserve/azure_code_dynaserve.json "
+                 "--set policy.num_pairs=1000000",
                  "policy.num_pairs");
   expect_refused("check scenarios/dopd/bursty_dopd.json --set policy.num_prefill=9",
                  "more than its GPU budget of 8");
   expect_refused("run --no-db --set policy.block_size=4611686018427387904", "policy.block_size");
   expect_refused("check --set policy.max_num_seqs=99999999999", "policy.max_num_seqs");
   expect_refused("check --set cluster.instances=65536", "cluster.instances");
-  expect_refused("check scenarios/dllm/l40s_osc.json --set denoise.steps=2147483648", "denoise.steps");
+  expect_refused("check scenarios/dllm/l40s_osc.json --set denoise.steps=2147483648",
+                 "denoise.steps");
 }
 
 TEST(ResourceLimits, OversizedWorkloadsAreRefusedUpFront) {
@@ -207,7 +212,8 @@ TEST(InputErrors, PlansWithAnAbsurdRateOrGridAreRefused) {
   std::string axis = "[";
   for (int i = 1; i <= 100; ++i) axis += (i > 1 ? "," : "") + std::to_string(i);
   axis += "]";
-  const std::string grid = R"({"cluster.instances": A, "policy.max_num_seqs": A, "policy.block_size": A})";
+  const std::string grid =
+      R"({"cluster.instances": A, "policy.max_num_seqs": A, "policy.block_size": A})";
   std::string g = grid;
   for (size_t pos; (pos = g.find('A')) != std::string::npos;) g.replace(pos, 1, axis);
   expect_refused("plan --no-db " + plan("5", g), "expands to 1000000 configs");
@@ -254,7 +260,8 @@ TEST(ContextLimits, ARunWithEveryRequestRejectedFailsWithoutNan) {
 }
 
 TEST(ContextLimits, HugeTraceTimestampSaysTooLarge) {
-  const fs::path trace = write("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,10\n1e300,10,10\n");
+  const fs::path trace =
+      write("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,10\n1e300,10,10\n");
   const auto [rc, out] = cli("check --set workload.format=generic_csv --set workload.path=" +
                              trace.string() + " --set workload.window=null");
   EXPECT_EQ(rc, 2) << out;
@@ -266,7 +273,8 @@ TEST(ContextLimits, CapacityOfAWorkloadWhollyBeyondTheContextIsRefused) {
     "cluster": {"gpu": "a100_80gb_sxm", "instances": 1},
     "workload": {"type": "generated", "arrival": {"process": "poisson", "rate": 2.0}, "count": 100,
       "lengths": {"type": "fixed", "prompt": 3000, "output": 10}}})");
-  expect_refused("capacity " + f.string() + " --slo ttft_p90=400ms", "every request (100) is rejected");
+  expect_refused("capacity " + f.string() + " --slo ttft_p90=400ms",
+                 "every request (100) is rejected");
 }
 
 // ---- 5. check validates what run runs ----
