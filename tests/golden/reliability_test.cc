@@ -31,6 +31,13 @@ fs::path scratch() {
   return dir;
 }
 
+// Removes the scratch directory when the test binary ends.
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override { fs::remove_all(scratch()); }
+};
+const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 fs::path write(const std::string& name, const std::string& text) {
   const fs::path p = scratch() / name;
   std::ofstream(p) << text;
