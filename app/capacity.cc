@@ -116,9 +116,54 @@ std::vector<SloCheck> SloCriteria::check(const reports::RunSummary& s, double ra
     out.push_back({"attainment", s.slo_attainment, *attainment_, true,
                    s.slo_attainment >= *attainment_, ""});
   }
-  const double need = min_throughput_ratio_ * rate;
+  // Completions are compared with the arrivals actually offered over the same window, not with
+  // the nominal rate: a small workload's realized arrivals stray from it by sampling noise alone.
+  const double offered = s.window_offered_rate_per_s > 0 ? s.window_offered_rate_per_s : rate;
+  const double need = min_throughput_ratio_ * offered;
   out.push_back({"sustained", s.sustained_rate_per_s, need, true, s.sustained_rate_per_s >= need, "req/s"});
   return out;
+}
+
+std::string describe_failures(const std::vector<SloCheck>& checks) {
+  std::vector<std::string> parts;
+  for (const SloCheck& c : checks) {
+    if (c.ok) continue;
+    if (c.unit == "s") {
+      parts.push_back(fmt::format("{} is {:.1f} ms, above its {:.1f} ms bound", c.name,
+                                  c.value * 1e3, c.limit * 1e3));
+    } else if (c.name == "attainment") {
+      parts.push_back(fmt::format("SLO attainment is {:.2f} %, below {:.2f} %", c.value * 100,
+                                  c.limit * 100));
+    } else if (c.name == "sustained") {
+      parts.push_back(fmt::format("not sustained: {:.3f} req/s completed while load was offered, "
+                                  "below the {:.3f} req/s needed",
+                                  c.value, c.limit));
+    } else {
+      parts.push_back(fmt::format("{} is {:.4g}, limit {:.4g}", c.name, c.value, c.limit));
+    }
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+void validate_capacity_options(const CapacityOptions& o, const std::string& source) {
+  std::vector<ConfigIssue> issues;
+  if (o.attainment && !(*o.attainment > 0 && *o.attainment <= 1)) {
+    issues.push_back({"--attainment", fmt::format("expected a share of requests in (0, 1], e.g. "
+                                                  "0.9, got {}",
+                                                  *o.attainment)});
+  }
+  if (!(std::isfinite(o.start_rate) && o.start_rate >= 0 && o.start_rate <= kMaxCapacityRate)) {
+    issues.push_back({"--start-rate", fmt::format("expected a rate in (0, {:g}] req/s, got {}",
+                                                  kMaxCapacityRate, o.start_rate)});
+  }
+  if (o.max_runs < 1) {
+    issues.push_back({"max_runs", fmt::format("expected at least 1 probe, got {}", o.max_runs)});
+  }
+  if (!(o.min_rate_fraction > 0 && o.min_rate_fraction < 1)) {
+    issues.push_back({"min_rate_fraction", fmt::format("expected a number in (0, 1), got {}",
+                                                       o.min_rate_fraction)});
+  }
+  if (!issues.empty()) throw ConfigError(source, issues);
 }
 
 bool SloCriteria::all_ok(const std::vector<SloCheck>& checks) {
@@ -153,37 +198,59 @@ CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe
     result.probes.push_back(std::move(p));
     return meets;
   };
-  const bool capped = max_rate > 0;
-  double rate = capped ? std::min(start_rate, max_rate) : start_rate;
+  const double ceiling = max_rate > 0 ? std::min(max_rate, kMaxCapacityRate) : kMaxCapacityRate;
+  const double floor = start_rate * options.min_rate_fraction;
+  double rate = std::min(start_rate, ceiling);
 
-  // Bracket: grow until the SLO breaks (or the cap is reached), or shrink until it holds.
+  // Bracket: grow until the SLO breaks (or the ceiling is reached), or shrink until it holds (or
+  // the floor is reached). Every loop spends from one budget of max_runs probes.
   double lo = 0, hi = 0;
   int runs = 0;
+  bool at_floor = false;
   if (run_at(rate)) {
     lo = rate;
-    if (capped && lo >= max_rate) return result;
-    hi = capped ? std::min(rate * 2, max_rate) : rate * 2;
+    if (lo >= ceiling) return result;
+    hi = std::min(rate * 2, ceiling);
     while (runs++ < options.max_runs && run_at(hi)) {
       lo = hi;
-      if (capped && lo >= max_rate) return result;
-      hi = capped ? std::min(hi * 2, max_rate) : hi * 2;
+      if (lo >= ceiling) return result;
+      hi = std::min(hi * 2, ceiling);
     }
   } else {
     hi = rate;
     lo = rate / 2;
-    while (runs++ < options.max_runs && !run_at(lo)) {
+    while (true) {
+      if (lo < floor) {
+        at_floor = true;
+        break;
+      }
+      if (runs++ >= options.max_runs || run_at(lo)) break;
       hi = lo;
       lo /= 2;
-      if (lo < 1e-6) return result;
     }
   }
-  while (runs++ < options.max_runs && (hi - lo) / hi > options.relative_tolerance) {
+  while (result.capacity_rps > 0 && runs++ < options.max_runs &&
+         (hi - lo) / hi > options.relative_tolerance) {
     const double mid = 0.5 * (lo + hi);
     if (run_at(mid)) {
       lo = mid;
     } else {
       hi = mid;
     }
+  }
+  if (result.capacity_rps <= 0 && !result.probes.empty()) {
+    const CapacityProbe* lowest = &result.probes.front();
+    for (const CapacityProbe& p : result.probes) {
+      if (p.rate < lowest->rate) lowest = &p;
+    }
+    std::string why = at_floor ? fmt::format("the search stops at {:.4g} req/s (1/{:g} of the "
+                                             "start rate {:.4g} req/s)",
+                                             floor, 1 / options.min_rate_fraction, start_rate)
+                               : fmt::format("the search spent its {} probes",
+                                             options.max_runs + 1);
+    result.no_rate_reason = fmt::format(
+        "no rate meets the SLO: at {:.4g} req/s, the lowest rate probed, {}; {}", lowest->rate,
+        lowest->failed.empty() ? "the SLO is violated" : lowest->failed, why);
   }
   return result;
 }
@@ -192,6 +259,7 @@ CapacityResult find_capacity(const std::string& scenario_path,
                              const std::vector<std::string>& overrides,
                              const CapacityOptions& options, const scenarios::DataRoot& root,
                              std::ostream& out) {
+  validate_capacity_options(options, "capacity");
   const SloCriteria criteria = SloCriteria::parse(options.slo, options.attainment,
                                                   options.min_throughput_ratio, "capacity");
   std::vector<std::string> base = overrides;
@@ -199,6 +267,12 @@ CapacityResult find_capacity(const std::string& scenario_path,
   const scenarios::Scenario probe0 = scenarios::load_scenario(scenario_path, base, root);
   const std::string knob = rate_knob(probe0);
   const double rate = options.start_rate > 0 ? options.start_rate : workload_rate(probe0, root);
+  if (!(std::isfinite(rate) && rate > 0 && rate <= kMaxCapacityRate)) {
+    throw ConfigError(scenario_path, {{knob, fmt::format("capacity starts from the workload's rate "
+                                                         "and needs one in (0, {:g}] req/s, got "
+                                                         "{}; give --start-rate",
+                                                         kMaxCapacityRate, rate)}});
+  }
   {
     // Say which objectives decide and what the attainment column is.
     std::vector<std::string> deciding;
@@ -225,18 +299,43 @@ CapacityResult find_capacity(const std::string& scenario_path,
     ro.keep_records = false;
     CapacityProbe p;
     p.rate = r;
-    p.summary = run_scenario(s, root, ro).summary;
+    const RunOutcome outcome = run_scenario(s, root, ro);
+    p.summary = outcome.summary;
+    if (outcome.result.requests_total > 0 &&
+        outcome.result.requests_rejected == outcome.result.requests_total) {
+      throw ConfigError(scenario_path,
+                        {{"workload", fmt::format("every request ({}) is rejected, {} of them for "
+                                                  "exceeding {}'s {}-token context (see "
+                                                  "context.overflow); nothing can be measured",
+                                                  outcome.result.requests_total,
+                                                  outcome.result.requests_rejected_context, s.model,
+                                                  s.max_context_tokens)}});
+    }
+    if (p.summary.window_arrivals < kMinSustainedSample) {
+      throw ConfigError(scenario_path,
+                        {{"workload", fmt::format(
+                                          "too few requests for a capacity search: {} arrive in "
+                                          "the later half of the arrival window, and the "
+                                          "sustained-rate check needs at least {} there; raise "
+                                          "workload.count (or the trace window)",
+                                          p.summary.window_arrivals, kMinSustainedSample)}});
+    }
     const std::vector<SloCheck> checks = criteria.check(p.summary, r);
     p.meets = SloCriteria::all_ok(checks);
+    p.failed = describe_failures(checks);
     std::string detail;
     for (const SloCheck& c : checks) {
       if (c.unit == "s") detail += fmt::format("  {} {:.1f} ms", c.name, c.value * 1e3);
     }
-    out << fmt::format(
-        "rate {:9.3f} req/s  sustained {:8.3f} req/s {} attainment {:6.2f} %  "
-        "goodput {:9.1f} tok/s  {}\n",
-        r, p.summary.sustained_rate_per_s, detail, p.summary.slo_attainment * 100,
-        p.summary.goodput_tokens_per_s, verdict_text(checks));
+    const double attainment = p.summary.slo_attainment;
+    out << fmt::format("rate {:9.3f} req/s  sustained {:8.3f} of {:8.3f} req/s {} attainment "
+                       "{}  goodput {:9.1f} tok/s  {}\n",
+                       r, p.summary.sustained_rate_per_s, p.summary.window_offered_rate_per_s,
+                       detail,
+                       std::isfinite(attainment) ? fmt::format("{:6.2f} %", attainment * 100)
+                                                 : std::string("   n/a  "),
+                       p.summary.goodput_tokens_per_s,
+                       verdict_text(checks));
     return p;
   };
   return search_capacity(probe, rate, options);

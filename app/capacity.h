@@ -30,7 +30,10 @@ struct CapacityOptions {
   std::optional<double> attainment;       // also require this share of requests meeting the SLO
   double start_rate = 0;                  // 0: the scenario's own rate
   double relative_tolerance = 0.02;       // stop when (hi - lo) / hi is below this
-  int max_runs = 24;
+  int max_runs = 24;                      // at most max_runs + 1 probes in all
+  // The search never probes below start_rate x min_rate_fraction (a rate that low stretches the
+  // workload over 1,000x its span) nor above kMaxCapacityRate.
+  double min_rate_fraction = 1.0 / 1024;
   // A rate also counts as sustained only if the run's completion rate while load is offered is at
   // least this share of the offered one; above capacity queues grow and completions fall behind.
   double min_throughput_ratio = 0.9;
@@ -85,28 +88,50 @@ std::string rate_knob(const scenarios::Scenario& scenario);
 // The workload's own offered rate (generated: arrival.rate; traces: requests over the span).
 double workload_rate(const scenarios::Scenario& scenario, const scenarios::DataRoot& root);
 
+// The largest rate a capacity search probes, and the range --start-rate accepts (req/s).
+inline constexpr double kMaxCapacityRate = 1e6;
+// Fewest measured requests arriving in the later half of the arrival window for the sustained
+// check to mean anything (below it one request more or less moves the ratio by over 5 %).
+inline constexpr int64_t kMinSustainedSample = 20;
+
+// Checks the options a user gives (attainment in (0, 1], start rate finite in (0,
+// kMaxCapacityRate], max_runs >= 1). Throws ConfigError naming the option.
+void validate_capacity_options(const CapacityOptions& options, const std::string& source);
+
+// One line on why `checks` fail, e.g. "ttft_p90 is 512.0 ms, above its 400 ms bound"; empty
+// when all hold.
+std::string describe_failures(const std::vector<SloCheck>& checks);
+
 struct CapacityProbe {
   double rate = 0;
   bool meets = false;
   reports::RunSummary summary;
+  std::string failed;  // describe_failures() of a violating probe (may be empty)
 };
 
 struct CapacityResult {
   double capacity_rps = 0;            // largest rate that met the SLO (0 if none did)
   reports::RunSummary at_capacity;    // the run at that rate
   std::vector<CapacityProbe> probes;  // in the order they were run
+  // When no rate met the SLO: "no rate meets the SLO: ..." with the lowest rate probed and what
+  // failed there. Empty otherwise.
+  std::string no_rate_reason;
 };
 
 // Bisection on rate over `probe` (one run at a rate). Brackets from `start_rate` (doubling while
 // the SLO holds, halving while it does not), then bisects until the bracket is within
 // options.relative_tolerance or options.max_runs is spent. When `max_rate` > 0 no rate above it
 // is probed (a proven upper bound on what can meet the SLO); reaching it while meeting ends the
-// search. Deterministic given a deterministic probe. REQUIRES: start_rate > 0.
+// search. The search is bounded: at most options.max_runs + 1 probes, none below start_rate x
+// options.min_rate_fraction nor above kMaxCapacityRate. Deterministic given a deterministic probe.
+// REQUIRES: start_rate finite and > 0.
 CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe,
                                double start_rate, const CapacityOptions& options,
                                double max_rate = 0);
 
-// Throws ConfigError for malformed SLO arguments or a workload without a rate.
+// Throws ConfigError for malformed SLO arguments or options, a workload without a rate, or one
+// too small for the sustained check (fewer than kMinSustainedSample requests in the later half of
+// its arrival window).
 CapacityResult find_capacity(const std::string& scenario_path,
                              const std::vector<std::string>& overrides,
                              const CapacityOptions& options, const scenarios::DataRoot& root,

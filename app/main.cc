@@ -17,6 +17,8 @@
 #include "app/dllm_run.h"
 #include "app/dopd_ratio.h"
 #include "app/fidelity.h"
+#include "scenarios/cost_models.h"
+#include "scenarios/dllm_scenario.h"
 #include "app/models_cmd.h"
 #include "app/parallel.h"
 #include "app/plan.h"
@@ -232,12 +234,21 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
                     100 * o.lookups.extrapolated_share()));
   }
   fmt::print(out, "\n{}", reports::format_summary(o.summary, s.slo));
-  if (o.result.requests_rejected > 0) {
-    warn(
-        fmt::format("{} request(s) rejected: they can never run (prompt + output exceeds an "
-                    "instance's KV pool, or the prompt exceeds the token budget without chunked "
-                    "prefill)",
-                    o.result.requests_rejected));
+  if (o.result.requests_rejected_context > 0) {
+    warn(fmt::format("{} request(s) rejected: prompt + output exceed {}'s {}-token context "
+                     "(context.overflow \"truncate\" shortens them instead)",
+                     o.result.requests_rejected_context, s.model, s.max_context_tokens));
+  }
+  if (const int64_t kv = o.result.requests_rejected - o.result.requests_rejected_context; kv > 0) {
+    warn(fmt::format("{} request(s) rejected: they can never run (prompt + output exceeds an "
+                     "instance's KV pool, or the prompt exceeds the token budget without chunked "
+                     "prefill)",
+                     kv));
+  }
+  if (o.result.requests_total > 0 && o.result.requests_rejected == o.result.requests_total) {
+    fmt::print(stderr, "servesim: {}: every request ({}) was rejected; nothing was measured\n",
+               s.source, o.result.requests_total);
+    return 2;
   }
   if (o.result.requests_unfinished > 0) {
     warn(fmt::format("stopped at stop.max_time with {} request(s) unfinished",
@@ -255,8 +266,28 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   return 0;
 }
 
+// `check` of a diffusion-LLM scenario: the same validation and workload build as `run`.
+int cmd_check_dllm(const std::string& path, const std::vector<std::string>& overrides,
+                   const scenarios::DataRoot& root) {
+  const scenarios::DllmScenario s = scenarios::load_dllm_scenario(path, overrides, root);
+  const models::Deployment d = scenarios::dllm_deployment(s, root);
+  const auto cost = scenarios::make_cost_model(s.cost_model, d, root);
+  const Workload w = scenarios::build_dllm_workload(s);
+  fmt::print("scenario   {} ({}), diffusion LLM\n", s.name, s.source);
+  fmt::print("model      {} on {}\n", s.model, s.gpu);
+  fmt::print("policy     {}\n", s.resolved["policy"]["type"].get<std::string>());
+  fmt::print("cost model {}\n", cost->describe());
+  fmt::print("workload   {} ({} requests)\n", w.description, w.requests.size());
+  fmt::print("resolved scenario:\n{}\n", s.resolved.dump(2));
+  fmt::print("ok\n");
+  return 0;
+}
+
 int cmd_check(const std::string& path, const std::vector<std::string>& overrides) {
   const auto root = scenarios::DataRoot::discover();
+  if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path)) {
+    return cmd_check_dllm(path, overrides, root);
+  }
   const scenarios::Scenario s = load(path, overrides, root);
   print_deployment(stdout, s, root);
   for (const auto& g : s.groups) fmt::print("\n{}\n", models::describe(g.memory));
@@ -265,6 +296,12 @@ int cmd_check(const std::string& path, const std::vector<std::string>& overrides
   fmt::print("workload   {} ({} requests", w.description, w.requests.size());
   if (w.skipped_rows > 0) fmt::print(", {} rows skipped", w.skipped_rows);
   fmt::print(")\nresolved scenario:\n{}\n", s.resolved.dump(2));
+  if (const int64_t n = scenarios::count_beyond_context(w, s.max_context_tokens); n > 0) {
+    fmt::print("warning: {} of {} requests have prompt + output beyond {}'s {}-token context; "
+               "they will be {} (context.overflow)\n",
+               n, w.requests.size(), s.model, s.max_context_tokens,
+               s.truncate_context ? "truncated" : "rejected");
+  }
   fmt::print("ok\n");
   return 0;
 }
@@ -273,6 +310,13 @@ void print_schema(const ParamSchema& schema) {
   for (const auto& p : schema) {
     std::string extra;
     if (!p.choices.empty()) extra = fmt::format(" ({})", fmt::join(p.choices, "|"));
+    if (p.type == ParamType::kInt) {
+      const auto [lo, hi] = int_param_range(p);
+      extra += fmt::format(" [{}, {}]", lo, hi);
+    } else if (p.type == ParamType::kDouble && (p.min_value || p.max_value)) {
+      extra += fmt::format(" [{}, {}]", p.min_value ? fmt::format("{:g}", *p.min_value) : "-inf",
+                           p.max_value ? fmt::format("{:g}", *p.max_value) : "inf");
+    }
     fmt::print("      {:<30} {:<8} default {:<10} {}{}\n", p.name, param_type_name(p.type),
                format_param_value(p.default_value), p.help, extra);
   }
@@ -642,7 +686,7 @@ int main(int argc, char** argv) {
       "capacity", "serving capacity: the largest request rate meeting the SLO (bisection on rate)");
   std::vector<std::string> capacity_slo;
   std::optional<double> capacity_attainment;
-  double capacity_start = 0;
+  std::optional<double> capacity_start;
   capacity->add_option("scenario", scenario_path, "scenario JSON file")->required();
   capacity->add_option("--slo", capacity_slo,
                        "objective: tbt_p99=100ms, ttft_p90=2s, tpot_p99=50ms, ttft=1s ... "
@@ -809,10 +853,23 @@ int main(int argc, char** argv) {
       servesim::app::CapacityOptions co;
       co.slo = capacity_slo;
       co.attainment = capacity_attainment;
-      co.start_rate = capacity_start;
+      if (capacity_start) {
+        // Given explicitly, 0 is no rate at all (the option's absence means the scenario's own).
+        if (!(*capacity_start > 0)) {
+          throw servesim::ConfigError(
+              "capacity",
+              {{"--start-rate", fmt::format("expected a rate in (0, {:g}] req/s, got {}",
+                                            servesim::app::kMaxCapacityRate, *capacity_start)}});
+        }
+        co.start_rate = *capacity_start;
+      }
       std::ostream& text = capacity_json ? std::cerr : std::cout;
       const auto r = servesim::app::find_capacity(scenario_path, overrides, co,
                                                   servesim::scenarios::DataRoot::discover(), text);
+      if (r.capacity_rps <= 0) {
+        fmt::print(stderr, "servesim: capacity: {}\n", r.no_rate_reason);
+        if (!capacity_json) return 1;
+      }
       // What ends the search: the criteria failing at the lowest failing rate above capacity.
       const auto criteria = servesim::app::SloCriteria::parse(co.slo, co.attainment,
                                                               co.min_throughput_ratio, "capacity");

@@ -104,11 +104,12 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
   top.claim("rate");
   if (!p.document.contains("rate")) {
     issues.add("rate", "missing; expected a target request rate in req/s or \"max\"");
-  } else if (const Json& v = p.document.at("rate"); v.is_number() && v.get<double>() > 0) {
+  } else if (const Json& v = p.document.at("rate");
+             v.is_number() && v.get<double>() > 0 && v.get<double>() <= kMaxCapacityRate) {
     p.target_rate = v.get<double>();
   } else if (!(v.is_string() && v.get<std::string>() == "max")) {
-    issues.add("rate", fmt::format("expected a positive number (req/s) or \"max\", got {}",
-                                   scenarios::describe_json(v)));
+    issues.add("rate", fmt::format("expected a rate in (0, {:g}] req/s or \"max\", got {}",
+                                   kMaxCapacityRate, scenarios::describe_json(v)));
   }
 
   // slo
@@ -223,6 +224,21 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
         cr.finish();
         p.candidates.push_back(std::move(c));
       }
+      // Refuse a search space too large to simulate before expanding it.
+      double configs = 0;
+      for (const PlanCandidate& c : p.candidates) {
+        double combos = 1;
+        for (const auto& [key, values] : c.grid) combos *= static_cast<double>(values.size());
+        configs += combos;
+      }
+      configs *= static_cast<double>(std::max<size_t>(1, p.gpus.size()));
+      if (configs > kMaxPlanConfigs) {
+        issues.add("search.candidates",
+                   fmt::format("the search space expands to {:.0f} configs (GPUs x each "
+                               "candidate's grid), more than the {} a plan may hold; narrow the "
+                               "grid axes or split the plan",
+                               configs, kMaxPlanConfigs));
+      }
     }
     r.finish();
   }
@@ -238,7 +254,8 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     p.search.min_throughput_ratio =
         r.number("min_throughput_ratio", 0.9, 0.0, 1.0, true).value_or(0.9);
     if (r.has("start_rate")) {
-      p.search.start_rate = r.number("start_rate", std::nullopt, 0.0, {}, true).value_or(0);
+      p.search.start_rate =
+          r.number("start_rate", std::nullopt, 0.0, kMaxCapacityRate, true).value_or(0);
     }
     r.finish();
   }

@@ -49,6 +49,10 @@ struct PlanCandidate {
   std::vector<std::pair<std::string, std::vector<Json>>> grid;
 };
 
+// The most configs one plan may expand to (GPUs x every candidate's grid); a larger search
+// space is refused at parse time with its size.
+inline constexpr int64_t kMaxPlanConfigs = 100'000;
+
 struct PlanSpec {
   std::string name;
   std::string description;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,9 @@ std::string format_fingerprint(uint64_t fingerprint) { return fmt::format("{:016
 RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::DataRoot& root,
                         const RunOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
+  // The results database is opened (and a foreign or newer one refused) before simulating.
+  std::optional<reports::SqliteSink> db;
+  if (!options.db_path.empty()) db.emplace(options.db_path);
   RunOutcome out;
   out.started_at = utc_now_iso();
   scenarios::EngineInputs inputs = scenarios::build_engine_inputs(scenario, root);
@@ -51,10 +55,8 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   }
   out.requests = std::move(memory.requests);
   out.samples = std::move(memory.samples);
-  if (!options.db_path.empty()) {
-    reports::SqliteSink db(options.db_path);
-    out.run_id = write_run(db, make_stored_run(scenario, out, /*with_records=*/true));
-  }
+  out.rejected = std::move(memory.rejected);
+  if (db) out.run_id = write_run(*db, make_stored_run(scenario, out, /*with_records=*/true));
   if (!options.keep_records) {
     out.requests.clear();
     out.requests.shrink_to_fit();
@@ -81,6 +83,8 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
     run.scalars.emplace_back("run", name, value);
   }
   run.scalars.emplace_back("run", "requests_rejected", static_cast<double>(out.result.requests_rejected));
+  run.scalars.emplace_back("run", "requests_rejected_context",
+                           static_cast<double>(out.result.requests_rejected_context));
   run.scalars.emplace_back("run", "requests_unfinished",
                            static_cast<double>(out.result.requests_unfinished));
   run.scalars.emplace_back("run", "mean_in_system", out.result.mean_in_system);
@@ -105,6 +109,7 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
     run.requests = out.requests;
     run.samples = out.samples;
   }
+  run.rejected = out.rejected;
   run.status = out.result.requests_unfinished > 0 ? "stopped" : "ok";
   run.wall_s = out.wall_s;
   run.fingerprint = format_fingerprint(out.result.event_fingerprint);
@@ -116,6 +121,7 @@ int64_t write_run(reports::SqliteSink& db, const StoredRun& run) {
   try {
     for (const sim::RequestRecord& r : run.requests) db.listener().on_request(r);
     for (const sim::SampleRecord& s : run.samples) db.listener().on_sample(s);
+    for (const sim::RejectedRecord& r : run.rejected) db.listener().on_rejected(r);
     for (const auto& [entity, name, value] : run.scalars) db.add_scalar(entity, name, value);
     LogHistogram tbt;
     for (const LogHistogram::Bin& b : run.tbt_bins) tbt.add(b.lower, b.count);

@@ -27,6 +27,7 @@ struct RunOutcome {
   reports::RunSummary summary;
   std::vector<sim::RequestRecord> requests;    // when keep_records
   std::vector<sim::SampleRecord> samples;      // when keep_records
+  std::vector<sim::RejectedRecord> rejected;   // every request refused on arrival, with why
   int64_t run_id = 0;                          // in the database, when one was written
   double wall_s = 0;
   std::string workload_description;
@@ -44,6 +45,7 @@ struct StoredRun {
   std::vector<LogHistogram::Bin> tbt_bins;
   std::vector<sim::RequestRecord> requests;  // empty: no request/token rows
   std::vector<sim::SampleRecord> samples;    // empty: no sample rows
+  std::vector<sim::RejectedRecord> rejected;  // rejected_request rows
   std::string status;
   double wall_s = 0;
   std::string fingerprint;

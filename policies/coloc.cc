@@ -1,4 +1,5 @@
 #include "policies/coloc.h"
+#include "sim/core/limits.h"
 
 #include <algorithm>
 #include <vector>
@@ -308,7 +309,7 @@ const ParamSchema& coloc_schema() {
        "KV allocation: whole_prompt at admission, per_chunk, or auto (whole_prompt for stall_free)",
        {"auto", "whole_prompt", "per_chunk"}, {}, {}},
       {"block_size", ParamType::kInt, int64_t{16}, "tokens", "tokens per paged KV block", {}, 1.0,
-       {}},
+       static_cast<double>(kMaxBlockSize)},
       {"gpu_memory_utilization", ParamType::kDouble, 0.9, "",
        "share of GPU memory the engine may use (weights + activations + KV)", {}, 0.05, 1.0},
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "policies/coloc.h"
+#include "sim/core/limits.h"
 
 namespace servesim::policies {
 namespace {
@@ -53,8 +54,10 @@ std::unique_ptr<sim::BatchingPolicy> make_prefill_only_batcher(const PrefillOnly
 
 const ParamSchema& disagg_schema() {
   static const ParamSchema schema = {
-      {"num_prefill", ParamType::kInt, int64_t{1}, "instances", "prefill instances", {}, 1.0, {}},
-      {"num_decode", ParamType::kInt, int64_t{1}, "instances", "decode instances", {}, 1.0, {}},
+      {"num_prefill", ParamType::kInt, int64_t{1}, "instances", "prefill instances", {}, 1.0,
+       static_cast<double>(kMaxInstances)},
+      {"num_decode", ParamType::kInt, int64_t{1}, "instances", "decode instances", {}, 1.0,
+       static_cast<double>(kMaxInstances)},
       {"tp_prefill", ParamType::kInt, int64_t{1}, "GPUs", "TP degree of a prefill instance", {},
        1.0, 64.0},
       {"tp_decode", ParamType::kInt, int64_t{1}, "GPUs", "TP degree of a decode instance", {},
@@ -77,7 +80,7 @@ const ParamSchema& disagg_schema() {
        "how a prefilled request picks its decode instance",
        {"least_outstanding", "least_kv_load", "round_robin"}, {}, {}},
       {"block_size", ParamType::kInt, int64_t{16}, "tokens", "tokens per paged KV block", {}, 1.0,
-       {}},
+       static_cast<double>(kMaxBlockSize)},
       {"gpu_memory_utilization", ParamType::kDouble, 0.9, "",
        "share of GPU memory the engine may use (weights + activations + KV)", {}, 0.05, 1.0},
   };

@@ -10,6 +10,7 @@
 
 #include "policies/coloc.h"
 #include "sim/core/rng.h"
+#include "sim/core/limits.h"
 
 namespace servesim::policies {
 
@@ -217,7 +218,8 @@ SimTime ExecutionPredictor::drain_with(const VirtualWork* tail) {
 const ParamSchema& dynaserve_schema() {
   static const ParamSchema schema = {
       {"num_pairs", ParamType::kInt, int64_t{1}, "pairs",
-       "(α, β) instance pairs; instance 2k is pair k's α-instance", {}, 1.0, {}},
+       "(α, β) instance pairs; instance 2k is pair k's α-instance", {}, 1.0,
+       static_cast<double>(kMaxInstances / 2)},
       {"tp", ParamType::kInt, int64_t{1}, "GPUs", "TP degree of every instance", {}, 1.0, 64.0},
       {"max_num_batched_tokens", ParamType::kInt, int64_t{8192}, "tokens",
        "most tokens in one iteration (the SLO-aware budget is usually smaller)", {}, 1.0, {}},
@@ -259,7 +261,7 @@ const ParamSchema& dynaserve_schema() {
       {"table_ema", ParamType::kDouble, 0.5, "",
        "weight of a measured iteration when it refines its latency-table bucket", {}, 0.01, 1.0},
       {"block_size", ParamType::kInt, int64_t{16}, "tokens", "tokens per paged KV block", {}, 1.0,
-       {}},
+       static_cast<double>(kMaxBlockSize)},
       {"gpu_memory_utilization", ParamType::kDouble, 0.9, "",
        "share of GPU memory the engine may use (weights + activations + KV)", {}, 0.05, 1.0},
   };

@@ -89,8 +89,9 @@ int64_t element_bytes(const std::string& dtype) {
 }
 
 void import_gemm(const std::string& path, Profile* p, Notes* notes, SystemFacts* facts) {
-  const char* expected = "gemm_dtype,m,n,k,latency";
+  const char* expected = "device,gemm_dtype,m,n,k,latency";
   CsvReader csv(path);
+  csv.require("device", expected);  // the GPU the table was measured on
   int dtype = csv.require("gemm_dtype", expected), m = csv.require("m", expected),
       n = csv.require("n", expected), k = csv.require("k", expected),
       lat = csv.require("latency", expected);
@@ -119,10 +120,11 @@ void import_gemm(const std::string& path, Profile* p, Notes* notes, SystemFacts*
 void import_attention(const std::string& path, bool context, Profile* p, Notes* notes,
                       SystemFacts* facts) {
   const char* expected =
-      "batch_size,isl,num_heads,num_key_value_heads,head_dim,beam_width,attn_dtype,"
+      "device,batch_size,isl,num_heads,num_key_value_heads,head_dim,beam_width,attn_dtype,"
       "kv_cache_dtype,step,latency (optional window_size)";
   const std::string table = context ? "attention_prefill" : "attention_decode";
   CsvReader csv(path);
+  csv.require("device", expected);  // the GPU the table was measured on
   int batch = csv.require("batch_size", expected), isl = csv.require("isl", expected),
       heads = csv.require("num_heads", expected),
       kv_heads = csv.require("num_key_value_heads", expected),
@@ -197,7 +199,7 @@ void import_attention(const std::string& path, bool context, Profile* p, Notes* 
 void import_moe(const std::string& path, const AiconfiguratorImportOptions& options, Profile* p,
                 Notes* notes, SystemFacts* facts) {
   const char* expected =
-      "moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,"
+      "device,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,"
       "distribution,latency";
   std::string keep;  // distribution kept; "" = all
   if (!options.all_moe_distributions) {
@@ -212,6 +214,7 @@ void import_moe(const std::string& path, const AiconfiguratorImportOptions& opti
     }
   }
   CsvReader csv(path);
+  csv.require("device", expected);  // the GPU the table was measured on
   int dtype = csv.require("moe_dtype", expected), tokens = csv.require("num_tokens", expected),
       hidden = csv.require("hidden_size", expected), inter = csv.require("inter_size", expected),
       topk = csv.require("topk", expected), experts = csv.require("num_experts", expected),
@@ -256,8 +259,9 @@ void import_moe(const std::string& path, const AiconfiguratorImportOptions& opti
 
 void import_nccl(const std::string& path, RowMerger<CollectiveRow>* rows, Notes* notes,
                  SystemFacts* facts) {
-  const char* expected = "op_name,nccl_dtype,num_gpus,message_size,latency";
+  const char* expected = "device,op_name,nccl_dtype,num_gpus,message_size,latency";
   CsvReader csv(path);
+  csv.require("device", expected);  // the GPU the table was measured on
   int op = csv.require("op_name", expected), dtype = csv.require("nccl_dtype", expected),
       gpus = csv.require("num_gpus", expected), size = csv.require("message_size", expected),
       lat = csv.require("latency", expected);
@@ -282,8 +286,9 @@ void import_nccl(const std::string& path, RowMerger<CollectiveRow>* rows, Notes*
 
 void import_custom_allreduce(const std::string& path, RowMerger<CollectiveRow>* rows, Notes* notes,
                              SystemFacts* facts) {
-  const char* expected = "allreduce_dtype,num_gpus,message_size,latency,backend";
+  const char* expected = "device,allreduce_dtype,num_gpus,message_size,latency,backend";
   CsvReader csv(path);
+  csv.require("device", expected);  // the GPU the table was measured on
   int dtype = csv.require("allreduce_dtype", expected), gpus = csv.require("num_gpus", expected),
       size = csv.require("message_size", expected), lat = csv.require("latency", expected),
       backend = csv.require("backend", expected);
@@ -393,6 +398,11 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
   notes.add("forward", "not in the aiconfigurator data set");
   notes.add("elementwise", "not in the aiconfigurator data set");
 
+  if (facts.devices.empty()) {
+    throw InputError(dir, 0,
+                     "no measurements: the tables have headers but no data rows (each row names "
+                     "its GPU in the device column)");
+  }
   if (facts.devices.size() != 1) {
     throw InputError(dir, 0,
                      fmt::format("expected one device name in the CSVs' device column, found {} "

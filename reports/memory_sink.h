@@ -14,12 +14,14 @@ class MemorySink : public sim::RecordListener {
  public:
   void on_request(const sim::RequestRecord& record) override;
   void on_sample(const sim::SampleRecord& sample) override;
+  void on_rejected(const sim::RejectedRecord& record) override;
 
   // Drops everything received so far.
   void clear();
 
   std::vector<sim::RequestRecord> requests;
   std::vector<sim::SampleRecord> samples;
+  std::vector<sim::RejectedRecord> rejected;
 };
 
 }  // namespace servesim::reports

@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 
 #include <bit>
+#include <cstdlib>
+#include <filesystem>
 
 #include "reports/sqlite_db.h"
 #include "sim/core/error.h"
@@ -12,7 +14,7 @@ namespace servesim::reports {
 namespace {
 
 // Version 3 of the results schema (version 1 had no request.warmup column, version 2 no
-// request.cached_tokens; see kMigrateFrom1 and kMigrateFrom2):
+// request.cached_tokens column nor rejected_request table; see kMigrateFrom1 and kMigrateFrom2):
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
@@ -80,6 +82,15 @@ CREATE TABLE sample(
   value REAL
 );
 CREATE INDEX sample_by_series ON sample(run_id, entity, metric, t_ns);
+CREATE TABLE rejected_request(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  request_id INTEGER NOT NULL,
+  arrival_ns INTEGER NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  reason TEXT NOT NULL,  -- context | capacity (sim::RejectedRecord)
+  PRIMARY KEY (run_id, request_id)
+) WITHOUT ROWID;
 CREATE TABLE scalar(
   run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
   entity TEXT NOT NULL,
@@ -134,12 +145,45 @@ UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
 // Brings a version 2 database to version 3: the request.cached_tokens column (0 for every existing
-// run); followed by kRequestMetricsViewSql, the view that lists it.
+// run) and the rejected_request table (empty for every existing run); followed by
+// kRequestMetricsViewSql, the view that lists cached_tokens.
 constexpr const char* kMigrateFrom2 = R"sql(
 ALTER TABLE request ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE rejected_request(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  request_id INTEGER NOT NULL,
+  arrival_ns INTEGER NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (run_id, request_id)
+) WITHOUT ROWID;
 DROP VIEW request_metrics;
 UPDATE meta SET value = '3' WHERE key = 'schema_version';
 )sql";
+
+}  // namespace
+
+namespace {
+
+// `path` if it can name a results database: not a directory or device, in a directory that
+// exists. Throws InputError otherwise, before SQLite opens (or creates) anything.
+const std::string& checked_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
+    throw InputError(path, 0, "expected a results database file, found a directory or device");
+  }
+  if (st.type() == fs::file_type::not_found) {
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec)) {
+      throw InputError(path, 0, fmt::format("cannot create the results database: no directory {}",
+                                            parent.string()));
+    }
+  }
+  return path;
+}
 
 }  // namespace
 
@@ -150,21 +194,28 @@ struct SqliteSink::Impl {
     explicit Writer(Impl& impl) : impl_(impl) {}
     void on_request(const sim::RequestRecord& record) override { impl_.write_request(record); }
     void on_sample(const sim::SampleRecord& sample) override { impl_.write_sample(sample); }
+    void on_rejected(const sim::RejectedRecord& record) override { impl_.write_rejected(record); }
 
    private:
     Impl& impl_;
   };
 
   explicit Impl(const std::string& path)
-      : db(path, SqliteDb::Mode::kReadWriteCreate), writer(*this) {
+      : db(checked_path(path), SqliteDb::Mode::kReadWriteCreate), writer(*this) {
     if (sqlite3_busy_timeout(db.handle(), kBusyTimeoutMs) != SQLITE_OK) {
       db.fail("setting the busy timeout");
     }
-    {
-      // The first read of the file: a file that is not a database fails here.
+    try {
+      // The first read of the file: a file that is not a database (or a corrupted one) fails here.
       Statement probe(db, "SELECT count(*) FROM sqlite_master", "reading the database schema");
       probe.step();
+    } catch (const Error&) {
+      throw InputError(path, 0, fmt::format("not a readable SQLite database, left untouched ({})",
+                                            sqlite3_errmsg(db.handle())));
     }
+    // The schema is checked (and a new file's created) before anything else changes the file:
+    // a file refused here keeps its bytes and its journal mode.
+    prepare_schema();
     {
       // Returns the mode in effect; an in-memory database stays "memory", which is fine.
       Statement wal(db, "PRAGMA journal_mode=WAL", "setting journal_mode=WAL");
@@ -174,7 +225,6 @@ struct SqliteSink::Impl {
     db.exec("PRAGMA foreign_keys=ON", "enabling foreign keys");
     // Bounds the WAL file a long-lived connection leaves behind after a large run.
     db.exec("PRAGMA journal_size_limit=67108864", "setting journal_size_limit");
-    prepare_schema();
 
     insert_run = std::make_unique<Statement>(
         db,
@@ -202,6 +252,11 @@ struct SqliteSink::Impl {
     insert_scalar = std::make_unique<Statement>(
         db, "INSERT INTO scalar(run_id, entity, name, value) VALUES (?, ?, ?, ?)",
         "inserting a scalar row");
+    insert_rejected = std::make_unique<Statement>(
+        db,
+        "INSERT INTO rejected_request(run_id, request_id, arrival_ns, prompt_tokens, "
+        "output_tokens, reason) VALUES (?, ?, ?, ?, ?, ?)",
+        "inserting a rejected_request row");
     insert_bin = std::make_unique<Statement>(
         db, "INSERT INTO tbt_histogram(run_id, lower_ns, upper_ns, count) VALUES (?, ?, ?, ?)",
         "inserting a tbt_histogram row");
@@ -228,18 +283,27 @@ struct SqliteSink::Impl {
                           "writing the schema version");
         version.bind(1, std::string_view(std::to_string(kSchemaVersion))).run();
       } else if (!has_meta) {
-        throw Error(
-            fmt::format("{}: not a servesim results database (it has no meta table)", db.path()));
+        throw InputError(db.path(), 0,
+                         "not a servesim results database (it has tables but no meta table); "
+                         "left untouched, give another --db file");
       } else {
         Statement version(db, "SELECT value FROM meta WHERE key = 'schema_version'",
                           "reading the schema version");
         if (!version.step()) {
-          throw Error(
-              fmt::format("{}: not a servesim results database (meta has no "
-                          "schema_version)",
-                          db.path()));
+          throw InputError(db.path(), 0,
+                           "not a servesim results database (meta has no schema_version); left "
+                           "untouched, give another --db file");
         }
         std::string found = version.column_text(0);
+        char* end = nullptr;
+        const long found_number = std::strtol(found.c_str(), &end, 10);
+        if (end != found.c_str() && *end == '\0' && found_number > kSchemaVersion) {
+          throw InputError(db.path(), 0,
+                           fmt::format("written by a newer servesim (results schema version {}; "
+                                       "this build reads and writes version {}); left untouched, "
+                                       "upgrade servesim or give another --db file",
+                                       found, kSchemaVersion));
+        }
         if (found == "1") {
           db.exec(kMigrateFrom1, "migrating the schema from version 1 to 2");
           found = "2";
@@ -250,9 +314,10 @@ struct SqliteSink::Impl {
           found = "3";
         }
         if (found != std::to_string(kSchemaVersion)) {
-          throw Error(fmt::format(
-              "{}: results database has schema_version {}, this build reads and writes version {}",
-              db.path(), found, kSchemaVersion));
+          throw InputError(db.path(), 0,
+                           fmt::format("results database has schema_version {}, this build reads "
+                                       "and writes version {}; left untouched",
+                                       found, kSchemaVersion));
         }
       }
       db.exec("COMMIT", "committing the schema");
@@ -333,6 +398,18 @@ struct SqliteSink::Impl {
     });
   }
 
+  void write_rejected(const sim::RejectedRecord& r) {
+    guarded("writing a rejected request", [&] {
+      insert_rejected->bind(1, run_id)
+          .bind(2, static_cast<int64_t>(r.request_id))
+          .bind(3, r.arrival_ns)
+          .bind(4, r.prompt_tokens)
+          .bind(5, r.output_tokens)
+          .bind(6, std::string_view(r.reason))
+          .run();
+    });
+  }
+
   void write_sample(const sim::SampleRecord& s) {
     guarded("writing a sample record", [&] {
       insert_sample->bind(1, run_id)
@@ -394,6 +471,7 @@ struct SqliteSink::Impl {
   std::unique_ptr<Statement> insert_sample;
   std::unique_ptr<Statement> insert_scalar;
   std::unique_ptr<Statement> insert_bin;
+  std::unique_ptr<Statement> insert_rejected;
   bool open = false;
   int64_t run_id = -1;
 };

@@ -2,7 +2,8 @@
 //
 // Contract:
 // - Schema (version kSchemaVersion, stored in meta.schema_version) is created when the file is new
-//   or empty. A version 1 database (no request.warmup column) is migrated in place; one with
+//   or empty. A version 1 database (no request.warmup column) or 2 (no rejected_request table)
+//   is migrated in place; one with
 //   another schema_version, or with tables but no meta table, is rejected with servesim::Error. All times are integer nanoseconds (run.time_unit = 'ns').
 // - Transactions: begin_run() starts one transaction that spans the whole run; every row of the
 //   run goes through prepared statements inside it, and end_run() commits. A run is therefore

@@ -176,6 +176,8 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
   }
   s.request_rate_per_s = per_second(static_cast<double>(s.requests), s.duration_s);
   s.sustained_rate_per_s = s.request_rate_per_s;
+  s.window_offered_rate_per_s = s.request_rate_per_s;
+  s.window_arrivals = s.requests;
   if (s.requests > 0 && last_arrival > first_arrival) {
     // Completions in the later half of the arrival window. A cluster that keeps up completes, over
     // any window, the requests that arrived one latency earlier (Little's law), so the count
@@ -184,11 +186,15 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
     // slower-but-keeping-up cluster as overloaded: the requests in flight at the end are missing.)
     const int64_t half = first_arrival + (last_arrival - first_arrival) / 2;
     int64_t completed = 0;
+    int64_t arrived = 0;
     for (const sim::RequestRecord& r : requests) {
       completed += !r.warmup && r.done_ns > half && r.done_ns <= last_arrival;
+      arrived += !r.warmup && r.arrival_ns > half && r.arrival_ns <= last_arrival;
     }
-    s.sustained_rate_per_s =
-        per_second(static_cast<double>(completed), static_cast<double>(last_arrival - half) * kNsToS);
+    const double window_s = static_cast<double>(last_arrival - half) * kNsToS;
+    s.sustained_rate_per_s = per_second(static_cast<double>(completed), window_s);
+    s.window_arrivals = arrived;
+    s.window_offered_rate_per_s = per_second(static_cast<double>(arrived), window_s);
   }
   s.input_tokens_per_s = per_second(static_cast<double>(input_tokens), s.duration_s);
   s.output_tokens_per_s = per_second(static_cast<double>(output_tokens), s.duration_s);
@@ -223,6 +229,10 @@ std::string format_summary(const RunSummary& s, const sim::SloSpec& slo) {
     out += fmt::format("  {:<22}{}\n", label, value);
   };
   const double gpus = static_cast<double>(s.num_gpus);
+  // A share over no requests is undefined: printed as "n/a", never as "nan %".
+  auto pct = [](double share) {
+    return std::isfinite(share) ? fmt::format("{:.2f} %", share * 100) : std::string("n/a");
+  };
 
   out += "Run summary\n";
   line("requests", s.warmup_requests > 0 ? fmt::format("{} (and {} warm-up requests, excluded)",
@@ -257,19 +267,19 @@ std::string format_summary(const RunSummary& s, const sim::SloSpec& slo) {
     objectives.push_back("TBT p99 <= " + format_ms(*slo.tbt_p99));
   }
   if (objectives.empty()) {
-    line("SLO attainment", fmt::format("{:.2f} %  (no objectives set)", s.slo_attainment * 100));
+    line("SLO attainment", fmt::format("{}  (no objectives set)", pct(s.slo_attainment)));
   } else {
-    line("SLO attainment", fmt::format("{:.2f} %  ({}; target {:g} %)", s.slo_attainment * 100,
+    line("SLO attainment", fmt::format("{}  ({}; target {:g} %)", pct(s.slo_attainment),
                                        fmt::join(objectives, ", "), slo.attainment_target * 100));
     if (slo.ttft) {
-      line("  TTFT", fmt::format("{:.2f} %", s.attainment_ttft * 100));
+      line("  TTFT", pct(s.attainment_ttft));
     }
     if (slo.tpot) {
-      line("  TPOT", fmt::format("{:.2f} %", s.attainment_tpot * 100));
+      line("  TPOT", pct(s.attainment_tpot));
     }
     if (slo.tbt_p99) {
-      line("  TBT p99", fmt::format("{:.2f} %  ({:.2f} % of all token gaps within the objective)",
-                                    s.attainment_tbt * 100, s.tbt_token_attainment * 100));
+      line("  TBT p99", fmt::format("{}  ({} of all token gaps within the objective)",
+                                    pct(s.attainment_tbt), pct(s.tbt_token_attainment)));
     }
   }
   line("goodput", fmt::format("{:.1f} tok/s ({:.1f} tok/s/GPU)", s.goodput_tokens_per_s,

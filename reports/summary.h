@@ -43,6 +43,11 @@ struct RunSummary {
   // draining the last requests' long tails nor lowered by long latencies at a rate the cluster
   // sustains. Equals request_rate_per_s when all requests arrive at once.
   double sustained_rate_per_s = 0;
+  // The requests that arrived in that same later half, and their rate: what was actually offered
+  // there. A small workload's realized arrivals stray from its nominal rate (100 Poisson arrivals
+  // put 50 +- 5 in the later half), so the sustained check compares completions with these.
+  int64_t window_arrivals = 0;
+  double window_offered_rate_per_s = 0;
 
   Percentiles ttft_s;
   Percentiles tbt_s;   // every token gap of every request (the TBT histogram)

@@ -9,8 +9,13 @@
 
 #include "traces/generators.h"
 #include "traces/loaders.h"
+#include "sim/core/limits.h"
 
 namespace servesim::scenarios {
+
+// Longest dLLM generation (gen_length) and the bound of every denoising knob: a block or step
+// count beyond the tokens generated is meaningless.
+inline constexpr int64_t kMaxDllmGenLength = 65'536;
 namespace fs = std::filesystem;
 
 bool is_dllm_document(const Json& doc) {
@@ -59,12 +64,13 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     const auto type = r.string("type", std::nullopt, dllm::algorithm_names());
     if (type) c.algorithm = dllm::parse_algorithm(*type);
     const bool serve = c.algorithm == dllm::Algorithm::kDllmServe;
-    c.max_num_batched_tokens = r.integer("max_num_batched_tokens", 16384, 1).value_or(1);
-    c.max_num_seqs = r.integer("max_num_seqs", 512, 1).value_or(1);
-    c.max_num_logits = r.integer("max_num_logits", 2048, 1).value_or(1);
+    c.max_num_batched_tokens =
+        r.integer("max_num_batched_tokens", 16384, 1, kMaxIntParam).value_or(1);
+    c.max_num_seqs = r.integer("max_num_seqs", 512, 1, kMaxIntParam).value_or(1);
+    c.max_num_logits = r.integer("max_num_logits", 2048, 1, kMaxIntParam).value_or(1);
     c.phase_aware = r.boolean("phase_aware", true).value_or(true);
     c.logit_budgeting = r.boolean("logit_budgeting", true).value_or(true);
-    c.max_batch_size = r.integer("max_batch_size", 0, 0).value_or(0);
+    c.max_batch_size = r.integer("max_batch_size", 0, 0, kMaxIntParam).value_or(0);
     c.step_overhead = r.duration("step_overhead", Duration{0}).value_or(Duration{0});
     const Duration request_overhead_default =
         serve ? dllm::kDllmServeRequestOverhead : Duration{0};
@@ -89,13 +95,14 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     const Json empty = Json::object();
     ObjectReader r(in ? *in : empty, "denoise", issues, out);
     dllm::DenoiseParams& p = c.denoise;
-    p.gen_length = r.integer("gen_length", 256, 1).value_or(256);
-    p.steps = r.integer("steps", 256, 1).value_or(256);
-    p.block = r.integer("block", 32, 1).value_or(32);
+    p.gen_length = r.integer("gen_length", 256, 1, kMaxDllmGenLength).value_or(256);
+    p.steps = r.integer("steps", 256, 1, kMaxDllmGenLength).value_or(256);
+    p.block = r.integer("block", 32, 1, kMaxDllmGenLength).value_or(32);
     p.retention = r.number("retention", 0.5, 0.0, 1.0, true).value_or(0.5);
-    p.pool_kernel = r.integer("pool_kernel", 3, 1).value_or(3);
-    p.cache_prompt_interval = r.integer("cache_prompt_interval", 100, 1).value_or(100);
-    p.cache_gen_interval = r.integer("cache_gen_interval", 7, 1).value_or(7);
+    p.pool_kernel = r.integer("pool_kernel", 3, 1, kMaxDllmGenLength).value_or(3);
+    p.cache_prompt_interval =
+        r.integer("cache_prompt_interval", 100, 1, kMaxDllmGenLength).value_or(100);
+    p.cache_gen_interval = r.integer("cache_gen_interval", 7, 1, kMaxDllmGenLength).value_or(7);
     p.transfer_ratio = r.number("transfer_ratio", 0.25, 0.0, 1.0, true).value_or(0.25);
     r.finish();
     if (const std::string e = dllm::check_denoise_params(p); !e.empty() && issues.empty()) {
@@ -120,14 +127,14 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     const Json empty = Json::object();
     ObjectReader r(in ? *in : empty, "workload", issues, out);
     s.workload_name = r.string("name", "workload").value_or("");
-    s.requests = r.integer("requests", std::nullopt, 1).value_or(1);
-    s.max_prompt_tokens = r.integer("max_prompt_tokens", 0, 0).value_or(0);
+    s.requests = r.integer("requests", std::nullopt, 1, kMaxRequests).value_or(1);
+    s.max_prompt_tokens = r.integer("max_prompt_tokens", 0, 0, kMaxRequestTokens).value_or(0);
     {
       Json& aout = out["arrival"];
       const Json* ain = r.object("arrival", true);
       ObjectReader a(ain ? *ain : empty, "workload.arrival", issues, aout);
       a.string("type", "poisson", {"poisson"});
-      s.rate_per_s = a.number("rate", std::nullopt, 0.0, {}, true).value_or(1.0);
+      s.rate_per_s = a.number("rate", std::nullopt, kMinRatePerS, kMaxRatePerS).value_or(1.0);
       a.finish();
     }
     {
@@ -136,7 +143,7 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
       ObjectReader p(pin ? *pin : empty, "workload.prompts", issues, pout);
       s.prompt_type = p.string("type", std::nullopt, {"trace", "distribution", "fixed"}).value_or("");
       if (s.prompt_type == "fixed") {
-        s.fixed_prompt = p.integer("tokens", std::nullopt, 1).value_or(1);
+        s.fixed_prompt = p.integer("tokens", std::nullopt, 1, kMaxRequestTokens).value_or(1);
       } else if (!s.prompt_type.empty()) {
         if (s.prompt_type == "trace") {
           s.prompt_format = p.string("format", std::nullopt, traces::trace_formats()).value_or("");

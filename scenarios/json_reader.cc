@@ -209,9 +209,7 @@ ParamValues ObjectReader::params(const ParamSchema& schema) {
   for (const ParamSpec& spec : schema) {
     switch (spec.type) {
       case ParamType::kInt: {
-        std::optional<int64_t> min, max;
-        if (spec.min_value) min = static_cast<int64_t>(*spec.min_value);
-        if (spec.max_value) max = static_cast<int64_t>(*spec.max_value);
+        const auto [min, max] = int_param_range(spec);
         if (auto v = integer(spec.name, std::get<int64_t>(spec.default_value), min, max)) {
           values.set(spec.name, *v);
         }
@@ -269,6 +267,23 @@ Json read_json_file(const std::string& path, const std::string& what) {
     std::string message = e.what();
     if (auto pos = message.find("syntax error"); pos != std::string::npos) message = message.substr(pos);
     throw InputError(path, line, fmt::format("invalid JSON: {}", message));
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond a double's range (1e999): nlohmann names the token but not its place.
+    const std::string message = e.what();
+    const size_t open = message.find('\'');
+    const size_t close = open == std::string::npos ? open : message.find('\'', open + 1);
+    if (e.id != 406 || close == std::string::npos) {
+      throw InputError(path, 0, "invalid JSON: cannot be read");
+    }
+    const std::string token = message.substr(open + 1, close - open - 1);
+    const size_t at = text.find(token);
+    const long line =
+        at == std::string::npos
+            ? 0
+            : 1 + static_cast<long>(std::count(text.begin(), text.begin() + at, '\n'));
+    throw InputError(path, line, fmt::format("number {} is out of range (a JSON number must fit "
+                                             "a double, up to about 1.8e308)",
+                                             token));
   }
 }
 

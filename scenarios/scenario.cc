@@ -12,6 +12,7 @@
 #include "scenarios/cost_models.h"
 #include "models/serving_engine.h"
 #include "scenarios/json_reader.h"
+#include "sim/core/limits.h"
 #include "sim/core/rng.h"
 #include "traces/generators.h"
 #include "traces/loaders.h"
@@ -53,15 +54,31 @@ const Catalogs& Catalogs::get(const DataRoot& root) {
 std::string resolve_data_path(const std::string& path, const std::string& base_dir,
                               const DataRoot& root) {
   const fs::path p(path);
+  // A file that exists must be a regular file (not /dev/zero, a FIFO or a directory); no
+  // filesystem exception (a name too long, a permission) escapes as raw library text.
+  auto usable = [&path](const fs::path& candidate) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(candidate, ec);
+    if (ec || !fs::exists(st)) {
+      if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+        throw InputError(path, 0, fmt::format("cannot read: {}", ec.message()));
+      }
+      return false;
+    }
+    if (!fs::is_regular_file(st)) {
+      throw InputError(path, 0, "expected a regular file (not a directory, device or pipe)");
+    }
+    return true;
+  };
   if (p.is_absolute()) {
-    if (fs::exists(p)) return p.string();
+    if (usable(p)) return p.string();
     throw InputError(path, 0, "no such file");
   }
   std::vector<fs::path> tried;
   if (!base_dir.empty()) tried.push_back(fs::path(base_dir) / p);
   tried.push_back(fs::path(root.root) / p);
   for (const auto& candidate : tried) {
-    if (fs::exists(candidate)) return candidate.lexically_normal().string();
+    if (usable(candidate)) return candidate.lexically_normal().string();
   }
   std::string where;
   for (const auto& t : tried) where += (where.empty() ? "" : ", ") + t.lexically_normal().string();
@@ -80,6 +97,27 @@ void set_path(Json& doc, const std::string& path, const Json& value) {
     const size_t dot = path.find('.', start);
     const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (key.empty()) throw ConfigError("--set", {{path, "empty key in path"}});
+    if (node->is_array()) {
+      // An array element is addressed by its index: workload.parts.1.rate=2.
+      size_t index = 0;
+      const bool numeric = key.find_first_not_of("0123456789") == std::string::npos &&
+                           key.size() < 10;
+      if (numeric) index = std::stoul(key);
+      if (!numeric || index >= node->size()) {
+        throw ConfigError("--set", {{path, fmt::format("\"{}\" is inside an array of {} "
+                                                       "elements; address an element by its "
+                                                       "index, 0 to {}",
+                                                       key, node->size(),
+                                                       static_cast<int64_t>(node->size()) - 1)}});
+      }
+      if (dot == std::string::npos) {
+        (*node)[index] = value;
+        return;
+      }
+      node = &(*node)[index];
+      start = dot + 1;
+      continue;
+    }
     if (!node->is_object()) {
       throw ConfigError("--set", {{path, fmt::format("\"{}\" is inside a value that is not an object",
                                                      key)}});
@@ -132,8 +170,8 @@ void validate_lengths(const Json& in, const std::string& path, Issues& issues, J
   ObjectReader r(in, path, issues, out);
   const auto type = r.string("type", std::nullopt, {"fixed", "distribution", "trace", "mix"});
   if (type == "fixed") {
-    r.integer("prompt", std::nullopt, 1);
-    r.integer("output", std::nullopt, 1);
+    r.integer("prompt", std::nullopt, 1, kMaxRequestTokens);
+    r.integer("output", std::nullopt, 1, kMaxRequestTokens);
   } else if (type == "distribution") {
     check_file(r, "path", r.string("path", std::nullopt), base_dir, root);
   } else if (type == "trace") {
@@ -180,14 +218,14 @@ void validate_benchmark(ObjectReader& r, const std::string& base_dir, const Data
     r.issues().add(r.path(), "a benchmark workload needs exactly one of \"concurrency\" "
                              "(closed-loop clients) and \"rate\" (requests per second)");
   }
-  if (closed) r.integer("concurrency", std::nullopt, 1, 1'000'000);
+  if (closed) r.integer("concurrency", std::nullopt, 1, kMaxClients);
   if (open) {
-    r.number("rate", std::nullopt, 0.0, {}, /*min_exclusive=*/true);
+    r.number("rate", std::nullopt, kMinRatePerS, kMaxRatePerS);
     r.string("arrival", std::string("poisson"), {"poisson", "constant", "gamma"});
     r.number("cv", 1.0, 0.0, {}, /*min_exclusive=*/true);
   }
-  r.integer("num_requests", std::nullopt, 1, 100'000'000);
-  r.integer("warmup_requests", int64_t{0}, 0, 100'000'000);
+  r.integer("num_requests", std::nullopt, 1, kMaxRequests);
+  r.integer("warmup_requests", int64_t{0}, 0, kMaxRequests);
   r.boolean("drain_after_warmup", true);
   r.duration("ramp_up", Duration{0});
   r.duration("think_time", Duration{0});
@@ -208,9 +246,9 @@ void validate_benchmark(ObjectReader& r, const std::string& base_dir, const Data
     Json& lout = r.resolved()["lengths"];
     validate_lengths(*l, r.child_path("lengths"), r.issues(), lout, base_dir, root);
   } else {
-    r.integer("isl", std::nullopt, 1, 10'000'000);
+    r.integer("isl", std::nullopt, 1, kMaxRequestTokens);
     r.number("isl_stddev", 0.0, 0.0);
-    r.integer("osl", std::nullopt, 1, 10'000'000);
+    r.integer("osl", std::nullopt, 1, kMaxRequestTokens);
     r.number("osl_stddev", 0.0, 0.0);
   }
 }
@@ -223,9 +261,9 @@ void validate_transforms(ObjectReader& r) {
     wr.duration("duration", std::nullopt, /*allow_zero=*/false);
     wr.finish();
   }
-  if (r.has("first_n")) r.integer("first_n", std::nullopt, 1);
-  if (r.has("time_scale")) r.number("time_scale", std::nullopt, 0.0, {}, /*min_exclusive=*/true);
-  if (r.has("rate")) r.number("rate", std::nullopt, 0.0, {}, /*min_exclusive=*/true);
+  if (r.has("first_n")) r.integer("first_n", std::nullopt, 1, kMaxRequests);
+  if (r.has("time_scale")) r.number("time_scale", std::nullopt, 1e-6, 1e6);
+  if (r.has("rate")) r.number("rate", std::nullopt, kMinRatePerS, kMaxRatePerS);
 }
 
 void validate_workload(const Json& in, const std::string& path, Issues& issues, Json& out,
@@ -241,27 +279,35 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
     r.string("format", std::nullopt, traces::trace_formats());
     check_file(r, "path", r.string("path", std::nullopt), base_dir, root);
   } else if (type == "generated") {
+    std::optional<double> rate;
     if (const Json* a = r.object("arrival", true)) {
       Json& aout = out["arrival"];
       ObjectReader ar(*a, r.child_path("arrival"), issues, aout);
       const auto process = ar.string("process", std::string("poisson"), {"poisson", "gamma", "uniform"});
-      ar.number("rate", std::nullopt, 0.0, {}, true);
+      rate = ar.number("rate", std::nullopt, kMinRatePerS, kMaxRatePerS);
       ar.number("cv", 1.0, 0.0, {}, true);
       ar.finish();
     }
-    const auto count = r.integer("count", int64_t{0}, 0);
+    const auto count = r.integer("count", int64_t{0}, 0, kMaxRequests);
     const auto dur = r.duration("duration", Duration{0});
     if (count && dur && *count == 0 && dur->count() == 0) {
       issues.add(path, "a generated workload needs \"count\" (requests) or \"duration\"");
+    }
+    if (count && dur && rate && *count == 0 && *rate * to_seconds(*dur) > kMaxRequests) {
+      issues.add(r.child_path("duration"),
+                 fmt::format("{:g} req/s for {} makes about {:.3g} requests, more than the {} a "
+                             "workload may hold; shorten it or give a count",
+                             *rate, format_param_value(*dur), *rate * to_seconds(*dur),
+                             kMaxRequests));
     }
     if (const Json* l = r.object("lengths", true)) {
       Json& lout = out["lengths"];
       validate_lengths(*l, r.child_path("lengths"), issues, lout, base_dir, root);
     }
   } else if (type == "closed_loop") {
-    r.integer("clients", std::nullopt, 1);
+    r.integer("clients", std::nullopt, 1, kMaxClients);
     r.duration("think_time", Duration{0});
-    r.integer("count", std::nullopt, 1);
+    r.integer("count", std::nullopt, 1, kMaxRequests);
     if (const Json* l = r.object("lengths", true)) {
       Json& lout = out["lengths"];
       validate_lengths(*l, r.child_path("lengths"), issues, lout, base_dir, root);
@@ -336,7 +382,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     if (in) {
       cluster_sets_layout = in->contains("instances") || in->contains("tp");
       if (auto g = r.string("gpu", std::nullopt, catalogs.gpus.keys())) s.cluster.gpu = *g;
-      s.cluster.instances = r.integer("instances", int64_t{1}, 1, 100000).value_or(1);
+      s.cluster.instances = r.integer("instances", int64_t{1}, 1, kMaxInstances).value_or(1);
       s.cluster.tp = static_cast<int>(r.integer("tp", int64_t{1}, 1, 64).value_or(1));
       s.cluster.weight_dtype =
           models::parse_dtype(r.string("weight_dtype", std::string("bf16"), kDtypes).value_or("bf16"));
@@ -465,7 +511,28 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     ObjectReader r(in ? *in : empty, "output", issues, out);
     s.output.sample_interval =
         r.duration("sample_interval", s.output.sample_interval).value_or(s.output.sample_interval);
+    if (s.output.sample_interval.count() != 0 && s.output.sample_interval < kMinSampleInterval) {
+      issues.add("output.sample_interval",
+                 fmt::format("expected 0s (no time series) or at least {}, got {}",
+                             format_param_value(kMinSampleInterval),
+                             format_param_value(s.output.sample_interval)));
+    }
     s.output.record_token_times = r.boolean("record_token_times", false).value_or(false);
+    r.finish();
+  }
+
+  // context: the model's position limit and what happens to longer requests
+  {
+    const Json empty = Json::object();
+    const Json* in = top.object("context", false);
+    Json& out = resolved["context"];
+    ObjectReader r(in ? *in : empty, "context", issues, out);
+    const int64_t model_limit = model ? catalogs.models.get(*model).max_position_embeddings : 0;
+    s.max_context_tokens =
+        r.integer("max_tokens", model_limit, 0, kMaxRequestTokens).value_or(model_limit);
+    s.truncate_context =
+        r.string("overflow", std::string("reject"), {"reject", "truncate"}).value_or("reject") ==
+        "truncate";
     r.finish();
   }
 
@@ -501,6 +568,20 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       plan.memory_params.max_num_seqs = g.max_num_seqs;
       s.groups.push_back(plan);
       total += g.count;
+    }
+    int64_t gpus = 0;
+    for (const auto& g : layout.groups) gpus += g.count * g.tp;
+    if (total > kMaxInstances) {
+      issues.add("policy", fmt::format("policy {} lays out {} instances, more than the {} a "
+                                       "cluster may hold",
+                                       s.policy.type, total, kMaxInstances));
+    }
+    if (s.policy.params.contains("gpu_budget") &&
+        gpus > s.policy.params.get_int("gpu_budget")) {
+      issues.add("policy.gpu_budget",
+                 fmt::format("the starting layout of policy {} needs {} GPUs, more than its GPU "
+                             "budget of {}",
+                             s.policy.type, gpus, s.policy.params.get_int("gpu_budget")));
     }
     s.cluster.instances = total;
     s.cluster.tp = layout.groups.front().tp;
@@ -693,8 +774,46 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
 
 }  // namespace
 
+void truncate_to_context(Workload& w, int64_t max_tokens) {
+  if (max_tokens <= 0) return;
+  for (RequestSpec& r : w.requests) {
+    if (r.prompt_tokens + r.output_tokens <= max_tokens) continue;
+    r.prompt_tokens = std::max<int64_t>(
+        1, std::min(r.prompt_tokens, max_tokens - std::min(r.output_tokens, max_tokens / 2)));
+    r.output_tokens = std::max<int64_t>(1, std::min(r.output_tokens, max_tokens - r.prompt_tokens));
+  }
+}
+
+int64_t count_beyond_context(const Workload& w, int64_t max_tokens) {
+  if (max_tokens <= 0) return 0;
+  return std::count_if(w.requests.begin(), w.requests.end(), [max_tokens](const RequestSpec& r) {
+    return r.prompt_tokens + r.output_tokens > max_tokens;
+  });
+}
+
 Workload build_workload(const Scenario& scenario, const DataRoot& root) {
-  Workload w = build_open_workload(scenario.workload, scenario.base_dir, root, scenario.seed, "workload");
+  Workload w;
+  try {
+    w = build_open_workload(scenario.workload, scenario.base_dir, root, scenario.seed, "workload");
+  } catch (const RangeError& e) {
+    // Arrival times past the simulated clock's range (a rate or time scale stretching the trace).
+    throw ConfigError(scenario.source, {{"workload", e.what()}});
+  }
+  for (const RequestSpec& r : w.requests) {
+    if (r.prompt_tokens > kMaxRequestTokens || r.output_tokens > kMaxRequestTokens) {
+      throw ConfigError(scenario.source,
+                        {{"workload", fmt::format("request {} has {} prompt and {} output tokens; "
+                                                  "a request may have at most {} of each",
+                                                  r.id, r.prompt_tokens, r.output_tokens,
+                                                  kMaxRequestTokens)}});
+    }
+  }
+  if (static_cast<int64_t>(w.requests.size()) > kMaxRequests) {
+    throw ConfigError(scenario.source,
+                      {{"workload", fmt::format("{} requests, more than the {} a workload may "
+                                                "hold; use window or first_n",
+                                                w.requests.size(), kMaxRequests)}});
+  }
   if (scenario.workload.at("type") == "benchmark") {
     const Json& b = scenario.workload;
     const int64_t warmup = b.at("warmup_requests").get<int64_t>();
@@ -890,6 +1009,8 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     in.config.elastic.startup_decode = layout->elastic->startup_decode;
   }
   in.workload = build_workload(s, root);
+  in.config.max_context_tokens = s.max_context_tokens;
+  if (s.truncate_context) truncate_to_context(in.workload, s.max_context_tokens);
   in.config.slo = s.slo;
   in.config.sample_interval = s.output.sample_interval;
   in.config.record_token_times = s.output.record_token_times;

@@ -123,6 +123,12 @@ struct Scenario {
   sim::SloSpec slo;
   OutputSpec output;
   std::optional<Duration> max_time;
+  // context.max_tokens (default: the model's max_position_embeddings; 0 = no limit) and
+  // context.overflow: "reject" (a longer request is refused on arrival, as engines do) or
+  // "truncate" (its prompt keeps its last max_tokens - min(output, max_tokens / 2) tokens and
+  // its output stops at the context's end).
+  int64_t max_context_tokens = 0;
+  bool truncate_context = false;
   Json resolved;                   // the whole resolved document
 };
 
@@ -159,6 +165,11 @@ policies::EngineSetup resolve_engine(const Scenario& s, int tp, const DataRoot& 
 std::string resolve_data_path(const std::string& path, const std::string& base_dir,
                               const DataRoot& root);
 
+// Shortens every request of `w` longer than `max_tokens` (prompt + output) as context.overflow
+// "truncate" says (Scenario::truncate_context). No-op for max_tokens <= 0.
+void truncate_to_context(Workload& w, int64_t max_tokens);
+// Requests of `w` whose prompt + output exceed `max_tokens` (0 for max_tokens <= 0).
+int64_t count_beyond_context(const Workload& w, int64_t max_tokens);
 // Builds the workload of a scenario (loads traces, generates arrivals, applies transforms).
 // Throws InputError for malformed trace files.
 Workload build_workload(const Scenario& scenario, const DataRoot& root);

@@ -111,6 +111,7 @@ struct Engine::Impl {
   Duration arrival_shift{};
   std::map<RequestId, SeqView> in_frontend;  // routed requests inside an instance's front end
   int64_t pending_arrivals = 0;  // arrival events pushed and not yet processed
+  bool sampling_paused = false;  // no sample event pending over an idle span (on_sample)
   std::vector<RequestId> pending_route;
   bool route_pending = false;
   std::vector<InstanceLoad> loads;
@@ -291,6 +292,7 @@ struct Engine::Impl {
   void on_arrival(RequestId id) {
     pending_arrivals--;
     ++next_arrival;
+    if (sampling_paused) resume_sampling();
     const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
     set_in_system(+1);
     if (elastic()) observed_arrivals.push_back({now, spec.prompt_tokens});
@@ -359,12 +361,20 @@ struct Engine::Impl {
           blocks_for_tokens(spec.prompt_tokens + spec.output_tokens, inst.setup.block_size);
       const bool prompt_too_long =
           inst.setup.max_prompt_tokens > 0 && spec.prompt_tokens > inst.setup.max_prompt_tokens;
-      if (prompt_too_long || full_blocks > inst.setup.num_blocks ||
+      const bool beyond_context =
+          config.max_context_tokens > 0 &&
+          spec.prompt_tokens + spec.output_tokens > config.max_context_tokens;
+      if (beyond_context) ++result.requests_rejected_context;
+      if (beyond_context || prompt_too_long || full_blocks > inst.setup.num_blocks ||
           (disaggregated && full_blocks > max_decode_blocks)) {
         // Could never be admitted: its prompt exceeds what the batching can schedule, or its
         // full context exceeds the instance's (or, disaggregated, every decode instance's) KV
         // pool.
         ++result.requests_rejected;
+        if (listener) {
+          listener->on_rejected({id, spec.arrival.time_since_epoch().count(), spec.prompt_tokens,
+                                 spec.output_tokens, beyond_context ? "context" : "capacity"});
+        }
         set_in_system(-1);
         on_request_done(id);
         continue;
@@ -900,7 +910,36 @@ struct Engine::Impl {
           now.time_since_epoch().count(),
           result.requests_total - result.requests_finished - result.requests_rejected));
     }
+    if (idle()) {
+      // Nothing changes until the next arrival: this sample recorded the idle state, and the
+      // next one is on the first interval boundary at or after that arrival. A stretched,
+      // sparse workload then costs samples per busy span, not per unit of simulated time.
+      sampling_paused = true;
+      return;
+    }
     push(now + config.sample_interval, Phase::kSample, EventKind::kSample, -1);
+  }
+
+  // The sampling grid resumes at the first multiple of sample_interval at or after `now` (after
+  // it when `after_now`: a control tick runs past the sampling phase of its instant).
+  void resume_sampling(bool after_now = false) {
+    sampling_paused = false;
+    const int64_t interval = config.sample_interval.count();
+    const int64_t t = now.time_since_epoch().count();
+    const int64_t k = t / interval + (t % interval != 0 || after_now ? 1 : 0);
+    push(kTimeZero + Duration{k * interval}, Phase::kSample, EventKind::kSample, -1);
+  }
+
+  // True when no request is in the system and no instance has or expects work: only a future
+  // arrival (or a control tick) can change any sampled value.
+  bool idle() const {
+    if (in_system != 0 || route_pending || !in_transit.empty() || !in_frontend.empty()) {
+      return false;
+    }
+    return std::none_of(instances.begin(), instances.end(), [](const InstanceState& s) {
+      return s.busy || s.schedule_pending || !s.wakes.empty() || s.state == Lifecycle::kStarting ||
+             s.state == Lifecycle::kDraining;
+    });
   }
 
   // True while an arrival, a routing step or a batch is pending.
@@ -1032,6 +1071,8 @@ struct Engine::Impl {
           result.requests_total - result.requests_finished - result.requests_rejected));
     }
     push(now + config.elastic.control_interval, Phase::kControl, EventKind::kControl, -1);
+    // An instance added over an idle span (starting up) is sampled from now on.
+    if (sampling_paused && !idle()) resume_sampling(/*after_now=*/true);
   }
 
   // ---- main loop ----

@@ -112,6 +112,9 @@ struct EngineConfig {
   // sees them as accepting.
   bool arrivals_to_decode = false;
   ElasticConfig elastic;
+  // The model's context: a request whose prompt + output exceeds it is rejected on arrival, as a
+  // serving engine refuses it (counted in RunResult::requests_rejected_context). 0 = no limit.
+  int64_t max_context_tokens = 0;
 };
 
 
@@ -138,6 +141,7 @@ struct RunResult {
   int64_t requests_total = 0;
   int64_t requests_finished = 0;
   int64_t requests_rejected = 0;    // could never run: KV pool too small or prompt too long
+  int64_t requests_rejected_context = 0;  // of those, beyond EngineConfig::max_context_tokens
   int64_t requests_unfinished = 0;  // still in flight when max_sim_time stopped the run
   SimTime end_time{};               // last completion (or the stop time)
   int num_gpus = 0;                 // most GPUs held at once (a static cluster: all of them)

@@ -59,12 +59,24 @@ struct SampleRecord {
   double value = 0;
 };
 
+// A request refused on arrival: it can never run, so it has no RequestRecord.
+struct RejectedRecord {
+  RequestId request_id = 0;
+  int64_t arrival_ns = 0;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  // "context": prompt + output exceed the model's context (EngineConfig::max_context_tokens);
+  // "capacity": beyond an instance's KV pool, or a prompt over the token budget without chunking.
+  std::string reason;
+};
+
 // Receives records as the simulation produces them.
 class RecordListener {
  public:
   virtual ~RecordListener() = default;
   virtual void on_request(const RequestRecord& record) = 0;
   virtual void on_sample(const SampleRecord& sample) = 0;
+  virtual void on_rejected(const RejectedRecord& /*record*/) {}
 };
 
 }  // namespace servesim::sim

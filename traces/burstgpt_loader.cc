@@ -55,10 +55,11 @@ Workload load_burstgpt(const std::string& path) {
     detail::expect_columns(reader, fields, layout->columns, layout->header);
     const std::optional<int64_t> arrival_ns = detail::parse_time_ns(fields[0], 0);
     if (!arrival_ns) {
-      reader.fail(
-          fmt::format("Timestamp: expected non-negative seconds (integer or decimal), "
-                      "found {}",
-                      detail::quote_found(fields[0])));
+      reader.fail(fmt::format("Timestamp: {}, found {}",
+                              detail::time_field_problem(fields[0], 0, "seconds",
+                                                         "expected non-negative seconds (integer "
+                                                         "or decimal)"),
+                              detail::quote_found(fields[0])));
     }
     if (layout->elapsed_time) {
       const std::string_view elapsed = fields[*layout->elapsed_time];

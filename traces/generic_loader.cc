@@ -53,7 +53,9 @@ Workload load_generic_csv(const std::string& path) {
     detail::expect_columns(reader, fields, 3, kGenericHeader);
     const std::optional<int64_t> arrival_ns = detail::parse_time_ns(fields[0], 0);
     if (!arrival_ns) {
-      reader.fail(fmt::format("arrival_s: expected non-negative seconds, found {}",
+      reader.fail(fmt::format("arrival_s: {}, found {}",
+                              detail::time_field_problem(fields[0], 0, "seconds",
+                                                         "expected non-negative seconds"),
                               detail::quote_found(fields[0])));
     }
     const int64_t prompt = detail::positive_int_field(reader, "prompt_tokens", fields[1]);

@@ -196,6 +196,17 @@ std::optional<double> parse_finite_double(std::string_view text) {
   return value;
 }
 
+std::string time_field_problem(std::string_view text, int unit_exponent, std::string_view unit,
+                               std::string_view expected) {
+  const std::optional<double> v = parse_finite_double(text);
+  const double limit = 9.223372036854775807e18 / std::pow(10.0, 9 - unit_exponent);
+  if (v && *v >= limit) {
+    return fmt::format("too large: at most {:.2g} {} (about 292 years) fit the simulated clock",
+                       limit, unit);
+  }
+  return std::string(expected);
+}
+
 std::optional<int64_t> parse_time_ns(std::string_view text, int unit_exponent) {
   const int exact_digits = 9 - unit_exponent;  // fractional digits that are whole nanoseconds
   const int64_t unit_ns = pow10(exact_digits);

@@ -88,6 +88,12 @@ std::optional<double> parse_finite_double(std::string_view text);
 // REQUIRES: 0 <= unit_exponent <= 9.
 std::optional<int64_t> parse_time_ns(std::string_view text, int unit_exponent);
 
+// Why parse_time_ns() refused `text`: "too large: at most 9.2e+09 seconds (about 292 years)
+// fit the simulated clock" for a non-negative number past the clock's range, else `expected`.
+// `unit` names the field's unit.
+std::string time_field_problem(std::string_view text, int unit_exponent, std::string_view unit,
+                               std::string_view expected);
+
 // Collects validated rows in file order and produces the finalised Workload.
 //
 // Every row's arrival must be at or after the previous row's (ties allowed); rows with a zero

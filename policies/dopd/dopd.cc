@@ -9,6 +9,7 @@
 #include "policies/dopd/arima_forecaster.h"
 #include "policies/dopd/length_aware_batcher.h"
 #include "policies/dopd/pd_ratio.h"
+#include "sim/core/limits.h"
 
 namespace servesim::policies::dopd {
 namespace {
@@ -228,7 +229,8 @@ ParamSchema elastic_schema(Duration adjustment_default) {
   s.push_back({"startup_decode", ParamType::kDuration, Duration{60 * kSecond}, "",
                "from adding a decode instance until it takes work", {}, {}, {}});
   s.push_back({"gpu_budget", ParamType::kInt, int64_t{8}, "GPUs",
-               "most GPUs held at once (draining instances included)", {}, 2.0, {}});
+               "most GPUs held at once (draining instances included)", {}, 2.0,
+               static_cast<double>(kMaxInstances) * 64});
   return s;
 }
 

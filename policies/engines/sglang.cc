@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "policies/engines/engine_model.h"
+#include "sim/core/limits.h"
 
 namespace servesim::policies {
 namespace {
@@ -301,7 +302,8 @@ ParamSchema sglang_schema() {
        "most running requests; 0 = 2048 (the request-pool size)", {}, 0.0, {}},
       {"mem_fraction_static", ParamType::kDouble, 0.0, "",
        "share of GPU memory for weights and KV cache; 0 = the version's default", {}, 0.0, 1.0},
-      {"page_size", ParamType::kInt, int64_t{1}, "tokens", "tokens per KV page", {}, 1.0, {}},
+      {"page_size", ParamType::kInt, int64_t{1}, "tokens", "tokens per KV page", {}, 1.0,
+       static_cast<double>(kMaxBlockSize)},
       {"schedule_conservativeness", ParamType::kDouble, 1.0, "",
        "scales the initial new-token ratio of admission", {}, 0.0, {}},
       {"cuda_graph_max_bs", ParamType::kInt, int64_t{0}, "requests",

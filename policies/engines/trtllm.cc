@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "policies/engines/engine_model.h"
+#include "sim/core/limits.h"
 
 namespace servesim::policies {
 namespace {
@@ -131,7 +132,7 @@ ParamSchema trtllm_schema() {
        "share of the memory left free after weights and activations given to the KV cache", {},
        0.05, 1.0},
       {"tokens_per_block", ParamType::kInt, int64_t{32}, "tokens", "tokens per KV block", {}, 1.0,
-       {}},
+       static_cast<double>(kMaxBlockSize)},
       {"enable_chunked_prefill", ParamType::kBool, false, "",
        "split a context that does not fit the token budget across iterations", {}, {}, {}},
       {"capacity_scheduler_policy", ParamType::kString, std::string("GUARANTEED_NO_EVICT"), "",

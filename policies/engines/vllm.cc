@@ -19,6 +19,7 @@
 #include "policies/coloc.h"
 #include "policies/engines/engine_model.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
 
 namespace servesim::policies {
 namespace {
@@ -46,7 +47,8 @@ ParamSchema vllm_schema() {
        "most running requests; 0 = 1024 on >= 70 GiB GPUs other than A100, else 256", {}, 0.0, {}},
       {"gpu_memory_utilization", ParamType::kDouble, 0.9, "",
        "share of GPU memory for weights, activations and the KV cache", {}, 0.05, 1.0},
-      {"block_size", ParamType::kInt, int64_t{16}, "tokens", "tokens per KV block", {}, 1.0, {}},
+      {"block_size", ParamType::kInt, int64_t{16}, "tokens", "tokens per KV block", {}, 1.0,
+       static_cast<double>(kMaxBlockSize)},
       {"enable_chunked_prefill", ParamType::kBool, true, "",
        "split long prompts across iterations", {}, {}, {}},
       {"long_prefill_token_threshold", ParamType::kInt, int64_t{0}, "tokens",

@@ -22,6 +22,12 @@ const char* param_type_name(ParamType type) {
   return "?";
 }
 
+std::pair<int64_t, int64_t> int_param_range(const ParamSpec& spec) {
+  const int64_t lo = spec.min_value ? static_cast<int64_t>(*spec.min_value) : 0;
+  const int64_t hi = spec.max_value ? static_cast<int64_t>(*spec.max_value) : kMaxIntParam;
+  return {lo, hi};
+}
+
 std::string format_param_value(const ParamValue& value) {
   struct Visitor {
     std::string operator()(int64_t v) const { return fmt::format("{}", v); }

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -35,6 +36,13 @@ struct ParamSpec {
 };
 
 using ParamSchema = std::vector<ParamSpec>;
+
+// Every integer parameter has a checked range: [min_value, max_value] where the schema declares
+// them, and otherwise [0, kMaxIntParam] (2^24). No knob is meaningful beyond it, and the bound
+// keeps products of knobs (tokens x requests, instances x TP) far from int64 overflow.
+inline constexpr int64_t kMaxIntParam = int64_t{1} << 24;
+// The inclusive range an integer parameter accepts. REQUIRES: spec.type == kInt.
+std::pair<int64_t, int64_t> int_param_range(const ParamSpec& spec);
 
 // Formats a value the way a scenario spells it ("2048", "0.9", "true", "stall_free", "2ms").
 std::string format_param_value(const ParamValue& value);

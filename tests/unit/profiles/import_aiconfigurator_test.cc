@@ -196,5 +196,24 @@ TEST(ImportAiconfigurator, MalformedNumberNamesFileAndLine) {
   }
 }
 
+// The columns an error lists as required are enough: the device column is one of them.
+TEST(ImportAiconfigurator, RequiredColumnsIncludeTheDevice) {
+  TempDir tmp;
+  std::string dir = write_system(tmp);
+  std::string path = tmp.write("aic/a100_sxm/vllm_0.14.0/gemm_perf.csv",
+                               "gemm_dtype,m,n,k,latency\nbfloat16,4,4096,4096,0.01\n");
+  try {
+    import_aiconfigurator(dir);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_EQ(e.message().rfind("missing column \"device\": expected columns "
+                                "device,gemm_dtype,m,n,k,latency",
+                                0),
+              0u)
+        << e.message();
+  }
+}
+
 }  // namespace
 }  // namespace servesim::profiles

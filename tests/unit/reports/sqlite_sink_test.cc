@@ -4,8 +4,10 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 
 #include "reports/query.h"
@@ -45,6 +47,11 @@ void raw_exec(const std::string& path, const std::string& sql) {
   sqlite3_free(message);
   sqlite3_close(db);
   ASSERT_EQ(rc, SQLITE_OK) << text;
+}
+
+std::string file_bytes(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -258,19 +265,47 @@ TEST_F(SqliteSinkTest, RejectsAFileThatIsNotADatabase) {
       out << "these are plain text notes, not a SQLite database\n";
     }
   }
+  const std::string before = file_bytes(file);
   const std::string message = error_of([&] { SqliteSink sink(file); });
-  EXPECT_EQ(message.rfind(file + ": sqlite error: file is not a database (while ", 0), 0u)
+  EXPECT_EQ(message, file + ": not a readable SQLite database, left untouched (file is not a "
+                            "database)");
+  EXPECT_EQ(file_bytes(file), before);
+  EXPECT_FALSE(std::filesystem::exists(file + "-wal"));
+}
+
+TEST_F(SqliteSinkTest, RejectsACorruptedDatabaseLeavingItUntouched) {
+  const std::string file = path("corrupt.db");
+  { SqliteSink sink(file); }
+  std::string bytes = file_bytes(file);
+  ASSERT_GT(bytes.size(), 200u);
+  for (size_t i = 100; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  const std::string message = error_of([&] { SqliteSink sink(file); });
+  EXPECT_EQ(message.rfind(file + ": not a readable SQLite database, left untouched", 0), 0u)
       << message;
+  EXPECT_EQ(file_bytes(file), bytes);
+}
+
+TEST_F(SqliteSinkTest, RejectsADirectory) {
+  EXPECT_EQ(error_of([&] { SqliteSink sink(dir_.string()); }),
+            dir_.string() + ": expected a results database file, found a directory or device");
 }
 
 TEST_F(SqliteSinkTest, RejectsAnotherSchemaVersion) {
   const std::string file = path("old.db");
   { SqliteSink sink(file); }
   raw_exec(file, "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+  const std::string before = file_bytes(file);
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
-                ": results database has schema_version 4, this build reads and writes "
-                "version 3");
+                ": written by a newer servesim (results schema version 4; this build reads and "
+                "writes version 3); left untouched, upgrade servesim or give another --db file");
+  EXPECT_EQ(file_bytes(file), before);
+  raw_exec(file, "UPDATE meta SET value = 'zero' WHERE key = 'schema_version'");
+  EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
+            file +
+                ": results database has schema_version zero, this build reads and writes "
+                "version 3; left untouched");
 }
 
 // A version 1 database (no request.warmup column) is migrated in place: its runs keep their rows,
@@ -287,6 +322,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
   }
   // Make it a version 1 file: the column and the view as version 1 had them.
   raw_exec(file,
+           "DROP TABLE rejected_request; "
            "DROP VIEW request_metrics; ALTER TABLE request DROP COLUMN warmup; "
            "ALTER TABLE request DROP COLUMN cached_tokens; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
@@ -308,19 +344,37 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
             (Rows{{"1", "0", "0"}, {"2", "0", "1"}}));
 }
 
+TEST_F(SqliteSinkTest, StoresRejectedRequestsWithTheirReason) {
+  const std::string file = path("rejected.db");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "r"}, {});
+    sink.listener().on_rejected({7, 1000, 8000, 200, "context"});
+    sink.listener().on_rejected({9, 2000, 10, 10, "capacity"});
+    sink.end_run("ok", 1.0, "");
+  }
+  EXPECT_EQ(query_rows(file, "SELECT request_id, arrival_ns, prompt_tokens, output_tokens, reason "
+                             "FROM rejected_request ORDER BY request_id"),
+            (Rows{{"7", "1000", "8000", "200", "context"}, {"9", "2000", "10", "10", "capacity"}}));
+}
+
 TEST_F(SqliteSinkTest, RejectsAForeignDatabase) {
   const std::string file = path("other.db");
   raw_exec(file, "CREATE TABLE people(name TEXT)");
+  const std::string before = file_bytes(file);
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
-            file + ": not a servesim results database (it has no meta table)");
+            file + ": not a servesim results database (it has tables but no meta table); left "
+                   "untouched, give another --db file");
+  // Refused before anything changed: same bytes (the journal mode is in the header), no WAL.
+  EXPECT_EQ(file_bytes(file), before);
+  EXPECT_FALSE(std::filesystem::exists(file + "-wal"));
 }
 
 TEST_F(SqliteSinkTest, UnopenablePathNamesTheFile) {
   const std::string file = path("missing_dir/results.db");
   const std::string message = error_of([&] { SqliteSink sink(file); });
-  EXPECT_EQ(message.rfind(file + ": sqlite error: unable to open database file (while opening", 0),
-            0u)
-      << message;
+  EXPECT_EQ(message, file + ": cannot create the results database: no directory " +
+                         path("missing_dir"));
 }
 
 }  // namespace

@@ -278,6 +278,10 @@ TEST(GenericCsvErrors, ZeroTokensAndBadArrival) {
   const std::string nan = files.write("nan.csv", std::string(kGenericHeader) + "nan,1,10\n");
   EXPECT_EQ(generic_error(nan),
             nan + ":2: arrival_s: expected non-negative seconds, found \"nan\"");
+  const std::string huge = files.write("huge.csv", std::string(kGenericHeader) + "1e300,1,10\n");
+  EXPECT_EQ(generic_error(huge),
+            huge + ":2: arrival_s: too large: at most 9.2e+09 seconds (about 292 years) fit the "
+                   "simulated clock, found \"1e300\"");
 }
 
 TEST(GenericCsvErrors, HeaderMustMatchExactly) {
