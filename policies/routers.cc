@@ -61,7 +61,34 @@ class LeastKvLoad : public sim::RoutingPolicy {
   }
 };
 
+// Dynamo's KV-aware router cost, in KV blocks: overlap_weight x the prefill the instance would do
+// (the request's uncached prompt blocks plus the prompts already queued there) + the KV it holds.
+class KvAware : public sim::RoutingPolicy {
+ public:
+  explicit KvAware(double overlap_weight) : weight_(overlap_weight) {}
+  int32_t route(const sim::ClusterView& view, const RequestSpec& spec) override {
+    const int64_t bs = view.block_size;
+    const int64_t prompt_blocks = (spec.prompt_tokens + bs - 1) / bs;
+    return argmin_accepting(
+        view,
+        [&](const sim::InstanceLoad& l) {
+          const int64_t cached =
+              view.prefixes != nullptr ? view.prefixes->cached_tokens(l.instance_id, spec) / bs : 0;
+          const double prefill = static_cast<double>(prompt_blocks - cached + l.queued_prompt_blocks);
+          return weight_ * prefill + static_cast<double>(l.used_blocks);
+        },
+        "kv_aware");
+  }
+
+ private:
+  double weight_;
+};
+
 }  // namespace
+
+std::unique_ptr<sim::RoutingPolicy> make_kv_aware(double overlap_weight) {
+  return std::make_unique<KvAware>(overlap_weight);
+}
 
 std::unique_ptr<sim::RoutingPolicy> make_round_robin() { return std::make_unique<RoundRobin>(); }
 std::unique_ptr<sim::RoutingPolicy> make_least_outstanding() {
@@ -79,6 +106,12 @@ void register_routers() {
   reg.add("least_kv_load",
           {"the instance with the lowest share of KV blocks used or claimed by queued prompts", {},
            [](const ParamValues&) { return make_least_kv_load(); }});
+  reg.add("kv_aware",
+          {"cache-aware: the lowest overlap_weight x (uncached prompt + queued prompt blocks) + "
+           "used KV blocks (Dynamo's KV router cost)",
+           {{"overlap_weight", ParamType::kDouble, 1.0, "",
+             "weight of the prefill to do against the KV already held", {}, 0.0, 1000.0}},
+           [](const ParamValues& v) { return make_kv_aware(v.get_double("overlap_weight")); }});
 }
 
 }  // namespace servesim::policies

@@ -2,6 +2,9 @@
 //   round_robin        - cycle over accepting instances in index order
 //   least_outstanding  - fewest requests routed and not finished (ties: lowest index)
 //   least_kv_load      - lowest (used + queued-prompt) KV blocks / total (ties: lowest index)
+//   kv_aware           - lowest overlap_weight x (uncached prompt blocks + queued prompt blocks)
+//                        + used blocks, the uncached part from the instances' prefix caches
+//                        (Dynamo's KV router cost; ties: lowest index)
 #pragma once
 
 #include <memory>
@@ -13,6 +16,7 @@ namespace servesim::policies {
 std::unique_ptr<sim::RoutingPolicy> make_round_robin();
 std::unique_ptr<sim::RoutingPolicy> make_least_outstanding();
 std::unique_ptr<sim::RoutingPolicy> make_least_kv_load();
+std::unique_ptr<sim::RoutingPolicy> make_kv_aware(double overlap_weight);
 
 void register_routers();
 

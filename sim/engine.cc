@@ -89,6 +89,30 @@ uint64_t mix(uint64_t h, uint64_t v) {
 }  // namespace
 
 struct Engine::Impl {
+  // PrefixLookup over the instances' caches; a request's keys are computed once per block size.
+  class CacheLookup : public PrefixLookup {
+   public:
+    explicit CacheLookup(const Impl& impl) : impl_(impl) {}
+    int64_t cached_tokens(int32_t instance, const RequestSpec& spec) const override {
+      const InstanceState& inst = impl_.instances.at(static_cast<size_t>(instance));
+      if (!inst.setup.prefix_caching || spec.prefix_hash_ids.empty()) return 0;
+      const int64_t bs = inst.setup.block_size;
+      if (spec.id != keys_id_ || bs != keys_block_size_) {
+        keys_ = prefix_block_keys(spec, bs);
+        keys_id_ = spec.id;
+        keys_block_size_ = bs;
+      }
+      return inst.cache.match_prefix(keys_) * bs;
+    }
+
+   private:
+    const Impl& impl_;
+    mutable std::vector<uint64_t> keys_;
+    mutable RequestId keys_id_ = -1;
+    mutable int64_t keys_block_size_ = 0;
+  };
+  CacheLookup prefix_lookup{*this};
+
   EngineConfig config;
   std::vector<InstanceState> instances;
   std::unique_ptr<RoutingPolicy> router;
@@ -348,7 +372,7 @@ struct Engine::Impl {
     }
     for (RequestId id : pending_route) {
       const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
-      ClusterView view{now, &loads, instances.front().setup.block_size, &queues_view};
+      ClusterView view{now, &loads, instances.front().setup.block_size, &queues_view, &prefix_lookup};
       const int32_t target = router->route(view, spec);
       if (target < 0 || static_cast<size_t>(target) >= instances.size()) {
         throw std::logic_error(fmt::format("router returned instance {} of {}", target,

@@ -50,6 +50,12 @@ PrefixCache::Hit PrefixCache::acquire_prefix(std::span<const uint64_t> keys, int
   return hit;
 }
 
+int64_t PrefixCache::match_prefix(std::span<const uint64_t> keys) const {
+  int64_t n = 0;
+  while (n < static_cast<int64_t>(keys.size()) && find(keys[static_cast<size_t>(n)]) >= 0) ++n;
+  return n;
+}
+
 bool PrefixCache::insert(uint64_t key) {
   if (find(key) >= 0) return false;
   slots_[static_cast<size_t>(add(key))].ref_count = 1;

@@ -43,6 +43,8 @@ class PrefixCache {
   };
   Hit acquire_prefix(std::span<const uint64_t> keys,
                      int64_t max_revived = std::numeric_limits<int64_t>::max());
+  // Leading keys cached (held or evictable), without referencing them.
+  int64_t match_prefix(std::span<const uint64_t> keys) const;
   bool insert(uint64_t key);
   bool release(uint64_t key);
   void evict(int64_t n);

@@ -142,12 +142,23 @@ struct InstanceQueues {
   SimTime busy_until{};  // end of the batch in progress (<= now when idle)
 };
 
+// How much of a request's prompt each instance holds in its prefix cache (cache-aware routing).
+class PrefixLookup {
+ public:
+  virtual ~PrefixLookup() = default;
+  // Leading prompt tokens of `spec` cached on `instance` (whole blocks; 0 when the instance has
+  // no prefix caching or the request no prefix hash ids). Does not touch the cache's LRU order.
+  virtual int64_t cached_tokens(int32_t instance, const RequestSpec& spec) const = 0;
+};
+
 struct ClusterView {
   SimTime now{};
   const std::vector<InstanceLoad>* instances = nullptr;
   int64_t block_size = 16;
   // Same order as `instances`; set for arrival routing, null for hand-off routing.
   const std::vector<InstanceQueues>* queues = nullptr;
+  // Set for arrival routing.
+  const PrefixLookup* prefixes = nullptr;
 };
 
 }  // namespace servesim::sim

@@ -170,22 +170,27 @@ std::shared_ptr<const models::IterationCostModel> cost() {
   return c;
 }
 
-// Requests sorted by id, from one instance of coloc (vLLM V1) with `num_blocks` 16-token blocks.
-std::vector<RequestRecord> run(Workload w, bool caching, int64_t num_blocks) {
+// Requests sorted by id, from `instances` instances of coloc (vLLM V1) with `num_blocks` 16-token
+// blocks each, behind `router`.
+std::vector<RequestRecord> run(Workload w, bool caching, int64_t num_blocks, int instances = 1,
+                               const std::string& router = "round_robin") {
   policies::register_builtin_policies();
-  std::vector<InstanceSetup> inst(1);
-  inst[0].gpu = "h100_sxm";
-  inst[0].cost_model = cost();
-  inst[0].num_blocks = num_blocks;
-  inst[0].block_size = 16;
-  inst[0].prefix_caching = caching;
-  policies::ColocParams p;
-  p.max_num_batched_tokens = 8192;
-  inst[0].batching = policies::make_coloc(p);
+  std::vector<InstanceSetup> inst(static_cast<size_t>(instances));
+  for (InstanceSetup& s : inst) {
+    s.gpu = "h100_sxm";
+    s.cost_model = cost();
+    s.num_blocks = num_blocks;
+    s.block_size = 16;
+    s.prefix_caching = caching;
+    policies::ColocParams p;
+    p.max_num_batched_tokens = 8192;
+    s.batching = policies::make_coloc(p);
+  }
   Recorder rec;
   EngineConfig config;
   config.sample_interval = Duration{0};
-  Engine engine(config, std::move(inst), routing_policies().get("round_robin").make({}),
+  const auto& entry = routing_policies().get(router);
+  Engine engine(config, std::move(inst), entry.make(ParamValues::defaults(entry.schema)),
                 std::move(w), &rec);
   engine.run();
   std::sort(rec.requests.begin(), rec.requests.end(),
@@ -288,6 +293,31 @@ TEST(EnginePrefixCaching, AFullCacheEvictsAndStillServesEveryRequest) {
   }
   EXPECT_GT(small_hits, 0);
   EXPECT_LT(small_hits, big_hits);
+}
+
+TEST(EnginePrefixCaching, TheKvAwareRouterSendsARepeatedPromptWhereItIsCached) {
+  // Prompts A A B B A A B B ... one at a time, on two instances.
+  Workload w;
+  for (int i = 0; i < 16; ++i) {
+    RequestSpec r;
+    r.id = i;
+    r.arrival = kTimeZero + std::chrono::seconds(10 * i);
+    r.prompt_tokens = 2000;
+    r.output_tokens = 4;
+    r.prefix_hash_ids = (i / 2) % 2 == 0 ? std::vector<uint64_t>{1, 2, 3, 4}
+                                         : std::vector<uint64_t>{5, 6, 7, 8};
+    w.requests.push_back(r);
+  }
+  const auto total = [](const std::vector<RequestRecord>& rs) {
+    int64_t t = 0;
+    for (const RequestRecord& r : rs) t += r.cached_tokens;
+    return t;
+  };
+  const auto aware = run(w, true, 100000, 2, "kv_aware");
+  const auto rr = run(w, true, 100000, 2, "round_robin");
+  // Only the first A and the first B miss: 14 hits of (2000 - 1) / 16 = 124 blocks.
+  EXPECT_EQ(total(aware), 14 * 124 * 16);
+  EXPECT_LT(total(rr), total(aware));
 }
 
 TEST(SharedPrompts, DatasetEntriesRepeatWholePromptsAndPrefixPromptsShareTheirSpans) {
