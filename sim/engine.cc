@@ -7,6 +7,7 @@
 #include <set>
 #include <span>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -32,14 +33,17 @@ struct RequestState {
   int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
   bool warmup = false;        // a benchmark warm-up request: its gaps stay out of the TBT histogram
   std::vector<int64_t> token_times_ns;
-  // Prefix caching on its instance: the cache keys of its prompt blocks (filled at admission,
-  // dropped once all are registered), how many of them were considered for the cache, the keys
-  // of the cached blocks it references (the rest of its blocks are private), and the prompt
-  // tokens its first admission took from the cache instead of computing them.
+  int64_t cached_tokens = 0;  // prompt tokens its first admission took from the prefix cache
+};
+
+// A request's prefix-cache state on its instance, kept only while it has some: the cache keys of
+// its prompt blocks (from its admission until all are registered), how many of them were
+// considered for the cache, and the keys of the cached blocks it references (the rest of its
+// blocks are private).
+struct PrefixState {
   std::vector<uint64_t> block_keys;
   int64_t keys_registered = 0;
   std::vector<uint64_t> cache_refs;
-  int64_t cached_tokens = 0;
 };
 
 // A prefilled request on its way from a prefill to a decode instance.
@@ -112,6 +116,7 @@ struct Engine::Impl {
     mutable int64_t keys_block_size_ = 0;
   };
   CacheLookup prefix_lookup{*this};
+  std::unordered_map<RequestId, PrefixState> prefix_states;  // requests holding prefix-cache state
 
   EngineConfig config;
   std::vector<InstanceState> instances;
@@ -487,7 +492,7 @@ struct Engine::Impl {
       if (pos == kNotRunning) bad_plan(i, fmt::format("preempts request {} that is not running", id));
       SeqView& seq = inst.running[static_cast<size_t>(pos)];
       RequestState& rs = requests[static_cast<size_t>(id)];
-      release_blocks(inst, seq.blocks, rs);
+      release_blocks(inst, seq.blocks, id);
       seq.blocks = 0;
       seq.computed_tokens = 0;
       seq.preemptions++;
@@ -547,18 +552,19 @@ struct Engine::Impl {
       const RequestSpec& spec = workload.requests[static_cast<size_t>(seq.id)];
       if (seq.computed_tokens != 0 || seq.blocks != 0 || spec.prefix_hash_ids.empty()) continue;
       RequestState& rs = requests[static_cast<size_t>(seq.id)];
-      if (rs.block_keys.empty()) rs.block_keys = prefix_block_keys(spec, bs);
-      rs.keys_registered = 0;
-      const int64_t most = std::min<int64_t>(static_cast<int64_t>(rs.block_keys.size()),
+      PrefixState& ps = prefix_states[seq.id];
+      if (ps.block_keys.empty()) ps.block_keys = prefix_block_keys(spec, bs);
+      ps.keys_registered = 0;
+      const int64_t most = std::min<int64_t>(static_cast<int64_t>(ps.block_keys.size()),
                                              (seq.target_tokens() - 1) / bs);
       if (most <= 0) continue;
       const int64_t before = new_blocks_for(inst, seq, s);
       const PrefixCache::Hit hit = inst.cache.acquire_prefix(
-          std::span(rs.block_keys).first(static_cast<size_t>(most)), std::max<int64_t>(0, slack));
+          std::span(ps.block_keys).first(static_cast<size_t>(most)), std::max<int64_t>(0, slack));
       if (hit.blocks == 0) continue;
       inst.free_blocks -= hit.revived;
-      rs.cache_refs.assign(rs.block_keys.begin(), rs.block_keys.begin() + hit.blocks);
-      rs.keys_registered = hit.blocks;
+      ps.cache_refs.assign(ps.block_keys.begin(), ps.block_keys.begin() + hit.blocks);
+      ps.keys_registered = hit.blocks;
       seq.blocks = hit.blocks;
       seq.computed_tokens = hit.blocks * bs;
       s.tokens = std::min(s.tokens, seq.remaining_tokens());
@@ -569,17 +575,20 @@ struct Engine::Impl {
   }
 
   // After an iteration: the prompt blocks `seq` has now fully computed join the cache, held by it.
-  void register_computed_blocks(InstanceState& inst, const SeqView& seq, RequestState& rs) {
-    const int64_t full = std::min<int64_t>(static_cast<int64_t>(rs.block_keys.size()),
+  void register_computed_blocks(InstanceState& inst, const SeqView& seq) {
+    auto it = prefix_states.find(seq.id);
+    if (it == prefix_states.end() || it->second.block_keys.empty()) return;
+    PrefixState& ps = it->second;
+    const int64_t full = std::min<int64_t>(static_cast<int64_t>(ps.block_keys.size()),
                                            seq.computed_tokens / inst.setup.block_size);
-    for (int64_t j = rs.keys_registered; j < full; ++j) {
-      const uint64_t key = rs.block_keys[static_cast<size_t>(j)];
-      if (inst.cache.insert(key)) rs.cache_refs.push_back(key);
+    for (int64_t j = ps.keys_registered; j < full; ++j) {
+      const uint64_t key = ps.block_keys[static_cast<size_t>(j)];
+      if (inst.cache.insert(key)) ps.cache_refs.push_back(key);
     }
-    rs.keys_registered = std::max(rs.keys_registered, full);
-    if (rs.keys_registered == static_cast<int64_t>(rs.block_keys.size())) {
-      rs.block_keys = {};
-      rs.keys_registered = 0;
+    ps.keys_registered = std::max(ps.keys_registered, full);
+    if (ps.keys_registered == static_cast<int64_t>(ps.block_keys.size())) {
+      ps.block_keys = {};
+      ps.keys_registered = 0;
     }
   }
 
@@ -594,14 +603,17 @@ struct Engine::Impl {
   // A request gives back the `blocks` it holds on `inst`: its private blocks are free again, and
   // each cached block it referenced becomes evictable (free, its KV kept) when it was the last
   // holder.
-  void release_blocks(InstanceState& inst, int64_t blocks, RequestState& rs) {
-    inst.free_blocks += blocks - static_cast<int64_t>(rs.cache_refs.size());
-    for (const uint64_t key : rs.cache_refs) {
+  void release_blocks(InstanceState& inst, int64_t blocks, RequestId id) {
+    auto it = prefix_states.find(id);
+    if (it == prefix_states.end()) {
+      inst.free_blocks += blocks;
+      return;
+    }
+    inst.free_blocks += blocks - static_cast<int64_t>(it->second.cache_refs.size());
+    for (const uint64_t key : it->second.cache_refs) {
       if (inst.cache.release(key)) inst.free_blocks++;
     }
-    rs.cache_refs.clear();
-    rs.block_keys = {};
-    rs.keys_registered = 0;
+    prefix_states.erase(it);
   }
 
   void on_schedule(size_t i) {
@@ -735,7 +747,7 @@ struct Engine::Impl {
       }
       seq.computed_tokens += item.tokens;
       RequestState& rs = requests[static_cast<size_t>(seq.id)];
-      if (!rs.block_keys.empty()) register_computed_blocks(inst, seq, rs);
+      if (inst.setup.prefix_caching) register_computed_blocks(inst, seq);
       if (seq.split_tokens > 0 && rs.split_target >= 0 &&
           config.transfer.mode == KvTransferMode::kChunked) {
         stream_chunk(i, rs.split_target, item.tokens);
@@ -843,7 +855,7 @@ struct Engine::Impl {
     Handoff h = it->second;
     in_transit.erase(it);
     InstanceState& src = instances[static_cast<size_t>(h.source)];
-    release_blocks(src, h.seq.blocks, requests[static_cast<size_t>(id)]);
+    release_blocks(src, h.seq.blocks, id);
     src.outstanding--;
     InstanceState& dst = instances[d];
     SeqView seq = h.seq;
@@ -862,7 +874,7 @@ struct Engine::Impl {
 
   void finish(size_t i, InstanceState& inst, const SeqView& seq) {
     RequestState& rs = requests[static_cast<size_t>(seq.id)];
-    release_blocks(inst, seq.blocks, rs);
+    release_blocks(inst, seq.blocks, seq.id);
     inst.outstanding--;
     rs.running_pos = kNotRunning;
     set_in_system(-1);
