@@ -22,6 +22,18 @@ using svg::Point;
 using svg::Series;
 using svg::SeriesStyle;
 
+// An empty series drawn with `style` in palette colour `color`, its points marked `role`.
+Series point_series(std::string name, SeriesStyle style, std::string role, int color,
+                    double radius = Series{}.radius) {
+  Series s;
+  s.name = std::move(name);
+  s.style = style;
+  s.role = std::move(role);
+  s.color = color;
+  s.radius = radius;
+  return s;
+}
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // ---- what is read from the database ----
@@ -376,10 +388,12 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
     }
     set.add(c);
   }
-  {
+  // A request count summed over the instances, one step series per run.
+  const auto instance_sum_chart = [&](const std::string& id, const std::string& title,
+                                      const std::string& metric) {
     Chart c;
-    c.id = prefix + "ts-queue";
-    c.title = "Queue length (waiting requests, all instances)";
+    c.id = prefix + id;
+    c.title = title;
     c.x_label = "simulated time, s";
     c.y_label = "requests";
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -387,27 +401,13 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
       s.name = series_name(runs[i]);
       s.color = static_cast<int>(i);
       s.style = SeriesStyle::kStep;
-      s.points = combine_instances(runs[i], "waiting", false);
+      s.points = combine_instances(runs[i], metric, false);
       c.series.push_back(std::move(s));
     }
     set.add(c);
-  }
-  {
-    Chart c;
-    c.id = prefix + "ts-running";
-    c.title = "Running batch (requests in batches, all instances)";
-    c.x_label = "simulated time, s";
-    c.y_label = "requests";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      Series s;
-      s.name = series_name(runs[i]);
-      s.color = static_cast<int>(i);
-      s.style = SeriesStyle::kStep;
-      s.points = combine_instances(runs[i], "running", false);
-      c.series.push_back(std::move(s));
-    }
-    set.add(c);
-  }
+  };
+  instance_sum_chart("ts-queue", "Queue length (waiting requests, all instances)", "waiting");
+  instance_sum_chart("ts-running", "Running batch (requests in batches, all instances)", "running");
   {
     Chart c;
     c.id = prefix + "ts-kv";
@@ -910,25 +910,10 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
                             : "Cost vs goodput at the target rate (Pareto frontier)";
     c.x_label = "cost, USD per hour";
     c.y_label = have_capacity ? "serving capacity, req/s" : "goodput, tokens/s";
-    Series meets, fails, fr, ch;
-    meets.name = "meets the SLO";
-    meets.style = SeriesStyle::kPoints;
-    meets.role = "meets";
-    meets.color = 0;
-    fails.name = "fails the SLO";
-    fails.style = SeriesStyle::kPoints;
-    fails.role = "fails";
-    fails.color = 7;
-    fr.name = "Pareto frontier";
-    fr.style = SeriesStyle::kLinePoints;
-    fr.role = "frontier";
-    fr.color = 2;
-    fr.radius = 4.5;
-    ch.name = "chosen";
-    ch.style = SeriesStyle::kPoints;
-    ch.role = "chosen";
-    ch.color = 3;
-    ch.radius = 8;
+    Series meets = point_series("meets the SLO", SeriesStyle::kPoints, "meets", 0);
+    Series fails = point_series("fails the SLO", SeriesStyle::kPoints, "fails", 7);
+    Series fr = point_series("Pareto frontier", SeriesStyle::kLinePoints, "frontier", 2, 4.5);
+    Series ch = point_series("chosen", SeriesStyle::kPoints, "chosen", 3, 8);
     for (const PlanConfig& pc : configs) {
       if (pc.status != "meets" && pc.status != "fails") continue;
       const double y = y_of(pc);
@@ -965,21 +950,10 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
     c.y_label = "SLO attainment";
     c.y_min = 0;
     c.y_max = 1;
-    Series path, ok, bad;
-    path.name = "probe order (steps numbered)";
-    path.style = SeriesStyle::kLine;
-    path.color = 7;
+    Series path = point_series("probe order (steps numbered)", SeriesStyle::kLine, "", 7);
     path.dashed = true;
-    ok.name = "meets";
-    ok.style = SeriesStyle::kPoints;
-    ok.role = "probe";
-    ok.color = 2;
-    ok.radius = 5;
-    bad.name = "fails";
-    bad.style = SeriesStyle::kPoints;
-    bad.role = "probe";
-    bad.color = 3;
-    bad.radius = 5;
+    Series ok = point_series("meets", SeriesStyle::kPoints, "probe", 2, 5);
+    Series bad = point_series("fails", SeriesStyle::kPoints, "probe", 3, 5);
     for (size_t k = 0; k < pc->probes.size(); ++k) {
       const auto& p = pc->probes[k];
       path.points.push_back({p.rate, p.attainment});

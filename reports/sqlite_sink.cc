@@ -18,6 +18,19 @@ namespace {
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
+// The rejected_request table, as version 3 defines it (also created by the migration from 2).
+constexpr const char* kRejectedRequestTableSql = R"sql(
+CREATE TABLE rejected_request(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  request_id INTEGER NOT NULL,
+  arrival_ns INTEGER NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  reason TEXT NOT NULL,  -- context | capacity (sim::RejectedRecord)
+  PRIMARY KEY (run_id, request_id)
+) WITHOUT ROWID;
+)sql";
+
 constexpr const char* kSchemaTablesSql = R"sql(
 CREATE TABLE meta(
   key TEXT PRIMARY KEY,
@@ -82,15 +95,6 @@ CREATE TABLE sample(
   value REAL
 );
 CREATE INDEX sample_by_series ON sample(run_id, entity, metric, t_ns);
-CREATE TABLE rejected_request(
-  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
-  request_id INTEGER NOT NULL,
-  arrival_ns INTEGER NOT NULL,
-  prompt_tokens INTEGER NOT NULL,
-  output_tokens INTEGER NOT NULL,
-  reason TEXT NOT NULL,  -- context | capacity (sim::RejectedRecord)
-  PRIMARY KEY (run_id, request_id)
-) WITHOUT ROWID;
 CREATE TABLE scalar(
   run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
   entity TEXT NOT NULL,
@@ -145,19 +149,10 @@ UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
 // Brings a version 2 database to version 3: the request.cached_tokens column (0 for every existing
-// run) and the rejected_request table (empty for every existing run); followed by
+// run); followed by kRejectedRequestTableSql (the table, empty for every existing run) and
 // kRequestMetricsViewSql, the view that lists cached_tokens.
 constexpr const char* kMigrateFrom2 = R"sql(
 ALTER TABLE request ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE rejected_request(
-  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
-  request_id INTEGER NOT NULL,
-  arrival_ns INTEGER NOT NULL,
-  prompt_tokens INTEGER NOT NULL,
-  output_tokens INTEGER NOT NULL,
-  reason TEXT NOT NULL,
-  PRIMARY KEY (run_id, request_id)
-) WITHOUT ROWID;
 DROP VIEW request_metrics;
 UPDATE meta SET value = '3' WHERE key = 'schema_version';
 )sql";
@@ -277,7 +272,8 @@ struct SqliteSink::Impl {
       const int64_t table_count = tables.column_int64(0);
       const bool has_meta = tables.column_int64(1) != 0;
       if (table_count == 0) {
-        db.exec(std::string(kSchemaTablesSql) + kRequestMetricsViewSql + kSchemaViewsSql,
+        db.exec(std::string(kSchemaTablesSql) + kRejectedRequestTableSql + kRequestMetricsViewSql +
+                    kSchemaViewsSql,
                 "creating the schema");
         Statement version(db, "INSERT INTO meta(key, value) VALUES ('schema_version', ?)",
                           "writing the schema version");
@@ -309,7 +305,7 @@ struct SqliteSink::Impl {
           found = "2";
         }
         if (found == "2") {
-          db.exec(std::string(kMigrateFrom2) + kRequestMetricsViewSql,
+          db.exec(std::string(kMigrateFrom2) + kRejectedRequestTableSql + kRequestMetricsViewSql,
                   "migrating the schema from version 2 to 3");
           found = "3";
         }

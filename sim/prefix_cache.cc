@@ -3,19 +3,10 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "sim/core/rng.h"
+
 namespace servesim::sim {
 
-namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-uint64_t mix_key(uint64_t id, uint64_t block) {
-  return splitmix64(splitmix64(id) ^ (block * 0xd1b54a32d192ed03ULL));
-}
-}  // namespace
 
 std::vector<uint64_t> prefix_block_keys(const RequestSpec& spec, int64_t block_size) {
   std::vector<uint64_t> keys;
@@ -27,8 +18,7 @@ std::vector<uint64_t> prefix_block_keys(const RequestSpec& spec, int64_t block_s
   keys.reserve(static_cast<size_t>(blocks));
   for (int64_t j = 0; j < blocks; ++j) {
     const int64_t span = ((j + 1) * block_size - 1) / kPrefixHashBlockTokens;
-    keys.push_back(mix_key(spec.prefix_hash_ids[static_cast<size_t>(span)],
-                           static_cast<uint64_t>(j)));
+    keys.push_back(mix64(spec.prefix_hash_ids[static_cast<size_t>(span)], static_cast<uint64_t>(j)));
   }
   return keys;
 }

@@ -276,18 +276,6 @@ Workload generate(const ArrivalSpec& arrivals, LengthSource& lengths, int64_t co
   return workload;
 }
 
-namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-uint64_t mix_ids(uint64_t h, uint64_t v) {
-  return splitmix64(splitmix64(h) ^ (v * 0xd1b54a32d192ed03ULL));
-}
-}  // namespace
-
 void share_prompts(Workload& w, const SharedPromptSpec& spec, uint64_t seed) {
   if (spec.dataset_entries < 0 || spec.num_prefix_prompts < 0 ||
       (spec.num_prefix_prompts > 0 && spec.prefix_prompt_length < 1)) {
@@ -297,24 +285,24 @@ void share_prompts(Workload& w, const SharedPromptSpec& spec, uint64_t seed) {
   RngStream rng(seed, "prompts");
   constexpr int64_t kSpan = 512;  // tokens per hash id (sim::kPrefixHashBlockTokens)
   // Distinct namespaces for entry text, per-request text and prefix text.
-  const uint64_t entry_salt = mix_ids(seed, 1), own_salt = mix_ids(seed, 2),
-                 prefix_salt = mix_ids(seed, 3);
+  const uint64_t entry_salt = mix64(seed, 1), own_salt = mix64(seed, 2),
+                 prefix_salt = mix64(seed, 3);
   std::vector<int64_t> entry_prompt;
   if (spec.dataset_entries > 0) {
     const size_t n = std::min<size_t>(static_cast<size_t>(spec.dataset_entries), w.requests.size());
     for (size_t e = 0; e < n; ++e) entry_prompt.push_back(w.requests[e].prompt_tokens);
   }
   for (RequestSpec& r : w.requests) {
-    uint64_t body = mix_ids(own_salt, static_cast<uint64_t>(r.id));
+    uint64_t body = mix64(own_salt, static_cast<uint64_t>(r.id));
     if (spec.dataset_entries > 0) {
       const int64_t e = rng.uniform_int(0, spec.dataset_entries - 1);
-      body = mix_ids(entry_salt, static_cast<uint64_t>(e));
+      body = mix64(entry_salt, static_cast<uint64_t>(e));
       r.prompt_tokens = entry_prompt[static_cast<size_t>(e) % entry_prompt.size()];
     }
     int64_t prefix_len = 0;
     uint64_t prefix = 0;
     if (spec.num_prefix_prompts > 0) {
-      prefix = mix_ids(prefix_salt,
+      prefix = mix64(prefix_salt,
                        static_cast<uint64_t>(rng.uniform_int(0, spec.num_prefix_prompts - 1)));
       prefix_len = spec.prefix_prompt_length;
       r.prompt_tokens += prefix_len;
@@ -325,8 +313,8 @@ void share_prompts(Workload& w, const SharedPromptSpec& spec, uint64_t seed) {
     uint64_t chain = 0;
     for (int64_t s = 0; s < spans; ++s) {
       const bool in_prefix = (s + 1) * kSpan <= prefix_len;
-      chain = mix_ids(chain, in_prefix ? prefix : mix_ids(body, static_cast<uint64_t>(prefix)));
-      r.prefix_hash_ids[static_cast<size_t>(s)] = mix_ids(chain, static_cast<uint64_t>(s));
+      chain = mix64(chain, in_prefix ? prefix : mix64(body, static_cast<uint64_t>(prefix)));
+      r.prefix_hash_ids[static_cast<size_t>(s)] = mix64(chain, static_cast<uint64_t>(s));
     }
   }
 }

@@ -17,6 +17,19 @@ uint64_t derive_stream_seed(uint64_t seed, std::string_view name) {
   return z ^ (z >> 31);
 }
 
+namespace {
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+uint64_t mix64(uint64_t a, uint64_t b) {
+  return splitmix64(splitmix64(a) ^ (b * 0xd1b54a32d192ed03ULL));
+}
+
 RngStream::RngStream(uint64_t seed, std::string_view name)
     : engine_(derive_stream_seed(seed, name)) {}
 

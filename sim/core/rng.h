@@ -37,4 +37,8 @@ class RngStream {
 // 64-bit mix of a seed and a name (FNV-1a over the name, then splitmix64 finalisation).
 uint64_t derive_stream_seed(uint64_t seed, std::string_view name);
 
+// A 64-bit hash of the pair (a, b), well mixed in every bit (splitmix64 of each): for identities
+// built from smaller ones (prefix-cache block keys, shared-prompt hash ids).
+uint64_t mix64(uint64_t a, uint64_t b);
+
 }  // namespace servesim
