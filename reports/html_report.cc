@@ -49,6 +49,9 @@ struct RunData {
   // Per measured (non-warm-up) request, in seconds.
   std::vector<double> ttft_s, tpot_s, e2e_s, queueing_s, arrival_s, done_s;
   std::vector<std::pair<double, int64_t>> preemptions;  // (done_s, count) of preempted requests
+  // Split requests (DynaServe): the share of each one's tokens (prompt + output) computed before
+  // its hand-off, in [0, 1].
+  std::vector<double> split_ratio;
   std::vector<std::pair<double, int64_t>> tbt_bins;     // (upper bound s, count)
   std::map<std::pair<std::string, std::string>, std::vector<Point>> samples;  // (entity, metric)
   // SLO objectives of the resolved scenario, in seconds; NaN when unset.
@@ -145,7 +148,8 @@ RunData load_run(SqliteDb& db, int64_t run_id) {
   {
     Statement st(db,
                  "SELECT arrival_ns, first_scheduled_ns, first_token_ns, done_ns, output_tokens, "
-                 "preemptions FROM request WHERE run_id = ? AND warmup = 0 ORDER BY arrival_ns",
+                 "preemptions, split_tokens, prompt_tokens FROM request WHERE run_id = ? AND "
+                 "warmup = 0 ORDER BY arrival_ns",
                  "reading requests");
     st.bind(1, run_id);
     while (st.step()) {
@@ -161,6 +165,10 @@ RunData load_run(SqliteDb& db, int64_t run_id) {
       r.queueing_s.push_back(scheduled - arrival);
       if (out > 1) r.tpot_s.push_back((done - first) / static_cast<double>(out - 1));
       if (const int64_t p = st.column_int64(5); p > 0) r.preemptions.emplace_back(done, p);
+      if (const int64_t split = st.column_int64(6); split > 0) {
+        r.split_ratio.push_back(static_cast<double>(split) /
+                                static_cast<double>(st.column_int64(7) + out));
+      }
     }
     std::sort(r.done_s.begin(), r.done_s.end());
     std::sort(r.preemptions.begin(), r.preemptions.end());
@@ -472,6 +480,33 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
     }
     set.add(c);
   }
+  // Split requests: how their tokens were divided between the two instances (DynaServe's split
+  // ratio), as a histogram of 20 bins over [0, 1].
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData& r = runs[i];
+    if (r.split_ratio.empty()) continue;
+    constexpr int kBins = 20;
+    std::vector<int64_t> counts(kBins, 0);
+    for (const double x : r.split_ratio) {
+      ++counts[static_cast<size_t>(std::clamp(static_cast<int>(x * kBins), 0, kBins - 1))];
+    }
+    Chart c;
+    c.id = prefix + fmt::format("split-{}", r.run_id);
+    c.title = fmt::format("Split ratio: share of a split request's tokens before its hand-off{}",
+                          many ? ", " + r.name() : std::string());
+    c.x_label = fmt::format("split point / (prompt + output), {} of {} requests split",
+                            r.split_ratio.size(), r.ttft_s.size());
+    c.y_label = "requests";
+    c.x_min = 0;
+    c.x_max = 1;
+    Series s = point_series("split requests", SeriesStyle::kStep, "split", static_cast<int>(i));
+    for (int b = 0; b < kBins; ++b) {
+      s.points.push_back({static_cast<double>(b) / kBins, static_cast<double>(counts[b])});
+    }
+    s.points.push_back({1.0, static_cast<double>(counts[kBins - 1])});
+    c.series.push_back(std::move(s));
+    set.add(c);
+  }
   // Elastic pools: instance counts by role over time, scaling decisions marked where the
   // starting / draining counts rise (one sample interval of resolution).
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -695,12 +730,6 @@ std::string run_header(const RunData& r) {
 std::string notes_for(const std::vector<RunData>& runs) {
   std::vector<std::string> notes;
   for (const RunData& r : runs) {
-    if (r.policy == "dynaserve") {
-      notes.push_back(fmt::format(
-          "{}: DynaServe's split-ratio distribution is not stored in the results database, so it "
-          "is not drawn.",
-          svg::escape(r.name())));
-    }
     if (is_elastic(r)) {
       notes.push_back(fmt::format(
           "{}: scaling decisions are marked where the sampled count of starting or draining "

@@ -14,7 +14,8 @@ namespace servesim::reports {
 namespace {
 
 // Version 3 of the results schema (version 1 had no request.warmup column, version 2 no
-// request.cached_tokens column nor rejected_request table; see kMigrateFrom1 and kMigrateFrom2):
+// request.cached_tokens and split_tokens columns nor rejected_request table; see kMigrateFrom1 and
+// kMigrateFrom2):
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
@@ -71,6 +72,7 @@ CREATE TABLE request(
   tbt_slo_violations INTEGER,
   warmup INTEGER NOT NULL DEFAULT 0,  -- 1: a benchmark warm-up request, excluded from summaries
   cached_tokens INTEGER NOT NULL DEFAULT 0,  -- prompt tokens reused from the prefix cache
+  split_tokens INTEGER NOT NULL DEFAULT 0,   -- split requests: tokens before the hand-off
   PRIMARY KEY (run_id, request_id)
 ) WITHOUT ROWID;
 CREATE TABLE token(
@@ -111,7 +113,7 @@ constexpr const char* kRequestMetricsViewSql = R"sql(
 -- warm-up requests (warmup = 1) are listed; summaries leave them out.
 CREATE VIEW request_metrics AS
 SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemptions, warmup,
-       cached_tokens,
+       cached_tokens, split_tokens,
        (first_scheduled_ns - arrival_ns) / 1e6 AS queueing_ms,
        (first_token_ns - arrival_ns) / 1e6 AS ttft_ms,
        CASE WHEN output_tokens > 1
@@ -148,11 +150,12 @@ ALTER TABLE request ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
-// Brings a version 2 database to version 3: the request.cached_tokens column (0 for every existing
-// run); followed by kRejectedRequestTableSql (the table, empty for every existing run) and
-// kRequestMetricsViewSql, the view that lists cached_tokens.
+// Brings a version 2 database to version 3: the request.cached_tokens and split_tokens columns (0
+// for every existing run); followed by kRejectedRequestTableSql (the table, empty for every
+// existing run) and kRequestMetricsViewSql, the view that lists both columns.
 constexpr const char* kMigrateFrom2 = R"sql(
 ALTER TABLE request ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE request ADD COLUMN split_tokens INTEGER NOT NULL DEFAULT 0;
 DROP VIEW request_metrics;
 UPDATE meta SET value = '3' WHERE key = 'schema_version';
 )sql";
@@ -235,8 +238,8 @@ struct SqliteSink::Impl {
         db,
         "INSERT INTO request(run_id, request_id, instance_id, arrival_ns, first_scheduled_ns, "
         "first_token_ns, done_ns, prompt_tokens, output_tokens, preemptions, max_tbt_ns, "
-        "tbt_slo_violations, warmup, cached_tokens) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tbt_slo_violations, warmup, cached_tokens, split_tokens) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         "inserting a request row");
     insert_token = std::make_unique<Statement>(
         db, "INSERT INTO token(run_id, request_id, token_index, t_ns) VALUES (?, ?, ?, ?)",
@@ -384,6 +387,7 @@ struct SqliteSink::Impl {
           .bind(12, r.tbt_slo_violations)
           .bind(13, static_cast<int64_t>(r.warmup ? 1 : 0))
           .bind(14, r.cached_tokens)
+          .bind(15, r.split_tokens)
           .run();
       if (!r.token_times_ns.empty()) {
         insert_token->bind(1, run_id).bind(2, static_cast<int64_t>(r.request_id));

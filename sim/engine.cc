@@ -34,6 +34,7 @@ struct RequestState {
   bool warmup = false;        // a benchmark warm-up request: its gaps stay out of the TBT histogram
   std::vector<int64_t> token_times_ns;
   int64_t cached_tokens = 0;  // prompt tokens its first admission took from the prefix cache
+  int64_t split_tokens = 0;   // RequestRecord::split_tokens
 };
 
 // A request's prefix-cache state on its instance, kept only while it has some: the cache keys of
@@ -366,6 +367,7 @@ struct Engine::Impl {
     seq.split_tokens = d.split_tokens;
     seq.split_target = d.target;
     rs.split_target = d.target;
+    rs.split_tokens = d.split_tokens;
   }
 
   void on_route() {
@@ -909,6 +911,7 @@ struct Engine::Impl {
       r.token_times_ns = std::move(rs.token_times_ns);
       r.warmup = static_cast<size_t>(seq.id) < warmup_total;
       r.cached_tokens = rs.cached_tokens;
+      r.split_tokens = rs.split_tokens;
       listener->on_request(r);
     }
     on_request_done(seq.id);

@@ -40,6 +40,9 @@ struct RequestRecord {
   std::vector<int64_t> token_times_ns;  // every token's time; filled only when asked for
   bool warmup = false;  // a benchmark warm-up request (ClosedLoopSpec): excluded from summaries
   int64_t cached_tokens = 0;  // prompt tokens reused from its instance's prefix cache
+  // A request split across two instances (DynaServe): the tokens (prompt + output positions) its
+  // first instance computed before the hand-off; 0 when it was not split.
+  int64_t split_tokens = 0;
 
   int64_t ttft_ns() const { return first_token_ns - arrival_ns; }
   int64_t e2e_ns() const { return done_ns - arrival_ns; }

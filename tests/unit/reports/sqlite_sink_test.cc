@@ -92,6 +92,7 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
     out.on_request(r0);
     sim::RequestRecord r1 = make_record(1, 0, 5'000, 1);  // no token times: no token rows
     r1.cached_tokens = 8;
+    r1.split_tokens = 5;
     out.on_request(r1);
     out.on_sample({.t_ns = 0, .entity = "instance/0", .metric = "waiting", .value = 2});
     out.on_sample(
@@ -131,9 +132,9 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
                   {"2", "policy.chunk", "512"}}));
   EXPECT_EQ(
       query_rows(db, "SELECT * FROM request ORDER BY run_id, request_id"),
-      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0", "0"},
-            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0", "8"},
-            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0", "0"}}));
+      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0", "0", "0"},
+            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0", "8", "5"},
+            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0", "0", "0"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM token ORDER BY run_id, request_id, token_index"),
             (Rows{{"1", "0", "0", "2000100"},
                   {"1", "0", "1", "2500100"},
@@ -325,6 +326,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
            "DROP TABLE rejected_request; "
            "DROP VIEW request_metrics; ALTER TABLE request DROP COLUMN warmup; "
            "ALTER TABLE request DROP COLUMN cached_tokens; "
+           "ALTER TABLE request DROP COLUMN split_tokens; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
            "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   {
