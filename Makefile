@@ -44,12 +44,16 @@ build: deps
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
-# Tests labelled no_sanitize are too slow under the sanitizers and are left out here.
+# Left out under the sanitizers: tests labelled no_sanitize (too slow there) and the test that runs
+# servesim under mpirun, whose Open MPI plugins (dlopen'ed, then closed) leak at exit in frames
+# LeakSanitizer can neither symbolize nor suppress.
+SANITIZE_SKIP ?= PlanDeterminism.MpiRanksGiveTheSingleProcessResult
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) $(SANITIZE_FLAGS)
 	cmake --build $(SANITIZE_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS) -LE no_sanitize
+	  ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS) -LE no_sanitize \
+	    -E '$(SANITIZE_SKIP)'
 
 fuzz-build: deps
 	cmake -S . -B $(FUZZ_BUILD) $(FUZZ_FLAGS)
