@@ -529,9 +529,11 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
       if (const models::EngineCalibration* c = cat.engine_calibrations.find(engine, cls)) {
         start = theta_of(*c);
       }
+      // A named reference: clang before 16 cannot capture a structured binding.
+      const auto& group_members = members;
       auto rows_of = [&](const std::string& except) {
         std::vector<const MappedRun*> rows;
-        for (size_t i : members) {
+        for (size_t i : group_members) {
           if (todo[i]->model != except) rows.push_back(todo[i]);
         }
         return rows;

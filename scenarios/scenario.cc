@@ -140,6 +140,12 @@ void apply_overrides(Json& doc, const std::vector<std::string>& overrides) {
     if (eq == std::string::npos || eq == 0) {
       throw ConfigError("--set", {{o, "expected path=value, e.g. cluster.instances=4"}});
     }
+    try {
+      (void)Json(o).dump();  // the document must stay serialisable (error messages, run_param)
+    } catch (const nlohmann::json::type_error&) {
+      throw ConfigError("--set", {{Json(o).dump(-1, ' ', false, Json::error_handler_t::replace),
+                                   "expected UTF-8 text"}});
+    }
     const std::string path = o.substr(0, eq);
     const std::string text = o.substr(eq + 1);
     Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
