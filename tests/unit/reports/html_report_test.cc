@@ -22,7 +22,7 @@ size_t count(const std::string& text, const std::string& pattern) {
 class HtmlReportTest : public testing::TempDirTest {
  protected:
   // One run of `n` requests on two instances, with samples, scalars and a TBT histogram.
-  int64_t write_run(SqliteSink& sink, const std::string& policy, int n) {
+  int64_t write_run(SqliteSink& sink, const std::string& policy, int n, bool split = false) {
     const int64_t id = sink.begin_run({"unit", policy, "round_robin", "fixed", "test", "now", 1},
                                       {{"slo.ttft", "\"1s\""},
                                        {"slo.tbt_p99", "\"100ms\""},
@@ -39,6 +39,8 @@ class HtmlReportTest : public testing::TempDirTest {
       r.prompt_tokens = 100;
       r.output_tokens = 20;
       r.preemptions = i % 7 == 0 ? 1 : 0;
+      // Split requests: every other one, at 30 of its 120 tokens (ratio 0.25).
+      if (split && i % 2 == 0) r.split_tokens = 30;
       sink.listener().on_request(r);
     }
     for (int t = 0; t < 20; ++t) {
@@ -83,6 +85,21 @@ TEST_F(HtmlReportTest, OneRunHasEveryChartAndTheSloLines) {
   ASSERT_NE(kv, std::string::npos);
   const std::string kv_svg = html.substr(kv, html.find("</svg>", kv) - kv);
   EXPECT_EQ(count(kv_svg, "class=\"legend-entry\""), 2u);
+}
+
+TEST_F(HtmlReportTest, SplitRequestsGetTheSplitRatioDistribution) {
+  const std::string db = path("r.db");
+  {
+    SqliteSink sink(db);
+    write_run(sink, "dynaserve", 40, /*split=*/true);
+  }
+  ReportStats stats;
+  const std::string html = render_report(db, {}, &stats);
+  EXPECT_EQ(stats.charts, 11u);
+  const auto at = html.find("data-chart=\"run1-split-1\"");
+  ASSERT_NE(at, std::string::npos) << html;
+  const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+  EXPECT_NE(svg.find("20 of 40 requests split"), std::string::npos);
 }
 
 TEST_F(HtmlReportTest, ComparisonOverlaysRunsWithDeltas) {
