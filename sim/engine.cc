@@ -749,7 +749,10 @@ struct Engine::Impl {
       }
       seq.computed_tokens += item.tokens;
       RequestState& rs = requests[static_cast<size_t>(seq.id)];
-      if (inst.setup.prefix_caching) register_computed_blocks(inst, seq);
+      // Only an iteration that computed prompt tokens can fill prompt blocks.
+      if (inst.setup.prefix_caching && seq.computed_tokens - item.tokens < seq.prompt_tokens) {
+        register_computed_blocks(inst, seq);
+      }
       if (seq.split_tokens > 0 && rs.split_target >= 0 &&
           config.transfer.mode == KvTransferMode::kChunked) {
         stream_chunk(i, rs.split_target, item.tokens);
