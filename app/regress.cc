@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -14,16 +13,7 @@ namespace servesim::app {
 
 int run_regression(const std::string& baseline_path, const scenarios::DataRoot& root,
                    const RegressOptions& options, std::ostream& out) {
-  std::ifstream in(baseline_path);
-  if (!in) throw InputError(baseline_path, 0, "cannot open baseline file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  scenarios::Json doc;
-  try {
-    doc = scenarios::Json::parse(buf.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(baseline_path, 0, fmt::format("invalid JSON: {}", e.what()));
-  }
+  scenarios::Json doc = scenarios::read_json_file(baseline_path, "baseline file");
   // Validate the file's structure up front, reporting every problem.
   scenarios::Issues issues;
   scenarios::Json resolved;

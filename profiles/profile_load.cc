@@ -260,7 +260,8 @@ nlohmann::json load_meta(const std::string& path, Profile* p) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, or out_of_range.406 for a number beyond a double's range (1e999).
     throw InputError(path, 0,
                      fmt::format("expected a JSON object, found invalid JSON ({})", e.what()));
   }

@@ -253,6 +253,11 @@ Workload load_mooncake(const std::string& path) {
     } catch (const json::parse_error& e) {
       reader.fail(fmt::format("expected a JSON object, found invalid JSON (error at byte {}): {}",
                               e.byte, detail::quote_found(line)));
+    } catch (const json::out_of_range&) {
+      // nlohmann's out_of_range.406: a number beyond a double's range, such as 1e999.
+      reader.fail(fmt::format("expected a JSON object, found a number out of range (a JSON number "
+                              "must fit a double, up to about 1.8e308): {}",
+                              detail::quote_found(line)));
     }
     if (!row.is_object()) {
       reader.fail(fmt::format("expected a JSON object, found {}", found(row)));

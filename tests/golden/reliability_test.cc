@@ -186,6 +186,8 @@ TEST(ResourceLimits, OversizedWorkloadsAreRefusedUpFront) {
 TEST(InputErrors, NumbersPathsAndFilesNameTheInput) {
   const fs::path seed = write("seed.json", "{\n  \"seed\": 1e999\n}\n");
   expect_refused("check " + seed.string(), "seed.json:2: number 1e999 is out of range");
+  const fs::path baseline = write("baseline.json", "{\n  \"entries\": [1e999]\n}\n");
+  expect_refused("regress " + baseline.string(), "baseline.json:2: number 1e999 is out of range");
   expect_refused("check --set workload.path=" + std::string(300, 'x') + ".csv", "workload.path");
   expect_refused("check --set workload.path=/dev/zero", "workload.path: expected a regular file");
 }

@@ -311,6 +311,15 @@ TEST(LoadErrors, NotJson) {
   EXPECT_EQ(load_error(dir).message().rfind("expected a JSON object, found invalid JSON", 0), 0u);
 }
 
+TEST(LoadErrors, NumberBeyondADoubleIsInvalidJson) {
+  TempDir tmp;
+  std::string dir = gemm_profile(tmp, "dtype,m,n,k,latency_us\n");
+  tmp.write("p/meta.json", R"({"format": "servesim-profile", "version": 1e999})");
+  const std::string message = load_error(dir).message();
+  EXPECT_EQ(message.rfind("expected a JSON object, found invalid JSON", 0), 0u) << message;
+  EXPECT_NE(message.find("1e999"), std::string::npos) << message;
+}
+
 TEST(Load, UnknownDtypeRowsAreSkippedRowByRow) {
   TempDir tmp;
   std::string dir = gemm_profile(

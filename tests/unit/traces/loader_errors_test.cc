@@ -219,6 +219,17 @@ TEST(MooncakeErrors, LeadingZeroIsNotJson) {
                 "\"{\"timestamp\": 0, \"input_length\": 010, \"output_length\": 5}\"");
 }
 
+TEST(MooncakeErrors, NumberBeyondADoubleIsABadInputError) {
+  TempFiles files;
+  const std::string path = files.write(
+      "bad.jsonl", "{\"timestamp\": 1e999, \"input_length\": 1, \"output_length\": 1}\n");
+  EXPECT_EQ(mooncake_error(path),
+            path +
+                ":1: expected a JSON object, found a number out of range (a JSON number must fit "
+                "a double, up to about 1.8e308): "
+                "\"{\"timestamp\": 1e999, \"input_length\": 1, \"output_length\": 1}\"");
+}
+
 TEST(MooncakeErrors, NotAnObject) {
   TempFiles files;
   const std::string path = files.write("bad.jsonl", "[1, 2, 3]\n");
