@@ -155,6 +155,18 @@ Json summary_json(const reports::RunSummary& summary) {
   return out;
 }
 
+// The miss breakdown of `run --explain-misses --json`: counts per objective and cause.
+Json misses_json(const reports::MissBreakdown& b) {
+  Json ttft = Json::object(), tpot = Json::object();
+  for (int c = 0; c < reports::kNumMissCauses; ++c) {
+    const char* name = reports::miss_cause_name(static_cast<reports::MissCause>(c));
+    ttft[name] = b.ttft_by_cause[c];
+    tpot[name] = b.tpot_by_cause[c];
+  }
+  return {{"requests", b.requests}, {"missed", b.missed},     {"ttft_missed", b.ttft_missed},
+          {"tpot_missed", b.tpot_missed}, {"ttft", ttft}, {"tpot", tpot}};
+}
+
 // The `run --json` document (schema in the README).
 Json run_json(const scenarios::Scenario& s, const app::RunOutcome& o, const std::string& db,
               const std::vector<std::string>& warnings) {
@@ -195,7 +207,8 @@ Json run_json(const scenarios::Scenario& s, const app::RunOutcome& o, const std:
 }
 
 int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
-            std::optional<uint64_t> seed, const std::string& db, bool no_db, bool json) {
+            std::optional<uint64_t> seed, const std::string& db, bool no_db, bool json,
+            bool explain_misses) {
   std::FILE* out = json ? stderr : stdout;
   const auto root = scenarios::DataRoot::discover();
   std::vector<std::string> all = overrides;
@@ -234,6 +247,7 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
                     100 * o.lookups.extrapolated_share()));
   }
   fmt::print(out, "\n{}", reports::format_summary(o.summary, s.slo));
+  if (explain_misses) fmt::print(out, "\n{}", reports::format_miss_breakdown(o.misses));
   if (o.result.requests_rejected_context > 0) {
     warn(fmt::format("{} request(s) rejected: prompt + output exceed {}'s {}-token context "
                      "(context.overflow \"truncate\" shortens them instead)",
@@ -262,7 +276,11 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   if (!options.db_path.empty()) {
     fmt::print(out, "results    {} (run_id {})\n", options.db_path, o.run_id);
   }
-  if (json) fmt::print("{}\n", run_json(s, o, options.db_path, warnings).dump(2));
+  if (json) {
+    Json doc = run_json(s, o, options.db_path, warnings);
+    if (explain_misses) doc["misses"] = misses_json(o.misses);
+    fmt::print("{}\n", doc.dump(2));
+  }
   return 0;
 }
 
@@ -547,6 +565,10 @@ int main(int argc, char** argv) {
   bool json = false;
   run->add_flag("--json", json,
                 "print the summary as one JSON document on stdout (the text goes to stderr)");
+  bool explain_misses = false;
+  run->add_flag("--explain-misses", explain_misses,
+                "trace each request that missed the SLO to its cause and print the breakdown "
+                "(always stored in the request_miss table)");
 
   auto* check = cli.add_subcommand("check", "validate a scenario and print what it resolves to");
   check->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
@@ -807,7 +829,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*run) return cmd_run(scenario_path, overrides, seed, db, no_db, json);
+    if (*run) return cmd_run(scenario_path, overrides, seed, db, no_db, json, explain_misses);
     if (*check) return cmd_check(scenario_path, overrides);
     if (*dllm_report) {
       return servesim::app::run_dllm_report(dllm_table, servesim::scenarios::DataRoot::discover(),

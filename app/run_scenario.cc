@@ -10,9 +10,19 @@
 #include "reports/sqlite_sink.h"
 
 namespace servesim::app {
-namespace {
-
-}  // namespace
+reports::MissBreakdown explain_misses(const scenarios::Scenario& scenario,
+                                      const RunOutcome& outcome) {
+  std::vector<reports::InstanceLife> lives;
+  lives.reserve(outcome.result.instances.size());
+  for (const sim::InstanceStats& st : outcome.result.instances) {
+    lives.push_back({st.role, st.tp, st.started_ns, st.active_ns, st.draining_ns, st.retired_ns});
+  }
+  std::optional<int64_t> budget;
+  if (scenario.policy.params.contains("gpu_budget")) {
+    budget = scenario.policy.params.get_int("gpu_budget");
+  }
+  return reports::explain_misses(outcome.requests, lives, scenario.slo, budget);
+}
 
 std::string utc_now_iso() {
   const std::time_t t = std::time(nullptr);
@@ -56,6 +66,7 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   out.requests = std::move(memory.requests);
   out.samples = std::move(memory.samples);
   out.rejected = std::move(memory.rejected);
+  out.misses = explain_misses(scenario, out);
   if (db) out.run_id = write_run(*db, make_stored_run(scenario, out, /*with_records=*/true));
   if (!options.keep_records) {
     out.requests.clear();
@@ -110,6 +121,14 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
     run.samples = out.samples;
   }
   run.rejected = out.rejected;
+  run.misses = out.misses.misses;
+  for (int c = 0; c < reports::kNumMissCauses; ++c) {
+    const char* cause = reports::miss_cause_name(static_cast<reports::MissCause>(c));
+    run.scalars.emplace_back("misses", fmt::format("ttft_{}", cause),
+                             static_cast<double>(out.misses.ttft_by_cause[c]));
+    run.scalars.emplace_back("misses", fmt::format("tpot_{}", cause),
+                             static_cast<double>(out.misses.tpot_by_cause[c]));
+  }
   run.status = out.result.requests_unfinished > 0 ? "stopped" : "ok";
   run.wall_s = out.wall_s;
   run.fingerprint = format_fingerprint(out.result.event_fingerprint);
@@ -122,6 +141,7 @@ int64_t write_run(reports::SqliteSink& db, const StoredRun& run) {
     for (const sim::RequestRecord& r : run.requests) db.listener().on_request(r);
     for (const sim::SampleRecord& s : run.samples) db.listener().on_sample(s);
     for (const sim::RejectedRecord& r : run.rejected) db.listener().on_rejected(r);
+    db.add_misses(run.misses);
     for (const auto& [entity, name, value] : run.scalars) db.add_scalar(entity, name, value);
     LogHistogram tbt;
     for (const LogHistogram::Bin& b : run.tbt_bins) tbt.add(b.lower, b.count);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/miss_breakdown.h"
 #include "reports/sqlite_sink.h"
 #include "reports/summary.h"
 #include "scenarios/scenario.h"
@@ -33,6 +34,7 @@ struct RunOutcome {
   std::string workload_description;
   std::vector<std::string> cost_models;  // describe() of each cost model used
   models::LookupStats lookups;           // summed over the cost models
+  reports::MissBreakdown misses;         // why requests missed the scenario's SLO
   std::string started_at;                // wall-clock start, ISO 8601 UTC
 };
 
@@ -46,6 +48,7 @@ struct StoredRun {
   std::vector<sim::RequestRecord> requests;  // empty: no request/token rows
   std::vector<sim::SampleRecord> samples;    // empty: no sample rows
   std::vector<sim::RejectedRecord> rejected;  // rejected_request rows
+  std::vector<reports::RequestMiss> misses;   // request_miss rows
   std::string status;
   double wall_s = 0;
   std::string fingerprint;
@@ -60,6 +63,11 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
 
 // Writes `run` into `db` as one transaction. Returns its run_id. Throws what SqliteSink throws.
 int64_t write_run(reports::SqliteSink& db, const StoredRun& run);
+
+// Why the requests of `outcome` (records kept) missed `scenario`'s SLO; see
+// reports/miss_breakdown.h. The GPU budget is the policy's `gpu_budget`, when it has one.
+reports::MissBreakdown explain_misses(const scenarios::Scenario& scenario,
+                                      const RunOutcome& outcome);
 
 // Runs `scenario`. Throws what the layers below throw (ConfigError, InputError, Error).
 RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::DataRoot& root,

@@ -13,9 +13,10 @@
 namespace servesim::reports {
 namespace {
 
-// Version 3 of the results schema (version 1 had no request.warmup column, version 2 no
-// request.cached_tokens and split_tokens columns nor rejected_request table; see kMigrateFrom1 and
-// kMigrateFrom2):
+// Version 4 of the results schema (version 1 had no request.warmup column, version 2 no
+// request.cached_tokens and split_tokens columns nor rejected_request table, version 3 no
+// request.prefill_instance_id, kv_arrived_ns and interference_ns columns nor request_miss table;
+// see kMigrateFrom1, kMigrateFrom2 and kMigrateFrom3):
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
@@ -73,6 +74,9 @@ CREATE TABLE request(
   warmup INTEGER NOT NULL DEFAULT 0,  -- 1: a benchmark warm-up request, excluded from summaries
   cached_tokens INTEGER NOT NULL DEFAULT 0,  -- prompt tokens reused from the prefix cache
   split_tokens INTEGER NOT NULL DEFAULT 0,   -- split requests: tokens before the hand-off
+  prefill_instance_id INTEGER NOT NULL DEFAULT -1,  -- instance that computed its first token
+  kv_arrived_ns INTEGER NOT NULL DEFAULT -1,  -- its KV reached the next instance; -1: never moved
+  interference_ns INTEGER NOT NULL DEFAULT 0,  -- what prompt tokens added to its decode steps
   PRIMARY KEY (run_id, request_id)
 ) WITHOUT ROWID;
 CREATE TABLE token(
@@ -107,20 +111,40 @@ CREATE TABLE scalar(
 
 )sql";
 
-// The request_metrics view, as version 3 defines it (also created after a migration).
+// The request_miss table and the miss_breakdown view, as version 4 defines them (also created by
+// the migration from 3).
+constexpr const char* kRequestMissSql = R"sql(
+-- Each SLO objective a finished request missed, with its cause (reports/miss_breakdown.h).
+CREATE TABLE request_miss(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  request_id INTEGER NOT NULL,
+  objective TEXT NOT NULL,  -- ttft | tpot
+  cause TEXT NOT NULL,      -- local_prefill | kv_pressure | slow_prefill | prefill_interference |
+                            -- scale_up_lag | gpu_budget | undersized_pool
+  PRIMARY KEY (run_id, request_id, objective)
+) WITHOUT ROWID;
+-- Misses per run, objective and cause.
+CREATE VIEW miss_breakdown AS
+SELECT run_id, objective, cause, count(*) AS requests
+FROM request_miss GROUP BY run_id, objective, cause;
+)sql";
+
+// The request_metrics view, as version 4 defines it (also created after a migration).
 constexpr const char* kRequestMetricsViewSql = R"sql(
 -- Per-request latencies in milliseconds. tpot_ms is NULL for single-token requests. Benchmark
 -- warm-up requests (warmup = 1) are listed; summaries leave them out.
 CREATE VIEW request_metrics AS
-SELECT run_id, request_id, instance_id, prompt_tokens, output_tokens, preemptions, warmup,
-       cached_tokens, split_tokens,
+SELECT run_id, request_id, instance_id, prefill_instance_id, prompt_tokens, output_tokens,
+       preemptions, warmup, cached_tokens, split_tokens,
        (first_scheduled_ns - arrival_ns) / 1e6 AS queueing_ms,
        (first_token_ns - arrival_ns) / 1e6 AS ttft_ms,
        CASE WHEN output_tokens > 1
             THEN (done_ns - first_token_ns) / 1e6 / (output_tokens - 1) END AS tpot_ms,
        (done_ns - arrival_ns) / 1e6 AS e2e_ms,
        max_tbt_ns / 1e6 AS max_tbt_ms,
-       tbt_slo_violations
+       tbt_slo_violations,
+       CASE WHEN kv_arrived_ns >= 0 THEN (kv_arrived_ns - first_token_ns) / 1e6 END AS handoff_ms,
+       interference_ns / 1e6 AS interference_ms
 FROM request;
 )sql";
 
@@ -158,6 +182,17 @@ ALTER TABLE request ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE request ADD COLUMN split_tokens INTEGER NOT NULL DEFAULT 0;
 DROP VIEW request_metrics;
 UPDATE meta SET value = '3' WHERE key = 'schema_version';
+)sql";
+
+// Brings a version 3 database to version 4: the request.prefill_instance_id, kv_arrived_ns
+// (-1 for every existing run) and interference_ns (0) columns; followed by kRequestMissSql (the
+// table, empty for every existing run) and kRequestMetricsViewSql.
+constexpr const char* kMigrateFrom3 = R"sql(
+ALTER TABLE request ADD COLUMN prefill_instance_id INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE request ADD COLUMN kv_arrived_ns INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE request ADD COLUMN interference_ns INTEGER NOT NULL DEFAULT 0;
+DROP VIEW request_metrics;
+UPDATE meta SET value = '4' WHERE key = 'schema_version';
 )sql";
 
 }  // namespace
@@ -238,8 +273,9 @@ struct SqliteSink::Impl {
         db,
         "INSERT INTO request(run_id, request_id, instance_id, arrival_ns, first_scheduled_ns, "
         "first_token_ns, done_ns, prompt_tokens, output_tokens, preemptions, max_tbt_ns, "
-        "tbt_slo_violations, warmup, cached_tokens, split_tokens) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tbt_slo_violations, warmup, cached_tokens, split_tokens, prefill_instance_id, "
+        "kv_arrived_ns, interference_ns) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         "inserting a request row");
     insert_token = std::make_unique<Statement>(
         db, "INSERT INTO token(run_id, request_id, token_index, t_ns) VALUES (?, ?, ?, ?)",
@@ -255,6 +291,10 @@ struct SqliteSink::Impl {
         "INSERT INTO rejected_request(run_id, request_id, arrival_ns, prompt_tokens, "
         "output_tokens, reason) VALUES (?, ?, ?, ?, ?, ?)",
         "inserting a rejected_request row");
+    insert_miss = std::make_unique<Statement>(
+        db,
+        "INSERT INTO request_miss(run_id, request_id, objective, cause) VALUES (?, ?, ?, ?)",
+        "inserting a request_miss row");
     insert_bin = std::make_unique<Statement>(
         db, "INSERT INTO tbt_histogram(run_id, lower_ns, upper_ns, count) VALUES (?, ?, ?, ?)",
         "inserting a tbt_histogram row");
@@ -275,7 +315,8 @@ struct SqliteSink::Impl {
       const int64_t table_count = tables.column_int64(0);
       const bool has_meta = tables.column_int64(1) != 0;
       if (table_count == 0) {
-        db.exec(std::string(kSchemaTablesSql) + kRejectedRequestTableSql + kRequestMetricsViewSql +
+        db.exec(std::string(kSchemaTablesSql) + kRejectedRequestTableSql + kRequestMissSql +
+                    kRequestMetricsViewSql +
                     kSchemaViewsSql,
                 "creating the schema");
         Statement version(db, "INSERT INTO meta(key, value) VALUES ('schema_version', ?)",
@@ -311,6 +352,11 @@ struct SqliteSink::Impl {
           db.exec(std::string(kMigrateFrom2) + kRejectedRequestTableSql + kRequestMetricsViewSql,
                   "migrating the schema from version 2 to 3");
           found = "3";
+        }
+        if (found == "3") {
+          db.exec(std::string(kMigrateFrom3) + kRequestMissSql + kRequestMetricsViewSql,
+                  "migrating the schema from version 3 to 4");
+          found = "4";
         }
         if (found != std::to_string(kSchemaVersion)) {
           throw InputError(db.path(), 0,
@@ -388,6 +434,9 @@ struct SqliteSink::Impl {
           .bind(13, static_cast<int64_t>(r.warmup ? 1 : 0))
           .bind(14, r.cached_tokens)
           .bind(15, r.split_tokens)
+          .bind(16, static_cast<int64_t>(r.prefill_instance_id))
+          .bind(17, r.kv_arrived_ns)
+          .bind(18, r.interference_ns)
           .run();
       if (!r.token_times_ns.empty()) {
         insert_token->bind(1, run_id).bind(2, static_cast<int64_t>(r.request_id));
@@ -427,6 +476,16 @@ struct SqliteSink::Impl {
           .bind(2, std::string_view(entity))
           .bind(3, std::string_view(name))
           .bind(4, value)
+          .run();
+    });
+  }
+
+  void write_miss(const RequestMiss& m) {
+    guarded("writing a request miss", [&] {
+      insert_miss->bind(1, run_id)
+          .bind(2, static_cast<int64_t>(m.request_id))
+          .bind(3, std::string_view(m.tpot ? "tpot" : "ttft"))
+          .bind(4, std::string_view(miss_cause_name(m.cause)))
           .run();
     });
   }
@@ -472,6 +531,7 @@ struct SqliteSink::Impl {
   std::unique_ptr<Statement> insert_scalar;
   std::unique_ptr<Statement> insert_bin;
   std::unique_ptr<Statement> insert_rejected;
+  std::unique_ptr<Statement> insert_miss;
   bool open = false;
   int64_t run_id = -1;
 };
@@ -492,6 +552,10 @@ void SqliteSink::add_scalar(const std::string& entity, const std::string& name, 
 }
 
 void SqliteSink::add_tbt_histogram(const LogHistogram& tbt_ns) { impl_->write_histogram(tbt_ns); }
+
+void SqliteSink::add_misses(const std::vector<RequestMiss>& misses) {
+  for (const RequestMiss& m : misses) impl_->write_miss(m);
+}
 
 void SqliteSink::end_run(const std::string& status, double wall_s,
                          const std::string& event_fingerprint) {

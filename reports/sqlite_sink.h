@@ -2,9 +2,10 @@
 //
 // Contract:
 // - Schema (version kSchemaVersion, stored in meta.schema_version) is created when the file is new
-//   or empty. A version 1 database (no request.warmup column) or 2 (no rejected_request table)
-//   is migrated in place; one with
-//   another schema_version, or with tables but no meta table, is rejected with servesim::Error. All times are integer nanoseconds (run.time_unit = 'ns').
+//   or empty. A version 1 database (no request.warmup column), 2 (no rejected_request table) or
+//   3 (no request_miss table) is migrated in place; one with another schema_version, or with
+//   tables but no meta table, is rejected with servesim::Error. All times are integer
+//   nanoseconds (run.time_unit = 'ns').
 // - Transactions: begin_run() starts one transaction that spans the whole run; every row of the
 //   run goes through prepared statements inside it, and end_run() commits. A run is therefore
 //   visible to readers completely or not at all: if the sink is destroyed, abort_run() is called,
@@ -28,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "reports/miss_breakdown.h"
 #include "sim/core/histogram.h"
 #include "sim/records.h"
 
@@ -47,7 +49,7 @@ struct RunInfo {
 
 class SqliteSink {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   static constexpr int kBusyTimeoutMs = 60'000;
 
   // Opens or creates the database at `path` and checks or creates the schema.
@@ -75,6 +77,9 @@ class SqliteSink {
   // Stores the non-empty bins of the run's TBT histogram (the compact TBT store). At most once
   // per run. REQUIRES: a run is open.
   void add_tbt_histogram(const LogHistogram& tbt_ns);
+
+  // Stores the run's SLO misses with their causes (request_miss). REQUIRES: a run is open.
+  void add_misses(const std::vector<RequestMiss>& misses);
 
   // Records the outcome ("ok", "failed", ...), the wall time and the event fingerprint, then
   // commits the run. REQUIRES: a run is open.

@@ -132,6 +132,8 @@ struct InstanceStats {
   InstanceRole role = InstanceRole::kUnified;
   int tp = 1;
   int64_t started_ns = 0;   // GPUs held from here (0 for the initial instances)
+  int64_t active_ns = 0;    // takes work from here (started_ns + its start-up time)
+  int64_t draining_ns = -1; // takes no new work from here; -1 when never drained
   int64_t retired_ns = -1;  // GPUs released here; -1 while alive at the end of the run
 };
 

@@ -43,6 +43,16 @@ struct RequestRecord {
   // A request split across two instances (DynaServe): the tokens (prompt + output positions) its
   // first instance computed before the hand-off; 0 when it was not split.
   int64_t split_tokens = 0;
+  // Instance that computed its first token (its prefill); differs from instance_id when its KV
+  // moved (disaggregation, split requests). Prefilled on a decode instance: that instance.
+  int32_t prefill_instance_id = -1;
+  // When its KV reached the instance that continued it (a disaggregated hand-off or a split
+  // request's second part); -1 when its KV never moved.
+  int64_t kv_arrived_ns = -1;
+  // Of the iterations in which it decoded one token, the time the prompt tokens computed in the
+  // same iterations took, apportioned by tokens (iteration time x prompt tokens / all tokens):
+  // chunked or local prefill slowing its decode.
+  int64_t interference_ns = 0;
 
   int64_t ttft_ns() const { return first_token_ns - arrival_ns; }
   int64_t e2e_ns() const { return done_ns - arrival_ns; }

@@ -120,7 +120,7 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
     sink.end_run("failed", 0.5, "");
   }
 
-  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "3"}}));
+  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "4"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM run ORDER BY run_id"),
             (Rows{{"1", "scenarios/a.json", "vllm", "round_robin", "azure_conv 0s+60s", "7", "ns",
                    "0.1.0", "2024-05-01T10:00:00Z", "1.25", "ok", "9f86d081884c7d65"},
@@ -132,9 +132,12 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
                   {"2", "policy.chunk", "512"}}));
   EXPECT_EQ(
       query_rows(db, "SELECT * FROM request ORDER BY run_id, request_id"),
-      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0", "0", "0"},
-            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0", "8", "5"},
-            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0", "0", "0"}}));
+      (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0", "0", "0",
+             "-1", "-1", "0"},
+            {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0", "8", "5",
+             "-1", "-1", "0"},
+            {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0", "0", "0",
+             "-1", "-1", "0"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM token ORDER BY run_id, request_id, token_index"),
             (Rows{{"1", "0", "0", "2000100"},
                   {"1", "0", "1", "2500100"},
@@ -295,18 +298,18 @@ TEST_F(SqliteSinkTest, RejectsADirectory) {
 TEST_F(SqliteSinkTest, RejectsAnotherSchemaVersion) {
   const std::string file = path("old.db");
   { SqliteSink sink(file); }
-  raw_exec(file, "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+  raw_exec(file, "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
   const std::string before = file_bytes(file);
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
-                ": written by a newer servesim (results schema version 4; this build reads and "
-                "writes version 3); left untouched, upgrade servesim or give another --db file");
+                ": written by a newer servesim (results schema version 5; this build reads and "
+                "writes version 4); left untouched, upgrade servesim or give another --db file");
   EXPECT_EQ(file_bytes(file), before);
   raw_exec(file, "UPDATE meta SET value = 'zero' WHERE key = 'schema_version'");
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
                 ": results database has schema_version zero, this build reads and writes "
-                "version 3; left untouched");
+                "version 4; left untouched");
 }
 
 // A version 1 database (no request.warmup column) is migrated in place: its runs keep their rows,
@@ -323,8 +326,11 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
   }
   // Make it a version 1 file: the column and the view as version 1 had them.
   raw_exec(file,
-           "DROP TABLE rejected_request; "
+           "DROP TABLE rejected_request; DROP VIEW miss_breakdown; DROP TABLE request_miss; "
            "DROP VIEW request_metrics; ALTER TABLE request DROP COLUMN warmup; "
+           "ALTER TABLE request DROP COLUMN prefill_instance_id; "
+           "ALTER TABLE request DROP COLUMN kv_arrived_ns; "
+           "ALTER TABLE request DROP COLUMN interference_ns; "
            "ALTER TABLE request DROP COLUMN cached_tokens; "
            "ALTER TABLE request DROP COLUMN split_tokens; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
@@ -340,10 +346,48 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
-            (Rows{{"3"}}));
+            (Rows{{"4"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, request_id, warmup FROM request_metrics "
                            "ORDER BY run_id"),
             (Rows{{"1", "0", "0"}, {"2", "0", "1"}}));
+}
+
+// A version 3 database (no miss columns nor request_miss table) is migrated in place: its
+// requests read as never moved, without interference, and new runs store their misses.
+TEST_F(SqliteSinkTest, MigratesAVersion3DatabaseAndStoresMisses) {
+  const std::string file = path("v3.db");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "a"}, {});
+    sink.listener().on_request(make_record(0, 3, 100, 1));
+    sink.end_run("ok", 1.0, "");
+  }
+  raw_exec(file,
+           "DROP VIEW miss_breakdown; DROP TABLE request_miss; DROP VIEW request_metrics; "
+           "ALTER TABLE request DROP COLUMN prefill_instance_id; "
+           "ALTER TABLE request DROP COLUMN kv_arrived_ns; "
+           "ALTER TABLE request DROP COLUMN interference_ns; "
+           "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
+           "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "b"}, {});
+    sim::RequestRecord moved = make_record(0, 3, 7, 2);
+    moved.prefill_instance_id = 0;
+    moved.kv_arrived_ns = moved.first_token_ns + 2'000'000;
+    moved.interference_ns = 5'000'000;
+    sink.listener().on_request(moved);
+    sink.add_misses({{0, false, MissCause::kScaleUpLag}, {0, true, MissCause::kKvPressure}});
+    sink.end_run("ok", 1.0, "");
+  }
+  EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            (Rows{{"4"}}));
+  EXPECT_EQ(query_rows(file, "SELECT run_id, prefill_instance_id, handoff_ms, interference_ms "
+                             "FROM request_metrics ORDER BY run_id"),
+            (Rows{{"1", "-1", "NULL", "0.0"}, {"2", "0", "2.0", "5.0"}}));
+  EXPECT_EQ(query_rows(file, "SELECT run_id, objective, cause, requests FROM miss_breakdown "
+                             "ORDER BY objective"),
+            (Rows{{"2", "tpot", "kv_pressure", "1"}, {"2", "ttft", "scale_up_lag", "1"}}));
 }
 
 TEST_F(SqliteSinkTest, StoresRejectedRequestsWithTheirReason) {

@@ -197,7 +197,11 @@ TEST(Elastic, GpuSecondsFollowAHandBuiltTimelineExactly) {
   const double end_s = to_seconds(run.result.end_time);
   EXPECT_GT(end_s, 30.0);
   EXPECT_EQ(run.result.instances[2].started_ns, 10 * kSec.count());
+  EXPECT_EQ(run.result.instances[2].active_ns, 15 * kSec.count());
+  EXPECT_EQ(run.result.instances[2].draining_ns, 20 * kSec.count());
   EXPECT_EQ(run.result.instances[2].retired_ns, 20 * kSec.count());
+  EXPECT_EQ(run.result.instances[0].active_ns, 0);  // the initial instances take work at once
+  EXPECT_EQ(run.result.instances[0].draining_ns, -1);
   EXPECT_DOUBLE_EQ(run.result.gpu_seconds, 1 * end_s + 2 * end_s + 1 * 10.0);
   EXPECT_EQ(run.result.num_gpus, 4);  // most held at once
   // The instance-count series records every change.

@@ -163,6 +163,35 @@ TEST(EngineAnalytic, LongPromptIsChunkedByTheTokenBudget) {
             (cost->iteration_time(a) + cost->iteration_time(b) + cost->iteration_time(c)).count());
 }
 
+// A request decoding while another's prompt is computed in the same iterations is charged the
+// prompt tokens' share of those iterations; one alone is charged nothing and never moves.
+TEST(EngineAnalytic, PromptTokensInADecodeIterationAreChargedToItsDecodesByTokenShare) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.config.record_token_times = true;
+  auto cost = make_cost();
+  Workload w = fixed_workload(2, 0, 100, 5, 1);
+  w.requests[1].arrival = kTimeZero + Duration{1};  // just after the first: prefilled next
+  w.requests[1].prompt_tokens = 300;
+  w.requests[1].output_tokens = 1;
+  run_engine(setup, std::move(w), &rec, cost);
+  ASSERT_EQ(rec.requests.size(), 2u);
+  const RequestRecord& first = rec.requests[0].request_id == 0 ? rec.requests[0] : rec.requests[1];
+  const RequestRecord& second = rec.requests[0].request_id == 0 ? rec.requests[1] : rec.requests[0];
+  // Iteration 1: the first prompt alone. Iteration 2: the first request's decode step (context
+  // 101) with the whole second prompt: 300 of 301 tokens are prompt tokens.
+  models::BatchShape mixed;
+  mixed.segments = {{1, 101, 1}, {300, 300, 1}};
+  const int64_t mixed_ns = cost->iteration_time(mixed).count();
+  EXPECT_EQ(second.first_token_ns, first.token_times_ns[1]);
+  EXPECT_EQ(first.interference_ns, static_cast<int64_t>(static_cast<double>(mixed_ns) * 300 / 301));
+  EXPECT_EQ(second.interference_ns, 0);  // its only iteration computed its own prompt
+  for (const RequestRecord* r : {&first, &second}) {
+    EXPECT_EQ(r->prefill_instance_id, 0);
+    EXPECT_EQ(r->kv_arrived_ns, -1);
+  }
+}
+
 TEST(EngineAnalytic, LittlesLawHoldsOnTheRequestTable) {
   CollectingListener rec;
   RunSetup setup;
@@ -505,6 +534,9 @@ TEST(EngineDisaggregation, TransferGapAppearsBetweenFirstAndSecondToken) {
   shape.segments = {{1, prompt + 1, 1}};
   EXPECT_EQ(r.token_times_ns[1] - r.token_times_ns[0], wire_ns + cost->iteration_time(shape).count());
   EXPECT_EQ(r.instance_id, 1);
+  EXPECT_EQ(r.prefill_instance_id, 0);
+  EXPECT_EQ(r.kv_arrived_ns, r.token_times_ns[0] + wire_ns);  // KV lands on D after the wire
+  EXPECT_EQ(r.interference_ns, 0);
   EXPECT_EQ(res.instances[0].kv_transfers_out, 1);
   EXPECT_EQ(res.instances[0].kv_bytes_out, 2000 * 131072);
   EXPECT_EQ(res.instances[0].decode_tokens, 0);  // the prefill instance never decodes
