@@ -89,8 +89,9 @@ MissCause tpot_cause(const sim::RequestRecord& r, const std::vector<InstanceLife
   const double excess = static_cast<double>(r.done_ns - r.first_token_ns) -
                         tpot_slo_ns * static_cast<double>(r.output_tokens - 1);
   const int64_t handoff = r.kv_arrived_ns >= 0 ? r.kv_arrived_ns - r.first_token_ns : 0;
-  if (static_cast<double>(handoff + r.interference_ns) >= excess) {
-    return handoff >= r.interference_ns ? MissCause::kKvPressure : MissCause::kPrefillInterference;
+  const int64_t kv = handoff + r.recompute_ns;
+  if (static_cast<double>(kv + r.interference_ns) >= excess) {
+    return kv >= r.interference_ns ? MissCause::kKvPressure : MissCause::kPrefillInterference;
   }
   const InstanceLife& decode = life_of(instances, r.instance_id, r.request_id);
   const int64_t from = r.kv_arrived_ns >= 0 ? r.kv_arrived_ns : r.first_token_ns;

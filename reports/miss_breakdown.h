@@ -14,12 +14,13 @@
 //                     sizing rule or forecast set the target too low).
 // A TPOT miss (tpot_ns() > slo.tpot) is traced on its excess time, decode time - tpot x
 // (output - 1):
-//   kv_pressure           preempted; or, of its KV hand-off time (first token .. kv_arrived_ns:
-//                         waiting for KV room on a decode instance, then the wire) and its
-//                         interference time below, which together cover the excess, the hand-off
-//                         is the larger;
+//   kv_pressure           preempted; or, of its KV time (its hand-off, first token ..
+//                         kv_arrived_ns: waiting for KV room on a decode instance, then the wire;
+//                         plus the time other requests' recomputation after a preemption took in
+//                         its decode steps, RequestRecord::recompute_ns) and its interference time
+//                         below, which together cover the excess, the KV time is the larger;
 //   prefill_interference  the same with the interference time the larger: the time prompt tokens
-//                         computed with its decode steps added (RequestRecord::interference_ns);
+//                         computed with its decode steps took (RequestRecord::interference_ns);
 //   then, for the pool that decoded it over its decode span: scale_up_lag, gpu_budget or
 //   undersized_pool as above.
 // A request that misses both objectives is counted under both (its TTFT cause and its TPOT cause).

@@ -15,7 +15,8 @@ namespace {
 
 // Version 4 of the results schema (version 1 had no request.warmup column, version 2 no
 // request.cached_tokens and split_tokens columns nor rejected_request table, version 3 no
-// request.prefill_instance_id, kv_arrived_ns and interference_ns columns nor request_miss table;
+// request.prefill_instance_id, kv_arrived_ns, interference_ns and recompute_ns columns nor
+// request_miss table;
 // see kMigrateFrom1, kMigrateFrom2 and kMigrateFrom3):
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
@@ -76,7 +77,8 @@ CREATE TABLE request(
   split_tokens INTEGER NOT NULL DEFAULT 0,   -- split requests: tokens before the hand-off
   prefill_instance_id INTEGER NOT NULL DEFAULT -1,  -- instance that computed its first token
   kv_arrived_ns INTEGER NOT NULL DEFAULT -1,  -- its KV reached the next instance; -1: never moved
-  interference_ns INTEGER NOT NULL DEFAULT 0,  -- what prompt tokens added to its decode steps
+  interference_ns INTEGER NOT NULL DEFAULT 0,  -- prompt tokens' time in its decode steps
+  recompute_ns INTEGER NOT NULL DEFAULT 0,  -- recomputed tokens' time in its decode steps
   PRIMARY KEY (run_id, request_id)
 ) WITHOUT ROWID;
 CREATE TABLE token(
@@ -144,7 +146,8 @@ SELECT run_id, request_id, instance_id, prefill_instance_id, prompt_tokens, outp
        max_tbt_ns / 1e6 AS max_tbt_ms,
        tbt_slo_violations,
        CASE WHEN kv_arrived_ns >= 0 THEN (kv_arrived_ns - first_token_ns) / 1e6 END AS handoff_ms,
-       interference_ns / 1e6 AS interference_ms
+       interference_ns / 1e6 AS interference_ms,
+       recompute_ns / 1e6 AS recompute_ms
 FROM request;
 )sql";
 
@@ -185,12 +188,13 @@ UPDATE meta SET value = '3' WHERE key = 'schema_version';
 )sql";
 
 // Brings a version 3 database to version 4: the request.prefill_instance_id, kv_arrived_ns
-// (-1 for every existing run) and interference_ns (0) columns; followed by kRequestMissSql (the
+// (-1 for every existing run), interference_ns and recompute_ns (0) columns; followed by kRequestMissSql (the
 // table, empty for every existing run) and kRequestMetricsViewSql.
 constexpr const char* kMigrateFrom3 = R"sql(
 ALTER TABLE request ADD COLUMN prefill_instance_id INTEGER NOT NULL DEFAULT -1;
 ALTER TABLE request ADD COLUMN kv_arrived_ns INTEGER NOT NULL DEFAULT -1;
 ALTER TABLE request ADD COLUMN interference_ns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE request ADD COLUMN recompute_ns INTEGER NOT NULL DEFAULT 0;
 DROP VIEW request_metrics;
 UPDATE meta SET value = '4' WHERE key = 'schema_version';
 )sql";
@@ -274,8 +278,8 @@ struct SqliteSink::Impl {
         "INSERT INTO request(run_id, request_id, instance_id, arrival_ns, first_scheduled_ns, "
         "first_token_ns, done_ns, prompt_tokens, output_tokens, preemptions, max_tbt_ns, "
         "tbt_slo_violations, warmup, cached_tokens, split_tokens, prefill_instance_id, "
-        "kv_arrived_ns, interference_ns) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "kv_arrived_ns, interference_ns, recompute_ns) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         "inserting a request row");
     insert_token = std::make_unique<Statement>(
         db, "INSERT INTO token(run_id, request_id, token_index, t_ns) VALUES (?, ?, ?, ?)",
@@ -437,6 +441,7 @@ struct SqliteSink::Impl {
           .bind(16, static_cast<int64_t>(r.prefill_instance_id))
           .bind(17, r.kv_arrived_ns)
           .bind(18, r.interference_ns)
+          .bind(19, r.recompute_ns)
           .run();
       if (!r.token_times_ns.empty()) {
         insert_token->bind(1, run_id).bind(2, static_cast<int64_t>(r.request_id));

@@ -38,6 +38,7 @@ struct RequestState {
   int32_t prefill_instance = -1;  // RequestRecord::prefill_instance_id
   int64_t kv_arrived_ns = -1;     // RequestRecord::kv_arrived_ns
   int64_t interference_ns = 0;    // RequestRecord::interference_ns
+  int64_t recompute_ns = 0;       // RequestRecord::recompute_ns
 };
 
 // A request's prefix-cache state on its instance, kept only while it has some: the cache keys of
@@ -77,9 +78,11 @@ struct InstanceState {
   SimTime batch_end{};
   std::vector<BatchItem> batch;
   models::BatchShape shape;
-  // Of the running batch's time, the share of its prompt tokens (0 unless it mixes prompt tokens
-  // with one-token decode steps): RequestRecord::interference_ns of each of its decode steps.
+  // Of the running batch's time, the shares of its prompt tokens and of its recomputed tokens (0
+  // unless it mixes them with one-token decode steps): what each of its decode steps is charged
+  // (RequestRecord::interference_ns, recompute_ns).
   int64_t batch_interference_ns = 0;
+  int64_t batch_recompute_ns = 0;
   BatchPlan plan;
   InstanceStats stats;
   int64_t busy_ns_at_last_sample = 0;
@@ -664,6 +667,9 @@ struct Engine::Impl {
     inst.batch.clear();
     inst.shape.clear();
     int64_t new_blocks = 0;
+    // Tokens of one-token decode steps, of first-time prompt computation, and of recomputation
+    // after a preemption, for the interference shares.
+    int64_t decode_tokens = 0, prompt_tokens = 0, recompute_tokens = 0;
     for (ScheduledSeq& s : plan.scheduled) {
       const int32_t pos = running_pos_of(inst, s.id);
       if (pos == kNotRunning) bad_plan(i, fmt::format("schedules request {} that is not running", s.id));
@@ -679,6 +685,11 @@ struct Engine::Impl {
         seq.blocks = need;
       }
       inst.batch.push_back({pos, s.tokens});
+      if (s.tokens == 1) {
+        decode_tokens++;
+      } else {
+        (seq.preemptions > 0 ? recompute_tokens : prompt_tokens) += s.tokens;
+      }
       const bool samples = seq.computed_tokens + s.tokens == seq.num_tokens();
       inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, samples ? 1 : 0});
       RequestState& rs = requests[static_cast<size_t>(s.id)];
@@ -697,26 +708,18 @@ struct Engine::Impl {
     }
     const Duration d = inst.setup.cost_model->iteration_time(inst.shape);
     if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
-    inst.batch_interference_ns = interference_ns(inst, d);
+    // Apportioned by tokens (pricing the decode steps alone instead gives the same miss causes
+    // within 0.5 % on the DOPD bursty replay, at a second cost-model call per mixed iteration).
+    const double per_token_ns = decode_tokens > 0 && decode_tokens < static_cast<int64_t>(inst.batch.size())
+                                    ? static_cast<double>(d.count()) /
+                                          static_cast<double>(decode_tokens + prompt_tokens + recompute_tokens)
+                                    : 0.0;
+    inst.batch_interference_ns = static_cast<int64_t>(per_token_ns * static_cast<double>(prompt_tokens));
+    inst.batch_recompute_ns = static_cast<int64_t>(per_token_ns * static_cast<double>(recompute_tokens));
     inst.busy = true;
     inst.batch_start = now;
     inst.batch_end = now + d;
     push(now + d, Phase::kComplete, EventKind::kBatchDone, static_cast<int32_t>(i));
-  }
-
-  // What the prompt tokens of `inst`'s batch (of `batch_time`) add to its one-token decode steps,
-  // apportioned by tokens: batch_time x prompt tokens / all tokens; 0 unless the batch has both.
-  // (Pricing the decode steps alone instead gives the same miss causes within 0.5 % on the DOPD
-  // bursty replay, at the cost of a second cost-model call per mixed iteration.)
-  static int64_t interference_ns(const InstanceState& inst, Duration batch_time) {
-    const auto& segments = inst.shape.segments;
-    const auto decodes = std::count_if(segments.begin(), segments.end(),
-                                       [](const models::Segment& s) { return s.query_tokens == 1; });
-    if (decodes == 0 || decodes == static_cast<std::ptrdiff_t>(segments.size())) return 0;
-    int64_t tokens = 0;
-    for (const models::Segment& s : segments) tokens += s.query_tokens;
-    return static_cast<int64_t>(static_cast<double>(batch_time.count()) *
-                                static_cast<double>(tokens - decodes) / static_cast<double>(tokens));
   }
 
   // ---- completion ----
@@ -772,7 +775,10 @@ struct Engine::Impl {
       }
       seq.computed_tokens += item.tokens;
       RequestState& rs = requests[static_cast<size_t>(seq.id)];
-      if (item.tokens == 1) rs.interference_ns += inst.batch_interference_ns;
+      if (item.tokens == 1) {
+        rs.interference_ns += inst.batch_interference_ns;
+        rs.recompute_ns += inst.batch_recompute_ns;
+      }
       // Only an iteration that computed prompt tokens can fill prompt blocks.
       if (inst.setup.prefix_caching && seq.computed_tokens - item.tokens < seq.prompt_tokens) {
         register_computed_blocks(inst, seq);
@@ -943,6 +949,7 @@ struct Engine::Impl {
       r.prefill_instance_id = rs.prefill_instance;
       r.kv_arrived_ns = rs.kv_arrived_ns;
       r.interference_ns = rs.interference_ns;
+      r.recompute_ns = rs.recompute_ns;
       listener->on_request(r);
     }
     on_request_done(seq.id);

@@ -51,8 +51,10 @@ struct RequestRecord {
   int64_t kv_arrived_ns = -1;
   // Of the iterations in which it decoded one token, the time the prompt tokens computed in the
   // same iterations took, apportioned by tokens (iteration time x prompt tokens / all tokens):
-  // chunked or local prefill slowing its decode.
+  // chunked or local prefill slowing its decode. Tokens recomputed after a preemption count in
+  // recompute_ns instead.
   int64_t interference_ns = 0;
+  int64_t recompute_ns = 0;
 
   int64_t ttft_ns() const { return first_token_ns - arrival_ns; }
   int64_t e2e_ns() const { return done_ns - arrival_ns; }

@@ -99,6 +99,10 @@ TEST(ExplainMisses, TpotCausesFromTheExcessTime) {
   // The same decode span while decode instance 3 was starting (100 s .. 160 s).
   sim::RequestRecord starting = request(0, 1, 120'000, 10, 100, 101, 60);
   EXPECT_EQ(only_cause(explain_misses({starting}, cluster, slo(), 8)), MissCause::kScaleUpLag);
+  // Other requests' recomputation in its decode steps counts with the hand-off.
+  r.recompute_ns = 500 * kMs;
+  r.interference_ns = 600 * kMs;
+  EXPECT_EQ(only_cause(explain_misses({r}, cluster, slo(), 8)), MissCause::kKvPressure);
   // Preempted: KV pressure whatever the rest.
   r.preemptions = 2;
   EXPECT_EQ(only_cause(explain_misses({r}, cluster, slo(), 8)), MissCause::kKvPressure);

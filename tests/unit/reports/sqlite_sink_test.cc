@@ -133,11 +133,11 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
   EXPECT_EQ(
       query_rows(db, "SELECT * FROM request ORDER BY run_id, request_id"),
       (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0", "0", "0",
-             "-1", "-1", "0"},
+             "-1", "-1", "0", "0"},
             {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0", "8", "5",
-             "-1", "-1", "0"},
+             "-1", "-1", "0", "0"},
             {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0", "0", "0",
-             "-1", "-1", "0"}}));
+             "-1", "-1", "0", "0"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM token ORDER BY run_id, request_id, token_index"),
             (Rows{{"1", "0", "0", "2000100"},
                   {"1", "0", "1", "2500100"},
@@ -331,6 +331,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
            "ALTER TABLE request DROP COLUMN prefill_instance_id; "
            "ALTER TABLE request DROP COLUMN kv_arrived_ns; "
            "ALTER TABLE request DROP COLUMN interference_ns; "
+           "ALTER TABLE request DROP COLUMN recompute_ns; "
            "ALTER TABLE request DROP COLUMN cached_tokens; "
            "ALTER TABLE request DROP COLUMN split_tokens; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
@@ -367,6 +368,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion3DatabaseAndStoresMisses) {
            "ALTER TABLE request DROP COLUMN prefill_instance_id; "
            "ALTER TABLE request DROP COLUMN kv_arrived_ns; "
            "ALTER TABLE request DROP COLUMN interference_ns; "
+           "ALTER TABLE request DROP COLUMN recompute_ns; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
            "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   {
