@@ -36,26 +36,48 @@ done
 
 echo; echo "== Bursty replay: Azure conv 2023, time_scale 0.4 (peak 21 req/s), start 1P1D, 8 GPUs"
 header
-row "dopd (local prefill <= 511)" $S/bursty_dopd.json
-row "dopd (no local prefill)" $S/bursty_dopd.json --set policy.max_local_prefill_length=0
-row "dopd (rho_P 1.0, no queue spill)" $S/bursty_dopd.json --set policy.max_local_prefill_length=0 \
+row "dopd (default)" $S/bursty_dopd.json
+row "dopd (released: local <= 511, D 8192)" $S/bursty_dopd.json \
+  --set policy.max_local_prefill_length=511 --set policy.decode_max_num_batched_tokens=0
+row "dopd (local <= 511, D 512)" $S/bursty_dopd.json --set policy.max_local_prefill_length=511
+row "dopd (D budget 8192)" $S/bursty_dopd.json --set policy.decode_max_num_batched_tokens=0
+row "dopd (no queue spill)" $S/bursty_dopd.json --set policy.max_prefill_queue_size=100000
+row "dopd (rho_P 1.0, no queue spill)" $S/bursty_dopd.json \
   --set policy.prefill_utilization=1.0 --set policy.max_prefill_queue_size=100000
 row "dopd (lean: credit local prefill)" $S/bursty_dopd.json \
   --set policy.max_local_prefill_length=0 --set policy.prefill_utilization=1.0 \
   --set policy.credit_local_prefill=true \
   --set policy.decode_max_num_batched_tokens=256 --set policy.max_prefill_queue_size=8
-row "dopd (credit, D budget 512)" $S/bursty_dopd.json --set policy.max_local_prefill_length=0 \
-  --set policy.credit_local_prefill=true --set policy.decode_max_num_batched_tokens=512
 row "dyn-load (180 s)" $S/bursty_dyn_load.json
 row "dyn-load (20 s)" $S/bursty_dyn_load.json --set policy.adjustment_interval=20s
 row "dyn-sla (180 s)" $S/bursty_dyn_sla.json
 row "dyn-sla (20 s)" $S/bursty_dyn_sla.json --set policy.adjustment_interval=20s
-for pd in "6 1" "4 2" "2 3"; do
+for pd in "6 1" "5 1" "4 1" "4 2" "2 3"; do
   set -- $pd
   row "static ${1}P${2}D" $S/bursty_static.json --set policy.num_prefill=$1 --set policy.num_decode=$2
 done
+
+echo; echo "== Default DOPD on time scales not used to choose its settings (peak 24 / 19 / 17 req/s)"
+header
+for ts in 0.35 0.45 0.5; do
+  row "dopd x$ts" $S/bursty_dopd.json --set workload.time_scale=$ts
+  row "static 5P1D x$ts" $S/bursty_static.json --set workload.time_scale=$ts \
+    --set policy.num_prefill=5 --set policy.num_decode=1
+  row "dyn-load (20 s) x$ts" $S/bursty_dyn_load.json --set workload.time_scale=$ts \
+    --set policy.adjustment_interval=20s
+  row "dyn-sla (20 s) x$ts" $S/bursty_dyn_sla.json --set workload.time_scale=$ts \
+    --set policy.adjustment_interval=20s
+done
+
+echo; echo "== Why the default DOPD misses (bursty replay, time scale 0.4)"
+"$SIM" run $S/bursty_dopd.json --no-db --explain-misses 2>&1 | sed -n '/^SLO misses/,/^$/p'
 
 echo; echo "== Length-aware vs FCFS prefill batching, static 2P/1D, Azure conv lengths at 10 req/s"
 header
 row "length-aware" $S/length_aware_2p1d.json
 row "FCFS" $S/length_aware_2p1d.json --set policy.length_aware=false
+row "length-aware, no queue spill" $S/length_aware_2p1d.json --set policy.max_prefill_queue_size=100000
+row "FCFS, no queue spill" $S/length_aware_2p1d.json --set policy.length_aware=false \
+  --set policy.max_prefill_queue_size=100000
+row "FCFS one prompt per batch, no spill" $S/length_aware_2p1d.json --set policy.length_aware=false \
+  --set policy.prefill_max_batch_size=1 --set policy.max_prefill_queue_size=100000

@@ -24,6 +24,7 @@
 //   then, for the pool that decoded it over its decode span: scale_up_lag, gpu_budget or
 //   undersized_pool as above.
 // A request that misses both objectives is counted under both (its TTFT cause and its TPOT cause).
+// The tbt_p99 objective is not traced.
 #pragma once
 
 #include <cstdint>

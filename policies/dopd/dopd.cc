@@ -270,6 +270,18 @@ void read_forecasting_params(const ParamValues& v, Params& p) {
 const ParamSchema& dopd_schema() {
   static const ParamSchema schema = [] {
     ParamSchema s = elastic_schema(Duration{20 * kSecond});
+    // A decode instance prefills the prompts the router spills to it in chunks of at most 512
+    // tokens (with disagg's default, a whole spilled prompt would share one decode iteration):
+    // the best of 256..8192 on the bursty replay (`servesim run --explain-misses` there: larger
+    // chunks turn into prefill-interference and KV-pressure TPOT misses).
+    for (ParamSpec& spec : s) {
+      if (spec.name == "decode_max_num_batched_tokens") {
+        spec.default_value = int64_t{512};
+        spec.help = "a decode instance's token budget per iteration: its decodes plus chunks of "
+                    "the prompts it prefills locally (0: the larger of prefill_max_tokens and "
+                    "decode_max_num_seqs)";
+      }
+    }
     s.push_back({"elastic", ParamType::kBool, true, "",
                  "resize the pools (false: static DOPD, the initial pools throughout)", {}, {}, {}});
     s.push_back({"max_change", ParamType::kInt, int64_t{2}, "instances",
@@ -304,8 +316,12 @@ const ParamSchema& dopd_schema() {
     s.push_back({"short_timeout", ParamType::kDuration, Duration{0}, "",
                  "longest a short prompt waits to be batched (0: eq. 17)", {}, {}, {}});
     s.push_back({"beta", ParamType::kDouble, 0.5, "", "eq. 17 safety factor", {}, 0.0, 1.0});
-    s.push_back({"max_local_prefill_length", ParamType::kInt, int64_t{511}, "tokens",
-                 "prompts up to this length are prefilled on a decode instance (0: none)", {}, 0.0, {}});
+    // The released configurations prefill prompts up to 511 tokens on decode instances; on the
+    // bursty replay that puts 39 % of the requests on them and most TPOT misses become prefill
+    // interference (README, "Elastic P/D"), so by default only the queue spill below does.
+    s.push_back({"max_local_prefill_length", ParamType::kInt, int64_t{0}, "tokens",
+                 "prompts up to this length are prefilled on a decode instance (0: none; the "
+                 "released configurations use 511)", {}, 0.0, {}});
     s.push_back({"max_prefill_queue_size", ParamType::kInt, int64_t{16}, "requests",
                  "with this many prefills queued, longer prompts are prefilled locally too", {}, 1.0, {}});
     s.push_back({"credit_local_prefill", ParamType::kBool, false, "",

@@ -90,6 +90,32 @@ TEST(JsonOutput, Run) {
   fs::remove(db.string() + "-shm");
 }
 
+// --explain-misses adds the miss breakdown; its causes add up to the misses, which are the
+// requests the attainment leaves out (every request of this run meets its TBT objective).
+TEST(JsonOutput, RunExplainsMisses) {
+  const Output o = servesim(
+      "run tests/golden/scenarios/quickstart/scenario.json --no-db --json --explain-misses "
+      "--set slo.ttft=50ms --set slo.tpot=10ms");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const Json doc = parse(o);
+  ASSERT_TRUE(doc.contains("misses")) << doc.dump();
+  const Json& m = doc["misses"];
+  EXPECT_GT(m["ttft_missed"].get<int64_t>(), 0);
+  EXPECT_GT(m["tpot_missed"].get<int64_t>(), 0);
+  EXPECT_EQ(m["requests"].get<double>(), doc["summary"]["requests"].get<double>());
+  EXPECT_NEAR(1.0 - m["missed"].get<double>() / m["requests"].get<double>(),
+              doc["summary"]["slo_attainment"].get<double>(), 1e-9);
+  for (const char* objective : {"ttft", "tpot"}) {
+    int64_t sum = 0;
+    for (const auto& [cause, count] : m[objective].items()) sum += count.get<int64_t>();
+    EXPECT_EQ(sum, m[std::string(objective) + "_missed"].get<int64_t>()) << objective;
+  }
+  EXPECT_NE(o.err.find("SLO misses by cause"), std::string::npos);
+  // Without the flag the document has no breakdown.
+  EXPECT_FALSE(parse(servesim("run tests/golden/scenarios/quickstart/scenario.json --no-db --json"))
+                   .contains("misses"));
+}
+
 TEST(JsonOutput, RunWarnsOnActivationReserve) {
   const Output o = servesim(
       "run bench/scenarios/vidur_llama2_70b_a100.json --no-db --json "
