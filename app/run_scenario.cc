@@ -40,6 +40,8 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   for (const auto& m : cost_models) out.cost_models.push_back(m->describe());
 
   reports::MemorySink memory;
+  // One record per request at most: no reallocation (and no transient second copy) while running.
+  memory.requests.reserve(inputs.workload.requests.size());
   sim::Engine engine(std::move(inputs.config), std::move(inputs.instances), std::move(inputs.router),
                      std::move(inputs.workload), &memory, std::move(inputs.decode_router));
   out.result = engine.run();

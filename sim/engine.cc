@@ -20,8 +20,9 @@ namespace {
 
 constexpr int32_t kNotRunning = -1;
 
-// Engine-only bookkeeping of one request (what policies never see).
-struct RequestState {
+// Engine-only bookkeeping of one request (what policies never see) that the engine touches in
+// every iteration the request is in: one cache line per request.
+struct alignas(64) RequestState {
   int32_t instance = -1;
   int32_t running_pos = kNotRunning;  // index in its instance's running list
   int64_t first_scheduled_ns = -1;
@@ -32,6 +33,11 @@ struct RequestState {
   int32_t preemptions = 0;
   int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
   bool warmup = false;        // a benchmark warm-up request: its gaps stay out of the TBT histogram
+};
+static_assert(sizeof(RequestState) == 64);
+
+// The rest of a request's bookkeeping, read when its record is written.
+struct RequestExtras {
   std::vector<int64_t> token_times_ns;
   int64_t cached_tokens = 0;  // prompt tokens its first admission took from the prefix cache
   int64_t split_tokens = 0;   // RequestRecord::split_tokens
@@ -127,6 +133,7 @@ struct Engine::Impl {
   RecordListener* listener;
 
   std::vector<RequestState> requests;
+  std::vector<RequestExtras> extras;  // by request id, like `requests`
   EventQueue queue;
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive
@@ -223,6 +230,7 @@ struct Engine::Impl {
     }
     peak_gpus = alive_gpus;
     requests.resize(workload.requests.size());
+    extras.resize(workload.requests.size());
     const ClosedLoopSpec& cl = config.closed_loop;
     if (cl.clients < 0 || cl.warmup_requests < 0 || cl.ramp_up.count() < 0 ||
         cl.think_time.count() < 0) {
@@ -367,7 +375,7 @@ struct Engine::Impl {
     seq.split_tokens = d.split_tokens;
     seq.split_target = d.target;
     rs.split_target = d.target;
-    rs.split_tokens = d.split_tokens;
+    extras[static_cast<size_t>(spec.id)].split_tokens = d.split_tokens;
   }
 
   void on_route() {
@@ -529,7 +537,7 @@ struct Engine::Impl {
   // New KV blocks `seq` needs for step `s` (the engine's allocation rule in on_schedule()).
   int64_t new_blocks_for(const InstanceState& inst, const SeqView& seq, const ScheduledSeq& s) const {
     const int64_t kv_tokens = std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
-    return std::max<int64_t>(0, blocks_for_tokens(kv_tokens, inst.setup.block_size) - seq.blocks);
+    return extra_blocks_for(kv_tokens, seq.blocks, inst.setup.block_size);
   }
 
   // The requests admitted by `plan` start from the cached blocks of their prompt's longest cached
@@ -570,7 +578,9 @@ struct Engine::Impl {
       seq.blocks = hit.blocks;
       seq.computed_tokens = hit.blocks * bs;
       s.tokens = std::min(s.tokens, seq.remaining_tokens());
-      if (rs.preemptions == 0) rs.cached_tokens = hit.blocks * bs;  // as the workload sees it
+      if (rs.preemptions == 0) {
+        extras[static_cast<size_t>(seq.id)].cached_tokens = hit.blocks * bs;  // as the workload sees it
+      }
       inst.stats.prefix_hit_tokens += hit.blocks * bs;  // every reuse, re-admissions too
       slack += before - new_blocks_for(inst, seq, s) - hit.revived;
     }
@@ -666,12 +676,9 @@ struct Engine::Impl {
         bad_plan(i, fmt::format("request {}: {} tokens scheduled, {} remaining", s.id, s.tokens,
                                 seq.remaining_tokens()));
       }
-      const int64_t kv_tokens = std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
-      const int64_t need = blocks_for_tokens(kv_tokens, inst.setup.block_size);
-      if (need > seq.blocks) {
-        new_blocks += need - seq.blocks;
-        seq.blocks = need;
-      }
+      const int64_t extra = new_blocks_for(inst, seq, s);
+      new_blocks += extra;
+      seq.blocks += extra;
       inst.batch.push_back({pos, s.tokens});
       const bool samples = seq.computed_tokens + s.tokens == seq.num_tokens();
       inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, samples ? 1 : 0});
@@ -713,7 +720,7 @@ struct Engine::Impl {
     pending_gaps_ = 0;
   }
 
-  void record_token(RequestState& rs, int64_t t_ns) {
+  void record_token(RequestId id, RequestState& rs, int64_t t_ns) {
     if (rs.last_token_ns >= 0) {
       const int64_t gap = t_ns - rs.last_token_ns;
       if (!rs.warmup) add_gap(gap);
@@ -723,7 +730,7 @@ struct Engine::Impl {
       rs.first_token_ns = t_ns;
     }
     rs.last_token_ns = t_ns;
-    if (config.record_token_times) rs.token_times_ns.push_back(t_ns);
+    if (config.record_token_times) extras[static_cast<size_t>(id)].token_times_ns.push_back(t_ns);
   }
 
   InstanceView instance_view(size_t i) const {
@@ -761,7 +768,7 @@ struct Engine::Impl {
       if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) any_leaving = true;
       if (seq.computed_tokens != seq.num_tokens()) continue;
       seq.generated_tokens++;
-      record_token(rs, t_ns);
+      record_token(seq.id, rs, t_ns);
       if (seq.generated_tokens == seq.output_tokens) any_leaving = true;
     }
     flush_gaps();
@@ -911,10 +918,11 @@ struct Engine::Impl {
       r.preemptions = rs.preemptions;
       r.max_tbt_ns = rs.max_tbt_ns;
       r.tbt_slo_violations = rs.tbt_violations;
-      r.token_times_ns = std::move(rs.token_times_ns);
+      RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+      r.token_times_ns = std::move(x.token_times_ns);
       r.warmup = static_cast<size_t>(seq.id) < warmup_total;
-      r.cached_tokens = rs.cached_tokens;
-      r.split_tokens = rs.split_tokens;
+      r.cached_tokens = x.cached_tokens;
+      r.split_tokens = x.split_tokens;
       listener->on_request(r);
     }
     on_request_done(seq.id);
