@@ -38,7 +38,6 @@ static_assert(sizeof(RequestState) == 64);
 
 // The rest of a request's bookkeeping, read when its record is written.
 struct RequestExtras {
-  std::vector<int64_t> token_times_ns;
   int64_t cached_tokens = 0;  // prompt tokens its first admission took from the prefix cache
   int64_t split_tokens = 0;   // RequestRecord::split_tokens
 };
@@ -134,6 +133,7 @@ struct Engine::Impl {
 
   std::vector<RequestState> requests;
   std::vector<RequestExtras> extras;  // by request id, like `requests`
+  std::vector<std::vector<int64_t>> token_times;  // by request id, with config.record_token_times
   EventQueue queue;
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive
@@ -231,6 +231,7 @@ struct Engine::Impl {
     peak_gpus = alive_gpus;
     requests.resize(workload.requests.size());
     extras.resize(workload.requests.size());
+    if (config.record_token_times) token_times.resize(workload.requests.size());
     const ClosedLoopSpec& cl = config.closed_loop;
     if (cl.clients < 0 || cl.warmup_requests < 0 || cl.ramp_up.count() < 0 ||
         cl.think_time.count() < 0) {
@@ -730,7 +731,7 @@ struct Engine::Impl {
       rs.first_token_ns = t_ns;
     }
     rs.last_token_ns = t_ns;
-    if (config.record_token_times) extras[static_cast<size_t>(id)].token_times_ns.push_back(t_ns);
+    if (config.record_token_times) token_times[static_cast<size_t>(id)].push_back(t_ns);
   }
 
   InstanceView instance_view(size_t i) const {
@@ -918,8 +919,10 @@ struct Engine::Impl {
       r.preemptions = rs.preemptions;
       r.max_tbt_ns = rs.max_tbt_ns;
       r.tbt_slo_violations = rs.tbt_violations;
-      RequestExtras& x = extras[static_cast<size_t>(seq.id)];
-      r.token_times_ns = std::move(x.token_times_ns);
+      const RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+      if (config.record_token_times) {
+        r.token_times_ns = std::move(token_times[static_cast<size_t>(seq.id)]);
+      }
       r.warmup = static_cast<size_t>(seq.id) < warmup_total;
       r.cached_tokens = x.cached_tokens;
       r.split_tokens = x.split_tokens;
