@@ -50,9 +50,15 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   for (const auto& m : cost_models) out.cost_models.push_back(m->describe());
 
   reports::MemorySink memory;
-  sim::Engine engine(std::move(inputs.config), std::move(inputs.instances), std::move(inputs.router),
-                     std::move(inputs.workload), &memory, std::move(inputs.decode_router));
-  out.result = engine.run();
+  // One record per request at most: no reallocation (and no transient second copy) while running.
+  memory.requests.reserve(inputs.workload.requests.size());
+  {
+    // Gone before the summary: its per-request state is no longer needed.
+    sim::Engine engine(std::move(inputs.config), std::move(inputs.instances),
+                       std::move(inputs.router), std::move(inputs.workload), &memory,
+                       std::move(inputs.decode_router));
+    out.result = engine.run();
+  }
   out.summary = reports::summarize(memory.requests, out.result.tbt_ns, scenario.slo,
                                    {out.result.num_gpus, out.result.gpu_seconds});
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

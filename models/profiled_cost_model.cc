@@ -63,6 +63,55 @@ struct RowsEntry {
   bool ready = false;
 };
 
+// Decode-attention lookups by (decode segments b, KV tokens they read and write): the table is
+// asked for (b, mean context), a function of that pair, so a repeated pair gets the same Lookup.
+// Steady decoding repeats pairs (a running set one token longer sums to a pair an earlier batch of
+// that size had). A direct-mapped cache of kSlots pairs (a colliding pair replaces the one there):
+// small enough to stay in the CPU caches, which a table of every pair seen would not.
+class DecodeMemo {
+ public:
+  // The pair's key, or 0 when it is out of the key's range (never cached).
+  static uint64_t key(double segments, double kv_tokens) {
+    const auto b = static_cast<uint64_t>(segments);
+    const auto kv = static_cast<uint64_t>(kv_tokens);
+    if (b == 0 || b >= (uint64_t{1} << kBatchBits) || kv >= (uint64_t{1} << kKvBits)) return 0;
+    return (b << kKvBits) | kv;
+  }
+  // REQUIRES: key != 0.
+  bool find(uint64_t key, Lookup* out) const {
+    if (slots_.empty()) return false;
+    const Slot& e = slots_[slot(key)];
+    if ((e.tagged & ~kExtrapolated) != key) return false;
+    *out = {e.seconds, (e.tagged & kExtrapolated) != 0};
+    return true;
+  }
+  // REQUIRES: key != 0.
+  void insert(uint64_t key, const Lookup& value) {
+    if (slots_.empty()) slots_.resize(kSlots);
+    slots_[slot(key)] = {key | (value.extrapolated ? kExtrapolated : 0), value.seconds};
+  }
+
+ private:
+  static constexpr int kKvBits = 44;
+  static constexpr int kBatchBits = 63 - kKvBits;  // the top bit tags extrapolated lookups
+  static constexpr uint64_t kExtrapolated = uint64_t{1} << 63;
+  static constexpr int kSlotBits = 17;
+  static constexpr size_t kSlots = size_t{1} << kSlotBits;
+  struct Slot {
+    uint64_t tagged = 0;  // key | kExtrapolated; 0 = empty
+    double seconds = 0;
+  };
+  // Scatters batch sizes; a batch size's KV counts take consecutive slots, so steady decoding
+  // (KV count + b each step) walks the table with a fixed stride the CPU prefetches.
+  static size_t slot(uint64_t key) {
+    const uint64_t b = key >> kKvBits;
+    const uint64_t kv = key & ((uint64_t{1} << kKvBits) - 1);
+    return static_cast<size_t>(((b * 0x9e3779b97f4a7c15ULL) >> (64 - kSlotBits)) + kv) &
+           (kSlots - 1);
+  }
+  std::vector<Slot> slots_;
+};
+
 const char* gemm_dtype(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
 const char* kv_dtype_name(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
 
@@ -202,6 +251,7 @@ struct ProfiledCostModel::Impl {
 
   mutable std::vector<TokenEntry> token_memo;
   mutable std::vector<RowsEntry> lm_memo;
+  mutable DecodeMemo decode_memo;  // decode_bound lookups
   mutable LookupStats stats;
   mutable int64_t clamped_predictions = 0;
 
@@ -1107,7 +1157,12 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
     const double context = (s.decode_kv_tokens - b) / b;
     Split part;
     if (decode != nullptr) {
-      const Lookup l = decode_bound.predict(b, context);
+      const uint64_t key = DecodeMemo::key(b, s.decode_kv_tokens);
+      Lookup l;
+      if (key == 0 || !decode_memo.find(key, &l)) {
+        l = decode_bound.predict(b, context);
+        if (key != 0) decode_memo.insert(key, l);
+      }
       part.add(layers * l.seconds, kind_of(l));
     } else {
       double t = interp::decode_reference(decode_fit, shapes.heads, shapes.kv_heads, hd, b, context,

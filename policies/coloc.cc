@@ -36,7 +36,7 @@ class Decision {
 
   // Extra blocks `seq` needs to hold `kv_tokens` tokens of KV.
   int64_t extra_blocks(const SeqView& seq, int64_t kv_tokens) const {
-    return std::max<int64_t>(0, blocks_for_tokens(kv_tokens, view_.block_size) - seq.blocks);
+    return sim::extra_blocks_for(kv_tokens, seq.blocks, view_.block_size);
   }
 
   // Preempts the last running request. Returns its position, or -1 if none is left.
@@ -60,7 +60,10 @@ class Decision {
 
   // Frees blocks from the tail until running[pos] can grow by `extra` blocks. Returns false if
   // running[pos] itself had to be preempted.
-  bool make_room(size_t pos, int64_t extra) {
+  bool make_room(size_t pos, int64_t extra) { return extra <= free_ || preempt_for(pos, extra); }
+
+  // make_room() when the free blocks do not suffice.
+  bool preempt_for(size_t pos, int64_t extra) {
     while (extra > free_) {
       const int64_t victim = preempt_last();
       if (victim < 0 || victim == static_cast<int64_t>(pos)) return false;

@@ -20,8 +20,9 @@ namespace {
 
 constexpr int32_t kNotRunning = -1;
 
-// Engine-only bookkeeping of one request (what policies never see).
-struct RequestState {
+// Engine-only bookkeeping of one request (what policies never see) that the engine touches in
+// every iteration the request is in: one cache line per request.
+struct alignas(64) RequestState {
   int32_t instance = -1;
   int32_t running_pos = kNotRunning;  // index in its instance's running list
   int64_t first_scheduled_ns = -1;
@@ -32,7 +33,11 @@ struct RequestState {
   int32_t preemptions = 0;
   int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
   bool warmup = false;        // a benchmark warm-up request: its gaps stay out of the TBT histogram
-  std::vector<int64_t> token_times_ns;
+};
+static_assert(sizeof(RequestState) == 64);
+
+// The rest of a request's bookkeeping, read when its record is written.
+struct RequestExtras {
   int64_t cached_tokens = 0;  // prompt tokens its first admission took from the prefix cache
   int64_t split_tokens = 0;   // RequestRecord::split_tokens
   int32_t prefill_instance = -1;  // RequestRecord::prefill_instance_id
@@ -136,6 +141,8 @@ struct Engine::Impl {
   RecordListener* listener;
 
   std::vector<RequestState> requests;
+  std::vector<RequestExtras> extras;  // by request id, like `requests`
+  std::vector<std::vector<int64_t>> token_times;  // by request id, with config.record_token_times
   EventQueue queue;
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive
@@ -232,6 +239,8 @@ struct Engine::Impl {
     }
     peak_gpus = alive_gpus;
     requests.resize(workload.requests.size());
+    extras.resize(workload.requests.size());
+    if (config.record_token_times) token_times.resize(workload.requests.size());
     const ClosedLoopSpec& cl = config.closed_loop;
     if (cl.clients < 0 || cl.warmup_requests < 0 || cl.ramp_up.count() < 0 ||
         cl.think_time.count() < 0) {
@@ -376,7 +385,7 @@ struct Engine::Impl {
     seq.split_tokens = d.split_tokens;
     seq.split_target = d.target;
     rs.split_target = d.target;
-    rs.split_tokens = d.split_tokens;
+    extras[static_cast<size_t>(spec.id)].split_tokens = d.split_tokens;
   }
 
   void on_route() {
@@ -538,7 +547,7 @@ struct Engine::Impl {
   // New KV blocks `seq` needs for step `s` (the engine's allocation rule in on_schedule()).
   int64_t new_blocks_for(const InstanceState& inst, const SeqView& seq, const ScheduledSeq& s) const {
     const int64_t kv_tokens = std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
-    return std::max<int64_t>(0, blocks_for_tokens(kv_tokens, inst.setup.block_size) - seq.blocks);
+    return extra_blocks_for(kv_tokens, seq.blocks, inst.setup.block_size);
   }
 
   // The requests admitted by `plan` start from the cached blocks of their prompt's longest cached
@@ -579,7 +588,9 @@ struct Engine::Impl {
       seq.blocks = hit.blocks;
       seq.computed_tokens = hit.blocks * bs;
       s.tokens = std::min(s.tokens, seq.remaining_tokens());
-      if (rs.preemptions == 0) rs.cached_tokens = hit.blocks * bs;  // as the workload sees it
+      if (rs.preemptions == 0) {
+        extras[static_cast<size_t>(seq.id)].cached_tokens = hit.blocks * bs;  // as the workload sees it
+      }
       inst.stats.prefix_hit_tokens += hit.blocks * bs;  // every reuse, re-admissions too
       slack += before - new_blocks_for(inst, seq, s) - hit.revived;
     }
@@ -678,12 +689,9 @@ struct Engine::Impl {
         bad_plan(i, fmt::format("request {}: {} tokens scheduled, {} remaining", s.id, s.tokens,
                                 seq.remaining_tokens()));
       }
-      const int64_t kv_tokens = std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
-      const int64_t need = blocks_for_tokens(kv_tokens, inst.setup.block_size);
-      if (need > seq.blocks) {
-        new_blocks += need - seq.blocks;
-        seq.blocks = need;
-      }
+      const int64_t extra = new_blocks_for(inst, seq, s);
+      new_blocks += extra;
+      seq.blocks += extra;
       inst.batch.push_back({pos, s.tokens});
       if (s.tokens == 1) {
         decode_tokens++;
@@ -738,7 +746,7 @@ struct Engine::Impl {
     pending_gaps_ = 0;
   }
 
-  void record_token(RequestState& rs, int64_t t_ns) {
+  void record_token(RequestId id, RequestState& rs, int64_t t_ns) {
     if (rs.last_token_ns >= 0) {
       const int64_t gap = t_ns - rs.last_token_ns;
       if (!rs.warmup) add_gap(gap);
@@ -746,10 +754,10 @@ struct Engine::Impl {
       if (config.slo.tbt_p99 && gap > config.slo.tbt_p99->count()) rs.tbt_violations++;
     } else {
       rs.first_token_ns = t_ns;
-      rs.prefill_instance = rs.instance;
+      extras[static_cast<size_t>(id)].prefill_instance = rs.instance;
     }
     rs.last_token_ns = t_ns;
-    if (config.record_token_times) rs.token_times_ns.push_back(t_ns);
+    if (config.record_token_times) token_times[static_cast<size_t>(id)].push_back(t_ns);
   }
 
   InstanceView instance_view(size_t i) const {
@@ -775,9 +783,10 @@ struct Engine::Impl {
       }
       seq.computed_tokens += item.tokens;
       RequestState& rs = requests[static_cast<size_t>(seq.id)];
-      if (item.tokens == 1) {
-        rs.interference_ns += inst.batch_interference_ns;
-        rs.recompute_ns += inst.batch_recompute_ns;
+      if (item.tokens == 1 && (inst.batch_interference_ns | inst.batch_recompute_ns) != 0) {
+        RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+        x.interference_ns += inst.batch_interference_ns;
+        x.recompute_ns += inst.batch_recompute_ns;
       }
       // Only an iteration that computed prompt tokens can fill prompt blocks.
       if (inst.setup.prefix_caching && seq.computed_tokens - item.tokens < seq.prompt_tokens) {
@@ -791,7 +800,7 @@ struct Engine::Impl {
       if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) any_leaving = true;
       if (seq.computed_tokens != seq.num_tokens()) continue;
       seq.generated_tokens++;
-      record_token(rs, t_ns);
+      record_token(seq.id, rs, t_ns);
       if (seq.generated_tokens == seq.output_tokens) any_leaving = true;
     }
     flush_gaps();
@@ -899,7 +908,9 @@ struct Engine::Impl {
     seq.split_target = -1;
     RequestState& rs = requests[static_cast<size_t>(id)];
     rs.instance = static_cast<int32_t>(d);
-    if (rs.kv_arrived_ns < 0) rs.kv_arrived_ns = now.time_since_epoch().count();
+    if (int64_t& arrived = extras[static_cast<size_t>(id)].kv_arrived_ns; arrived < 0) {
+      arrived = now.time_since_epoch().count();
+    }
     rs.running_pos = static_cast<int32_t>(dst.running.size());
     dst.running.push_back(seq);
     request_schedule(d);
@@ -942,14 +953,17 @@ struct Engine::Impl {
       r.preemptions = rs.preemptions;
       r.max_tbt_ns = rs.max_tbt_ns;
       r.tbt_slo_violations = rs.tbt_violations;
-      r.token_times_ns = std::move(rs.token_times_ns);
+      const RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+      if (config.record_token_times) {
+        r.token_times_ns = std::move(token_times[static_cast<size_t>(seq.id)]);
+      }
       r.warmup = static_cast<size_t>(seq.id) < warmup_total;
-      r.cached_tokens = rs.cached_tokens;
-      r.split_tokens = rs.split_tokens;
-      r.prefill_instance_id = rs.prefill_instance;
-      r.kv_arrived_ns = rs.kv_arrived_ns;
-      r.interference_ns = rs.interference_ns;
-      r.recompute_ns = rs.recompute_ns;
+      r.cached_tokens = x.cached_tokens;
+      r.split_tokens = x.split_tokens;
+      r.prefill_instance_id = x.prefill_instance;
+      r.kv_arrived_ns = x.kv_arrived_ns;
+      r.interference_ns = x.interference_ns;
+      r.recompute_ns = x.recompute_ns;
       listener->on_request(r);
     }
     on_request_done(seq.id);

@@ -42,12 +42,27 @@ struct FiresAfter {
 
 uint64_t EventQueue::push(Event event) {
   event.seq = next_seq_++;
-  heap_.push_back(event);
-  std::push_heap(heap_.begin(), heap_.end(), FiresAfter{});
+  const bool first = has_first_ ? fires_before(event, first_)
+                                : heap_.empty() || fires_before(event, heap_.front());
+  if (first) {
+    if (has_first_) {
+      heap_.push_back(first_);
+      std::push_heap(heap_.begin(), heap_.end(), FiresAfter{});
+    }
+    first_ = event;
+    has_first_ = true;
+  } else {
+    heap_.push_back(event);
+    std::push_heap(heap_.begin(), heap_.end(), FiresAfter{});
+  }
   return event.seq;
 }
 
 Event EventQueue::pop() {
+  if (has_first_) {
+    has_first_ = false;
+    return first_;
+  }
   assert(!heap_.empty());
   std::pop_heap(heap_.begin(), heap_.end(), FiresAfter{});
   Event e = heap_.back();

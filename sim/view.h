@@ -49,6 +49,15 @@ inline int64_t blocks_for_tokens(int64_t tokens, int64_t block_size) {
   return (tokens + block_size - 1) / block_size;
 }
 
+// New KV blocks a request holding `held` blocks needs to hold `kv_tokens` tokens:
+// max(0, blocks_for_tokens(kv_tokens, block_size) - held). Divides only when the tokens do not
+// fit the held blocks (a decode step mostly fits). REQUIRES: block_size > 0, kv_tokens >= 0.
+inline int64_t extra_blocks_for(int64_t kv_tokens, int64_t held, int64_t block_size) {
+  if (kv_tokens <= held * block_size) return 0;
+  const int64_t extra = blocks_for_tokens(kv_tokens, block_size) - held;
+  return extra > 0 ? extra : 0;
+}
+
 // One request as an instance's batching policy sees it.
 struct SeqView {
   RequestId id = 0;
