@@ -38,8 +38,12 @@ echo; echo "== Bursty replay: Azure conv 2023, time_scale 0.4 (peak 21 req/s), s
 header
 row "dopd (default)" $S/bursty_dopd.json
 row "dopd (released: local <= 511, D 8192)" $S/bursty_dopd.json \
-  --set policy.max_local_prefill_length=511 --set policy.decode_max_num_batched_tokens=0
-row "dopd (local <= 511, D 512)" $S/bursty_dopd.json --set policy.max_local_prefill_length=511
+  --set policy.max_local_prefill_length=511 --set policy.decode_max_num_batched_tokens=0 \
+  --set policy.decode_slo_aware=false
+row "dopd (local <= 511)" $S/bursty_dopd.json --set policy.max_local_prefill_length=511
+row "dopd (not SLO-aware)" $S/bursty_dopd.json --set policy.decode_slo_aware=false
+row "dopd (not SLO-aware, D 8192)" $S/bursty_dopd.json --set policy.decode_slo_aware=false \
+  --set policy.decode_max_num_batched_tokens=0
 row "dopd (D budget 8192)" $S/bursty_dopd.json --set policy.decode_max_num_batched_tokens=0
 row "dopd (no queue spill)" $S/bursty_dopd.json --set policy.max_prefill_queue_size=100000
 row "dopd (rho_P 1.0, no queue spill)" $S/bursty_dopd.json \

@@ -5,7 +5,9 @@
 #include <limits>
 #include <stdexcept>
 
+#include "policies/coloc.h"
 #include "policies/disagg.h"
+#include "policies/latency_table.h"
 #include "policies/dopd/arima_forecaster.h"
 #include "policies/dopd/length_aware_batcher.h"
 #include "policies/dopd/pd_ratio.h"
@@ -324,6 +326,13 @@ const ParamSchema& dopd_schema() {
                  "released configurations use 511)", {}, 0.0, {}});
     s.push_back({"max_prefill_queue_size", ParamType::kInt, int64_t{16}, "requests",
                  "with this many prefills queued, longer prompts are prefilled locally too", {}, 1.0, {}});
+    s.push_back({"decode_slo_aware", ParamType::kBool, true, "",
+                 "decode instances cap each iteration's locally prefilled tokens so that it is "
+                 "predicted within decode_iteration_target beside its decodes (false: vLLM's "
+                 "chunked prefill within decode_max_num_batched_tokens)", {}, {}, {}});
+    s.push_back({"decode_iteration_target", ParamType::kDuration, Duration{0}, "",
+                 "iteration-time target of SLO-aware decode instances (0: the TPOT SLO)", {}, {},
+                 {}});
     s.push_back({"credit_local_prefill", ParamType::kBool, false, "",
                  "size the prefill pool net of the prompts decode instances prefill locally "
                  "within decode_max_num_batched_tokens and the TPOT SLO", {}, {}, {}});
@@ -348,6 +357,28 @@ sim::ClusterLayout make_dopd_layout(const ParamValues& v) {
     prefill.make_batching = [lp, forecast](const sim::InstanceContext& ctx) {
       return make_length_aware_batcher(lp, ctx, forecast);
     };
+  }
+  if (v.get_bool("decode_slo_aware")) {
+    // SLO-aware decode instances: the prompt tokens of each iteration are capped so that the
+    // instance's latency table predicts it within the target beside its decodes (DynaServe's
+    // local scheduler, policies.md §3.5); without a target (no TPOT SLO) as disagg's.
+    const Duration target = v.get_duration("decode_iteration_target");
+    for (sim::InstanceGroup& g : layout.groups) {
+      if (g.role != sim::InstanceRole::kDecode) continue;
+      ColocParams cp;
+      cp.mode = ColocParams::Mode::kStallFree;
+      cp.max_num_batched_tokens = g.max_num_batched_tokens;
+      cp.max_num_seqs = g.max_num_seqs;
+      g.make_batching = [cp, target, plain = std::move(g.make_batching)](
+                            const sim::InstanceContext& ctx) {
+        const std::optional<Duration> t = target.count() > 0 ? std::optional(target) : ctx.slo.tpot;
+        if (!t) return plain(ctx);
+        ColocParams p = cp;
+        p.iteration_target = *t;
+        p.latency_table = std::make_shared<LatencyTable>(ctx.cost_model);
+        return make_coloc(p);
+      };
+    }
   }
   const int64_t max_local = v.get_int("max_local_prefill_length");
   const int64_t max_queue = v.get_int("max_prefill_queue_size");

@@ -8,8 +8,10 @@
 //   change limit and GPU budget; burst bypass every control tick on prefill queue depth and decode
 //   KV utilisation. Prefill instances batch length-aware (length_aware_batcher.h); prompts up to
 //   max_local_prefill_length (or any prompt while the prefill queue is full) are prefilled on the
-//   least-loaded decode instance without a KV transfer; prefilled requests go to the least-loaded
-//   decode instance. With elastic=false the pools stay as configured (static DOPD).
+//   least-loaded decode instance without a KV transfer, by default within the prompt tokens that
+//   keep each decode iteration within the TPOT SLO (decode_slo_aware); prefilled requests go to
+//   the least-loaded decode instance. With elastic=false the pools stay as configured (static
+//   DOPD).
 // dyn-load: Dynamo's load-based planner: queue and KV-utilisation thresholds, one instance per
 //   role per interval.
 // dyn-sla: Dynamo's SLA-based planner: ARIMA forecasts and correction factors sized against the
