@@ -182,6 +182,7 @@ double forecast_next(const ArimaFit& fit, const std::vector<double>& y) {
 }
 
 void ArimaForecaster::add(double x) {
+  bounded_.reset();
   values_.push_back(x);
   while (values_.size() > options_.window) values_.pop_front();
 }
@@ -200,10 +201,12 @@ double ArimaForecaster::predict_next() const {
 }
 
 double ArimaForecaster::predict_bounded() const {
+  if (bounded_) return *bounded_;
   const double f = predict_next();
   const auto [lo, hi] = std::minmax_element(values_.begin(), values_.end());
   const double span = *hi - *lo;
-  return std::clamp(f, *lo - span, *hi + span);
+  bounded_ = std::clamp(f, *lo - span, *hi + span);
+  return *bounded_;
 }
 
 }  // namespace servesim::policies::dopd

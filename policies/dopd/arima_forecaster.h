@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <optional>
 #include <vector>
 
 namespace servesim::policies::dopd {
@@ -56,6 +57,8 @@ class ArimaForecaster {
   double predict_next() const;
   // predict_next() kept within [min - span, max + span] of the window (span = max - min): a
   // poorly conditioned fit on a short, noisy window must not forecast far outside what was seen.
+  // Refitted only after add(): a series that receives nothing (no arrival in an idle window)
+  // costs nothing to forecast again.
   double predict_bounded() const;
   // The model predict_next() would use (valid == false when it would return the last value).
   ArimaFit model() const;
@@ -63,6 +66,7 @@ class ArimaForecaster {
  private:
   ArimaOptions options_;
   std::deque<double> values_;
+  mutable std::optional<double> bounded_;  // predict_bounded() of the current window
 };
 
 }  // namespace servesim::policies::dopd

@@ -135,7 +135,10 @@ class DopdController : public sim::ClusterController {
     in.tpot_slo = decode_.slo.tpot;
     in.eta = p_.eta;
     in.decode_correction = c_d;
-    const RatioResult r = compute_pd_ratio(in);
+    // Idle windows repeat the last inputs: the ratio's bisection over the cost model is redone
+    // only when they change.
+    if (!last_ratio_ || !(last_ratio_->first == in)) last_ratio_.emplace(in, compute_pd_ratio(in));
+    const RatioResult r = last_ratio_->second;
     const double lambda = n_hat / p_.interval_s;
     t_p_s_ = r.t_p_s;
     forecast_->mean_isl = isl_hat;
@@ -208,6 +211,7 @@ class DopdController : public sim::ClusterController {
   int64_t below_prefill_ = 0, below_decode_ = 0;
   // Prefill time of the forecast mean prompt (of the initial ISL until the first adjustment).
   double t_p_s_;
+  std::optional<std::pair<RatioInputs, RatioResult>> last_ratio_;  // the last ratio computed
 };
 
 // ---- layouts and registration ----

@@ -32,6 +32,8 @@ struct RatioInputs {
   std::optional<Duration> tpot_slo;
   double eta = 1.0;          // C_use = eta * C_max (burst headroom)
   double decode_correction = 1.0;  // c_d
+
+  bool operator==(const RatioInputs&) const = default;
 };
 
 struct RatioResult {

@@ -80,6 +80,22 @@ TEST(Arima, BoundedForecastStaysNearTheWindow) {
   EXPECT_EQ(c.predict_bounded(), 3.0);
 }
 
+// The bounded forecast is kept until the next observation: asking again costs no refit, and after
+// each new observation the forecast is that of a forecaster never asked before.
+TEST(Arima, BoundedForecastIsReusedUntilTheNextObservation) {
+  ArimaForecaster asked;
+  for (int i = 0; i < 30; ++i) {
+    asked.add(100 + 10 * std::sin(0.7 * i) + i);
+    const double first = asked.predict_bounded();
+    EXPECT_EQ(asked.predict_bounded(), first);
+  }
+  asked.add(500);
+  ArimaForecaster fresh;
+  for (int i = 0; i < 30; ++i) fresh.add(100 + 10 * std::sin(0.7 * i) + i);
+  fresh.add(500);
+  EXPECT_EQ(asked.predict_bounded(), fresh.predict_bounded());
+}
+
 TEST(Arima, OnlyStationaryInvertibleFitsForecast) {
   // Requests per 20 s window at the start of the bursty Azure replay: an unconstrained fit of
   // these nine points is explosive and forecast 6 requests (after 217 observed).
