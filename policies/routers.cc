@@ -67,14 +67,11 @@ class KvAware : public sim::RoutingPolicy {
  public:
   explicit KvAware(double overlap_weight) : weight_(overlap_weight) {}
   int32_t route(const sim::ClusterView& view, const RequestSpec& spec) override {
-    const int64_t bs = view.block_size;
-    const int64_t prompt_blocks = (spec.prompt_tokens + bs - 1) / bs;
     return argmin_accepting(
         view,
         [&](const sim::InstanceLoad& l) {
-          const int64_t cached =
-              view.prefixes != nullptr ? view.prefixes->cached_tokens(l.instance_id, spec) / bs : 0;
-          const double prefill = static_cast<double>(prompt_blocks - cached + l.queued_prompt_blocks);
+          const double prefill =
+              static_cast<double>(uncached_prompt_blocks(view, l, spec) + l.queued_prompt_blocks);
           return weight_ * prefill + static_cast<double>(l.used_blocks);
         },
         "kv_aware");
@@ -85,6 +82,14 @@ class KvAware : public sim::RoutingPolicy {
 };
 
 }  // namespace
+
+int64_t uncached_prompt_blocks(const sim::ClusterView& view, const sim::InstanceLoad& instance,
+                               const RequestSpec& request) {
+  const int64_t bs = view.block_size;
+  const int64_t cached =
+      view.prefixes != nullptr ? view.prefixes->cached_tokens(instance.instance_id, request) / bs : 0;
+  return (request.prompt_tokens + bs - 1) / bs - cached;
+}
 
 std::unique_ptr<sim::RoutingPolicy> make_kv_aware(double overlap_weight) {
   return std::make_unique<KvAware>(overlap_weight);

@@ -18,6 +18,12 @@ std::unique_ptr<sim::RoutingPolicy> make_least_outstanding();
 std::unique_ptr<sim::RoutingPolicy> make_least_kv_load();
 std::unique_ptr<sim::RoutingPolicy> make_kv_aware(double overlap_weight);
 
+// The KV blocks of `request`'s prompt that `instance` would have to compute: all of them less
+// those its prefix cache holds (none when the view has no prefix lookup: hand-off routing, or
+// caching off).
+int64_t uncached_prompt_blocks(const sim::ClusterView& view, const sim::InstanceLoad& instance,
+                               const RequestSpec& request);
+
 void register_routers();
 
 }  // namespace servesim::policies

@@ -8,6 +8,7 @@
 #include "policies/coloc.h"
 #include "policies/disagg.h"
 #include "policies/latency_table.h"
+#include "policies/routers.h"
 #include "policies/dopd/arima_forecaster.h"
 #include "policies/dopd/length_aware_batcher.h"
 #include "policies/dopd/pd_ratio.h"
@@ -30,8 +31,11 @@ class DopdRouter : public sim::RoutingPolicy {
       if (l.accepting && l.role == sim::InstanceRole::kPrefill) queue += l.waiting;
     }
     if (request.prompt_tokens > max_local_ && queue < max_queue_) {
-      const int32_t p = argmin(view, sim::InstanceRole::kPrefill, [](const sim::InstanceLoad& l) {
-        return static_cast<double>(l.queued_prompt_blocks) + 1e-6 * static_cast<double>(l.outstanding);
+      // The prefill instance with the least prefill work ahead once this prompt is queued: the
+      // prompts queued there plus this one's blocks its prefix cache does not hold.
+      const int32_t p = argmin(view, sim::InstanceRole::kPrefill, [&](const sim::InstanceLoad& l) {
+        return static_cast<double>(l.queued_prompt_blocks + uncached_prompt_blocks(view, l, request)) +
+               1e-6 * static_cast<double>(l.outstanding);
       });
       if (p >= 0) return p;
     }

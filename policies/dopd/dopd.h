@@ -49,7 +49,10 @@ struct DynSlaParams {
 std::unique_ptr<sim::ClusterController> make_dyn_sla_controller(
     const DynSlaParams& params, const sim::InstanceContext& prefill, const sim::InstanceContext& decode);
 
-// Least-loaded routing with short prompts prefilled on decode instances.
+// Routing: a prompt longer than max_local_prefill_length, while fewer than max_prefill_queue_size
+// prefills are queued, goes to the prefill instance with the least prefill work ahead (queued
+// prompt blocks plus its own blocks that instance's prefix cache lacks); any other to the decode
+// instance with the lowest KV load, which prefills it locally.
 std::unique_ptr<sim::RoutingPolicy> make_dopd_router(int64_t max_local_prefill_length,
                                                      int64_t max_prefill_queue_size);
 

@@ -454,6 +454,39 @@ TEST(DopdRouter, ShortPromptsGoToTheLeastLoadedDecodeInstance) {
   EXPECT_EQ(router->route(view, r), 3);
 }
 
+// A prefix lookup where instance `holder` caches the first `tokens` tokens of every prompt.
+class FixedPrefixes : public sim::PrefixLookup {
+ public:
+  FixedPrefixes(int32_t holder, int64_t tokens) : holder_(holder), tokens_(tokens) {}
+  int64_t cached_tokens(int32_t instance, const RequestSpec&) const override {
+    return instance == holder_ ? tokens_ : 0;
+  }
+
+ private:
+  int32_t holder_;
+  int64_t tokens_;
+};
+
+TEST(DopdRouter, LongPromptsGoWhereTheLeastPrefillWorkIsAheadCountingCachedBlocks) {
+  auto loads = pools(2, 1);
+  for (auto& l : loads) l.accepting = true;
+  loads[0].queued_prompt_blocks = 40;
+  loads[1].queued_prompt_blocks = 10;
+  auto router = make_dopd_router(0, 16);
+  RequestSpec r;
+  r.prompt_tokens = 2000;  // 125 blocks of 16
+  sim::ClusterView uncached{kTimeZero, &loads, 16, nullptr, nullptr};
+  EXPECT_EQ(router->route(uncached, r), 1);
+  // Instance 0 holds 1,600 of its tokens (100 blocks): 40 + 25 blocks ahead there, 10 + 125 on 1.
+  const FixedPrefixes prefixes(0, 1600);
+  sim::ClusterView cached{kTimeZero, &loads, 16, nullptr, &prefixes};
+  EXPECT_EQ(router->route(cached, r), 0);
+  // A smaller hit does not outweigh the longer queue: 40 + 105 against 10 + 125.
+  const FixedPrefixes small(0, 320);
+  sim::ClusterView little{kTimeZero, &loads, 16, nullptr, &small};
+  EXPECT_EQ(router->route(little, r), 1);
+}
+
 // ---- Dynamo planners ----
 
 TEST(DynLoad, ScalesPrefillOnAGrowingQueueAndDecodeOnFullKv) {
