@@ -259,6 +259,57 @@ void validate_benchmark(ObjectReader& r, const std::string& base_dir, const Data
   }
 }
 
+// Most prompt tokens a sessions workload may generate (their prefix hash ids take 8 bytes per
+// 512 tokens: about 160 MB at the limit).
+constexpr double kMaxSessionPromptTokens = 1e10;
+
+// Multi-turn chat sessions (traces::generate_sessions): `sessions` conversations starting at
+// `rate` per second, min_turns..max_turns turns each, the first turn isl/osl, later turns
+// turn_isl new tokens and osl, think_time between a turn's answer and the next turn.
+void validate_sessions(ObjectReader& r) {
+  r.integer("sessions", std::nullopt, 1, kMaxRequests);
+  r.number("rate", std::nullopt, kMinRatePerS, kMaxRatePerS);
+  r.string("arrival", std::string("poisson"), {"poisson", "constant", "gamma"});
+  r.number("cv", 1.0, 0.0, {}, /*min_exclusive=*/true);
+  const auto min_turns = r.integer("min_turns", int64_t{1}, 1, 10'000);
+  const auto max_turns = r.integer("max_turns", std::nullopt, 1, 10'000);
+  if (min_turns && max_turns && *max_turns < *min_turns) {
+    r.issues().add(r.child_path("max_turns"),
+                   fmt::format("expected at least min_turns ({}), got {}", *min_turns, *max_turns));
+  }
+  const auto sessions = r.has("sessions") ? r.resolved().value("sessions", int64_t{0}) : 0;
+  if (max_turns && sessions * *max_turns > kMaxRequests) {
+    r.issues().add(r.path(), fmt::format("{} sessions of up to {} turns make more than the {} "
+                                         "requests a workload may hold",
+                                         sessions, *max_turns, kMaxRequests));
+  }
+  r.duration("think_time", Duration{0});
+  const auto isl = r.integer("isl", std::nullopt, 1, kMaxRequestTokens);
+  r.number("isl_stddev", 0.0, 0.0);
+  const auto turn_isl = r.integer("turn_isl", std::nullopt, 1, kMaxRequestTokens);
+  r.number("turn_isl_stddev", 0.0, 0.0);
+  const auto osl = r.integer("osl", std::nullopt, 1, kMaxRequestTokens);
+  r.number("osl_stddev", 0.0, 0.0);
+  // Every turn resends the history: the prompt tokens (and prefix hash ids) grow with the square
+  // of the turns. At the means, each prompt capped at the request limit:
+  if (max_turns && isl && turn_isl && osl && sessions > 0) {
+    double tokens = 0;
+    for (int64_t k = 0; k < *max_turns && tokens < 1e18; ++k) {
+      tokens += std::min<double>(static_cast<double>(kMaxRequestTokens),
+                                 static_cast<double>(*isl) +
+                                     static_cast<double>(k) * static_cast<double>(*turn_isl + *osl));
+    }
+    tokens *= static_cast<double>(sessions);
+    if (tokens > kMaxSessionPromptTokens) {
+      r.issues().add(r.path(), fmt::format("{} sessions of up to {} turns resend about {:.3g} "
+                                           "prompt tokens, more than the {:.0e} a sessions "
+                                           "workload may generate; fewer sessions or turns",
+                                           sessions, *max_turns, tokens,
+                                           kMaxSessionPromptTokens));
+    }
+  }
+}
+
 void validate_transforms(ObjectReader& r) {
   if (const Json* w = r.object("window", false)) {
     Json& out = r.resolved()["window"];
@@ -279,6 +330,7 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
   if (top_level) {
     types.push_back("closed_loop");
     types.push_back("benchmark");
+    types.push_back("sessions");
   }
   const auto type = r.string("type", std::nullopt, types);
   if (type == "trace") {
@@ -320,6 +372,8 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
     }
   } else if (type == "benchmark") {
     validate_benchmark(r, base_dir, root);
+  } else if (type == "sessions") {
+    validate_sessions(r);
   } else if (type == "merge") {
     if (const Json* parts = r.array("parts", true)) {
       if (parts->size() < 2) issues.add(r.child_path("parts"), "expected at least two workloads");
@@ -332,7 +386,9 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
       }
     }
   }
-  if (type && *type != "closed_loop" && *type != "benchmark") validate_transforms(r);
+  if (type && *type != "closed_loop" && *type != "benchmark" && *type != "sessions") {
+    validate_transforms(r);
+  }
   r.finish();
 }
 
@@ -709,8 +765,10 @@ traces::ArrivalSpec arrival_spec(const std::string& process, double rate_per_s, 
   return {kind, rate_per_s, cv};
 }
 
+// `max_context_tokens`: the model's context, where sessions end (0: none).
 Workload build_open_workload(const Json& spec, const std::string& base_dir, const DataRoot& root,
-                             uint64_t seed, const std::string& stream) {
+                             uint64_t seed, const std::string& stream,
+                             int64_t max_context_tokens = 0) {
   const std::string type = spec.at("type").get<std::string>();
   Workload w;
   if (type == "trace") {
@@ -745,6 +803,24 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
                                    shared.prefix_prompt_length);
     }
     traces::share_prompts(w, shared, derive_stream_seed(seed, stream));
+  } else if (type == "sessions") {
+    traces::SessionSpec s;
+    s.starts = arrival_spec(spec.at("arrival").get<std::string>(), spec.at("rate").get<double>(),
+                            spec.at("cv").get<double>());
+    s.sessions = spec.at("sessions").get<int64_t>();
+    s.min_turns = spec.at("min_turns").get<int64_t>();
+    s.max_turns = spec.at("max_turns").get<int64_t>();
+    s.think_time = parse_duration(spec.at("think_time").get<std::string>());
+    // No session outgrows the model's context, nor the request limit without one.
+    s.max_context_tokens = max_context_tokens > 0 ? max_context_tokens : kMaxRequestTokens;
+    const auto first = traces::make_normal_lengths(
+        spec.at("isl").get<double>(), spec.at("isl_stddev").get<double>(),
+        spec.at("osl").get<double>(), spec.at("osl_stddev").get<double>());
+    const auto later = traces::make_normal_lengths(
+        spec.at("turn_isl").get<double>(), spec.at("turn_isl_stddev").get<double>(),
+        spec.at("osl").get<double>(), spec.at("osl_stddev").get<double>());
+    w = traces::generate_sessions(s, *first, *later, derive_stream_seed(seed, stream));
+    return w;  // no transforms: the session's turns follow each other's completions
   } else if (type == "generated" || type == "closed_loop") {
     traces::ArrivalSpec arrivals{traces::ArrivalKind::kUniform, 1.0, 1.0};
     int64_t count = spec.at("count").get<int64_t>();
@@ -800,7 +876,8 @@ int64_t count_beyond_context(const Workload& w, int64_t max_tokens) {
 Workload build_workload(const Scenario& scenario, const DataRoot& root) {
   Workload w;
   try {
-    w = build_open_workload(scenario.workload, scenario.base_dir, root, scenario.seed, "workload");
+    w = build_open_workload(scenario.workload, scenario.base_dir, root, scenario.seed, "workload",
+                            scenario.max_context_tokens);
   } catch (const RangeError& e) {
     // Arrival times past the simulated clock's range (a rate or time scale stretching the trace).
     throw ConfigError(scenario.source, {{"workload", e.what()}});

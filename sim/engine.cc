@@ -146,6 +146,11 @@ struct Engine::Impl {
   EventQueue queue;
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive
+  // Open loop: the next request sent at its workload arrival time (later turns of sessions are
+  // skipped: they are sent when the request they follow is done).
+  size_t next_open = 0;
+  // successor[i]: the later turn that follows request i, or -1; empty without sessions.
+  std::vector<RequestId> successor;
   size_t next_issue = 0;    // closed loop: index of the next request a client sends
   // Benchmark phases (ClosedLoopSpec): warm-up requests are ids [0, warmup_total). Closed-loop
   // clients send requests below issue_limit; open-loop arrivals at or after warmup_total wait
@@ -251,11 +256,38 @@ struct Engine::Impl {
     warmup_left = static_cast<int64_t>(warmup_total);
     measured_phase = !(cl.drain_after_warmup && warmup_total > 0);
     for (size_t i = 0; i < warmup_total; ++i) requests[i].warmup = true;
+    link_session_turns();
     issue_limit = measured_phase ? workload.requests.size() : warmup_total;
     loads.resize(instances.size());
     decode_loads.resize(instances.size());
     result.requests_total = static_cast<int64_t>(workload.requests.size());
     result.instances.resize(instances.size());
+  }
+
+  // Fills `successor` from the workload's later turns. Throws std::invalid_argument for a turn
+  // that follows no earlier request, two turns following one request, or sessions combined with
+  // closed-loop clients or warm-up requests.
+  void link_session_turns() {
+    const auto n = static_cast<RequestId>(workload.requests.size());
+    for (const RequestSpec& r : workload.requests) {
+      if (r.after < 0) continue;
+      if (successor.empty()) {
+        if (config.closed_loop.clients > 0 || warmup_total > 0) {
+          throw std::invalid_argument(
+              "session turns (RequestSpec::after) cannot be combined with closed-loop clients or "
+              "warm-up requests");
+        }
+        successor.assign(static_cast<size_t>(n), -1);
+      }
+      if (r.after >= r.id || r.think_time.count() < 0 ||
+          successor[static_cast<size_t>(r.after)] >= 0) {
+        throw std::invalid_argument(fmt::format(
+            "request {} follows request {}: a turn must follow one earlier request that no other "
+            "turn follows, after a think time >= 0",
+            r.id, r.after));
+      }
+      successor[static_cast<size_t>(r.after)] = r.id;
+    }
   }
 
   // ---- event plumbing ----
@@ -286,13 +318,19 @@ struct Engine::Impl {
 
   // ---- arrivals and routing ----
 
+  // Open loop: pushes the arrival of the next request sent at its own time (one is pending at a
+  // time; its arrival pushes the next).
   void schedule_next_arrival() {
-    if (next_arrival >= workload.requests.size()) return;
+    while (next_open < workload.requests.size() && workload.requests[next_open].after >= 0) {
+      ++next_open;  // a later turn: sent when the request it follows is done
+    }
+    if (next_open >= workload.requests.size()) return;
     if (config.closed_loop.clients > 0) return;  // closed loop issues on completion
-    if (next_arrival >= warmup_total && !measured_phase) return;  // after the warm-up drains
-    RequestSpec& spec = workload.requests[next_arrival];
-    if (next_arrival >= warmup_total) spec.arrival += arrival_shift;
+    if (next_open >= warmup_total && !measured_phase) return;  // after the warm-up drains
+    RequestSpec& spec = workload.requests[next_open];
+    if (next_open >= warmup_total) spec.arrival += arrival_shift;
     push_arrival(spec.arrival, spec.id);
+    ++next_open;
   }
 
   // Request `id` arrives at `t`. Arrival events name their request: closed-loop clients started
@@ -324,14 +362,19 @@ struct Engine::Impl {
   // A request finished or was rejected: its closed-loop client moves on, and the measured phase
   // starts when it was the last warm-up request of a draining benchmark.
   void on_request_done(RequestId id) {
+    if (!successor.empty() && successor[static_cast<size_t>(id)] >= 0) {
+      RequestSpec& next = workload.requests[static_cast<size_t>(successor[static_cast<size_t>(id)])];
+      next.arrival = now + next.think_time;
+      push_arrival(next.arrival, next.id);
+    }
     if (config.closed_loop.clients > 0) issue_closed_loop_request(now + config.closed_loop.think_time);
     if (static_cast<size_t>(id) >= warmup_total || --warmup_left > 0 || measured_phase) return;
     measured_phase = true;
     issue_limit = workload.requests.size();
     if (config.closed_loop.clients > 0) {
       start_clients(now);
-    } else if (next_arrival < workload.requests.size()) {
-      arrival_shift = std::max(Duration{0}, now - workload.requests[next_arrival].arrival);
+    } else if (next_open < workload.requests.size()) {
+      arrival_shift = std::max(Duration{0}, now - workload.requests[next_open].arrival);
       schedule_next_arrival();
     }
   }
@@ -349,7 +392,7 @@ struct Engine::Impl {
       route_pending = true;
       push(now, Phase::kRoute, EventKind::kRoute, -1);
     }
-    schedule_next_arrival();
+    if (spec.after < 0) schedule_next_arrival();  // a later turn is not part of the open stream
   }
 
   void refresh_load(size_t i) {

@@ -276,6 +276,61 @@ Workload generate(const ArrivalSpec& arrivals, LengthSource& lengths, int64_t co
   return workload;
 }
 
+Workload generate_sessions(const SessionSpec& spec, LengthSource& first, LengthSource& later,
+                           uint64_t seed) {
+  if (spec.sessions < 1 || spec.min_turns < 1 || spec.max_turns < spec.min_turns ||
+      spec.think_time.count() < 0 || spec.max_context_tokens < 0) {
+    throw std::invalid_argument(fmt::format(
+        "sessions: expected sessions >= 1, 1 <= min_turns <= max_turns, think time and context "
+        "limit >= 0; found {} sessions, turns {}..{}",
+        spec.sessions, spec.min_turns, spec.max_turns));
+  }
+  // Session starts and first turns: a generated workload of `sessions` requests.
+  const Workload starts = generate(spec.starts, first, spec.sessions, Duration{0}, seed);
+  RngStream turn_rng(seed, "turns");
+  RngStream later_rng(seed, "later-turns");
+  constexpr int64_t kSpan = 512;  // tokens per hash id (sim::kPrefixHashBlockTokens)
+  const uint64_t salt = mix64(seed, 4);
+  Workload w;
+  int64_t turns_total = 0;
+  for (const RequestSpec& start : starts.requests) {
+    const uint64_t session = mix64(salt, static_cast<uint64_t>(start.id));
+    const int64_t turns = turn_rng.uniform_int(spec.min_turns, spec.max_turns);
+    int64_t history = 0;  // prompt and output tokens of the session's earlier turns
+    for (int64_t k = 0; k < turns; ++k) {
+      const LengthSample s = k == 0 ? LengthSample{start.prompt_tokens, start.output_tokens}
+                                    : later.next(later_rng);
+      const int64_t prompt = history + s.prompt_tokens;
+      if (k > 0 && spec.max_context_tokens > 0 &&
+          prompt + s.output_tokens > spec.max_context_tokens) {
+        break;
+      }
+      RequestSpec& r = w.requests.emplace_back();
+      r.id = static_cast<RequestId>(w.requests.size() - 1);
+      r.arrival = start.arrival;
+      r.prompt_tokens = prompt;
+      r.output_tokens = s.output_tokens;
+      if (k > 0) {
+        r.after = r.id - 1;
+        r.think_time = spec.think_time;
+      }
+      const int64_t spans = (prompt + kSpan - 1) / kSpan;
+      r.prefix_hash_ids.resize(static_cast<size_t>(spans));
+      for (int64_t i = 0; i < spans; ++i) {
+        r.prefix_hash_ids[static_cast<size_t>(i)] = mix64(session, static_cast<uint64_t>(i));
+      }
+      history = prompt + s.output_tokens;
+      ++turns_total;
+    }
+  }
+  w.description = fmt::format(
+      "{} sessions ({}), {}..{} turns ({} requests), think time {}, first turn {}, later turns {}",
+      spec.sessions, starts.description.substr(0, starts.description.find(',')), spec.min_turns,
+      spec.max_turns, turns_total, format_duration(spec.think_time), first.describe(),
+      later.describe());
+  return w;
+}
+
 void share_prompts(Workload& w, const SharedPromptSpec& spec, uint64_t seed) {
   if (spec.dataset_entries < 0 || spec.num_prefix_prompts < 0 ||
       (spec.num_prefix_prompts > 0 && spec.prefix_prompt_length < 1)) {

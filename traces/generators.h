@@ -99,6 +99,28 @@ struct SharedPromptSpec {
   int64_t prefix_prompt_length = 0;
   bool any() const { return dataset_entries > 0 || num_prefix_prompts > 0; }
 };
+// Multi-turn sessions (chat): `sessions` conversations start at the arrivals of `starts`; each
+// has a number of turns drawn uniformly from [min_turns, max_turns] (RngStream (seed, "turns")).
+// Turn 0's prompt and output come from `first` (its lengths stream); a later turn adds the user's
+// new tokens and its output from `later` (stream (seed, "later-turns")) to the history: its prompt
+// is every earlier prompt and output of the session plus its new tokens, and it is sent
+// `think_time` after the previous turn finished (RequestSpec::after). A session ends before a turn
+// whose prompt + output would exceed `max_context_tokens` (0: no limit; turn 0 is always kept).
+// Prefix hash ids are per session and 512-token span, so a turn shares exactly its history's
+// spans with the previous turn and nothing with other sessions. Requests are listed session by
+// session, in start order (every turn's `arrival` is its session's start).
+struct SessionSpec {
+  ArrivalSpec starts;
+  int64_t sessions = 1;
+  int64_t min_turns = 1, max_turns = 1;
+  Duration think_time{};
+  int64_t max_context_tokens = 0;
+};
+// Throws std::invalid_argument for sessions < 1, min_turns < 1, max_turns < min_turns, a negative
+// think time or context limit, or an invalid arrival spec; RangeError as generate().
+Workload generate_sessions(const SessionSpec& spec, LengthSource& first, LengthSource& later,
+                           uint64_t seed);
+
 // Applies `spec` to `w` (finalised; arrival times and output lengths unchanged). Draws from the
 // RngStream (seed, "prompts"). Throws std::invalid_argument for negative counts, or prefix prompts
 // without a positive length.

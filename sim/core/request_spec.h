@@ -18,9 +18,15 @@ struct RequestSpec {
   int64_t output_tokens = 0;  // > 0; the request finishes after this many tokens (no EOS)
   // Optional: one id per prefix block (Mooncake's 512-token hash ids); empty when unknown.
   std::vector<uint64_t> prefix_hash_ids;
+  // A later turn of a session (after >= 0): the client sends it `think_time` after request
+  // `after` (an earlier request) finished or was rejected; `arrival` is then only a lower bound
+  // (its session's start), replaced by the time it is sent. -1: sent at `arrival`.
+  RequestId after = -1;
+  Duration think_time{};
 };
 
-// A finalised workload: requests sorted by arrival (ties kept in input order), ids dense.
+// A finalised workload: requests sorted by arrival (ties kept in input order), ids dense; a later
+// turn (RequestSpec::after) follows an earlier request and each request has at most one.
 struct Workload {
   std::vector<RequestSpec> requests;
   // Rows dropped while loading (failed BurstGPT rows, zero-token rows), reported to the user.

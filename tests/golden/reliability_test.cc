@@ -183,6 +183,19 @@ TEST(ResourceLimits, OversizedWorkloadsAreRefusedUpFront) {
   expect_refused("check --set workload.rate=1e-12", "workload.rate");
 }
 
+TEST(ResourceLimits, SessionWorkloadsAreCheckedUpFront) {
+  const std::string base =
+      R"(check --set 'workload={"type":"sessions","sessions":10,"rate":1,"isl":1000,)"
+      R"("turn_isl":100,"osl":100,)";
+  expect_refused(base + R"("min_turns":3,"max_turns":2}')", "workload.max_turns");
+  expect_refused(base + R"("max_turns":10000,"sessions":1000000}')", "more than the");
+  expect_refused(base + R"("max_turns":2,"window":{"duration":"10s"}}')", "workload.window");
+  // The history is resent every turn: 1,000 sessions of 5,000 turns would resend 1e11 tokens.
+  expect_refused(base + R"("max_turns":5000,"sessions":1000}')", "resend about");
+  const auto [rc, out] = cli("check scenarios/prefix_sessions.json");
+  EXPECT_EQ(rc, 0) << out;
+}
+
 TEST(InputErrors, NumbersPathsAndFilesNameTheInput) {
   const fs::path seed = write("seed.json", "{\n  \"seed\": 1e999\n}\n");
   expect_refused("check " + seed.string(), "seed.json:2: number 1e999 is out of range");

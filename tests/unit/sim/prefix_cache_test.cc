@@ -230,6 +230,42 @@ TEST(EnginePrefixCaching, ARepeatedPromptComputesOnlyItsUncachedTail) {
   EXPECT_EQ(off[1].ttft_ns(), cost()->iteration_time(full).count());
 }
 
+// A two-turn session: the second turn is sent its think time after the first finished, and
+// reuses the first turn's prompt blocks (its own history), not its output.
+TEST(EngineSessions, ALaterTurnIsSentAfterItsThinkTimeAndReusesTheFirstTurnsPrompt) {
+  Workload w;
+  for (int i = 0; i < 2; ++i) {
+    RequestSpec r;
+    r.id = i;
+    r.arrival = kTimeZero + std::chrono::seconds(1);
+    r.output_tokens = 50;
+    r.prompt_tokens = i == 0 ? 1100 : 1100 + 50 + 200;  // history + 200 new tokens
+    r.prefix_hash_ids = {7, 8, 9};  // one session: the same spans
+    if (i == 1) {
+      r.after = 0;
+      r.think_time = std::chrono::seconds(2);
+    }
+    w.requests.push_back(r);
+  }
+  const auto on = run(w, true, 100000);
+  ASSERT_EQ(on.size(), 2u);
+  EXPECT_EQ(on[0].arrival_ns, std::chrono::nanoseconds(std::chrono::seconds(1)).count());
+  EXPECT_EQ(on[1].arrival_ns, on[0].done_ns + std::chrono::nanoseconds(std::chrono::seconds(2)).count());
+  EXPECT_EQ(on[1].first_scheduled_ns, on[1].arrival_ns);  // the instance is idle by then
+  // The first turn's 68 full prompt blocks (1088 tokens) are the second turn's leading blocks.
+  EXPECT_EQ(on[0].cached_tokens, 0);
+  EXPECT_EQ(on[1].cached_tokens, 1088);
+  const auto off = run(w, false, 100000);
+  EXPECT_EQ(off[1].cached_tokens, 0);
+  EXPECT_GT(off[1].ttft_ns(), on[1].ttft_ns());
+}
+
+TEST(EngineSessions, TurnsMustFollowOneEarlierRequestAndNeedAnOpenLoop) {
+  Workload w = two_same_prompts(100);
+  w.requests[0].after = 1;  // follows a later request
+  EXPECT_THROW(run(w, true, 1000), std::invalid_argument);
+}
+
 TEST(EnginePrefixCaching, MooncakeHitsWithAnUnboundedCacheEqualThoseOfTheHashIds) {
   Workload w = traces::load_mooncake("traces/data/mooncake_fast25/conversation_trace.jsonl");
   w.requests.resize(300);

@@ -228,3 +228,106 @@ TEST(ArrivalKinds, NamesRoundTrip) {
 
 }  // namespace
 }  // namespace servesim::traces
+
+namespace servesim::traces {
+namespace {
+
+Workload sessions_workload(int64_t sessions, int64_t min_turns, int64_t max_turns,
+                           int64_t max_context = 0, uint64_t seed = 7) {
+  SessionSpec s;
+  s.starts = {ArrivalKind::kPoisson, 2.0, 1.0};
+  s.sessions = sessions;
+  s.min_turns = min_turns;
+  s.max_turns = max_turns;
+  s.think_time = std::chrono::seconds(3);
+  s.max_context_tokens = max_context;
+  const auto first = make_fixed_lengths(1000, 100);
+  const auto later = make_normal_lengths(200, 50, 100, 0);
+  return generate_sessions(s, *first, *later, seed);
+}
+
+TEST(Sessions, EachTurnsPromptIsItsHistoryPlusNewTokens) {
+  const Workload w = sessions_workload(20, 1, 6);
+  ASSERT_TRUE(is_finalised(w));
+  int64_t sessions = 0;
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    const RequestSpec& r = w.requests[i];
+    EXPECT_EQ(r.output_tokens, 100);
+    if (r.after < 0) {
+      ++sessions;
+      EXPECT_EQ(r.prompt_tokens, 1000);  // a first turn
+      continue;
+    }
+    const RequestSpec& prev = w.requests[i - 1];
+    EXPECT_EQ(r.after, prev.id);
+    EXPECT_EQ(r.think_time, std::chrono::seconds(3));
+    EXPECT_EQ(r.arrival, prev.arrival);  // the session's start, a lower bound
+    const int64_t added = r.prompt_tokens - prev.prompt_tokens - prev.output_tokens;
+    EXPECT_GE(added, 1);
+    // The history's 512-token spans keep their ids; the new spans are the session's own.
+    const size_t shared = static_cast<size_t>(prev.prompt_tokens / 512);
+    ASSERT_GE(r.prefix_hash_ids.size(), prev.prefix_hash_ids.size());
+    for (size_t k = 0; k < prev.prefix_hash_ids.size(); ++k) {
+      EXPECT_EQ(r.prefix_hash_ids[k], prev.prefix_hash_ids[k]) << "span " << k;
+    }
+    EXPECT_GE(prev.prefix_hash_ids.size(), shared);
+    EXPECT_EQ(r.prefix_hash_ids.size(), static_cast<size_t>((r.prompt_tokens + 511) / 512));
+  }
+  EXPECT_EQ(sessions, 20);
+  // Sessions share nothing: first spans differ between first turns.
+  std::map<uint64_t, int> first_span;
+  for (const RequestSpec& r : w.requests) {
+    if (r.after < 0) first_span[r.prefix_hash_ids[0]]++;
+  }
+  EXPECT_EQ(first_span.size(), 20u);
+}
+
+TEST(Sessions, TurnCountsStayInRangeAndTheSeedDecides) {
+  const Workload a = sessions_workload(200, 2, 4);
+  std::map<int64_t, int> turns;
+  int64_t current = 0;
+  for (const RequestSpec& r : a.requests) {
+    if (r.after < 0 && current > 0) turns[current]++, current = 0;
+    ++current;
+  }
+  turns[current]++;
+  ASSERT_EQ(turns.size(), 3u);  // 2, 3 and 4 turns all occur, nothing else
+  EXPECT_EQ(turns.begin()->first, 2);
+  EXPECT_EQ(turns.rbegin()->first, 4);
+  const Workload b = sessions_workload(200, 2, 4);
+  ASSERT_EQ(a.requests.size(), b.requests.size());
+  for (size_t i = 0; i < a.requests.size(); ++i) {
+    EXPECT_EQ(a.requests[i].prompt_tokens, b.requests[i].prompt_tokens);
+    EXPECT_EQ(a.requests[i].prefix_hash_ids, b.requests[i].prefix_hash_ids);
+  }
+  // Another seed draws other turn counts.
+  const Workload c = sessions_workload(200, 2, 4, 0, 8);
+  bool differs = c.requests.size() != a.requests.size();
+  for (size_t i = 0; !differs && i < a.requests.size(); ++i) {
+    differs = a.requests[i].prompt_tokens != c.requests[i].prompt_tokens;
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(Sessions, ASessionEndsBeforeATurnBeyondTheContext) {
+  const Workload w = sessions_workload(30, 10, 10, /*max_context=*/2000);
+  for (const RequestSpec& r : w.requests) {
+    EXPECT_LE(r.prompt_tokens + r.output_tokens, 2000);
+  }
+  EXPECT_LT(w.requests.size(), 300u);
+  EXPECT_GE(w.requests.size(), 30u);  // every first turn is kept
+}
+
+TEST(Sessions, InvalidSpecsAreRefused) {
+  const auto first = make_fixed_lengths(10, 10);
+  SessionSpec s;
+  s.min_turns = 3;
+  s.max_turns = 2;
+  EXPECT_THROW(generate_sessions(s, *first, *first, 1), std::invalid_argument);
+  s = {};
+  s.sessions = 0;
+  EXPECT_THROW(generate_sessions(s, *first, *first, 1), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace servesim::traces
