@@ -639,7 +639,7 @@ struct Engine::Impl {
     }
   }
 
-  // After an iteration: the prompt blocks `seq` has now fully computed join the cache, held by it.
+  // After an iteration: the keyed blocks `seq` has now fully computed join the cache, held by it.
   void register_computed_blocks(InstanceState& inst, const SeqView& seq) {
     auto it = prefix_states.find(seq.id);
     if (it == prefix_states.end() || it->second.block_keys.empty()) return;
@@ -831,8 +831,11 @@ struct Engine::Impl {
         x.interference_ns += inst.batch_interference_ns;
         x.recompute_ns += inst.batch_recompute_ns;
       }
-      // Only an iteration that computed prompt tokens can fill prompt blocks.
-      if (inst.setup.prefix_caching && seq.computed_tokens - item.tokens < seq.prompt_tokens) {
+      // Blocks fill when an iteration computes prompt tokens, or when a decode step completes a
+      // block (cached when the request's hash ids cover its answer).
+      if (inst.setup.prefix_caching &&
+          (seq.computed_tokens - item.tokens < seq.prompt_tokens ||
+           seq.computed_tokens % inst.setup.block_size == 0)) {
         register_computed_blocks(inst, seq);
       }
       if (seq.split_tokens > 0 && rs.split_target >= 0 &&

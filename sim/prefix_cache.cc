@@ -12,7 +12,7 @@ std::vector<uint64_t> prefix_block_keys(const RequestSpec& spec, int64_t block_s
   std::vector<uint64_t> keys;
   if (spec.prefix_hash_ids.empty() || block_size <= 0) return keys;
   const int64_t covered =
-      std::min(spec.prompt_tokens,
+      std::min(spec.prompt_tokens + (spec.hash_ids_cover_output ? spec.output_tokens : 0),
                static_cast<int64_t>(spec.prefix_hash_ids.size()) * kPrefixHashBlockTokens);
   const int64_t blocks = covered / block_size;
   keys.reserve(static_cast<size_t>(blocks));

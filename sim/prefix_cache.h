@@ -29,8 +29,9 @@ namespace servesim::sim {
 // Tokens covered by one entry of RequestSpec::prefix_hash_ids (Mooncake's hash-id block).
 inline constexpr int64_t kPrefixHashBlockTokens = 512;
 
-// The cache keys of `spec`'s prompt at `block_size` tokens per KV block: one per full block whose
-// tokens all lie in the part of the prompt its prefix_hash_ids cover (empty without hash ids).
+// The cache keys of `spec`'s prompt (and answer, when its hash ids cover it) at `block_size`
+// tokens per KV block: one per full block whose tokens all lie in the part of the prompt (and
+// answer) its prefix_hash_ids cover (empty without hash ids).
 // Block j's key combines the hash id of the span holding its last token with j, so equal keys
 // mean equal prompts up to the end of the block.
 std::vector<uint64_t> prefix_block_keys(const RequestSpec& spec, int64_t block_size);

@@ -314,8 +314,10 @@ Workload generate_sessions(const SessionSpec& spec, LengthSource& first, LengthS
         r.after = r.id - 1;
         r.think_time = spec.think_time;
       }
-      const int64_t spans = (prompt + kSpan - 1) / kSpan;
+      // The spans of the prompt and of the answer the next turn resends.
+      const int64_t spans = (prompt + s.output_tokens + kSpan - 1) / kSpan;
       r.prefix_hash_ids.resize(static_cast<size_t>(spans));
+      r.hash_ids_cover_output = true;
       for (int64_t i = 0; i < spans; ++i) {
         r.prefix_hash_ids[static_cast<size_t>(i)] = mix64(session, static_cast<uint64_t>(i));
       }

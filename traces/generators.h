@@ -106,8 +106,9 @@ struct SharedPromptSpec {
 // is every earlier prompt and output of the session plus its new tokens, and it is sent
 // `think_time` after the previous turn finished (RequestSpec::after). A session ends before a turn
 // whose prompt + output would exceed `max_context_tokens` (0: no limit; turn 0 is always kept).
-// Prefix hash ids are per session and 512-token span, so a turn shares exactly its history's
-// spans with the previous turn and nothing with other sessions. Requests are listed session by
+// Prefix hash ids are per session and 512-token span and cover each turn's prompt and answer
+// (RequestSpec::hash_ids_cover_output), so a turn shares exactly its history's spans with the
+// previous turn and nothing with other sessions. Requests are listed session by
 // session, in start order (every turn's `arrival` is its session's start).
 struct SessionSpec {
   ArrivalSpec starts;

@@ -18,6 +18,10 @@ struct RequestSpec {
   int64_t output_tokens = 0;  // > 0; the request finishes after this many tokens (no EOS)
   // Optional: one id per prefix block (Mooncake's 512-token hash ids); empty when unknown.
   std::vector<uint64_t> prefix_hash_ids;
+  // The hash ids also cover the answer (their spans past the prompt describe the output tokens,
+  // as a session's next turn resends them), so the KV blocks its decode fills are cached too.
+  // False: they describe the prompt only (Mooncake traces).
+  bool hash_ids_cover_output = false;
   // A later turn of a session (after >= 0): the client sends it `think_time` after request
   // `after` (an earlier request) finished or was rejected; `arrival` is then only a lower bound
   // (its session's start), replaced by the time it is sent. -1: sent at `arrival`.

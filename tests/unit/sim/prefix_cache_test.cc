@@ -258,6 +258,12 @@ TEST(EngineSessions, ALaterTurnIsSentAfterItsThinkTimeAndReusesTheFirstTurnsProm
   const auto off = run(w, false, 100000);
   EXPECT_EQ(off[1].cached_tokens, 0);
   EXPECT_GT(off[1].ttft_ns(), on[1].ttft_ns());
+  // With hash ids that cover the first turn's answer, the blocks its decode filled are reused
+  // too: 1,100 prompt + 49 decoded tokens computed, 71 full blocks (1,136 tokens).
+  for (RequestSpec& r : w.requests) r.hash_ids_cover_output = true;
+  const auto answers = run(w, true, 100000);
+  EXPECT_EQ(answers[1].cached_tokens, 1136);
+  EXPECT_LT(answers[1].ttft_ns(), on[1].ttft_ns());
 }
 
 TEST(EngineSessions, TurnsMustFollowOneEarlierRequestAndNeedAnOpenLoop) {

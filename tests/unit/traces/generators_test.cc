@@ -271,7 +271,10 @@ TEST(Sessions, EachTurnsPromptIsItsHistoryPlusNewTokens) {
       EXPECT_EQ(r.prefix_hash_ids[k], prev.prefix_hash_ids[k]) << "span " << k;
     }
     EXPECT_GE(prev.prefix_hash_ids.size(), shared);
-    EXPECT_EQ(r.prefix_hash_ids.size(), static_cast<size_t>((r.prompt_tokens + 511) / 512));
+    // Ids cover the prompt and the answer, which the next turn resends.
+    EXPECT_TRUE(r.hash_ids_cover_output);
+    EXPECT_EQ(r.prefix_hash_ids.size(),
+              static_cast<size_t>((r.prompt_tokens + r.output_tokens + 511) / 512));
   }
   EXPECT_EQ(sessions, 20);
   // Sessions share nothing: first spans differ between first turns.
