@@ -249,7 +249,7 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
   };
   auto capacity_probe = [&](double rate) {
     const size_t i = probe(rate);
-    return CapacityProbe{rate, result.probes[i].meets, summaries[i]};
+    return CapacityProbe{rate, result.probes[i].meets, summaries[i], {}};
   };
   const double cap = c.bound_rps > 0 ? c.bound_rps / spec.search.min_throughput_ratio : 0;
   try {
