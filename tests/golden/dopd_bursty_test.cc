@@ -1,9 +1,9 @@
 // The DOPD bursty-replay acceptance (scenarios/dopd/bursty_*.json, Azure conv 2023 at time scale
 // 0.4, 8 H100s, start 1P1D):
 // - DOPD with its defaults meets the SLO (P90 TTFT <= 2 s, P90 TPOT <= 50 ms) for >= 97 % of the
-//   requests at 0.4 and at the time scales 0.45 and 0.5 that were not used to choose its
-//   defaults, with fewer GPU-seconds than the cheapest static layout that meets the SLO as well
-//   (5P1D); its miss breakdown accounts for every missed request.
+//   requests at 0.4 and at the time scales 0.35, 0.45 and 0.5, with fewer GPU-seconds than the
+//   cheapest static layout that meets the SLO as well (5P1D; at 0.35 none within the 8 GPUs
+//   does); its miss breakdown accounts for every missed request.
 // - DOPD in its lean configuration (prefill pool at utilisation 1.0, sized net of what the decode
 //   instances prefill locally within a 256-token budget, queue spill at 8) reaches an SLO
 //   attainment at least both Dynamo planners' with no more GPU-seconds than either, with the
@@ -49,25 +49,31 @@ Outcome run_bursty(const std::string& scenario, const std::string& sets) {
 TEST(DopdBursty, DefaultDopdMeetsTheSloWithFewerGpuSecondsThanTheCheapestStaticLayout) {
   struct Case {
     const char* time_scale;
-    double min_attainment_pct;
+    bool static_meets_slo;  // 5P1D meets the SLO at this scale
   };
-  for (const Case& c : {Case{"0.4", 97.0}, Case{"0.45", 97.0}, Case{"0.5", 97.0}}) {
+  for (const Case& c : {Case{"0.35", false}, Case{"0.4", true}, Case{"0.45", true},
+                        Case{"0.5", true}}) {
     SCOPED_TRACE(c.time_scale);
     const std::string scale = std::string("--set workload.time_scale=") + c.time_scale;
     const Outcome dopd = run_bursty("bursty_dopd.json", scale);
     const Outcome static_5p1d = run_bursty(
         "bursty_static.json", scale + " --set policy.num_prefill=5 --set policy.num_decode=1");
-    EXPECT_GE(dopd.attainment_pct, c.min_attainment_pct);
+    EXPECT_GE(dopd.attainment_pct, 97.0);
     EXPECT_LE(dopd.p90_ttft_ms, 2000.0);
     EXPECT_LE(dopd.p90_tpot_ms, 50.0);
-    EXPECT_GE(static_5p1d.attainment_pct, 97.0);  // the static layout it is compared with
-    EXPECT_LT(dopd.gpu_seconds, static_5p1d.gpu_seconds);
+    if (c.static_meets_slo) {
+      EXPECT_GE(static_5p1d.attainment_pct, 97.0);  // the static layout it is compared with
+      EXPECT_LT(dopd.gpu_seconds, static_5p1d.gpu_seconds);
+    } else {
+      EXPECT_LT(static_5p1d.attainment_pct, 50.0);
+    }
     // SLO-aware decode instances: spilled prompts almost never slow the decodes past the TPOT
-    // objective (the latency table's predictions are not exact; 617 such misses without it).
+    // objective (the latency table's predictions are not exact; 617 such misses at 0.4 without
+    // it).
     std::smatch interference;
     ASSERT_TRUE(std::regex_search(dopd.output, interference,
                                   std::regex(R"(prefill_interference +\d+ +[\d.]+ % +(\d+))")));
-    EXPECT_LE(std::stoi(interference[1]), 5);
+    EXPECT_LE(std::stoi(interference[1]), dopd.requests / 500);  // <= 0.2 % of the requests
     // Every request that missed is traced: the breakdown's count is the attainment's complement.
     ASSERT_GT(dopd.requests, 0);
     EXPECT_NEAR(100.0 * static_cast<double>(dopd.requests - dopd.missed) /
