@@ -97,7 +97,7 @@ SloCriteria SloCriteria::parse(const std::vector<std::string>& slo, std::optiona
       c.scenario_overrides_.push_back(fmt::format("slo.tbt_p99={}", arg.substr(eq + 1)));
       c.request_objectives_.tbt_p99 = limit;
     }
-    c.bounds_.push_back({key, m, q, to_seconds(limit)});
+    c.bounds_.push_back({key, m, q, to_seconds(limit), limit.count()});
   }
   if (slo.empty()) issues.push_back({where, "give at least one objective, e.g. tbt_p99=100ms"});
   if (!issues.empty()) throw ConfigError(source, issues);
@@ -166,6 +166,143 @@ void validate_capacity_options(const CapacityOptions& o, const std::string& sour
   if (!issues.empty()) throw ConfigError(source, issues);
 }
 
+void TtftDeadline::start(const RunPopulation& population) {
+  if (population.arrival_ns.empty()) return;
+  arrivals_ = &population.arrival_ns;
+  warmup_ = population.warmup;
+  passed_ = static_cast<size_t>(warmup_);
+}
+
+void TtftDeadline::first_token(RequestId id, int64_t first_token_ns) {
+  if (id < warmup_) return;
+  const int64_t arrival = (*arrivals_)[static_cast<size_t>(id)];
+  if (first_token_ns - arrival <= limit_ns_) met_.push(arrival);
+}
+
+void TtftDeadline::rejected(RequestId id) {
+  if (id >= warmup_) rejected_.push((*arrivals_)[static_cast<size_t>(id)]);
+}
+
+int64_t TtftDeadline::misses(int64_t now_ns) {
+  // Arrived before `cutoff` and still without a timely first token: any first token to come is
+  // at or after now, more than the limit after its arrival.
+  const int64_t cutoff = now_ns - limit_ns_;
+  const std::vector<int64_t>& a = *arrivals_;
+  while (passed_ < a.size() && a[passed_] < cutoff) ++passed_;
+  while (!met_.empty() && met_.top() < cutoff) {
+    met_.pop();
+    ++met_passed_;
+  }
+  while (!rejected_.empty() && rejected_.top() < cutoff) {
+    rejected_.pop();
+    ++rejected_passed_;
+  }
+  if (passed_ > static_cast<size_t>(warmup_)) {
+    least_miss_s_ = static_cast<double>(now_ns - a[passed_ - 1]) * 1e-9;
+  }
+  return static_cast<int64_t>(passed_) - warmup_ - met_passed_ - rejected_passed_;
+}
+
+SloFailureWatch::SloFailureWatch(const SloCriteria& criteria)
+    : c_(criteria),
+      over_(criteria.bounds_.size(), 0),
+      least_over_(criteria.bounds_.size(), INFINITY),
+      deadline_(criteria.bounds_.size()) {}
+
+void SloFailureWatch::start(const RunPopulation& population) {
+  pop_ = population;
+  if (c_.attainment_ && pop_.slo.ttft && !pop_.arrival_ns.empty()) {
+    ttft_.emplace(pop_.slo.ttft->count());
+    ttft_->start(pop_);
+  }
+  for (size_t b = 0; b < c_.bounds_.size(); ++b) {
+    if (c_.bounds_[b].metric != "ttft" || pop_.arrival_ns.empty()) continue;
+    deadline_[b].emplace(c_.bounds_[b].limit_ns);
+    deadline_[b]->start(pop_);
+  }
+}
+
+std::string SloFailureWatch::on_first_token(RequestId id, int64_t first_token_ns) {
+  if (ttft_) ttft_->first_token(id, first_token_ns);
+  for (auto& d : deadline_) {
+    if (d) d->first_token(id, first_token_ns);
+  }
+  return verdict_at(first_token_ns);
+}
+
+void SloFailureWatch::on_rejected(const sim::RejectedRecord& r) {
+  if (ttft_) ttft_->rejected(r.request_id);
+  for (auto& d : deadline_) {
+    if (d) d->rejected(r.request_id);
+  }
+}
+
+std::string SloFailureWatch::on_request(const sim::RequestRecord& r) {
+  if (r.warmup) return "";
+  const reports::ObjectivesMet met = reports::objectives_met(r, pop_.slo);
+  if (c_.attainment_ && !met.all()) {
+    ++misses_;
+    other_misses_ += met.ttft;
+  }
+  for (size_t b = 0; b < c_.bounds_.size(); ++b) {
+    const SloCriteria::Bound& bound = c_.bounds_[b];
+    double value_s = 0;
+    if (bound.metric == "ttft") {
+      value_s = static_cast<double>(r.ttft_ns()) * 1e-9;
+    } else if (bound.metric == "e2e") {
+      value_s = static_cast<double>(r.e2e_ns()) * 1e-9;
+    } else if (bound.metric == "tpot" && r.output_tokens > 1) {
+      value_s = r.tpot_ns() * 1e-9;
+    } else {
+      continue;  // tbt: a histogram over every token gap
+    }
+    if (value_s > bound.limit_s) {
+      ++over_[b];
+      least_over_[b] = std::min(least_over_[b], value_s);
+    }
+  }
+  return verdict_at(r.done_ns);
+}
+
+std::string SloFailureWatch::verdict_at(int64_t now_ns) {
+  if (c_.attainment_) {
+    // Misses known by now: past their TTFT deadline, or finished missing another objective.
+    const int64_t known = ttft_ ? ttft_->misses(now_ns) + other_misses_ : misses_;
+    // The final attainment is met / finished <= (measured - known) / measured.
+    const double best = static_cast<double>(pop_.measured - known) /
+                        static_cast<double>(std::max<int64_t>(1, pop_.measured));
+    if (best < *c_.attainment_) {
+      verdict_ = {"attainment", best, *c_.attainment_, true, false, ""};
+      return fmt::format("attainment: {} of {} measured requests missed their objectives, so it "
+                         "stays below {:.2f} %",
+                         known, pop_.measured, *c_.attainment_ * 100);
+    }
+  }
+  for (size_t b = 0; b < c_.bounds_.size(); ++b) {
+    const SloCriteria::Bound& bound = c_.bounds_[b];
+    const int64_t n = bound.metric == "tpot" ? pop_.measured_multi_token : pop_.measured;
+    int64_t over = over_[b];
+    double least = least_over_[b];
+    if (deadline_[b]) {
+      over = deadline_[b]->misses(now_ns);
+      least = std::min(least, deadline_[b]->least_miss_s());
+    }
+    // The percentile exceeds the bound once more values exceed it than the n - rank values above
+    // its rank among n (n - rank never shrinks as n grows: n = every measured value is safe), and
+    // it is then one of those values.
+    if (over > 0 && over > n - reports::nearest_rank_index(n, std::stoll(bound.q))) {
+      verdict_ = {bound.name, least, bound.limit_s, false, false, "s"};
+      return fmt::format("{}: {} of at most {} values exceed its {:.1f} ms bound, so it stays "
+                         "above it",
+                         bound.name, over, n, bound.limit_s * 1e3);
+    }
+  }
+  return "";
+}
+
+std::unique_ptr<SloFailureWatch> SloCriteria::failure_watch() const {
+  return std::make_unique<SloFailureWatch>(*this);
+}
 bool SloCriteria::all_ok(const std::vector<SloCheck>& checks) {
   return std::all_of(checks.begin(), checks.end(), [](const SloCheck& c) { return c.ok; });
 }
@@ -297,6 +434,9 @@ CapacityResult find_capacity(const std::string& scenario_path,
     const scenarios::Scenario s = scenarios::load_scenario(scenario_path, o, root);
     RunOptions ro;
     ro.keep_records = false;
+    const std::unique_ptr<SloFailureWatch> watch =
+        options.early_stop ? criteria.failure_watch() : nullptr;
+    ro.watch = watch.get();
     CapacityProbe p;
     p.rate = r;
     const RunOutcome outcome = run_scenario(s, root, ro);
@@ -310,6 +450,16 @@ CapacityResult find_capacity(const std::string& scenario_path,
                                                   outcome.result.requests_total,
                                                   outcome.result.requests_rejected_context, s.model,
                                                   s.max_context_tokens)}});
+    }
+    if (!outcome.stopped_early.empty()) {
+      // Certain to fail; its partial figures decide nothing (and say nothing of the sample size).
+      p.meets = false;
+      p.stopped_early = outcome.stopped_early;
+      p.failed = "stopped early: " + outcome.stopped_early;
+      out << fmt::format("rate {:9.3f} req/s  fails, stopped early after {} of {} requests: {}\n",
+                         r, outcome.result.requests_finished, outcome.result.requests_total,
+                         outcome.stopped_early);
+      return p;
     }
     if (p.summary.window_arrivals < kMinSustainedSample) {
       throw ConfigError(scenario_path,

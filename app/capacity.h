@@ -14,11 +14,14 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <queue>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "app/run_scenario.h"
 #include "reports/summary.h"
 #include "scenarios/scenario.h"
 #include "sim/records.h"
@@ -37,6 +40,10 @@ struct CapacityOptions {
   // A rate also counts as sustained only if the run's completion rate while load is offered is at
   // least this share of the offered one; above capacity queues grow and completions fall behind.
   double min_throughput_ratio = 0.9;
+  // End a probe as soon as it can no longer meet the SLO (SloCriteria::failure_watch): the
+  // search visits the same rates and finds the same capacity; a stopped probe's figures are
+  // those of the requests finished when it stopped.
+  bool early_stop = true;
 };
 
 // One criterion evaluated on one run: ok when value <= limit (or >= limit when at_least).
@@ -48,6 +55,8 @@ struct SloCheck {
   bool ok = false;
   std::string unit;  // "s", "", "req/s"
 };
+
+class SloFailureWatch;
 
 // The objectives of a capacity search, parsed once (forms in the header comment).
 class SloCriteria {
@@ -68,18 +77,83 @@ class SloCriteria {
   std::vector<SloCheck> check(const reports::RunSummary& s, double rate) const;
   static bool all_ok(const std::vector<SloCheck>& checks);
 
+  // A watch that ends a run once check() is certain to fail on it (SloFailureWatch).
+  std::unique_ptr<SloFailureWatch> failure_watch() const;
+
  private:
   struct Bound {
     std::string name;    // as given, e.g. "tbt_p99"
     std::string metric;  // ttft | tpot | tbt | e2e
     std::string q;       // 50 | 90 | 99
     double limit_s = 0;
+    int64_t limit_ns = 0;
   };
+  friend class SloFailureWatch;
   std::vector<Bound> bounds_;
   std::vector<std::string> scenario_overrides_;
   sim::SloSpec request_objectives_;
   std::optional<double> attainment_;
   double min_throughput_ratio_ = 0.9;
+};
+
+// Counts, at a simulated time `now`, the measured requests certain to exceed a TTFT limit before
+// they finish: those that arrived more than `limit` before now without a first token within
+// the limit, rejected requests excepted. Needs arrival times fixed in advance
+// (RunPopulation::arrival_ns) and events in simulated-time order; REQUIRES: enabled() for misses().
+class TtftDeadline {
+ public:
+  explicit TtftDeadline(int64_t limit_ns) : limit_ns_(limit_ns) {}
+  void start(const RunPopulation& population);
+  bool enabled() const { return arrivals_ != nullptr; }
+  void first_token(RequestId id, int64_t first_token_ns);
+  void rejected(RequestId id);
+  int64_t misses(int64_t now_ns);
+  // A lower bound of the TTFT of every request counted by the last misses() (0 when none).
+  double least_miss_s() const { return least_miss_s_; }
+
+ private:
+  using MinHeap = std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>>;
+  int64_t limit_ns_;
+  const std::vector<int64_t>* arrivals_ = nullptr;  // by id, sorted
+  int64_t warmup_ = 0;
+  size_t passed_ = 0;          // ids [warmup, passed) arrived before now - limit
+  MinHeap met_, rejected_;     // arrivals of requests that met the limit / were rejected, not yet passed
+  int64_t met_passed_ = 0, rejected_passed_ = 0;
+  double least_miss_s_ = 0;
+};
+
+// A RunWatch that ends a run as soon as SloCriteria::check() is certain to fail on it, whatever
+// the requests still in flight do: attainment (when required) below its target even if every
+// remaining measured request met its objectives, or a ttft / tpot / e2e percentile bound exceeded
+// even if every remaining value were within it (nearest rank over at most the measured requests:
+// a request the engine rejects only lowers the count). Misses are known when a request finishes
+// and, for TTFT objectives on arrivals fixed in advance, as soon as a request has waited past
+// its limit without a first token (TtftDeadline). The sustained and tbt checks need the whole
+// run and never stop it. Its reason reads "<criterion>: <counts>", the criterion named as in
+// SloCheck::name; verdict() is then that criterion as a failed SloCheck whose value is a bound
+// the full run's value could not beat (attainment: at most; a percentile: at least).
+class SloFailureWatch : public RunWatch {
+ public:
+  explicit SloFailureWatch(const SloCriteria& criteria);
+  void start(const RunPopulation& population) override;
+  std::string on_request(const sim::RequestRecord& record) override;
+  std::string on_first_token(RequestId id, int64_t first_token_ns) override;
+  void on_rejected(const sim::RejectedRecord& record) override;
+  // REQUIRES: a call returned a reason.
+  const SloCheck& verdict() const { return verdict_; }
+
+ private:
+  std::string verdict_at(int64_t now_ns);  // checks every criterion's certain misses at now
+
+  const SloCriteria& c_;
+  RunPopulation pop_;
+  std::optional<TtftDeadline> ttft_;  // the attainment's TTFT objective, when enabled
+  int64_t misses_ = 0;          // finished measured requests missing an objective
+  int64_t other_misses_ = 0;    // of them, those within the TTFT objective
+  std::vector<int64_t> over_;          // per percentile bound, finished values above it
+  std::vector<double> least_over_;     // per percentile bound, the smallest of them (s)
+  std::vector<std::optional<TtftDeadline>> deadline_;  // per ttft percentile bound, when enabled
+  SloCheck verdict_;
 };
 
 // The override key that sets the request rate of `scenario`'s workload. Throws ConfigError for a
@@ -107,6 +181,9 @@ struct CapacityProbe {
   bool meets = false;
   reports::RunSummary summary;
   std::string failed;  // describe_failures() of a violating probe (may be empty)
+  // Why SloCriteria::failure_watch() ended the probe ("<criterion>: ..."); empty for a full run.
+  // A stopped probe fails; its summary covers the requests finished by then.
+  std::string stopped_early;
 };
 
 struct CapacityResult {

@@ -718,6 +718,10 @@ int main(int argc, char** argv) {
                        "also require this share of requests to meet the per-request objectives");
   capacity->add_option("--start-rate", capacity_start, "first rate probed (default: the scenario's)");
   capacity->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
+  bool capacity_full_probes = false;
+  capacity->add_flag("--full-probes", capacity_full_probes,
+                     "run every probe to the end (by default a probe stops once it can no longer "
+                     "meet the SLO; the capacity found is the same)");
   bool capacity_json = false;
   capacity->add_flag("--json", capacity_json,
                      "print the result as one JSON document on stdout (the text goes to stderr)");
@@ -875,6 +879,7 @@ int main(int argc, char** argv) {
       servesim::app::CapacityOptions co;
       co.slo = capacity_slo;
       co.attainment = capacity_attainment;
+      co.early_stop = !capacity_full_probes;
       if (capacity_start) {
         // Given explicitly, 0 is no rate at all (the option's absence means the scenario's own).
         if (!(*capacity_start > 0)) {
@@ -902,6 +907,10 @@ int main(int argc, char** argv) {
       }
       for (const auto& p : r.probes) {
         if (p.rate != above) continue;
+        if (!p.stopped_early.empty()) {
+          binding.push_back(p.stopped_early.substr(0, p.stopped_early.find(':')));
+          continue;
+        }
         for (const auto& c : criteria.check(p.summary, p.rate)) {
           if (!c.ok) binding.push_back(c.name);
         }
@@ -938,7 +947,9 @@ int main(int argc, char** argv) {
                                                    ? Json(p.summary.slo_attainment)
                                                    : Json(nullptr)},
                             {"sustained_rate_per_s", p.summary.sustained_rate_per_s},
-                            {"goodput_tokens_per_s", p.summary.goodput_tokens_per_s}});
+                            {"goodput_tokens_per_s", p.summary.goodput_tokens_per_s},
+                            {"stopped_early", p.stopped_early.empty() ? Json(nullptr)
+                                                                      : Json(p.stopped_early)}});
         }
         Json doc = {{"command", "capacity"},
                     {"scenario", scenario_path},

@@ -253,6 +253,7 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     p.search.max_runs = static_cast<int>(r.integer("max_runs", int64_t{12}, 1, 64).value_or(12));
     p.search.min_throughput_ratio =
         r.number("min_throughput_ratio", 0.9, 0.0, 1.0, true).value_or(0.9);
+    p.search.early_stop = r.boolean("early_stop", true).value_or(true);
     if (r.has("start_rate")) {
       p.search.start_rate =
           r.number("start_rate", std::nullopt, 0.0, kMaxCapacityRate, true).value_or(0);

@@ -219,7 +219,9 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
     if (!spec.store_requests) p.run.requests.clear();
     return m;
   };
-  auto probe = [&](double rate) -> size_t {
+  // A capacity probe may stop once it cannot meet the SLO (spec.search.early_stop); the run at
+  // the target rate is the config's answer and always runs to the end.
+  auto probe = [&](double rate, bool may_stop) -> size_t {
     for (size_t i = 0; i < result.probes.size(); ++i) {
       if (result.probes[i].rate == rate) return i;
     }
@@ -235,9 +237,15 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
           spec.base_dir, ctx.root);
       RunOptions ro;
       ro.keep_records = spec.store_requests;
+      const std::unique_ptr<SloFailureWatch> watch =
+          may_stop && spec.search.early_stop ? ctx.criteria.failure_watch() : nullptr;
+      ro.watch = watch.get();
       const RunOutcome o = run_scenario(s, ctx.root, ro);
       m = o.summary;
-      p.checks = ctx.criteria.check(m, rate);
+      // A probe stopped early fails on the criterion that stopped it; its other figures cover
+      // only the requests finished by then.
+      p.checks = o.stopped_early.empty() ? ctx.criteria.check(m, rate)
+                                         : std::vector<SloCheck>{watch->verdict()};
       p.fingerprint = format_fingerprint(o.result.event_fingerprint);
       p.run = make_stored_run(s, o, spec.store_requests, extra_params(rate));
     }
@@ -248,13 +256,13 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
     return result.probes.size() - 1;
   };
   auto capacity_probe = [&](double rate) {
-    const size_t i = probe(rate);
-    return CapacityProbe{rate, result.probes[i].meets, summaries[i], {}};
+    const size_t i = probe(rate, /*may_stop=*/true);
+    return CapacityProbe{rate, result.probes[i].meets, summaries[i], {}, {}};
   };
   const double cap = c.bound_rps > 0 ? c.bound_rps / spec.search.min_throughput_ratio : 0;
   try {
     if (spec.target_rate) {
-      result.at_target = probe(*spec.target_rate);
+      result.at_target = probe(*spec.target_rate, /*may_stop=*/false);
       if (spec.capacity) {
         result.capacity_rps =
             search_capacity(capacity_probe, *spec.target_rate, spec.search, cap).capacity_rps;

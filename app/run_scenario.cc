@@ -1,5 +1,6 @@
 #include "app/run_scenario.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -35,6 +36,60 @@ std::string utc_now_iso() {
 
 std::string format_fingerprint(uint64_t fingerprint) { return fmt::format("{:016x}", fingerprint); }
 
+namespace {
+
+// Keeps every record (a MemorySink) and asks the run's watch, when there is one, whether to stop.
+class WatchedSink : public reports::MemorySink {
+ public:
+  explicit WatchedSink(RunWatch* watch) : watch_(watch) {}
+  void on_request(const sim::RequestRecord& record) override {
+    MemorySink::on_request(record);
+    if (watch_ && stop_reason_.empty()) stop_reason_ = watch_->on_request(record);
+  }
+  void on_rejected(const sim::RejectedRecord& record) override {
+    MemorySink::on_rejected(record);
+    if (watch_) watch_->on_rejected(record);
+  }
+  void on_first_token(RequestId id, int64_t first_token_ns) override {
+    if (watch_ && stop_reason_.empty()) stop_reason_ = watch_->on_first_token(id, first_token_ns);
+  }
+  bool stop_requested() const override { return !stop_reason_.empty(); }
+  const std::string& stop_reason() const { return stop_reason_; }
+
+ private:
+  RunWatch* watch_;
+  std::string stop_reason_;
+};
+
+RunPopulation population_of(const Workload& workload, const sim::EngineConfig& config,
+                            const sim::SloSpec& slo) {
+  const int64_t warmup_requests = config.closed_loop.warmup_requests;
+  RunPopulation p;
+  p.slo = slo;
+  p.warmup = std::min<int64_t>(std::max<int64_t>(0, warmup_requests),
+                               static_cast<int64_t>(workload.requests.size()));
+  // Closed-loop clients send on completions; a drained warm-up shifts the measured arrivals.
+  // A session's later turn is sent on its predecessor's completion.
+  const bool fixed = config.closed_loop.clients == 0 &&
+                     !(p.warmup > 0 && config.closed_loop.drain_after_warmup) &&
+                     std::none_of(workload.requests.begin(), workload.requests.end(),
+                                  [](const RequestSpec& r) { return r.after >= 0; });
+  if (fixed) {
+    p.arrival_ns.reserve(workload.requests.size());
+    for (const RequestSpec& r : workload.requests) {
+      p.arrival_ns.push_back(r.arrival.time_since_epoch().count());
+    }
+  }
+  const auto& specs = workload.requests;
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(0, warmup_requests)); i < specs.size(); ++i) {
+    ++p.measured;
+    p.measured_multi_token += specs[i].output_tokens > 1;
+  }
+  return p;
+}
+
+}  // namespace
+
 RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::DataRoot& root,
                         const RunOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
@@ -49,7 +104,10 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   std::vector<std::shared_ptr<const models::IterationCostModel>> cost_models = inputs.cost_models;
   for (const auto& m : cost_models) out.cost_models.push_back(m->describe());
 
-  reports::MemorySink memory;
+  WatchedSink memory(options.watch);
+  if (options.watch) {
+    options.watch->start(population_of(inputs.workload, inputs.config, scenario.slo));
+  }
   // One record per request at most: no reallocation (and no transient second copy) while running.
   memory.requests.reserve(inputs.workload.requests.size());
   {
@@ -59,6 +117,7 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
                        std::move(inputs.decode_router));
     out.result = engine.run();
   }
+  out.stopped_early = memory.stop_reason();
   out.summary = reports::summarize(memory.requests, out.result.tbt_ns, scenario.slo,
                                    {out.result.num_gpus, out.result.gpu_seconds});
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

@@ -17,10 +17,41 @@
 
 namespace servesim::app {
 
+// The requests a run measures, known before it starts (warm-up requests excluded; requests the
+// engine later rejects are still counted).
+struct RunPopulation {
+  int64_t measured = 0;              // requests whose records summaries count
+  int64_t measured_multi_token = 0;  // of them, with at least two output tokens (TPOT defined)
+  sim::SloSpec slo;                  // the per-request objectives its attainment counts
+  int64_t warmup = 0;                // requests [0, warmup) are warm-up requests
+  // Every request's arrival time by id when the workload fixes them in advance (an open loop
+  // without a warm-up drain), else empty.
+  std::vector<int64_t> arrival_ns;
+};
+
+// Follows a run's finished requests and may end it early once its verdict is certain.
+// Contract: start() is called once before the first request, then on_request() with every
+// finished request's record in completion order; a non-empty return ends the run there (the
+// requests in flight count as unfinished, the run's status is "stopped") and becomes
+// RunOutcome::stopped_early.
+class RunWatch {
+ public:
+  virtual ~RunWatch() = default;
+  virtual void start(const RunPopulation& population) = 0;
+  virtual std::string on_request(const sim::RequestRecord& record) = 0;
+  // Also told of first tokens and rejections, in simulated-time order with on_request(); a
+  // non-empty return ends the run as above.
+  virtual std::string on_first_token(RequestId /*id*/, int64_t /*first_token_ns*/) {
+    return "";
+  }
+  virtual void on_rejected(const sim::RejectedRecord& /*record*/) {}
+};
+
 struct RunOptions {
   std::string db_path;  // empty: no database
   bool keep_records = true;                    // keep RequestRecords in the outcome
   std::function<void(double)> progress;        // share of requests finished
+  RunWatch* watch = nullptr;                   // not owned; null: run to the end
 };
 
 struct RunOutcome {
@@ -36,6 +67,7 @@ struct RunOutcome {
   models::LookupStats lookups;           // summed over the cost models
   reports::MissBreakdown misses;         // why requests missed the scenario's SLO
   std::string started_at;                // wall-clock start, ISO 8601 UTC
+  std::string stopped_early;             // why RunOptions::watch ended the run; empty otherwise
 };
 
 // Everything one finished run writes into a results database, as plain data, so that a run

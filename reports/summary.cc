@@ -19,9 +19,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // least ceil(n * percent / 100) values at or below it. Integer arithmetic keeps the rank exact.
 template <typename T>
 T nearest_rank(const std::vector<T>& sorted, int64_t percent) {
-  const int64_t n = static_cast<int64_t>(sorted.size());
-  const int64_t rank = std::clamp<int64_t>((n * percent + 99) / 100, 1, n);
-  return sorted[rank - 1];
+  return sorted[nearest_rank_index(static_cast<int64_t>(sorted.size()), percent) - 1];
 }
 
 // Percentiles of per-request values in nanoseconds, reported in seconds. Sorts `ns` in place.
@@ -90,6 +88,19 @@ void add_percentiles(std::vector<std::pair<std::string, double>>& out, const std
 
 }  // namespace
 
+ObjectivesMet objectives_met(const sim::RequestRecord& r, const sim::SloSpec& slo) {
+  ObjectivesMet m;
+  if (slo.ttft) m.ttft = r.ttft_ns() <= slo.ttft->count();
+  if (slo.tpot) m.tpot = r.tpot_ns() <= static_cast<double>(slo.tpot->count());
+  // At most 1 % of the request's output_tokens - 1 gaps may exceed the objective.
+  if (slo.tbt_p99) m.tbt = r.tbt_slo_violations <= (r.output_tokens - 1) / 100;
+  return m;
+}
+
+int64_t nearest_rank_index(int64_t n, int64_t percent) {
+  return std::clamp<int64_t>((n * percent + 99) / 100, 1, std::max<int64_t>(n, 1));
+}
+
 RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogHistogram& tbt_ns,
                      const sim::SloSpec& slo, const SummaryContext& ctx) {
   if (ctx.num_gpus < 1) {
@@ -146,25 +157,15 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
       tpot.push_back(r.tpot_ns());
     }
 
-    bool meets_all = true;
-    if (slo.ttft) {
-      const bool ok = r.ttft_ns() <= slo.ttft->count();
-      met_ttft += ok;
-      meets_all = meets_all && ok;
-    }
-    if (slo.tpot) {
-      const bool ok = r.tpot_ns() <= static_cast<double>(slo.tpot->count());
-      met_tpot += ok;
-      meets_all = meets_all && ok;
-    }
+    const ObjectivesMet met = objectives_met(r, slo);
+    met_ttft += met.ttft;
+    met_tpot += met.tpot;
     if (slo.tbt_p99) {
-      // At most 1 % of the request's output_tokens - 1 gaps may exceed the objective.
-      const bool ok = r.tbt_slo_violations <= (r.output_tokens - 1) / 100;
-      met_tbt += ok;
+      met_tbt += met.tbt;
       tbt_gaps += r.output_tokens - 1;
       tbt_violations += r.tbt_slo_violations;
-      meets_all = meets_all && ok;
     }
+    const bool meets_all = met.all();
     if (meets_all) {
       ++met_all;
       good_output_tokens += r.output_tokens;

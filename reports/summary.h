@@ -86,6 +86,23 @@ struct SummaryContext {
   double gpu_seconds = 0;
 };
 
+// Which of `slo`'s per-request objectives the finished request `r` meets (an unset objective is
+// met): ttft when ttft_ns() <= ttft, tpot when tpot_ns() <= tpot, tbt_p99 when at most
+// floor(0.01 x (output_tokens - 1)) of its token gaps exceed it. The one definition summarize()
+// counts attainment with.
+struct ObjectivesMet {
+  bool ttft = true;
+  bool tpot = true;
+  bool tbt = true;
+  bool all() const { return ttft && tpot && tbt; }
+};
+ObjectivesMet objectives_met(const sim::RequestRecord& r, const sim::SloSpec& slo);
+
+// The 1-based rank of the nearest-rank percentile `percent` (an integer in 1..100) among n >= 1
+// values: ceil(n x percent / 100), at least 1. The percentiles of RunSummary are the values at
+// this rank of the sorted per-request values.
+int64_t nearest_rank_index(int64_t n, int64_t percent);
+
 // REQUIRES: every record is finished: output_tokens >= 1 and
 //   arrival_ns <= first_scheduled_ns <= first_token_ns <= done_ns;
 //   ctx.num_gpus >= 1; ctx.gpu_seconds >= 0.

@@ -798,6 +798,10 @@ struct Engine::Impl {
     } else {
       rs.first_token_ns = t_ns;
       extras[static_cast<size_t>(id)].prefill_instance = rs.instance;
+      if (listener) {
+        listener->on_first_token(id, t_ns);
+        if (listener->stop_requested()) stopped = true;
+      }
     }
     rs.last_token_ns = t_ns;
     if (config.record_token_times) token_times[static_cast<size_t>(id)].push_back(t_ns);
@@ -1011,6 +1015,7 @@ struct Engine::Impl {
       r.interference_ns = x.interference_ns;
       r.recompute_ns = x.recompute_ns;
       listener->on_request(r);
+      if (listener->stop_requested()) stopped = true;
     }
     on_request_done(seq.id);
   }

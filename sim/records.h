@@ -92,6 +92,13 @@ class RecordListener {
   virtual void on_request(const RequestRecord& record) = 0;
   virtual void on_sample(const SampleRecord& sample) = 0;
   virtual void on_rejected(const RejectedRecord& /*record*/) {}
+  // A request's first output token, at `first_token_ns` (calls come in simulated-time order with
+  // every other call).
+  virtual void on_first_token(RequestId /*id*/, int64_t /*first_token_ns*/) {}
+  // Asked after every on_request() and on_first_token(): true ends the run there, as EngineConfig::max_sim_time does
+  // (the requests still in flight count as unfinished). For a run whose verdict is already
+  // certain, e.g. a capacity probe that can no longer meet its SLO.
+  virtual bool stop_requested() const { return false; }
 };
 
 }  // namespace servesim::sim

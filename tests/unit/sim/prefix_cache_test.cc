@@ -383,7 +383,9 @@ TEST(SharedPrompts, DatasetEntriesRepeatWholePromptsAndPrefixPromptsShareTheirSp
     ASSERT_EQ(r.prefix_hash_ids.size(), 4u);
     EXPECT_EQ(r.prefix_hash_ids[0], p.requests[0].prefix_hash_ids[0]);
     EXPECT_EQ(r.prefix_hash_ids[1], p.requests[0].prefix_hash_ids[1]);
-    if (r.id > 0) EXPECT_NE(r.prefix_hash_ids[2], p.requests[0].prefix_hash_ids[2]);
+    if (r.id > 0) {
+      EXPECT_NE(r.prefix_hash_ids[2], p.requests[0].prefix_hash_ids[2]);
+    }
   }
   EXPECT_THROW(traces::share_prompts(p, {.num_prefix_prompts = 2}, 5), std::invalid_argument);
 }
