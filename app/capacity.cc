@@ -159,6 +159,9 @@ void validate_capacity_options(const CapacityOptions& o, const std::string& sour
   if (o.max_runs < 1) {
     issues.push_back({"max_runs", fmt::format("expected at least 1 probe, got {}", o.max_runs)});
   }
+  if (!(o.first_step > 1 && o.first_step <= 2)) {
+    issues.push_back({"first_step", fmt::format("expected a factor in (1, 2], got {}", o.first_step)});
+  }
   if (!(o.min_rate_fraction > 0 && o.min_rate_fraction < 1)) {
     issues.push_back({"min_rate_fraction", fmt::format("expected a number in (0, 1), got {}",
                                                        o.min_rate_fraction)});
@@ -344,18 +347,24 @@ CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe
   double lo = 0, hi = 0;
   int runs = 0;
   bool at_floor = false;
+  double step = std::clamp(options.first_step, 1.0 + 1e-9, 2.0);
+  auto next_step = [&] {
+    const double f = step;
+    step = std::min(2.0, 1.0 + 2.0 * (step - 1.0));
+    return f;
+  };
   if (run_at(rate)) {
     lo = rate;
     if (lo >= ceiling) return result;
-    hi = std::min(rate * 2, ceiling);
+    hi = std::min(rate * next_step(), ceiling);
     while (runs++ < options.max_runs && run_at(hi)) {
       lo = hi;
       if (lo >= ceiling) return result;
-      hi = std::min(hi * 2, ceiling);
+      hi = std::min(hi * next_step(), ceiling);
     }
   } else {
     hi = rate;
-    lo = rate / 2;
+    lo = rate / next_step();
     while (true) {
       if (lo < floor) {
         at_floor = true;
@@ -363,7 +372,7 @@ CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe
       }
       if (runs++ >= options.max_runs || run_at(lo)) break;
       hi = lo;
-      lo /= 2;
+      lo /= next_step();
     }
   }
   while (result.capacity_rps > 0 && runs++ < options.max_runs &&

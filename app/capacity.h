@@ -44,6 +44,10 @@ struct CapacityOptions {
   // search visits the same rates and finds the same capacity; a stopped probe's figures are
   // those of the requests finished when it stopped.
   bool early_stop = true;
+  // The bracket's first step: the start rate is multiplied (or divided) by this, and each further
+  // step doubles the factor's excess over 1, up to 2 (1.1, 1.2, 1.4, 1.8, 2, 2 ...). 2 is plain
+  // doubling; a start rate known to be close (a neighbouring config's capacity) takes a small one.
+  double first_step = 2.0;
 };
 
 // One criterion evaluated on one run: ok when value <= limit (or >= limit when at_least).
@@ -195,8 +199,8 @@ struct CapacityResult {
   std::string no_rate_reason;
 };
 
-// Bisection on rate over `probe` (one run at a rate). Brackets from `start_rate` (doubling while
-// the SLO holds, halving while it does not), then bisects until the bracket is within
+// Bisection on rate over `probe` (one run at a rate). Brackets from `start_rate` (growing while
+// the SLO holds, shrinking while it does not, by options.first_step and then up to doubling), then bisects until the bracket is within
 // options.relative_tolerance or options.max_runs is spent. When `max_rate` > 0 no rate above it
 // is probed (a proven upper bound on what can meet the SLO); reaching it while meeting ends the
 // search. The search is bounded: at most options.max_runs + 1 probes, none below start_rate x

@@ -254,6 +254,7 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     p.search.min_throughput_ratio =
         r.number("min_throughput_ratio", 0.9, 0.0, 1.0, true).value_or(0.9);
     p.search.early_stop = r.boolean("early_stop", true).value_or(true);
+    p.warm_start = r.boolean("warm_start", true).value_or(true);
     if (r.has("start_rate")) {
       p.search.start_rate =
           r.number("start_rate", std::nullopt, 0.0, kMaxCapacityRate, true).value_or(0);
@@ -305,6 +306,17 @@ std::string registered_policies() {
 
 }  // namespace
 
+double warm_start_rate(const PlanConfig& c, const std::map<int64_t, double>& capacities) {
+  auto known = [&](int64_t index) {
+    const auto it = capacities.find(index);
+    return it == capacities.end() ? 0.0 : it->second;
+  };
+  const double last = known(c.warm_last), second = known(c.warm_second),
+               corner = known(c.warm_corner);
+  if (last > 0 && second > 0 && corner > 0) return second * last / corner;
+  return last > 0 ? last : second;
+}
+
 std::vector<PlanConfig> expand_plan(const PlanSpec& p) {
   std::vector<PlanConfig> out;
   std::vector<std::string> gpus = p.gpus;
@@ -338,6 +350,14 @@ std::vector<PlanConfig> expand_plan(const PlanSpec& p) {
         for (const auto& [g, price] : p.prices) {
           if (g == gpu) cfg.price_per_gpu_hour = price;
         }
+        const size_t axes = c.grid.size();
+        const int64_t last = axes >= 1 ? static_cast<int64_t>(digit[axes - 1]) : 0;
+        const int64_t second = axes >= 2 ? static_cast<int64_t>(digit[axes - 2]) : 0;
+        const int64_t row = axes >= 1 ? static_cast<int64_t>(c.grid[axes - 1].second.size()) : 1;
+        cfg.chain = cfg.index - second * row - last;
+        if (last > 0) cfg.warm_last = cfg.index - 1;
+        if (second > 0) cfg.warm_second = cfg.index - row;
+        if (last > 0 && second > 0) cfg.warm_corner = cfg.index - row - 1;
         out.push_back(std::move(cfg));
       }
     }

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,9 @@ struct PlanSpec {
   std::vector<std::string> slo;       // SloCriteria arguments
   double attainment = 0.9;
   CapacityOptions search;  // relative_tolerance, max_runs, min_throughput_ratio, start_rate
+  // A config's capacity search starts from its neighbours' capacities (warm_start_rate()) with a first bracket step of 1 + 2 x relative_tolerance, instead of
+  // from the base rate (or the rate bound) with doubling; without a start_rate only.
+  bool warm_start = true;
   std::vector<std::string> gpus;      // empty: the base's cluster.gpu
   int64_t gpu_budget = 0;             // 0: unlimited
   std::vector<std::pair<std::string, double>> prices;  // USD per GPU-hour, per gpu in `gpus`
@@ -99,7 +103,20 @@ struct PlanConfig {
   double price_per_gpu_hour = 0;
   double cost_per_hour = 0;
   double bound_rps = 0;   // proven upper bound on the sustainable rate (0: none known)
+  // Warm starts (PlanSpec::warm_start). `chain`: the index of the first config of its chain, the
+  // configs of one candidate and GPU that differ only in the values of the candidate's last two
+  // grid axes; a chain's capacity searches run in index order. Its neighbours in the chain (-1:
+  // none): one step back on the last axis (`warm_last`), on the second-last axis
+  // (`warm_second`), and on both (`warm_corner`); see warm_start_rate().
+  int64_t chain = 0;
+  int64_t warm_last = -1, warm_second = -1, warm_corner = -1;
 };
+
+// The rate a config's capacity search starts from, given the capacities found so far in its
+// chain (0 or absent: not known): with all three neighbours known, the product model
+// second x last / corner (capacity as a product of one factor per axis); else the one neighbour
+// known, last-axis first; 0 when none is.
+double warm_start_rate(const PlanConfig& c, const std::map<int64_t, double>& capacities);
 
 // The outcome of one simulation of a config.
 struct PlanProbe {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -181,7 +182,8 @@ std::string config_rate_knob(const PlanSpec& spec, const PlanConfig& c, const Sl
                                              config_source(spec, c), spec.base_dir, root));
 }
 
-PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
+// `warm_rate` > 0: where its chain's capacities put c's (warm_start_rate(), PlanSpec::warm_start).
+PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c, double warm_rate = 0) {
   const PlanSpec& spec = ctx.spec;
   PlanConfigResult result;
   result.index = c.index;
@@ -269,6 +271,11 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
       }
     } else {
       double start = spec.search.start_rate;
+      CapacityOptions search = spec.search;
+      if (start <= 0 && spec.warm_start && warm_rate > 0) {
+        start = cap > 0 ? std::min(warm_rate, cap) : warm_rate;
+        search.first_step = std::min(2.0, 1.0 + 2.0 * spec.search.relative_tolerance);
+      }
       if (start <= 0) {
         const Json doc = config_document(spec, c, ctx.criteria, std::nullopt);
         start = cap > 0       ? cap / 2
@@ -278,7 +285,7 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
                                                                         ctx.root),
                                               ctx.root);
       }
-      result.capacity_rps = search_capacity(capacity_probe, start, spec.search, cap).capacity_rps;
+      result.capacity_rps = search_capacity(capacity_probe, start, search, cap).capacity_rps;
     }
     result.finished = true;
   } catch (const Interrupted&) {
@@ -293,27 +300,64 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c) {
 // ---------------------------------------------------------------------------------------------
 // Worker pool with a progress bar
 
+// The survivors (configs to simulate) in chains: each chain's configs in index order, a chain
+// per config without warm starts; chains in order of their first config.
+std::vector<std::vector<size_t>> chains_of(const PlanSpec& spec, const std::vector<PlanConfig>& configs,
+                                           const std::vector<size_t>& survivors) {
+  std::vector<std::vector<size_t>> chains;
+  std::map<int64_t, size_t> by_chain;
+  for (const size_t i : survivors) {
+    const int64_t key = spec.warm_start ? configs[i].chain : configs[i].index;
+    const auto [it, added] = by_chain.emplace(key, chains.size());
+    if (added) chains.emplace_back();
+    chains[it->second].push_back(i);
+  }
+  return chains;
+}
+
+// Simulates the configs of `chains` (indices into `configs`), a chain at a time on each of up to
+// `jobs` threads, each config warm-started from the previous one's capacity. Results in chain
+// order, each chain's in index order.
 std::vector<PlanConfigResult> run_pool(const PlanContext& ctx, const std::vector<PlanConfig>& configs,
-                                       const std::vector<size_t>& mine, int jobs, bool progress) {
-  std::vector<PlanConfigResult> results(mine.size());
+                                       const std::vector<std::vector<size_t>>& chains, int jobs,
+                                       bool progress) {
+  std::vector<std::vector<PlanConfigResult>> results(chains.size());
+  size_t total = 0;
+  for (const auto& chain : chains) total += chain.size();
+  std::atomic<size_t> configs_done{0};
   const bool bar = progress && isatty(STDERR_FILENO) != 0;
   const auto t0 = std::chrono::steady_clock::now();
-  auto draw = [&](size_t d) {
+  auto draw = [&](size_t) {
+    const size_t d = configs_done.load();
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double eta = d > 0 ? el / d * (mine.size() - d) : 0;
-    const int filled = mine.empty() ? 30 : static_cast<int>(30.0 * d / mine.size());
+    const double eta = d > 0 ? el / d * (total - d) : 0;
+    const int filled = total == 0 ? 30 : static_cast<int>(30.0 * d / total);
     fmt::print(stderr, "\r[{:<30}] {}/{} configs  {:.0f} s elapsed  ETA {}", std::string(filled, '#'),
-               d, mine.size(), el, d > 0 ? fmt::format("{:.0f} s", eta) : std::string("?"));
+               d, total, el, d > 0 ? fmt::format("{:.0f} s", eta) : std::string("?"));
     std::fflush(stderr);
   };
-  const size_t done = parallel_for(
-      mine.size(), jobs, [&](size_t k) { results[k] = simulate_config(ctx, configs[mine[k]]); },
+  parallel_for(
+      chains.size(), jobs,
+      [&](size_t k) {
+        std::map<int64_t, double> capacity;  // of the chain's configs simulated so far
+        for (const size_t i : chains[k]) {
+          if (plan_interrupted().load()) return;
+          results[k].push_back(simulate_config(ctx, configs[i], warm_start_rate(configs[i], capacity)));
+          capacity[configs[i].index] = results[k].back().capacity_rps;
+          ++configs_done;
+        }
+      },
       [] { return plan_interrupted().load(); }, bar ? std::function<void(size_t)>(draw) : nullptr);
   if (bar) fmt::print(stderr, "\r{:<80}\r", "");
-  if (plan_interrupted().load()) {
-    fmt::print(stderr, "servesim plan: interrupted; keeping the {} finished config(s)\n", done);
+  std::vector<PlanConfigResult> flat;
+  for (auto& chain : results) {
+    for (PlanConfigResult& r : chain) flat.push_back(std::move(r));
   }
-  return results;
+  if (plan_interrupted().load()) {
+    fmt::print(stderr, "servesim plan: interrupted; keeping the {} finished config(s)\n",
+               configs_done.load());
+  }
+  return flat;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -369,7 +413,8 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
   std::vector<ConfigIssue> issues;
   std::map<std::string, bool> reported;
   for (PlanConfig& c : configs) {
-    if (only && c.index != only->index) continue;
+    // --explain also needs the earlier configs of its chain (warm starts).
+    if (only && (c.chain != only->chain || c.index > only->index)) continue;
     prune_config(spec, c, criteria, root, issues, reported);
   }
   if (!issues.empty()) throw ConfigError(plan_path, issues);
@@ -403,7 +448,19 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
       out << fmt::format("status    {}: {}\n", status_name(c.status), c.reason);
       return 0;
     }
-    const PlanConfigResult r = simulate_config(ctx, c);
+    // As in the whole plan: warm-started from the earlier configs of its chain, run first.
+    std::map<int64_t, double> capacity;
+    if (spec.warm_start && !spec.target_rate) {
+      for (const PlanConfig& before : configs) {
+        if (before.chain != c.chain || before.index >= c.index ||
+            before.status != ConfigStatus::kNotRun) {
+          continue;
+        }
+        capacity[before.index] =
+            simulate_config(ctx, before, warm_start_rate(before, capacity)).capacity_rps;
+      }
+    }
+    const PlanConfigResult r = simulate_config(ctx, c, warm_start_rate(c, capacity));
     if (!r.error.empty()) {
       out << fmt::format("status    error: {}\n", r.error);
       return 0;
@@ -428,13 +485,16 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
   // Simulate the survivors, sharded over ranks, in parallel within a rank.
   const auto wall0 = std::chrono::steady_clock::now();
   std::unique_ptr<RankTransport> transport = make_rank_transport();
-  std::vector<size_t> survivors, mine;
+  std::vector<size_t> survivors;
   for (const PlanConfig& c : configs) {
     if (c.status == ConfigStatus::kNotRun) survivors.push_back(static_cast<size_t>(c.index));
   }
-  for (size_t k = 0; k < survivors.size(); ++k) {
+  // Whole chains per rank: a config's result depends on its chain's earlier ones only.
+  const std::vector<std::vector<size_t>> chains = chains_of(spec, configs, survivors);
+  std::vector<std::vector<size_t>> mine;
+  for (size_t k = 0; k < chains.size(); ++k) {
     if (static_cast<int>(k % static_cast<size_t>(transport->size())) == transport->rank()) {
-      mine.push_back(survivors[k]);
+      mine.push_back(chains[k]);
     }
   }
   const std::vector<PlanConfigResult> local = run_pool(ctx, configs, mine, options.jobs,

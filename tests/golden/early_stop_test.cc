@@ -5,6 +5,9 @@
 //    the full run's value.
 // 2. `capacity` and `plan` with early stop visit the same rates, reach the same verdicts and find
 //    the same capacities as with every probe run to the end, and some probe was stopped.
+// 3. Plan warm starts: the product-model start rate from hand-made neighbours, chains laid out
+//    on the last two grid axes, and capacities within the bisection's tolerance of cold starts
+//    with fewer simulations.
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -16,12 +19,15 @@
 #include "golden_util.h"
 
 #include "app/capacity.h"
+#include "app/plan.h"
+#include "app/plan_internal.h"
 #include "reports/query.h"
 #include "sim/core/error.h"
 
 namespace servesim {
 namespace {
 namespace fs = std::filesystem;
+using app::Json;
 
 // A finished request arriving at 0 with the given TTFT and TPOT (ms) and output length.
 sim::RequestRecord record(int64_t id, double ttft_ms, double tpot_ms, int64_t output = 11,
@@ -193,6 +199,84 @@ TEST(EarlyStop, PlanCapacitiesAreThoseOfFullProbes) {
   const auto stopped = reports::run_query(
       (dir / "early.db").string(), "SELECT count(*) FROM run WHERE status = 'stopped'");
   EXPECT_NE(stopped.rows.at(0).at(0), "0");
+  fs::remove_all(dir);
+}
+
+TEST(PlanWarmStart, StartRateFromNeighbours) {
+  app::PlanConfig c;
+  c.index = 7;
+  c.warm_last = 6;
+  c.warm_second = 4;
+  c.warm_corner = 3;
+  std::map<int64_t, double> caps;
+  EXPECT_EQ(app::warm_start_rate(c, caps), 0);  // nothing known: a cold start
+  caps[4] = 10;
+  EXPECT_EQ(app::warm_start_rate(c, caps), 10);
+  caps[6] = 6;
+  EXPECT_EQ(app::warm_start_rate(c, caps), 6);  // the last-axis neighbour first
+  caps[3] = 5;
+  EXPECT_DOUBLE_EQ(app::warm_start_rate(c, caps), 12);  // 10 x 6 / 5
+  caps[3] = 0;  // a neighbour that met no rate tells nothing
+  EXPECT_EQ(app::warm_start_rate(c, caps), 6);
+}
+
+TEST(PlanWarmStart, ChainsSpanTheLastTwoGridAxes) {
+  const auto root = scenarios::DataRoot::discover();
+  const app::PlanSpec spec = app::load_plan("tests/golden/plans/small.plan.json", root);
+  const std::vector<app::PlanConfig> configs = app::expand_plan(spec);
+  // Per GPU: coloc's grid tp [1, 2] x instances [1, 2, 4] (configs 0-5), then disagg's
+  // num_prefill [1, 2] x num_decode [1, 2] (6-9); then the same on the second GPU.
+  ASSERT_EQ(configs.size(), 20u);
+  const app::PlanConfig& c4 = configs[4];  // tp 2, instances 2
+  EXPECT_EQ(c4.chain, 0);
+  EXPECT_EQ(c4.warm_last, 3);
+  EXPECT_EQ(c4.warm_second, 1);
+  EXPECT_EQ(c4.warm_corner, 0);
+  const app::PlanConfig& c3 = configs[3];  // tp 2, instances 1: first of its row
+  EXPECT_EQ(c3.warm_last, -1);
+  EXPECT_EQ(c3.warm_second, 0);
+  EXPECT_EQ(c3.warm_corner, -1);
+  EXPECT_EQ(configs[6].chain, 6);
+  EXPECT_EQ(configs[6].warm_second, -1);
+  EXPECT_EQ(configs[9].warm_corner, 6);
+  EXPECT_EQ(configs[16].chain, 16);  // disagg on the second GPU
+}
+
+TEST(PlanWarmStart, CapacitiesWithinToleranceOfColdStarts) {
+  const fs::path dir = fs::temp_directory_path() /
+                       ("servesim_warm_start_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Json doc = Json::parse(golden::read_file("tests/golden/plans/small.plan.json"));
+  doc["rate"] = "max";
+  doc["capacity"] = {{"relative_tolerance", 0.05}, {"max_runs", 10}};
+  std::ofstream(dir / "warm.plan.json") << doc.dump(2);
+  doc["capacity"]["warm_start"] = false;
+  std::ofstream(dir / "cold.plan.json") << doc.dump(2);
+  const std::string bin = SERVESIM_BIN;
+  for (const char* name : {"warm", "cold"}) {
+    const auto [rc, out] = golden::run_command(bin + " plan " + (dir / name).string() +
+                                               ".plan.json --jobs 2 --db " +
+                                               (dir / name).string() + ".db");
+    ASSERT_TRUE(rc == 0 || rc == 1) << out;
+  }
+  const std::string q =
+      "SELECT config_index, capacity_rps FROM plan_config WHERE status != 'pruned' "
+      "ORDER BY config_index";
+  const auto warm = reports::run_query((dir / "warm.db").string(), q);
+  const auto cold = reports::run_query((dir / "cold.db").string(), q);
+  ASSERT_EQ(warm.rows.size(), cold.rows.size());
+  ASSERT_GE(warm.rows.size(), 6u);
+  for (size_t i = 0; i < warm.rows.size(); ++i) {
+    SCOPED_TRACE(warm.rows[i][0]);
+    const double a = std::stod(warm.rows[i][1]), b = std::stod(cold.rows[i][1]);
+    ASSERT_GT(b, 0);
+    // Each search ends within 5 % of its own boundary: the two differ by less than 2 x 5 %.
+    EXPECT_LT(std::abs(a - b) / std::max(a, b), 0.1) << a << " vs " << b;
+  }
+  const std::string sims = "SELECT count(*) FROM plan_run";
+  EXPECT_LT(std::stoi(reports::run_query((dir / "warm.db").string(), sims).rows[0][0]),
+            std::stoi(reports::run_query((dir / "cold.db").string(), sims).rows[0][0]));
   fs::remove_all(dir);
 }
 
