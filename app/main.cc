@@ -360,6 +360,15 @@ int cmd_list(const std::string& what) {
       std::string notes = m.moe ? fmt::format("MoE {}x top-{}", m.moe->num_experts,
                                               m.moe->experts_per_token)
                                 : "";
+      if (m.moe && m.moe->shared_expert_intermediate_size > 0) notes += " + shared";
+      if (m.moe && m.moe->num_moe_layers < m.num_layers) {
+        notes += fmt::format(", {} dense layers", m.num_layers - m.moe->num_moe_layers);
+      }
+      if (m.mla) notes += ", MLA";
+      if (m.num_sliding_layers > 0) {
+        notes += fmt::format(", {} sliding-window layers ({})", m.num_sliding_layers,
+                             m.sliding_window);
+      }
       if (m.diffusion) notes += "diffusion LLM";
       fmt::print("{:<28} {:>8.2f} {:>7} {:>6} {:>5} {:>8} {:>10.1f}  {}\n", key, m.param_count / 1e9,
                  m.num_layers, m.num_attention_heads, m.num_kv_heads, m.hidden_size,

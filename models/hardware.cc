@@ -119,6 +119,18 @@ GpuSpec read_gpu(const FieldReader& reader, const std::string& key, const Json& 
   return spec;
 }
 
+// The object at doc[key], or nullptr when the key is absent or null; fails on anything else.
+const Json* optional_block(const FieldReader& reader, const Json& doc, const char* key) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) {
+    return nullptr;
+  }
+  if (!it->is_object()) {
+    reader.fail(key, "expected an object or null, got " + render(*it));
+  }
+  return &*it;
+}
+
 ModelSpec read_model(const FieldReader& reader, const std::string& key, const Json& doc) {
   if (!doc.is_object()) {
     reader.fail("", "expected a JSON object at the top level");
@@ -152,10 +164,7 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
     reader.fail("weights_bytes_16bit", fmt::format("expected 2 * param_count = {}, got {}",
                                                    2 * spec.param_count, spec.weights_bytes_16bit));
   }
-  if (auto it = doc.find("moe"); it != doc.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      reader.fail("moe", "expected an object or null, got " + render(*it));
-    }
+  if (const Json* it = optional_block(reader, doc, "moe")) {
     MoeSpec moe;
     moe.num_experts = reader.positive_int(*it, "moe", "num_experts");
     moe.experts_per_token = reader.positive_int(*it, "moe", "top_k");
@@ -178,10 +187,7 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
     }
     spec.moe = moe;
   }
-  if (auto it = doc.find("mla"); it != doc.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      reader.fail("mla", "expected an object or null, got " + render(*it));
-    }
+  if (const Json* it = optional_block(reader, doc, "mla")) {
     MlaSpec mla;
     mla.q_lora_rank = reader.non_negative_integer(*it, "mla", "q_lora_rank");
     mla.kv_lora_rank = reader.positive_integer(*it, "mla", "kv_lora_rank");
@@ -195,16 +201,14 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
     }
     spec.mla = mla;
   }
-  if (auto it = doc.find("attention_window"); it != doc.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      reader.fail("attention_window", "expected an object or null, got " + render(*it));
-    }
+  if (const Json* it = optional_block(reader, doc, "attention_window")) {
     spec.sliding_window = reader.positive_integer(*it, "attention_window", "sliding_window");
     spec.num_sliding_layers = reader.positive_int(*it, "attention_window", "num_sliding_layers");
-    if (spec.num_sliding_layers > spec.num_layers) {
+    if (spec.num_sliding_layers >= spec.num_layers) {
       reader.fail("attention_window.num_sliding_layers",
-                  fmt::format("expected at most num_layers ({}), got {}", spec.num_layers,
-                              spec.num_sliding_layers));
+                  fmt::format("expected fewer than num_layers ({}): at least one full-attention "
+                              "layer, got {}",
+                              spec.num_layers, spec.num_sliding_layers));
     }
   }
   const int64_t kv_16bit = reader.positive_integer(doc, root, "kv_cache_bytes_per_token_16bit");
@@ -215,12 +219,7 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
                                      : "2 * num_layers * num_key_value_heads * head_dim",
                             spec.kv_bytes_per_token(Dtype::kBf16), kv_16bit));
   }
-  if (auto it = doc.find("diffusion_llm"); it != doc.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      reader.fail("diffusion_llm", "expected an object or null, got " + render(*it));
-    }
-    spec.diffusion = true;
-  }
+  spec.diffusion = optional_block(reader, doc, "diffusion_llm") != nullptr;
   return spec;
 }
 

@@ -13,6 +13,7 @@
 #include "models/memory_model.h"
 #include "models/roofline_terms.h"
 #include "sim/core/error.h"
+#include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {
 namespace {
@@ -106,26 +107,13 @@ TEST(TinyMoe, DenseModelTermsAreUnchangedByTheMoeFields) {
   EXPECT_EQ(detail::mlp_time(r, 1e6), 2 * (32768 + 16384) * 1e6);
 }
 
-class CatalogModels : public ::testing::Test {
+class CatalogModels : public CatalogFixture {
  protected:
-  static void SetUpTestSuite() {
-    gpus_ = new GpuCatalog(GpuCatalog::load(kDefaultGpuCatalogPath));
-    models_ = new ModelCatalog(ModelCatalog::load(kDefaultModelCatalogDir));
-  }
-  static void TearDownTestSuite() {
-    delete gpus_;
-    delete models_;
-  }
   static nlohmann::json catalog_doc(const std::string& key) {
     std::ifstream in(std::string(kDefaultModelCatalogDir) + "/" + key + ".json");
     return nlohmann::json::parse(in);
   }
-  static GpuCatalog* gpus_;
-  static ModelCatalog* models_;
 };
-
-GpuCatalog* CatalogModels::gpus_ = nullptr;
-ModelCatalog* CatalogModels::models_ = nullptr;
 
 TEST_F(CatalogModels, DeepSeekV3MlaKvBytesPerToken) {
   const ModelSpec& m = models_->get("deepseek-v3");

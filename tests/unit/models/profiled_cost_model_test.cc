@@ -17,20 +17,13 @@
 #include "profiles/profile_tables.h"
 #include "sim/core/error.h"
 #include "sim/core/time.h"
+#include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {
 namespace {
 
-class ProfiledTest : public ::testing::Test {
+class ProfiledTest : public CatalogFixture {
  protected:
-  static void SetUpTestSuite() {
-    gpus_ = new GpuCatalog(GpuCatalog::load(kDefaultGpuCatalogPath));
-    models_ = new ModelCatalog(ModelCatalog::load(kDefaultModelCatalogDir));
-  }
-  static void TearDownTestSuite() {
-    delete gpus_;
-    delete models_;
-  }
 
   static Deployment deployment(const std::string& model, const std::string& gpu, int tp,
                                Dtype weights = Dtype::kBf16, Dtype kv = Dtype::kBf16) {
@@ -58,12 +51,7 @@ class ProfiledTest : public ::testing::Test {
 
   static double seconds(Duration d) { return to_seconds(d); }
 
-  static GpuCatalog* gpus_;
-  static ModelCatalog* models_;
 };
-
-GpuCatalog* ProfiledTest::gpus_ = nullptr;
-ModelCatalog* ProfiledTest::models_ = nullptr;
 
 // A small synthetic H100 profile: GEMM rows for the Llama-3.1-8B tp1 shapes on m = 1..4096.
 profiles::Profile synthetic_h100_gemm() {
