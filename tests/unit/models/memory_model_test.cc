@@ -14,7 +14,6 @@ namespace {
 
 class MemoryModelTest : public CatalogFixture {
  protected:
-
   static Deployment deployment(const std::string& model, const std::string& gpu, int tp,
                                Dtype weights = Dtype::kBf16, Dtype kv = Dtype::kBf16) {
     return Deployment{&models_->get(model), &gpus_->get(gpu), tp, weights, kv};
@@ -28,7 +27,6 @@ class MemoryModelTest : public CatalogFixture {
     }
     return "(no CapacityError)";
   }
-
 };
 
 TEST_F(MemoryModelTest, Llama8bOnH100HandComputed) {

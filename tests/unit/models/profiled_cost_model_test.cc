@@ -24,7 +24,6 @@ namespace {
 
 class ProfiledTest : public CatalogFixture {
  protected:
-
   static Deployment deployment(const std::string& model, const std::string& gpu, int tp,
                                Dtype weights = Dtype::kBf16, Dtype kv = Dtype::kBf16) {
     return {&models_->get(model), &gpus_->get(gpu), tp, weights, kv};
@@ -50,7 +49,6 @@ class ProfiledTest : public CatalogFixture {
   }
 
   static double seconds(Duration d) { return to_seconds(d); }
-
 };
 
 // A small synthetic H100 profile: GEMM rows for the Llama-3.1-8B tp1 shapes on m = 1..4096.
@@ -122,6 +120,25 @@ TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
   EXPECT_LT(m->iteration_time(decodes(32, 1024)), m->iteration_time(decodes(32, 8192)));
   EXPECT_LT(m->iteration_time(prefill(512)), m->iteration_time(prefill(4096)));
   EXPECT_LT(m->iteration_time(prefill(512)), m->iteration_time(prefill(512, 4096)));
+}
+
+// Weights in a dtype no table measured (the synthetic profile has bf16 rows only): the GEMMs use
+// the 16-bit fit moved to the dtype's rate and count as extrapolated, so `servesim run` prints
+// their share; per-tensor fp8 keeps its analytic fallback as before.
+TEST_F(ProfiledTest, WeightDtypesWithoutTablesCountAsExtrapolated) {
+  for (const Dtype dtype : {Dtype::kFp8Block, Dtype::kInt4Wo}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1, dtype),
+                                            {synthetic_h100_gemm()}, {});
+    m->iteration_time(decodes(16, 1000));
+    const LookupStats s = m->lookup_stats();
+    EXPECT_GT(s.extrapolated_s, 0);
+    EXPECT_GT(s.extrapolated_share(), 0.5);  // the LM head (16-bit rows) is the rest
+  }
+  const auto fp8 = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1, Dtype::kFp8),
+                                            {synthetic_h100_gemm()}, {});
+  fp8->iteration_time(decodes(16, 1000));
+  EXPECT_EQ(fp8->lookup_stats().extrapolated_s, 0);
 }
 
 TEST_F(ProfiledTest, LookupStatsSplitInterpolatedExtrapolatedAnalytic) {

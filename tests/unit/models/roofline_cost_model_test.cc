@@ -23,7 +23,6 @@ constexpr double kOverheadS = 2e-3;
 
 class RooflineTest : public CatalogFixture {
  protected:
-
   static std::unique_ptr<IterationCostModel> make(const std::string& model, const std::string& gpu,
                                                   int tp, Dtype weights = Dtype::kBf16,
                                                   Dtype kv = Dtype::kBf16,
@@ -52,7 +51,6 @@ class RooflineTest : public CatalogFixture {
   }
 
   static double seconds(Duration d) { return to_seconds(d); }
-
 };
 
 TEST_F(RooflineTest, SingleDecodeIsWeightStreamingPlusOverhead) {
