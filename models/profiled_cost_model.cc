@@ -1110,8 +1110,18 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
     } else {
       const double routed = m * shapes.experts_per_token;
       const double touched = std::min(shapes.experts, routed);
-      gemm(gate_up, routed / touched, moe_layers * touched, &mlp);
-      gemm(down, routed / touched, moe_layers * touched, &mlp);
+      // The touched experts run as one grouped kernel per layer: a fitted roofline (no table)
+      // charges its fixed latency once, not once per expert. Measured rows keep theirs.
+      const auto experts = [&](const GemmSource& g) {
+        if (g.table != nullptr) {
+          gemm(g, routed / touched, moe_layers * touched, &mlp);
+          return;
+        }
+        const Lookup l = g.at(routed / touched);
+        mlp.add(moe_layers * (touched * (l.seconds - g.fit.t0_s) + g.fit.t0_s), g.kind(l));
+      };
+      experts(gate_up);
+      experts(down);
     }
     if (shapes.shared_down_k > 0) {
       gemm(shared_gate_up, m, moe_layers, &mlp);

@@ -105,6 +105,24 @@ TEST_F(ProfiledTest, IterationTimeIsTheBreakdownTotalAndAtLeastThePeakBound) {
   }
 }
 
+// A MoE model on a GPU without tables (GB200, fitted on the B200's) runs its routed experts as one
+// grouped kernel per layer: the fitted fixed latency is charged once, not once per expert, so a
+// decode step stays within a factor of two of the B200's measured-table prediction.
+TEST_F(ProfiledTest, MoeExpertsOnADonorGpuPayOneLaunchPerLayer) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const auto decode_step = [&](const std::string& gpu) {
+    const auto m = load_profiled_cost_model(
+        deployment("kimi-k2-instruct", gpu, 8, Dtype::kFp8Block, Dtype::kFp8), *gpus_, "profiles");
+    return seconds(m->iteration_time(decodes(16, 2000)));
+  };
+  const double donor = decode_step("gb200_nvl72");  // no tables: fitted on b200_sxm's
+  const double measured = decode_step("b200_sxm");
+  EXPECT_LT(donor, 2 * measured) << donor << " vs " << measured;
+  EXPECT_GT(donor, 0.5 * measured) << donor << " vs " << measured;
+}
+
 TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
