@@ -404,16 +404,18 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     in.fail("num_key_value_heads",
             fmt::format("expected a divisor of num_attention_heads ({}), got {}", heads, kv_heads));
   }
-  int64_t head_dim = 0;  // MLA: qk_nope_head_dim + qk_rope_head_dim, read below
-  if (rules.mla) {
-  } else if (in.has("head_dim")) {
-    head_dim = in.positive_integer("head_dim");
-  } else if (hidden % heads != 0) {
-    in.fail("head_dim", fmt::format("missing, and hidden_size ({}) is not a multiple of "
-                                    "num_attention_heads ({}); expected a positive integer",
-                                    hidden, heads));
-  } else {
-    head_dim = hidden / heads;
+  // MLA models have no head_dim key: qk_nope_head_dim + qk_rope_head_dim, read below.
+  int64_t head_dim = 0;
+  if (!rules.mla) {
+    if (in.has("head_dim")) {
+      head_dim = in.positive_integer("head_dim");
+    } else if (hidden % heads != 0) {
+      in.fail("head_dim", fmt::format("missing, and hidden_size ({}) is not a multiple of "
+                                      "num_attention_heads ({}); expected a positive integer",
+                                      hidden, heads));
+    } else {
+      head_dim = hidden / heads;
+    }
   }
   const int64_t intermediate = in.positive_integer("intermediate_size");
   const int64_t vocab = in.positive_integer("vocab_size");
@@ -651,7 +653,8 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
       "`servesim models import` from the config (embeddings + per-layer attention/MLP/norm "
       "weights + final norm; biases where the architecture has them; per-head q/k norms where it "
       "has them; MoE layers: router + every expert in param_count, router + top_k experts in "
-      "param_count_active_per_token, shared experts in both); everything else is copied from the "
+      "param_count_active_per_token, shared experts in both; MLA: the q and kv LoRA projections "
+      "and their norms); everything else is copied from the "
       "config, with the transformers defaults for keys it leaves out.";
   doc["raw_config"] = config;
   return doc;
