@@ -345,12 +345,13 @@ int cmd_list(const std::string& what) {
   policies::register_builtin_policies();
   if (what == "gpus") {
     const auto& cat = scenarios::Catalogs::get(root);
-    fmt::print("{:<16} {:<28} {:>8} {:>10} {:>10} {:>9} {:>8}\n", "key", "name", "HBM GiB",
-               "HBM GB/s", "bf16 TF/s", "fp8 TF/s", "$/hour");
+    fmt::print("{:<16} {:<28} {:>8} {:>10} {:>10} {:>9} {:>9} {:>7} {:>8}\n", "key", "name",
+               "HBM GiB", "HBM GB/s", "bf16 TF/s", "fp8 TF/s", "fp4 TF/s", "NVLink", "$/hour");
     for (const auto& [key, g] : cat.gpus.all()) {
-      fmt::print("{:<16} {:<28} {:>8.0f} {:>10.0f} {:>10.0f} {:>9.0f} {:>8.2f}\n", key, g.name,
-                 g.memory_bytes / double(1ull << 30), g.mem_bw_bytes_per_s / 1e9,
-                 g.bf16_flops_per_s / 1e12, g.fp8_flops_per_s / 1e12, g.price_usd_per_hour);
+      fmt::print("{:<16} {:<28} {:>8.0f} {:>10.0f} {:>10.0f} {:>9.0f} {:>9.0f} {:>7} {:>8.2f}\n",
+                 key, g.name, g.memory_bytes / double(1ull << 30), g.mem_bw_bytes_per_s / 1e9,
+                 g.bf16_flops_per_s / 1e12, g.fp8_flops_per_s / 1e12, g.fp4_flops_per_s / 1e12,
+                 g.nvlink_max_tp, g.price_usd_per_hour);
     }
   } else if (what == "models") {
     const auto& cat = scenarios::Catalogs::get(root);
@@ -360,6 +361,15 @@ int cmd_list(const std::string& what) {
       std::string notes = m.moe ? fmt::format("MoE {}x top-{}", m.moe->num_experts,
                                               m.moe->experts_per_token)
                                 : "";
+      if (m.moe && m.moe->shared_expert_intermediate_size > 0) notes += " + shared";
+      if (m.moe && m.moe->num_moe_layers < m.num_layers) {
+        notes += fmt::format(", {} dense layers", m.num_layers - m.moe->num_moe_layers);
+      }
+      if (m.mla) notes += ", MLA";
+      if (m.num_sliding_layers > 0) {
+        notes += fmt::format(", {} sliding-window layers ({})", m.num_sliding_layers,
+                             m.sliding_window);
+      }
       if (m.diffusion) notes += "diffusion LLM";
       fmt::print("{:<28} {:>8.2f} {:>7} {:>6} {:>5} {:>8} {:>10.1f}  {}\n", key, m.param_count / 1e9,
                  m.num_layers, m.num_attention_heads, m.num_kv_heads, m.hidden_size,

@@ -116,6 +116,17 @@ int run_models_import(const std::string& config_path, const ModelsImportOptions&
   out << fmt::format("  active        {:.2f} B per token ({})\n", active / 1e9, active);
   out << fmt::format("  KV cache      {:.1f} KiB per token at 16 bit ({} bytes)\n",
                      kv_bytes / 1024.0, kv_bytes);
+  if (m.mla) {
+    out << fmt::format(
+        "  attention     MLA: KV latent {} + rotary key {} per layer, query LoRA {}, head dims "
+        "{} (q/k) / {} (v)\n",
+        m.mla->kv_lora_rank, m.mla->qk_rope_head_dim, m.mla->q_lora_rank, m.mla->qk_head_dim(),
+        m.mla->v_head_dim);
+  }
+  if (m.num_sliding_layers > 0) {
+    out << fmt::format("  attention     {} of {} layers attend over a sliding window of {} tokens\n",
+                       m.num_sliding_layers, m.num_layers, m.sliding_window);
+  }
   out << fmt::format("  MoE           {}\n", moe_summary(m, doc));
   out << fmt::format("  catalog       {} {} from {}\n", written.catalog_models,
                      written.catalog_models == 1 ? "model loads" : "models load",

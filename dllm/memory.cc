@@ -46,7 +46,7 @@ PagePoolPlan plan_page_pool(const models::Deployment& d, const MemoryKnobs& m,
                             bool logit_budgeting) {
   PagePoolPlan plan;
   plan.usable_bytes = usable_bytes(d, m);
-  plan.weight_bytes = d.model->weights_bytes_16bit * models::dtype_bytes(d.weight_dtype) / 2;
+  plan.weight_bytes = models::weight_bytes(d.model->param_count, d.weight_dtype, 1);
   plan.runtime_overhead_bytes = m.runtime_overhead_bytes;
   plan.activation_bytes = models::forward_activation_bytes(d, max_num_batched_tokens);
   const int64_t rows = logit_budgeting ? std::min(max_num_logits, max_num_batched_tokens)
@@ -88,7 +88,7 @@ StaticBatchMemory static_batch_memory(Algorithm a, const models::Deployment& d,
                                       const MemoryKnobs& m, const DenoiseParams& p, int64_t batch,
                                       int64_t seq_len) {
   StaticBatchMemory out;
-  out.weight_bytes = d.model->weights_bytes_16bit * models::dtype_bytes(d.weight_dtype) / 2;
+  out.weight_bytes = models::weight_bytes(d.model->param_count, d.weight_dtype, 1);
   out.runtime_overhead_bytes = m.runtime_overhead_bytes;
   const int64_t kv_token = d.model->kv_bytes_per_token(d.kv_dtype);
   int64_t cached_tokens = 0;

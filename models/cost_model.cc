@@ -35,6 +35,14 @@ int kv_heads_per_rank(const ModelSpec& model, int tp) {
   return model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
 }
 
+int64_t kv_bytes_per_token_per_rank_layer(const ModelSpec& model, int tp, Dtype kv_dtype) {
+  if (model.mla) {
+    return model.kv_bytes_per_token_per_layer(kv_dtype);
+  }
+  return 2 * static_cast<int64_t>(kv_heads_per_rank(model, tp)) * model.head_dim *
+         dtype_bytes(kv_dtype);
+}
+
 bool is_valid_tp(const ModelSpec& model, int tp) {
   if (tp < 1 || model.num_attention_heads % tp != 0) {
     return false;
@@ -47,6 +55,19 @@ void validate_deployment(const Deployment& deployment) {
     throw std::invalid_argument("deployment needs both a model and a GPU");
   }
   const ModelSpec& m = *deployment.model;
+  const GpuSpec& gpu = *deployment.gpu;
+  if (!is_kv_dtype(deployment.kv_dtype)) {
+    throw std::invalid_argument(fmt::format("kv_dtype {} is not a KV-cache format; valid: {}",
+                                            dtype_name(deployment.kv_dtype),
+                                            fmt::join(kv_dtype_names(), ", ")));
+  }
+  if (gpu.peak_flops_per_s(deployment.weight_dtype) <= 0) {
+    throw CapacityError(fmt::format(
+        "{}: {} weights need FP4 tensor cores, which {} ({}) does not have (no fp4_tflops_dense "
+        "in the GPU catalog); servesim does not emulate FP4: use fp8_block or int4_wo weights, "
+        "or a Blackwell GPU",
+        m.key, dtype_name(deployment.weight_dtype), gpu.key, gpu.name));
+  }
   const int tp = deployment.tp;
   if (is_valid_tp(m, tp)) {
     return;

@@ -87,12 +87,18 @@ class IterationCostModel {
 // ranks (each rank then keeps a replica of one KV head, as vLLM does).
 int kv_heads_per_rank(const ModelSpec& model, int tp);
 
+// KV bytes one TP rank keeps per token for one attention layer: 2 * kv_heads_per_rank * head_dim *
+// dtype_bytes(kv), or for MLA (kv_lora_rank + qk_rope_head_dim) * dtype_bytes(kv) on every rank
+// (the latent has no heads to shard, so each rank holds all of it).
+int64_t kv_bytes_per_token_per_rank_layer(const ModelSpec& model, int tp, Dtype kv_dtype);
+
 // True when `tp` can shard `model`: tp >= 1, tp divides num_attention_heads, and either tp
 // divides num_kv_heads (num_kv_heads >= tp) or num_kv_heads divides tp (replicated KV heads).
 bool is_valid_tp(const ModelSpec& model, int tp);
 
-// Throws std::invalid_argument when the model or GPU pointer is null, CapacityError (listing the
-// valid degrees) when the TP degree cannot shard the model.
+// Throws std::invalid_argument when the model or GPU pointer is null or kv_dtype is not a KV
+// format, CapacityError when the GPU has no tensor cores for the weight dtype (nvfp4 without
+// FP4) or (listing the valid degrees) when the TP degree cannot shard the model.
 void validate_deployment(const Deployment& deployment);
 
 // Knobs of the roofline model. Efficiencies multiply the GPU's peak numbers.

@@ -74,6 +74,7 @@ GpuSpec read_gpu(const FieldReader& reader, const std::string& key, const Json& 
       reader.positive_number(gpu, prefix, "memory_bandwidth_gbs") * kBytesPerGb;
   spec.bf16_flops_per_s = reader.positive_number(gpu, prefix, "bf16_tflops_dense") * kFlopsPerTflop;
   spec.fp8_flops_per_s = optional_figure(reader, gpu, prefix, "fp8_tflops_dense") * kFlopsPerTflop;
+  spec.fp4_flops_per_s = optional_figure(reader, gpu, prefix, "fp4_tflops_dense") * kFlopsPerTflop;
   spec.measured_matmul_bf16_flops_per_s =
       optional_figure(reader, gpu, prefix, "measured_mamf_bf16_tflops") * kFlopsPerTflop;
   spec.measured_matmul_fp8_flops_per_s =
@@ -90,10 +91,16 @@ GpuSpec read_gpu(const FieldReader& reader, const std::string& key, const Json& 
   if (nvlink_gbs > 0) {
     // PCIe cards reach NVLink through a bridge between two boards; SXM parts sit on an NVSwitch
     // baseboard of 8.
+    // baseboard of 8; a rack-scale system names its domain (nvlink_domain_gpus, 72 for NVL72).
     spec.nvlink_max_tp = spec.form_factor.rfind("PCIe", 0) == 0 ? 2 : 8;
+    if (gpu.contains("nvlink_domain_gpus")) {
+      spec.nvlink_max_tp = reader.positive_int(gpu, prefix, "nvlink_domain_gpus");
+    }
   }
   spec.pcie_bytes_per_s_per_direction =
       reader.positive_number(gpu, prefix, "pcie_gbs_per_direction") * kBytesPerGb;
+  spec.scale_out_bytes_per_s_per_direction =
+      optional_figure(reader, gpu, prefix, "scale_out_gbs_per_direction") * kBytesPerGb;
   spec.tdp_w = reader.positive_number(gpu, prefix, "tdp_w");
   spec.price_usd_per_hour = read_price(reader, gpu, prefix);
 
@@ -101,11 +108,27 @@ GpuSpec read_gpu(const FieldReader& reader, const std::string& key, const Json& 
     reader.fail(join_path(prefix, "measured_mamf_bf16_tflops"),
                 "measured matmul rate exceeds the bf16 peak (bf16_tflops_dense)");
   }
+  if (spec.fp4_flops_per_s > 0 && spec.fp4_flops_per_s < spec.fp8_flops_per_s) {
+    reader.fail(join_path(prefix, "fp4_tflops_dense"),
+                "expected at least the fp8 peak (fp8_tflops_dense)");
+  }
   if (spec.fp8_flops_per_s > 0 && spec.measured_matmul_fp8_flops_per_s > spec.fp8_flops_per_s) {
     reader.fail(join_path(prefix, "measured_mamf_fp8_tflops"),
                 "measured matmul rate exceeds the fp8 peak (fp8_tflops_dense)");
   }
   return spec;
+}
+
+// The object at doc[key], or nullptr when the key is absent or null; fails on anything else.
+const Json* optional_block(const FieldReader& reader, const Json& doc, const char* key) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) {
+    return nullptr;
+  }
+  if (!it->is_object()) {
+    reader.fail(key, "expected an object or null, got " + render(*it));
+  }
+  return &*it;
 }
 
 ModelSpec read_model(const FieldReader& reader, const std::string& key, const Json& doc) {
@@ -141,18 +164,7 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
     reader.fail("weights_bytes_16bit", fmt::format("expected 2 * param_count = {}, got {}",
                                                    2 * spec.param_count, spec.weights_bytes_16bit));
   }
-  const int64_t kv_16bit = reader.positive_integer(doc, root, "kv_cache_bytes_per_token_16bit");
-  if (kv_16bit != spec.kv_bytes_per_token(Dtype::kBf16)) {
-    reader.fail("kv_cache_bytes_per_token_16bit",
-                fmt::format("expected 2 * num_layers * num_key_value_heads * head_dim * 2 = {}, "
-                            "got {}",
-                            spec.kv_bytes_per_token(Dtype::kBf16), kv_16bit));
-  }
-
-  if (auto it = doc.find("moe"); it != doc.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      reader.fail("moe", "expected an object or null, got " + render(*it));
-    }
+  if (const Json* it = optional_block(reader, doc, "moe")) {
     MoeSpec moe;
     moe.num_experts = reader.positive_int(*it, "moe", "num_experts");
     moe.experts_per_token = reader.positive_int(*it, "moe", "top_k");
@@ -161,14 +173,53 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
       reader.fail("moe.top_k", fmt::format("expected at most moe.num_experts ({}), got {}",
                                            moe.num_experts, moe.experts_per_token));
     }
+    if (it->contains("shared_expert_intermediate_size")) {
+      moe.shared_expert_intermediate_size =
+          reader.non_negative_integer(*it, "moe", "shared_expert_intermediate_size");
+    }
+    moe.num_moe_layers = spec.num_layers;
+    if (it->contains("num_moe_layers")) {
+      moe.num_moe_layers = reader.positive_int(*it, "moe", "num_moe_layers");
+      if (moe.num_moe_layers > spec.num_layers) {
+        reader.fail("moe.num_moe_layers", fmt::format("expected at most num_layers ({}), got {}",
+                                                      spec.num_layers, moe.num_moe_layers));
+      }
+    }
     spec.moe = moe;
   }
-  if (auto it = doc.find("diffusion_llm"); it != doc.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      reader.fail("diffusion_llm", "expected an object or null, got " + render(*it));
+  if (const Json* it = optional_block(reader, doc, "mla")) {
+    MlaSpec mla;
+    mla.q_lora_rank = reader.non_negative_integer(*it, "mla", "q_lora_rank");
+    mla.kv_lora_rank = reader.positive_integer(*it, "mla", "kv_lora_rank");
+    mla.qk_nope_head_dim = reader.positive_integer(*it, "mla", "qk_nope_head_dim");
+    mla.qk_rope_head_dim = reader.positive_integer(*it, "mla", "qk_rope_head_dim");
+    mla.v_head_dim = reader.positive_integer(*it, "mla", "v_head_dim");
+    if (spec.head_dim != mla.qk_head_dim()) {
+      reader.fail("head_dim", fmt::format("expected mla.qk_nope_head_dim + mla.qk_rope_head_dim = "
+                                          "{} for an MLA model, got {}",
+                                          mla.qk_head_dim(), spec.head_dim));
     }
-    spec.diffusion = true;
+    spec.mla = mla;
   }
+  if (const Json* it = optional_block(reader, doc, "attention_window")) {
+    spec.sliding_window = reader.positive_integer(*it, "attention_window", "sliding_window");
+    spec.num_sliding_layers = reader.positive_int(*it, "attention_window", "num_sliding_layers");
+    if (spec.num_sliding_layers >= spec.num_layers) {
+      reader.fail("attention_window.num_sliding_layers",
+                  fmt::format("expected fewer than num_layers ({}): at least one full-attention "
+                              "layer, got {}",
+                              spec.num_layers, spec.num_sliding_layers));
+    }
+  }
+  const int64_t kv_16bit = reader.positive_integer(doc, root, "kv_cache_bytes_per_token_16bit");
+  if (kv_16bit != spec.kv_bytes_per_token(Dtype::kBf16)) {
+    reader.fail("kv_cache_bytes_per_token_16bit",
+                fmt::format("expected {} * 2 = {}, got {}",
+                            spec.mla ? "num_layers * (mla.kv_lora_rank + mla.qk_rope_head_dim)"
+                                     : "2 * num_layers * num_key_value_heads * head_dim",
+                            spec.kv_bytes_per_token(Dtype::kBf16), kv_16bit));
+  }
+  spec.diffusion = optional_block(reader, doc, "diffusion_llm") != nullptr;
   return spec;
 }
 
@@ -194,38 +245,119 @@ const typename Map::mapped_type& lookup(const Map& map, const std::string& key, 
 
 }  // namespace
 
-int64_t dtype_bytes(Dtype d) { return d == Dtype::kFp8 ? 1 : 2; }
+namespace {
 
-const char* dtype_name(Dtype d) { return d == Dtype::kFp8 ? "fp8" : "bf16"; }
+struct DtypeInfo {
+  Dtype dtype;
+  const char* name;
+  WeightBytes weight_bytes;
+};
+
+// Block scales: fp8_block one fp32 (4 B) per 128 x 128 weights; nvfp4 one FP8 (1 B) per 16
+// weights; int4_wo one 16-bit scale per 128 weights.
+constexpr DtypeInfo kDtypes[] = {
+    {Dtype::kBf16, "bf16", {2, 1}},
+    {Dtype::kFp8, "fp8", {1, 1}},
+    {Dtype::kFp8Block, "fp8_block", {128 * 128 + 4, 128 * 128}},
+    {Dtype::kNvfp4, "nvfp4", {16 / 2 + 1, 16}},
+    {Dtype::kInt4Wo, "int4_wo", {128 / 2 + 2, 128}},
+};
+
+const DtypeInfo& info(Dtype d) {
+  for (const DtypeInfo& i : kDtypes) {
+    if (i.dtype == d) {
+      return i;
+    }
+  }
+  throw std::logic_error("unknown Dtype value");
+}
+
+}  // namespace
+
+int64_t dtype_bytes(Dtype d) { return d == Dtype::kBf16 ? 2 : 1; }
+
+bool is_kv_dtype(Dtype d) { return d == Dtype::kBf16 || d == Dtype::kFp8; }
+
+const char* dtype_name(Dtype d) { return info(d).name; }
+
+std::vector<std::string> weight_dtype_names() {
+  std::vector<std::string> names;
+  for (const DtypeInfo& i : kDtypes) {
+    names.emplace_back(i.name);
+  }
+  return names;
+}
+
+std::vector<std::string> kv_dtype_names() { return {"bf16", "fp8"}; }
 
 Dtype parse_dtype(const std::string& name) {
-  if (name == "bf16") {
-    return Dtype::kBf16;
+  for (const DtypeInfo& i : kDtypes) {
+    if (name == i.name) {
+      return i.dtype;
+    }
   }
-  if (name == "fp8") {
-    return Dtype::kFp8;
-  }
-  throw std::invalid_argument(
-      fmt::format("unknown dtype \"{}\"; valid values are: bf16, fp8", name));
+  throw std::invalid_argument(fmt::format("unknown dtype \"{}\"; valid values are: {}", name,
+                                          fmt::join(weight_dtype_names(), ", ")));
+}
+
+WeightBytes weight_bytes_per_element(Dtype d) { return info(d).weight_bytes; }
+
+int64_t weight_bytes(int64_t params, Dtype d, int64_t shards) {
+  const WeightBytes w = weight_bytes_per_element(d);
+  const int64_t divisor = w.den * shards;
+  return (params * w.num + divisor - 1) / divisor;
 }
 
 double GpuSpec::peak_flops_per_s(Dtype d) const {
-  return d == Dtype::kFp8 && fp8_flops_per_s > 0 ? fp8_flops_per_s : bf16_flops_per_s;
+  switch (d) {
+    case Dtype::kFp8:
+    case Dtype::kFp8Block:
+      return fp8_flops_per_s > 0 ? fp8_flops_per_s : bf16_flops_per_s;
+    case Dtype::kNvfp4:
+      return fp4_flops_per_s;
+    case Dtype::kBf16:
+    case Dtype::kInt4Wo:
+      break;
+  }
+  return bf16_flops_per_s;
 }
 
 double GpuSpec::measured_matmul_flops_per_s(Dtype d) const {
-  return d == Dtype::kFp8 && fp8_flops_per_s > 0 ? measured_matmul_fp8_flops_per_s
-                                                 : measured_matmul_bf16_flops_per_s;
+  switch (d) {
+    case Dtype::kFp8:
+    case Dtype::kFp8Block:
+      return fp8_flops_per_s > 0 ? measured_matmul_fp8_flops_per_s
+                                 : measured_matmul_bf16_flops_per_s;
+    case Dtype::kNvfp4:
+      return 0;
+    case Dtype::kBf16:
+    case Dtype::kInt4Wo:
+      break;
+  }
+  return measured_matmul_bf16_flops_per_s;
 }
 
 double GpuSpec::tp_link_bytes_per_s(int tp) const {
-  return nvlink_bytes_per_s_per_direction > 0 && tp <= nvlink_max_tp
-             ? nvlink_bytes_per_s_per_direction
-             : pcie_bytes_per_s_per_direction;
+  if (nvlink_bytes_per_s_per_direction > 0 && tp <= nvlink_max_tp) {
+    return nvlink_bytes_per_s_per_direction;
+  }
+  return scale_out_bytes_per_s_per_direction > 0 ? scale_out_bytes_per_s_per_direction
+                                                 : pcie_bytes_per_s_per_direction;
+}
+
+int64_t ModelSpec::kv_bytes_per_token_per_layer(Dtype kv_dtype) const {
+  const int64_t elements = mla ? mla->kv_elements_per_token() : 2 * num_kv_heads * head_dim;
+  return elements * dtype_bytes(kv_dtype);
 }
 
 int64_t ModelSpec::kv_bytes_per_token(Dtype kv_dtype) const {
-  return 2 * static_cast<int64_t>(num_layers) * num_kv_heads * head_dim * dtype_bytes(kv_dtype);
+  return static_cast<int64_t>(num_layers) * kv_bytes_per_token_per_layer(kv_dtype);
+}
+
+int64_t ModelSpec::kv_bytes_for_context(int64_t tokens, Dtype kv_dtype) const {
+  const int64_t windowed = sliding_window > 0 ? std::min(tokens, sliding_window) : tokens;
+  return kv_bytes_per_token_per_layer(kv_dtype) *
+         (num_full_attention_layers() * tokens + num_sliding_layers * windowed);
 }
 
 GpuCatalog GpuCatalog::load(const std::string& path) {

@@ -32,7 +32,14 @@ struct ArchRules {
   const char* experts_key = nullptr;  // "num_local_experts" (Mixtral) or "num_experts" (Qwen)
   bool expert_size_key = false;      // moe_intermediate_size (Qwen); Mixtral uses intermediate_size
   bool shared_expert = false;        // Qwen2-MoE: a shared expert MLP and its sigmoid gate
+  bool shared_experts_count = false;  // DeepSeek: n_shared_experts of moe_intermediate_size
   bool sparse_layers = false;        // decoder_sparse_step / mlp_only_layers (Qwen MoE)
+  bool first_k_dense = false;        // first_k_dense_replace / moe_layer_freq (DeepSeek)
+  bool router_score_bias = false;    // DeepSeek-V3: e_score_correction_bias when noaux_tc
+  bool router_bias = false;          // gpt-oss: the router Linear has a bias
+  bool expert_bias = false;          // gpt-oss: gate_up and down biases per expert
+  bool attention_sinks = false;      // gpt-oss: one sink logit per head and layer
+  bool mla = false;                  // multi-head latent attention (DeepSeek-V3, Kimi-K2)
   bool qkv_bias = false;             // q/k/v projections always carry a bias (Qwen2)
   bool attention_bias_key = false;   // attention_bias adds q/k/v/o biases (Llama, Qwen3)
   bool mlp_bias_key = false;         // mlp_bias adds gate/up/down biases (Llama)
@@ -89,6 +96,31 @@ const std::vector<ArchRules>& arch_rules() {
     qwen3.default_sliding_window = 4096;
     r.push_back(qwen3);
 
+    // DeepSeek-V3 / R1 and Kimi-K2 (whose config declares DeepseekV3ForCausalLM).
+    ArchRules deepseek_v3{"deepseek_v3"};
+    deepseek_v3.moe = true;
+    deepseek_v3.experts_key = "n_routed_experts";
+    deepseek_v3.expert_size_key = true;
+    deepseek_v3.shared_experts_count = true;
+    deepseek_v3.first_k_dense = true;
+    deepseek_v3.router_score_bias = true;
+    deepseek_v3.attention_bias_key = true;
+    deepseek_v3.mla = true;
+    r.push_back(deepseek_v3);
+    ArchRules kimi_k2 = deepseek_v3;
+    kimi_k2.model_type = "kimi_k2";
+    r.push_back(kimi_k2);
+
+    ArchRules gpt_oss{"gpt_oss"};
+    gpt_oss.moe = true;
+    gpt_oss.experts_key = "num_local_experts";
+    gpt_oss.attention_bias_key = true;
+    gpt_oss.router_bias = true;
+    gpt_oss.expert_bias = true;
+    gpt_oss.attention_sinks = true;
+    gpt_oss.default_norm_eps = 1e-5;
+    r.push_back(gpt_oss);
+
     ArchRules qwen3_moe = qwen3;
     qwen3_moe.model_type = "qwen3_moe";
     qwen3_moe.moe = true;
@@ -135,6 +167,15 @@ class ConfigReader {
     return fields_.optional_positive_number(config_, "", key, fallback, "a positive number");
   }
 
+  // MLA's q_lora_rank: a positive integer, or null for a plain q projection (DeepSeek-V2-Lite);
+  // required either way.
+  int64_t mla_rank(const char* key) const {
+    if (!present(key)) {
+      fail(key, "missing; expected a positive integer, or null for no query LoRA");
+    }
+    return has(key) ? positive_integer(key) : 0;
+  }
+
   bool optional_bool(const char* key, bool fallback) const {
     return has(key) ? fields_.boolean(config_, "", key) : fallback;
   }
@@ -171,32 +212,56 @@ class ConfigReader {
   JsonFieldReader<Json> fields_;
 };
 
-// Architectures servesim's cost and memory models cannot express, refused for every model_type
-// (checked before the model_type so that, say, a DeepSeek config is told why).
+// Multi-head latent attention is read only for the model types whose rules say so; any other
+// config carrying its keys is refused (checked before the model_type so that, say, a DeepSeek-V2
+// config is told why).
 void refuse_inexpressible(const ConfigReader& in) {
-  for (const char* key : {"kv_lora_rank", "q_lora_rank"}) {
-    if (in.has(key)) {
-      in.fail(key,
-              "multi-head latent attention (MLA, DeepSeek-V2/V3 style) cannot be imported: "
-              "servesim's cost and memory models assume per-head K and V of head_dim "
-              "(2 * num_key_value_heads * head_dim values per layer and token)");
-    }
-  }
-  if (const Json* types = in.find("layer_types")) {
-    if (!types->is_array()) {
-      in.fail("layer_types", "expected an array of strings, got " + render(*types));
-    }
-    for (size_t i = 0; i < types->size(); ++i) {
-      const Json& t = (*types)[i];
-      if (!t.is_string() || t.get<std::string>() != "full_attention") {
-        in.fail(fmt::format("layer_types[{}]", i),
-                fmt::format("expected \"full_attention\", got {}: servesim's cost and memory "
-                            "models attend over the whole context in every layer (no "
-                            "sliding-window or chunked attention layers)",
-                            render(t)));
+  const Json* type = in.find("model_type");
+  const bool mla_type =
+      type != nullptr && type->is_string() &&
+      std::any_of(arch_rules().begin(), arch_rules().end(), [&](const ArchRules& r) {
+        return r.mla && type->get<std::string>() == r.model_type;
+      });
+  if (!mla_type) {
+    for (const char* key : {"kv_lora_rank", "q_lora_rank"}) {
+      if (in.has(key)) {
+        in.fail(key,
+                "multi-head latent attention (MLA) is imported only for model types deepseek_v3 "
+                "and kimi_k2 (DeepSeek-V3/R1, Kimi-K2)");
       }
     }
   }
+}
+
+// Layers that attend over a sliding window, from layer_types: "full_attention" or
+// "sliding_attention" per layer (gpt-oss); anything else is refused.
+int64_t sliding_layers_from_types(const ConfigReader& in, int64_t num_layers) {
+  const Json* types = in.find("layer_types");
+  if (types == nullptr) {
+    return 0;
+  }
+  if (!types->is_array() || static_cast<int64_t>(types->size()) != num_layers) {
+    in.fail("layer_types", fmt::format("expected an array of num_hidden_layers ({}) strings, got {}",
+                                       num_layers, render(*types)));
+  }
+  int64_t sliding = 0;
+  for (size_t i = 0; i < types->size(); ++i) {
+    const Json& t = (*types)[i];
+    if (t.is_string() && t.get<std::string>() == "sliding_attention") {
+      ++sliding;
+    } else if (!t.is_string() || t.get<std::string>() != "full_attention") {
+      in.fail(fmt::format("layer_types[{}]", i),
+              fmt::format("expected \"full_attention\" or \"sliding_attention\", got {}: "
+                          "servesim's cost and memory models have no other attention layers "
+                          "(chunked, linear)",
+                          render(t)));
+    }
+  }
+  if (sliding == num_layers) {
+    in.fail("layer_types", "every layer is sliding_attention; servesim needs at least one "
+                           "full_attention layer (its paged KV holds the full layers)");
+  }
+  return sliding;
 }
 
 const ArchRules& rules_for(const ConfigReader& in) {
@@ -339,15 +404,18 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     in.fail("num_key_value_heads",
             fmt::format("expected a divisor of num_attention_heads ({}), got {}", heads, kv_heads));
   }
+  // MLA models have no head_dim key: qk_nope_head_dim + qk_rope_head_dim, read below.
   int64_t head_dim = 0;
-  if (in.has("head_dim")) {
-    head_dim = in.positive_integer("head_dim");
-  } else if (hidden % heads != 0) {
-    in.fail("head_dim", fmt::format("missing, and hidden_size ({}) is not a multiple of "
-                                    "num_attention_heads ({}); expected a positive integer",
-                                    hidden, heads));
-  } else {
-    head_dim = hidden / heads;
+  if (!rules.mla) {
+    if (in.has("head_dim")) {
+      head_dim = in.positive_integer("head_dim");
+    } else if (hidden % heads != 0) {
+      in.fail("head_dim", fmt::format("missing, and hidden_size ({}) is not a multiple of "
+                                      "num_attention_heads ({}); expected a positive integer",
+                                      hidden, heads));
+    } else {
+      head_dim = hidden / heads;
+    }
   }
   const int64_t intermediate = in.positive_integer("intermediate_size");
   const int64_t vocab = in.positive_integer("vocab_size");
@@ -372,6 +440,41 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   if (rules.qk_norm) {
     attention += 2 * head_dim;
   }
+  if (rules.attention_sinks) {
+    attention += heads;
+  }
+  Json mla = nullptr;
+  int64_t kv_elements_per_layer = 2 * kv_width;
+  if (rules.mla) {
+    // q_a (hidden -> rq) + its RMSNorm + q_b (rq -> H*(dn+dr)), or q_proj without a q LoRA;
+    // kv_a (hidden -> r+dr) + its RMSNorm over r; kv_b (r -> H*(dn+dv)); o (H*dv -> hidden).
+    const int64_t q_lora = in.mla_rank("q_lora_rank");
+    const int64_t r = in.positive_integer("kv_lora_rank");
+    const int64_t dn = in.positive_integer("qk_nope_head_dim");
+    const int64_t dr = in.positive_integer("qk_rope_head_dim");
+    const int64_t dv = in.positive_integer("v_head_dim");
+    head_dim = dn + dr;
+    const int64_t q = q_lora > 0 ? hidden * q_lora + q_lora + q_lora * heads * head_dim
+                                 : hidden * heads * head_dim;
+    attention = q + hidden * (r + dr) + r + r * heads * (dn + dv) + heads * dv * hidden;
+    if (attention_bias) {
+      attention += hidden;
+    }
+    kv_elements_per_layer = r + dr;
+    mla = Json::object();
+    mla["q_lora_rank"] = q_lora;
+    mla["kv_lora_rank"] = r;
+    mla["qk_nope_head_dim"] = dn;
+    mla["qk_rope_head_dim"] = dr;
+    mla["v_head_dim"] = dv;
+  }
+  const int64_t sliding_layers = sliding_layers_from_types(in, layers);
+  Json attention_window = nullptr;
+  if (sliding_layers > 0) {
+    attention_window = Json::object();
+    attention_window["sliding_window"] = in.positive_integer("sliding_window");
+    attention_window["num_sliding_layers"] = sliding_layers;
+  }
   const int64_t layer_norms = 2 * hidden;  // input and post-attention RMSNorm
   // Gated MLP: gate and up (hidden -> intermediate), down (intermediate -> hidden).
   const int64_t dense_mlp = 3 * hidden * intermediate + (mlp_bias ? 2 * intermediate + hidden : 0);
@@ -394,49 +497,52 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     }
     const int64_t expert_size =
         rules.expert_size_key ? in.positive_integer("moe_intermediate_size") : intermediate;
-    const int64_t shared_size =
+    int64_t shared_size =
         rules.shared_expert ? in.non_negative_integer("shared_expert_intermediate_size") : 0;
+    if (rules.shared_experts_count) {
+      shared_size = in.non_negative_integer("n_shared_experts") * expert_size;
+    }
+    // Which layers are MoE, as the transformers decoder layers decide it: Qwen's
+    // decoder_sparse_step / mlp_only_layers, DeepSeek's first_k_dense_replace / moe_layer_freq.
     int64_t sparse_step = 1;
     std::set<int64_t> dense_only;
+    int64_t first_moe = 0;
+    int64_t moe_freq = 1;
     if (rules.sparse_layers) {
       sparse_step = in.optional_positive_integer("decoder_sparse_step", 1);
       dense_only = in.layer_list("mlp_only_layers", layers);
     }
-    // Which layers are MoE, as the transformers Qwen MoE decoder layer decides it.
+    if (rules.first_k_dense) {
+      first_moe = in.non_negative_integer("first_k_dense_replace");
+      moe_freq = in.optional_positive_integer("moe_layer_freq", 1);
+    }
     for (int64_t i = 0; i < layers; ++i) {
-      if (dense_only.count(i) == 0 && (i + 1) % sparse_step == 0) {
+      if (dense_only.count(i) == 0 && (i + 1) % sparse_step == 0 && i >= first_moe &&
+          i % moe_freq == 0) {
         ++counts.num_moe_layers;
       }
     }
-    const int64_t router = experts * hidden;
-    const int64_t expert_mlp = 3 * hidden * expert_size;
-    // Qwen2-MoE's shared expert: a gated MLP every token runs, scaled by a sigmoid gate
-    // (hidden -> 1).
-    const int64_t shared_mlp = shared_size > 0 ? 3 * hidden * shared_size + hidden : 0;
+    int64_t router = experts * hidden;
+    if (rules.router_bias ||
+        (rules.router_score_bias && in.optional_string("topk_method", "") == "noaux_tc")) {
+      router += experts;  // gpt-oss's router bias; DeepSeek-V3's e_score_correction_bias
+    }
+    const int64_t expert_mlp =
+        3 * hidden * expert_size + (rules.expert_bias ? 2 * expert_size + hidden : 0);
+    // The shared expert: a gated MLP every token runs (Qwen2-MoE adds a sigmoid gate,
+    // hidden -> 1).
+    const int64_t shared_mlp =
+        shared_size > 0 ? 3 * hidden * shared_size + (rules.shared_expert ? hidden : 0) : 0;
     counts.moe_layer = attention + layer_norms + router + experts * expert_mlp + shared_mlp;
     counts.moe_layer_active = attention + layer_norms + router + top_k * expert_mlp + shared_mlp;
 
     if (counts.num_moe_layers > 0) {
-      if (shared_size > 0) {
-        approximations.push_back(fmt::format(
-            "shared_expert_intermediate_size: every MoE layer also runs a shared expert MLP of "
-            "{} for every token; its weights are counted, but servesim's cost model runs only the "
-            "routed experts, so iteration times leave it out",
-            shared_size));
-      }
-      if (counts.num_dense_layers() > 0) {
-        approximations.push_back(fmt::format(
-            "{}: {} of {} layers run a dense MLP of intermediate_size {} instead of experts; "
-            "their weights are counted, but servesim's cost model runs every layer as MoE",
-            dense_only.empty() ? "decoder_sparse_step" : "mlp_only_layers",
-            counts.num_dense_layers(), layers, intermediate));
-      }
       moe = Json::object();
       moe["num_experts"] = experts;
       moe["top_k"] = top_k;
       moe["moe_every_layer"] = counts.num_dense_layers() == 0;
       moe["expert_intermediate_size"] = expert_size;
-      if (rules.shared_expert) {
+      if (rules.shared_expert || rules.shared_experts_count) {
         moe["shared_expert_intermediate_size"] = shared_size;
       }
       if (counts.num_dense_layers() > 0) {
@@ -512,6 +618,12 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     doc["use_sliding_window"] = in.optional_bool("use_sliding_window", false);
   }
   doc["moe"] = moe;
+  if (rules.mla) {
+    doc["mla"] = mla;
+  }
+  if (sliding_layers > 0) {
+    doc["attention_window"] = attention_window;
+  }
   doc["param_count"] = counts.total();
   doc["param_count_active_per_token"] = counts.active();
   Json breakdown = Json::object();
@@ -529,7 +641,7 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   }
   breakdown["num_layers"] = layers;
   doc["param_count_breakdown"] = breakdown;
-  doc["kv_cache_bytes_per_token_16bit"] = 2 * layers * kv_heads * head_dim * 2;
+  doc["kv_cache_bytes_per_token_16bit"] = layers * kv_elements_per_layer * 2;
   doc["weights_bytes_16bit"] = 2 * counts.total();
   if (!approximations.empty()) {
     doc["cost_model_approximations"] = approximations;
@@ -541,7 +653,8 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
       "`servesim models import` from the config (embeddings + per-layer attention/MLP/norm "
       "weights + final norm; biases where the architecture has them; per-head q/k norms where it "
       "has them; MoE layers: router + every expert in param_count, router + top_k experts in "
-      "param_count_active_per_token, shared experts in both); everything else is copied from the "
+      "param_count_active_per_token, shared experts in both; MLA: the q and kv LoRA projections "
+      "and their norms); everything else is copied from the "
       "config, with the transformers defaults for keys it leaves out.";
   doc["raw_config"] = config;
   return doc;

@@ -11,13 +11,23 @@
 //   RMSNorms) + the final norm. Re-importing a shipped file's raw_config reproduces its counts
 //   exactly (tests/unit/models/hf_import_test.cc).
 // - Supported model_type values: see supported_hf_model_types(). Dense: llama, mistral, qwen2,
-//   qwen3. MoE: mixtral, qwen2_moe, qwen3_moe.
-// - Errors throw InputError naming the config file, the config key and what was expected. A
-//   config whose architecture servesim's cost model cannot express (multi-head latent attention,
-//   sliding-window attention layers) is refused, never approximated. Parts the cost model leaves
-//   out but whose weights are counted exactly (MoE shared experts, dense MLP layers between MoE
-//   layers) are refused unless HfImportOptions::allow_approximate is set; the document then lists
-//   them under "cost_model_approximations".
+//   qwen3. MoE: mixtral, qwen2_moe, qwen3_moe, gpt_oss (sliding-window layers from layer_types,
+//   expert / router / attention biases and attention sinks counted), deepseek_v3 and kimi_k2
+//   (MLA, routed + shared experts, first_k_dense_replace dense layers, e_score_correction_bias
+//   under noaux_tc routing; DeepSeek's multi-token-prediction layers,
+//   num_nextn_predict_layers, are not part of the served model and are not counted).
+// - The document adds "mla" (q_lora_rank, 0 without a query LoRA, kv_lora_rank, qk_nope_head_dim,
+//   qk_rope_head_dim, v_head_dim; head_dim = qk_nope + qk_rope) for MLA models, "attention_window"
+//   (sliding_window, num_sliding_layers) when layer_types has sliding_attention layers, and in
+//   "moe" shared_expert_intermediate_size (DeepSeek: n_shared_experts * moe_intermediate_size)
+//   and num_moe_layers when some layers are dense. kv_cache_bytes_per_token_16bit is
+//   num_layers * 2 * kv_heads * head_dim * 2, or num_layers * (kv_lora_rank + qk_rope) * 2 for MLA.
+// - Errors throw InputError naming the config file, the config key and what was expected (a
+//   missing MLA field names that key). A config whose architecture servesim's cost model cannot
+//   express (MLA under another model_type, chunked or linear attention layers, Mistral / Qwen
+//   sliding windows below the context) is refused, never approximated. Parts a future cost model
+//   might leave out would be refused unless HfImportOptions::allow_approximate is set and listed
+//   under "cost_model_approximations"; none are at present.
 // - read_hf_config and write_catalog_model are the only functions here that touch the file system.
 #pragma once
 
@@ -37,7 +47,7 @@ struct HfImportOptions {
   std::string hf_id;         // e.g. "Qwen/Qwen3-32B"; empty: _name_or_path when it is "org/name"
   std::string source;        // provenance; empty: "<hf_id> config.json, imported from <file>"
   std::string license_note;  // empty: a note to check the model's own license
-  bool allow_approximate = false;  // import shared experts / dense-between-MoE layers (see above)
+  bool allow_approximate = false;  // import parts the cost model approximates (see above)
 };
 
 // The model_type values import_hf_config accepts, sorted.

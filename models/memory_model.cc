@@ -12,8 +12,13 @@
 //      kActivationPeakFactor * tokens * (hidden + (H/t + 2*kvh_rank)*hd + mlp_up_width/t) * 2 B
 //    plus the sampler's fp32 logits for max_num_seqs rows: max_num_seqs * vocab * 4 B.
 //    For Llama-3.1-8B at tp=1 and 2048 tokens this gives 0.42 GiB.
-//  - KV per token per GPU: 2 * layers * kvh_rank * head_dim * dtype_bytes(kv), with
-//    kvh_rank = max(kv_heads / tp, 1) (heads are replicated when kv_heads < tp).
+//  - KV per token per GPU: full_attention_layers * kv_bytes_per_token_per_rank_layer (cost_model.h):
+//    2 * kvh_rank * head_dim * dtype_bytes(kv) with kvh_rank = max(kv_heads / tp, 1) (heads are
+//    replicated when kv_heads < tp), or for MLA (kv_lora_rank + qk_rope_head_dim) * dtype_bytes(kv)
+//    on every rank.
+//  - Sliding-window layers keep at most sliding_window tokens of each sequence: their KV is
+//    reserved up front for max_num_seqs sequences (window_kv_reserve_bytes) rather than paged.
+//  - Weights: quantised dtypes include their block scales (weight_bytes_per_element, hardware.h).
 #include "models/memory_model.h"
 
 #include <algorithm>
@@ -50,11 +55,6 @@ void check_params(const MemoryParams& p) {
   }
 }
 
-int64_t weight_bytes_per_gpu(const ModelSpec& m, Dtype weight_dtype, int tp) {
-  const int64_t total = m.weights_bytes_16bit * dtype_bytes(weight_dtype);
-  const int64_t divisor = 2 * static_cast<int64_t>(tp);
-  return (total + divisor - 1) / divisor;
-}
 
 // Computes the plan without checking that it leaves room for a KV block.
 MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
@@ -65,16 +65,17 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   plan.gpu_memory_bytes = d.gpu->memory_bytes;
   plan.usable_bytes =
       std::llround(static_cast<double>(d.gpu->memory_bytes) * p.gpu_memory_utilization);
-  plan.weight_bytes_per_gpu = weight_bytes_per_gpu(m, d.weight_dtype, d.tp);
+  plan.weight_bytes_per_gpu = weight_bytes(m.param_count, d.weight_dtype, d.tp);
   plan.activation_reserve_bytes = activation_reserve_bytes(d, p);
   plan.runtime_overhead_bytes =
       p.runtime_overhead_bytes > 0 ? p.runtime_overhead_bytes : kDefaultRuntimeOverheadBytes;
-  plan.kv_bytes_per_token_per_gpu = 2 * static_cast<int64_t>(m.num_layers) *
-                                    kv_heads_per_rank(m, d.tp) * m.head_dim *
-                                    dtype_bytes(d.kv_dtype);
+  const int64_t layer_kv = kv_bytes_per_token_per_rank_layer(m, d.tp, d.kv_dtype);
+  plan.kv_bytes_per_token_per_gpu = static_cast<int64_t>(m.num_full_attention_layers()) * layer_kv;
+  plan.window_kv_reserve_bytes =
+      static_cast<int64_t>(m.num_sliding_layers) * layer_kv * m.sliding_window * p.max_num_seqs;
   plan.rule = p.rule;
   const int64_t after_weights = plan.usable_bytes - plan.weight_bytes_per_gpu -
-                                plan.runtime_overhead_bytes;
+                                plan.runtime_overhead_bytes - plan.window_kv_reserve_bytes;
   switch (p.rule) {
     case KvPoolRule::kUtilizationCap:
       plan.kv_pool_bytes_per_gpu = after_weights - plan.activation_reserve_bytes;
@@ -85,7 +86,8 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
     case KvPoolRule::kFreeFraction: {
       plan.usable_bytes = plan.gpu_memory_bytes;
       const int64_t free_bytes = plan.gpu_memory_bytes - plan.weight_bytes_per_gpu -
-                                 plan.runtime_overhead_bytes - plan.activation_reserve_bytes;
+                                 plan.runtime_overhead_bytes - plan.activation_reserve_bytes -
+                                 plan.window_kv_reserve_bytes;
       plan.kv_pool_bytes_per_gpu =
           free_bytes > 0 ? std::llround(static_cast<double>(free_bytes) * p.gpu_memory_utilization)
                          : free_bytes;
@@ -119,7 +121,7 @@ int smallest_fitting_tp(const Deployment& d, const MemoryParams& p) {
                                      const MemoryPlan& plan) {
   const ModelSpec& m = *d.model;
   const double total_weights_gb =
-      static_cast<double>(m.weights_bytes_16bit * dtype_bytes(d.weight_dtype)) / 2 / 1e9;
+      static_cast<double>(weight_bytes(m.param_count, d.weight_dtype, 1)) / 1e9;
   std::string what = fmt::format(
       "{} ({:.1f} GB of {} weights) does not fit on {} x {} ({:.1f} GiB, {:.0f} % usable): ", m.key,
       total_weights_gb, dtype_name(d.weight_dtype), d.tp, d.gpu->key,
@@ -169,13 +171,23 @@ int64_t forward_activation_bytes(const Deployment& d, int64_t tokens) {
   const ModelSpec& m = *d.model;
   const double t = d.tp;
   const double mlp_factor = m.gated_mlp ? 2 : 1;
-  const double intermediate =
-      m.moe ? static_cast<double>(m.moe->experts_per_token * m.moe->expert_intermediate_size)
-            : static_cast<double>(m.intermediate_size);
-  const double width = static_cast<double>(m.hidden_size) +
-                       (m.num_attention_heads / t + 2.0 * kv_heads_per_rank(m, d.tp)) *
-                           static_cast<double>(m.head_dim) +
-                       mlp_factor * intermediate / t;
+  double intermediate = static_cast<double>(m.intermediate_size);
+  if (m.moe) {
+    // The widest MLP of a layer: routed experts plus the shared expert, or a dense layer's MLP.
+    intermediate = static_cast<double>(m.moe->experts_per_token * m.moe->expert_intermediate_size +
+                                       m.moe->shared_expert_intermediate_size);
+    if (m.moe->num_moe_layers < m.num_layers) {
+      intermediate = std::max(intermediate, static_cast<double>(m.intermediate_size));
+    }
+  }
+  // Q, K and V outputs; MLA: the queries plus the compressed KV latent and rotary key.
+  const double attention_width =
+      m.mla ? m.num_attention_heads / t * static_cast<double>(m.mla->qk_head_dim()) +
+                  static_cast<double>(m.mla->kv_elements_per_token())
+            : (m.num_attention_heads / t + 2.0 * kv_heads_per_rank(m, d.tp)) *
+                  static_cast<double>(m.head_dim);
+  const double width =
+      static_cast<double>(m.hidden_size) + attention_width + mlp_factor * intermediate / t;
   return std::llround(kActivationPeakFactor * static_cast<double>(tokens) * width *
                       kActivationBytes);
 }
@@ -208,6 +220,9 @@ std::string describe(const MemoryPlan& plan) {
   out += fmt::format("\n  weights             {}", gib(plan.weight_bytes_per_gpu));
   out += fmt::format("\n  activation reserve  {}", gib(plan.activation_reserve_bytes));
   out += fmt::format("\n  runtime overhead    {}", gib(plan.runtime_overhead_bytes));
+  if (plan.window_kv_reserve_bytes > 0) {
+    out += fmt::format("\n  sliding-window KV   {}", gib(plan.window_kv_reserve_bytes));
+  }
   out += fmt::format(
       "\n  KV pool             {}: {} blocks x {} tokens = {} tokens ({:.1f} KiB per token per "
       "GPU)",

@@ -38,7 +38,10 @@ struct MemoryPlan {
   int64_t weight_bytes_per_gpu = 0;
   int64_t activation_reserve_bytes = 0;  // per GPU
   int64_t runtime_overhead_bytes = 0;    // per GPU
-  int64_t kv_bytes_per_token_per_gpu = 0;
+  int64_t kv_bytes_per_token_per_gpu = 0;  // paged KV: full-attention layers
+  // KV of the sliding-window layers, reserved for max_num_seqs sequences of sliding_window tokens
+  // (0 without such layers).
+  int64_t window_kv_reserve_bytes = 0;
   int64_t kv_pool_bytes_per_gpu = 0;
   int64_t block_size = 0;
   int64_t num_blocks = 0;  // KV blocks of the instance (same count on every TP rank)

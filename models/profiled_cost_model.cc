@@ -112,7 +112,29 @@ class DecodeMemo {
   std::vector<Slot> slots_;
 };
 
-const char* gemm_dtype(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
+// The GEMM / MoE table dtype of weights in `d` (profiles/README.md names them).
+const char* gemm_dtype(Dtype d) {
+  switch (d) {
+    case Dtype::kFp8:
+      return "fp8_e4m3";
+    case Dtype::kFp8Block:
+      return "fp8_block";
+    case Dtype::kNvfp4:
+      return "nvfp4";
+    case Dtype::kInt4Wo:
+      return "int4_wo";
+    case Dtype::kBf16:
+      break;
+  }
+  return "bf16";
+}
+// Table dtypes whose GEMM rows serve weights in `d`, preferred first.
+std::vector<std::string> weight_table_dtypes(Dtype d) {
+  if (d == Dtype::kBf16) {
+    return {"bf16", "fp16"};
+  }
+  return {gemm_dtype(d)};
+}
 const char* kv_dtype_name(Dtype d) { return d == Dtype::kFp8 ? "fp8_e4m3" : "bf16"; }
 
 // A table built from one profile's rows, with the counts of rows clamped to the peak bound while
@@ -150,6 +172,9 @@ double table_peak_flops(const GpuSpec& gpu, const std::string& dtype) {
   }
   if (dtype == "fp8_e4m3" || dtype == "fp8_block") {
     return gpu.peak_flops_per_s(Dtype::kFp8);
+  }
+  if (dtype == "nvfp4") {
+    return gpu.peak_flops_per_s(Dtype::kNvfp4);
   }
   return 0;
 }
@@ -202,7 +227,15 @@ struct ProfiledCostModel::Impl {
       }
       return {interp::gemm_reference(fit, m, n, k, weight_bytes), false};
     }
-    Kind kind(const Lookup& l) const { return table != nullptr ? kind_of(l) : kAnalytic; }
+    // A weight dtype no measured table has (fp8_block, nvfp4, int4_wo without rows): the fit is
+    // a roofline transferred to that dtype's rate, reported as extrapolated.
+    bool dtype_extrapolated = false;
+    Kind kind(const Lookup& l) const {
+      if (table != nullptr) {
+        return kind_of(l);
+      }
+      return dtype_extrapolated ? kExtrapolated : kAnalytic;
+    }
   };
 
   ModelSpec model;
@@ -222,6 +255,8 @@ struct ProfiledCostModel::Impl {
   std::vector<std::unique_ptr<interp::CurveTable>> curve_tables;
 
   GemmSource qkv, o, gate_up, down, router, lm_head;
+  // MoE models: the shared expert, and the dense MLP of the dense layers.
+  GemmSource shared_gate_up, shared_down, dense_gate_up, dense_down;
   // MoE layer table (key into moe_table), or experts through gate_up/down GEMMs.
   const interp::CurveTable* moe_table = nullptr;
   std::string moe_key;
@@ -287,6 +322,8 @@ struct ProfiledCostModel::Impl {
   }
   Parts evaluate(const detail::BatchSums& s) const;
   void attention(const detail::BatchSums& s, Parts* out) const;
+  // MLA models: the roofline at the achievable rates, clamped to the peak (no MLA tables).
+  void mla_attention(const detail::BatchSums& s, Parts* out) const;
 };
 
 std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
@@ -400,8 +437,7 @@ ProfiledCostModel::Impl::Impl(const Deployment& dep, const std::vector<profiles:
     detail::Throughputs x = detail::peak_throughputs(d);
     peak = detail::make_rates(shapes, x);
     // Attention at the peak of the KV dtype (FP8 attention runs on FP8 tensor cores).
-    peak.attn_flop_s =
-        shapes.layers * shapes.attention_flops_per_position() / gpu.peak_flops_per_s(d.kv_dtype);
+    detail::set_attention_flops(shapes, gpu.peak_flops_per_s(d.kv_dtype), &peak);
   }
   achievable = detail::make_rates(shapes, detail::achievable_throughputs(d, p.roofline));
   heads = {static_cast<int>(std::lround(shapes.heads)), static_cast<int>(shapes.kv_heads),
@@ -483,6 +519,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     }
     // No rows of the dtype: the fitted roofline of any 16-bit GEMM table, scaled to the dtype's
     // peak, else the roofline's achievable throughputs.
+    src->dtype_extrapolated = wb < 2 && d.weight_dtype != Dtype::kFp8;
     const double dtype_peak = gpu.peak_flops_per_s(d.weight_dtype);
     for (const profiles::Profile* prof : order) {
       for (const char* dt : {"bf16", "fp16"}) {
@@ -506,9 +543,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
         to_seconds(params.roofline.kernel_launch));
     diag.sources.push_back(fmt::format("{}: roofline (no gemm table)", name));
   };
-  const std::vector<std::string> wdtypes = d.weight_dtype == Dtype::kFp8
-                                               ? std::vector<std::string>{"fp8_e4m3"}
-                                               : std::vector<std::string>{"bf16", "fp16"};
+  const std::vector<std::string> wdtypes = weight_table_dtypes(d.weight_dtype);
   const std::vector<std::string> act16 = {"bf16", "fp16"};
   const double wb = shapes.weight_bytes;
   pick_gemm("qkv_gemm", shapes.qkv_n, shapes.qkv_k, wb, wdtypes, &qkv);
@@ -518,6 +553,16 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
   pick_gemm(shapes.moe ? "expert_down" : "down_gemm", shapes.down_n, shapes.down_k, wb, wdtypes,
             &down);
   pick_gemm("lm_head", shapes.lm_head_n, shapes.lm_head_k, 2, act16, &lm_head);
+  if (shapes.shared_down_k > 0) {
+    pick_gemm("shared_expert_gate_up", shapes.shared_gate_up_n, shapes.hidden, wb, wdtypes,
+              &shared_gate_up);
+    pick_gemm("shared_expert_down", shapes.hidden, shapes.shared_down_k, wb, wdtypes,
+              &shared_down);
+  }
+  if (shapes.dense_layers > 0) {
+    pick_gemm("gate_up_gemm", shapes.dense_gate_up_n, shapes.hidden, wb, wdtypes, &dense_gate_up);
+    pick_gemm("down_gemm", shapes.hidden, shapes.dense_down_k, wb, wdtypes, &dense_down);
+  }
   if (shapes.moe) {
     pick_gemm("moe_router", shapes.experts, shapes.hidden, 2, act16, &router);
     // The fused MoE layer table: balanced routing, else the mildest power law.
@@ -631,10 +676,11 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     }
     return prefill != nullptr;
   };
-  if (!pick_prefill(causal) && !causal && pick_prefill(true)) {
+  // MLA has no attention tables (their rows are GQA head configurations): roofline only.
+  if (!shapes.mla && !pick_prefill(causal) && !causal && pick_prefill(true)) {
     prefill_bidirectional_from_causal = true;
   }
-  {
+  if (!shapes.mla) {
     const interp::DecodeTable* exact = nullptr;
     const interp::DecodeTable* any = nullptr;
     const profiles::Profile* exact_prof = nullptr;
@@ -884,13 +930,11 @@ void ProfiledCostModel::Impl::resolve_donor(const std::vector<const profiles::Pr
     return false;
   };
   RooflineFit wfit, afit;
-  const std::vector<std::string> wdtypes = d.weight_dtype == Dtype::kFp8
-                                               ? std::vector<std::string>{"fp8_e4m3"}
-                                               : std::vector<std::string>{"bf16", "fp16"};
+  const std::vector<std::string> wdtypes = weight_table_dtypes(d.weight_dtype);
   const bool have16 = fit_for({"bf16", "fp16"}, Dtype::kBf16, &afit);
   if (!fit_for(wdtypes, d.weight_dtype, &wfit)) {
-    wfit = have16 ? afit.scaled(gpu.bf16_flops_per_s > 0 && d.weight_dtype == Dtype::kFp8
-                                    ? gpu.peak_flops_per_s(Dtype::kFp8) / gpu.bf16_flops_per_s
+    wfit = have16 ? afit.scaled(gpu.bf16_flops_per_s > 0
+                                    ? gpu.peak_flops_per_s(d.weight_dtype) / gpu.bf16_flops_per_s
                                     : 1.0,
                                 1)
                   : fit_from_throughputs(gpu.peak_flops_per_s(d.weight_dtype) * 0.75,
@@ -971,6 +1015,10 @@ void ProfiledCostModel::Impl::use_gemm_fits(const RooflineFit& weights,
   set(&down, shapes.down_n, shapes.down_k, shapes.weight_bytes, weights);
   set(&lm_head, shapes.lm_head_n, shapes.lm_head_k, 2, sixteen_bit);
   set(&router, shapes.experts, shapes.hidden, 2, sixteen_bit);
+  set(&shared_gate_up, shapes.shared_gate_up_n, shapes.hidden, shapes.weight_bytes, weights);
+  set(&shared_down, shapes.hidden, shapes.shared_down_k, shapes.weight_bytes, weights);
+  set(&dense_gate_up, shapes.dense_gate_up_n, shapes.hidden, shapes.weight_bytes, weights);
+  set(&dense_down, shapes.hidden, shapes.dense_down_k, shapes.weight_bytes, weights);
 }
 
 void ProfiledCostModel::Impl::resolve_uncalibrated() {
@@ -1054,15 +1102,34 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
     gemm(gate_up, m, layers, &mlp);
     gemm(down, m, layers, &mlp);
   } else {
-    gemm(router, m, layers, &mlp);
+    const double moe_layers = shapes.moe_layers;
+    gemm(router, m, moe_layers, &mlp);
     if (moe_table != nullptr) {
       const Lookup l = moe_table->predict(moe_key, m);
-      mlp.add(layers * l.seconds, kind_of(l));
+      mlp.add(moe_layers * l.seconds, kind_of(l));
     } else {
       const double routed = m * shapes.experts_per_token;
       const double touched = std::min(shapes.experts, routed);
-      gemm(gate_up, routed / touched, layers * touched, &mlp);
-      gemm(down, routed / touched, layers * touched, &mlp);
+      // The touched experts run as one grouped kernel per layer: a fitted roofline (no table)
+      // charges its fixed latency once, not once per expert. Measured rows keep theirs.
+      const auto experts = [&](const GemmSource& g) {
+        if (g.table != nullptr) {
+          gemm(g, routed / touched, moe_layers * touched, &mlp);
+          return;
+        }
+        const Lookup l = g.at(routed / touched);
+        mlp.add(moe_layers * (touched * (l.seconds - g.fit.t0_s) + g.fit.t0_s), g.kind(l));
+      };
+      experts(gate_up);
+      experts(down);
+    }
+    if (shapes.shared_down_k > 0) {
+      gemm(shared_gate_up, m, moe_layers, &mlp);
+      gemm(shared_down, m, moe_layers, &mlp);
+    }
+    if (shapes.dense_layers > 0) {
+      gemm(dense_gate_up, m, shapes.dense_layers, &mlp);
+      gemm(dense_down, m, shapes.dense_layers, &mlp);
     }
   }
   finish(2, mlp, detail::mlp_time(peak, m));
@@ -1111,7 +1178,13 @@ RowsEntry ProfiledCostModel::Impl::compute_lm_head(double rows) const {
 }
 
 void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) const {
-  const double layers = shapes.layers;
+  if (shapes.mla) {
+    mla_attention(s, out);
+    return;
+  }
+  // Tables and fits cover the full-attention layers; sliding-window layers add the roofline over
+  // the windowed sums (window_attention).
+  const double layers = shapes.full_attention_layers;
   const double hd = static_cast<double>(model.head_dim);
   if (s.has_prefill) {
     const double b = s.prefill_segments;
@@ -1144,10 +1217,13 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
                                                   q_eq, c_eq, shapes.kv_bytes, causal),
                kAnalytic);
     }
+    if (achievable.windowed) {
+      part.add(detail::attention_time(achievable.window_prefill, s.window_prefill_key_positions,
+                                      s.window_prefill_kv_tokens, s.prefill_query_tokens, 0),
+               kAnalytic);
+    }
     out->s[kPrefill] =
-        part.clamp_to(detail::attention_time(peak, s.prefill_key_positions, s.prefill_kv_tokens,
-                                             s.prefill_query_tokens),
-                      &clamped_predictions);
+        part.clamp_to(detail::prefill_attention_time(peak, s), &clamped_predictions);
     for (size_t k = 0; k < 3; ++k) {
       out->split[k] += part.by_kind[k];
     }
@@ -1172,13 +1248,32 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
       }
       part.add(layers * t, kAnalytic);
     }
-    out->s[kDecode] =
-        part.clamp_to(detail::attention_time(peak, s.decode_key_positions, s.decode_kv_tokens,
-                                             s.decode_query_tokens),
-                      &clamped_predictions);
+    if (achievable.windowed) {
+      part.add(detail::attention_time(achievable.window_decode, s.window_decode_key_positions,
+                                      s.window_decode_kv_tokens, s.decode_query_tokens, 0),
+               kAnalytic);
+    }
+    out->s[kDecode] = part.clamp_to(detail::decode_attention_time(peak, s), &clamped_predictions);
     for (size_t k = 0; k < 3; ++k) {
       out->split[k] += part.by_kind[k];
     }
+  }
+}
+
+void ProfiledCostModel::Impl::mla_attention(const detail::BatchSums& s, Parts* out) const {
+  const auto add = [&](size_t slot, double achieved, double bound) {
+    Split part;
+    part.add(achieved, kAnalytic);
+    out->s[slot] = part.clamp_to(bound, &clamped_predictions);
+    out->split[kAnalytic] += part.by_kind[kAnalytic];
+  };
+  if (s.has_prefill) {
+    add(kPrefill, detail::prefill_attention_time(achievable, s),
+        detail::prefill_attention_time(peak, s));
+  }
+  if (s.has_decode) {
+    add(kDecode, detail::decode_attention_time(achievable, s),
+        detail::decode_attention_time(peak, s));
   }
 }
 
@@ -1260,7 +1355,7 @@ ProfiledCostModel::ProfiledCostModel(const Deployment& d,
 ProfiledCostModel::~ProfiledCostModel() = default;
 
 Duration ProfiledCostModel::iteration_time(const BatchShape& shape) const {
-  const Parts p = impl_->evaluate(detail::sum_segments(shape));
+  const Parts p = impl_->evaluate(detail::sum_segments(shape, impl_->shapes.window));
   const Duration t = to_operator_times(p).total();
   LookupStats& st = impl_->stats;
   st.interpolated_s += p.split[kInterpolated];
@@ -1271,11 +1366,11 @@ Duration ProfiledCostModel::iteration_time(const BatchShape& shape) const {
 }
 
 OperatorTimes ProfiledCostModel::breakdown(const BatchShape& shape) const {
-  return to_operator_times(impl_->evaluate(detail::sum_segments(shape)));
+  return to_operator_times(impl_->evaluate(detail::sum_segments(shape, impl_->shapes.window)));
 }
 
 Duration ProfiledCostModel::peak_bound_time(const BatchShape& shape) const {
-  return detail::evaluate(impl_->peak, detail::sum_segments(shape)).total();
+  return detail::evaluate(impl_->peak, detail::sum_segments(shape, impl_->shapes.window)).total();
 }
 
 LookupStats ProfiledCostModel::lookup_stats() const { return impl_->stats; }

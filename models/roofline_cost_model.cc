@@ -27,6 +27,8 @@
 //    link = NVLink per direction when the whole TP group is NVLink-connected, else PCIe.
 //  - LM head once per pass over the logit rows (N = vocab/t, K = hidden, 16-bit weights: FP8
 //    checkpoints keep the LM head in 16-bit); embeddings and the final norm are negligible.
+//  - MoE models with shared experts and dense layers (DeepSeek), MLA attention and sliding-window
+//    layers: the formulas are in roofline_terms.h.
 //  - Attention and the LM head run at the BF16 tensor-core rate whatever the weight dtype.
 //  - Compute efficiency 0 means measured_matmul / peak of the dtype when the catalog has a
 //    measurement, else kDefaultComputeEfficiency.
@@ -79,11 +81,11 @@ class RooflineCostModel final : public IterationCostModel {
   LookupStats lookup_stats() const override { return stats_; }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
-    return detail::evaluate(rates_, detail::sum_segments(shape));
+    return detail::evaluate(rates_, detail::sum_segments(shape, shapes_.window));
   }
 
   Duration peak_bound_time(const BatchShape& shape) const override {
-    return detail::evaluate(peak_, detail::sum_segments(shape)).total();
+    return detail::evaluate(peak_, detail::sum_segments(shape, shapes_.window)).total();
   }
 
   std::string describe() const override {

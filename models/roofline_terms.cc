@@ -49,6 +49,64 @@ void check_efficiency(double value, const char* name, bool zero_allowed) {
 
 }  // namespace
 
+namespace {
+
+// The attention shapes of an MLA model (formulas in roofline_terms.h).
+void set_mla_shapes(const MlaSpec& a, RankShapes* s) {
+  const double h = s->heads;
+  const double r = static_cast<double>(a.kv_lora_rank);
+  const double dn = static_cast<double>(a.qk_nope_head_dim);
+  const double dr = static_cast<double>(a.qk_rope_head_dim);
+  const double dv = static_cast<double>(a.v_head_dim);
+  const double rq = static_cast<double>(a.q_lora_rank);
+  const double q_weights = a.q_lora_rank > 0 ? s->hidden * rq + rq * h * (dn + dr)
+                                             : s->hidden * h * (dn + dr);
+  s->mla = true;
+  s->qkv_n = (q_weights + s->hidden * (r + dr)) / s->hidden;
+  s->o_k = h * dv;
+  AttentionShape& p = s->prefill_attention;
+  p.flops_per_position = 2 * h * (dn + dr) + 2 * h * dv;
+  p.kv_bytes_per_token = (r + dr) * s->kv_bytes;
+  p.query_bytes_per_token = h * (dn + dr + dv) * kActivationBytes;
+  p.latent_n = h * (dn + dv);
+  p.latent_k = r;
+  AttentionShape& dec = s->decode_attention;
+  dec = p;
+  dec.flops_per_position = 2 * h * (2 * r + dr);
+  dec.query_bytes_per_token = h * (2 * r + dr) * kActivationBytes;
+}
+
+AttentionTerm make_attention(const AttentionShape& a, double layers, double weight_bytes,
+                             const Throughputs& x) {
+  const double bw = x.mem_bytes_per_s;
+  AttentionTerm t;
+  t.flop_s = layers * a.flops_per_position / x.bf16_flops_per_s;
+  t.kv_s = layers * a.kv_bytes_per_token / bw;
+  t.query_s = layers * a.query_bytes_per_token / bw;
+  t.launch_s = layers * x.launch_s;
+  if (a.latent_n > 0) {
+    t.has_latent = true;
+    t.latent =
+        make_gemm(layers, a.latent_n, a.latent_k, weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+  }
+  return t;
+}
+
+// Key positions a causal segment of q queries after c cached tokens attends to under a window of
+// w keys: sum over j = c+1 .. c+q of min(j, w).
+uint64_t windowed_positions(uint64_t q, uint64_t k, uint64_t w) {
+  const uint64_t c = k - q;
+  if (k <= w) {
+    return q * c + q * (q + 1) / 2;
+  }
+  if (c >= w) {
+    return q * w;
+  }
+  return (w * (w + 1) - c * (c + 1)) / 2 + (k - w) * w;
+}
+
+}  // namespace
+
 RankShapes rank_shapes(const Deployment& d) {
   const ModelSpec& m = *d.model;
   const double t = d.tp;
@@ -59,14 +117,15 @@ RankShapes rank_shapes(const Deployment& d) {
   s.head_dim = static_cast<double>(m.head_dim);
   s.heads = static_cast<double>(m.num_attention_heads) / t;
   s.kv_heads = kv_heads_per_rank(m, d.tp);
-  s.weight_bytes = static_cast<double>(dtype_bytes(d.weight_dtype));
+  s.weight_bytes = weight_bytes_per_element(d.weight_dtype).value();
   s.kv_bytes = static_cast<double>(dtype_bytes(d.kv_dtype));
   const double mlp_factor = m.gated_mlp ? 2 : 1;
   s.qkv_n = (s.heads + 2 * s.kv_heads) * s.head_dim;
   s.qkv_k = s.hidden;
   s.o_n = s.hidden;
   s.o_k = s.heads * s.head_dim;
-  double active_intermediate = static_cast<double>(m.intermediate_size) / t;
+  const double dense_intermediate = static_cast<double>(m.intermediate_size) / t;
+  double active_intermediate = dense_intermediate;
   double intermediate = active_intermediate;
   if (m.moe) {
     s.moe = true;
@@ -74,6 +133,20 @@ RankShapes rank_shapes(const Deployment& d) {
     s.experts_per_token = m.moe->experts_per_token;
     intermediate = static_cast<double>(m.moe->expert_intermediate_size) / t;
     active_intermediate = m.moe->experts_per_token * intermediate;
+    s.moe_layers = m.moe->num_moe_layers;
+    s.dense_layers = s.layers - s.moe_layers;
+    const double shared = static_cast<double>(m.moe->shared_expert_intermediate_size) / t;
+    s.shared_gate_up_n = mlp_factor * shared;
+    s.shared_down_k = shared;
+    if (s.dense_layers > 0) {
+      s.dense_gate_up_n = mlp_factor * dense_intermediate;
+      s.dense_down_k = dense_intermediate;
+    }
+    if (shared > 0 || s.dense_layers > 0) {
+      active_intermediate = ((active_intermediate + shared) * s.moe_layers +
+                             dense_intermediate * s.dense_layers) /
+                            s.layers;
+    }
   }
   s.gate_up_n = mlp_factor * intermediate;
   s.gate_up_k = s.hidden;
@@ -81,9 +154,26 @@ RankShapes rank_shapes(const Deployment& d) {
   s.down_k = intermediate;
   s.lm_head_n = static_cast<double>(m.vocab_size) / t;
   s.lm_head_k = s.hidden;
+
+  double rotary_elements = (s.heads + s.kv_heads) * s.head_dim;
+  if (m.mla) {
+    set_mla_shapes(*m.mla, &s);
+    rotary_elements = s.heads * static_cast<double>(m.mla->qk_head_dim()) +
+                      static_cast<double>(m.mla->kv_elements_per_token());
+  } else {
+    AttentionShape& a = s.prefill_attention;
+    a.flops_per_position = 4 * s.head_dim * s.heads;
+    a.kv_bytes_per_token = 2 * s.kv_heads * s.head_dim * s.kv_bytes;
+    a.query_bytes_per_token = 2 * s.heads * s.head_dim * kActivationBytes;
+    s.decode_attention = a;
+  }
+  s.window = m.sliding_window;
+  s.window_layers = m.num_sliding_layers;
+  s.full_attention_layers = m.num_full_attention_layers();
+
   const double elementwise_elements = kNormResidualElements * s.hidden +
                                       (mlp_factor + 1) * active_intermediate +
-                                      2 * (s.heads + s.kv_heads) * s.head_dim;
+                                      2 * rotary_elements;
   s.elementwise_bytes_per_token = kActivationBytes * elementwise_elements;
   s.allreduce_bytes_per_token = d.tp > 1 ? s.hidden * kActivationBytes : 0;
   return s;
@@ -92,32 +182,44 @@ RankShapes rank_shapes(const Deployment& d) {
 Rates make_rates(const RankShapes& s, const Throughputs& x) {
   const double layers = s.layers;
   const double bw = x.mem_bytes_per_s;
+  const auto gemm = [&](double on_layers, double n, double k) {
+    return make_gemm(on_layers, n, k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+  };
   Rates r;
-  r.qkv = make_gemm(layers, s.qkv_n, s.qkv_k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
-  r.o = make_gemm(layers, s.o_n, s.o_k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+  r.qkv = gemm(layers, s.qkv_n, s.qkv_k);
+  r.o = gemm(layers, s.o_n, s.o_k);
   if (s.moe) {
     r.moe = true;
     r.experts = s.experts;
     r.experts_per_token = s.experts_per_token;
-    r.router = make_gemm(layers, s.experts, s.hidden, kActivationBytes, x.bf16_flops_per_s, bw,
-                         x.launch_s);
-    r.expert_gate_up = make_gemm(layers, s.gate_up_n, s.gate_up_k, s.weight_bytes,
-                                 x.gemm_flops_per_s, bw, x.launch_s);
-    r.expert_down =
-        make_gemm(layers, s.down_n, s.down_k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+    r.router = make_gemm(s.moe_layers, s.experts, s.hidden, kActivationBytes, x.bf16_flops_per_s,
+                         bw, x.launch_s);
+    r.expert_gate_up = gemm(s.moe_layers, s.gate_up_n, s.gate_up_k);
+    r.expert_down = gemm(s.moe_layers, s.down_n, s.down_k);
+    if (s.shared_down_k > 0) {
+      r.has_shared_expert = true;
+      r.shared_gate_up = gemm(s.moe_layers, s.shared_gate_up_n, s.hidden);
+      r.shared_down = gemm(s.moe_layers, s.hidden, s.shared_down_k);
+    }
+    if (s.dense_layers > 0) {
+      r.has_dense_layers = true;
+      r.gate_up = gemm(s.dense_layers, s.dense_gate_up_n, s.hidden);
+      r.down = gemm(s.dense_layers, s.hidden, s.dense_down_k);
+    }
   } else {
-    r.gate_up = make_gemm(layers, s.gate_up_n, s.gate_up_k, s.weight_bytes, x.gemm_flops_per_s, bw,
-                          x.launch_s);
-    r.down =
-        make_gemm(layers, s.down_n, s.down_k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
+    r.gate_up = gemm(layers, s.gate_up_n, s.gate_up_k);
+    r.down = gemm(layers, s.down_n, s.down_k);
   }
   r.lm_head =
       make_gemm(1, s.lm_head_n, s.lm_head_k, kActivationBytes, x.bf16_flops_per_s, bw, x.launch_s);
 
-  r.attn_flop_s = layers * s.attention_flops_per_position() / x.bf16_flops_per_s;
-  r.attn_kv_s = layers * s.kv_bytes_per_token() / bw;
-  r.attn_query_s = layers * s.query_bytes_per_token() / bw;
-  r.attn_launch_s = layers * x.launch_s;
+  r.attn_prefill = make_attention(s.prefill_attention, s.full_attention_layers, s.weight_bytes, x);
+  r.attn_decode = make_attention(s.decode_attention, s.full_attention_layers, s.weight_bytes, x);
+  if (s.window_layers > 0) {
+    r.windowed = true;
+    r.window_prefill = make_attention(s.prefill_attention, s.window_layers, s.weight_bytes, x);
+    r.window_decode = make_attention(s.decode_attention, s.window_layers, s.weight_bytes, x);
+  }
 
   r.elementwise_s = layers * s.elementwise_bytes_per_token / bw;
   r.elementwise_launch_s = layers * kElementwiseKernelsPerLayer * x.launch_s;
@@ -131,6 +233,16 @@ Rates make_rates(const RankShapes& s, const Throughputs& x) {
   }
   r.overhead_s = x.overhead_s;
   return r;
+}
+
+void set_attention_flops(const RankShapes& s, double flops_per_s, Rates* r) {
+  r->attn_prefill.flop_s = s.full_attention_layers * s.prefill_attention.flops_per_position /
+                           flops_per_s;
+  r->attn_decode.flop_s = s.full_attention_layers * s.decode_attention.flops_per_position /
+                          flops_per_s;
+  r->window_prefill.flop_s = s.window_layers * s.prefill_attention.flops_per_position /
+                             flops_per_s;
+  r->window_decode.flop_s = s.window_layers * s.decode_attention.flops_per_position / flops_per_s;
 }
 
 void check_roofline_params(const RooflineParams& p) {
@@ -177,7 +289,7 @@ Throughputs achievable_throughputs(const Deployment& d, const RooflineParams& p)
 
 // One branch-free pass: totals over all segments plus masked totals over decode segments
 // (query_tokens == 1); the prefill-like sums are the differences.
-BatchSums sum_segments(const BatchShape& shape) {
+BatchSums sum_segments(const BatchShape& shape, int64_t window) {
   if (shape.segments.empty()) {
     throw std::invalid_argument("iteration cost requested for an empty batch");
   }
@@ -214,6 +326,22 @@ BatchSums sum_segments(const BatchShape& shape) {
   if (malformed) {
     throw_malformed(shape);
   }
+  uint64_t window_positions = 0, window_kv = 0, window_decode_positions = 0, window_decode_kv = 0;
+  if (window > 0) {
+    const auto w = static_cast<uint64_t>(window);
+    for (const Segment& seg : shape.segments) {
+      const auto q = static_cast<uint64_t>(seg.query_tokens);
+      const auto k = static_cast<uint64_t>(seg.context_tokens);
+      const uint64_t positions = windowed_positions(q, k, w);
+      const uint64_t kv = std::min(k, q + w - 1) + q;
+      window_positions += positions;
+      window_kv += kv;
+      if (q == 1) {
+        window_decode_positions += positions;
+        window_decode_kv += kv;
+      }
+    }
+  }
   const uint64_t positions = positions2 / 2;
   const uint64_t decode_positions = decode_positions2 / 2;
   BatchSums s;
@@ -231,13 +359,43 @@ BatchSums sum_segments(const BatchShape& shape) {
   s.prefill_k2 = k2;
   s.prefill_q2 = q2;
   s.prefill_qc = qc;
+  s.window_decode_key_positions = static_cast<double>(window_decode_positions);
+  s.window_decode_kv_tokens = static_cast<double>(window_decode_kv);
+  s.window_prefill_key_positions = static_cast<double>(window_positions - window_decode_positions);
+  s.window_prefill_kv_tokens = static_cast<double>(window_kv - window_decode_kv);
   return s;
 }
 
-double attention_time(const Rates& r, double positions, double kv_tokens, double query_tokens) {
-  return std::max(r.attn_flop_s * positions,
-                  r.attn_kv_s * kv_tokens + r.attn_query_s * query_tokens) +
-         r.attn_launch_s;
+double attention_time(const AttentionTerm& a, double positions, double kv_tokens,
+                      double query_tokens, double latent_rows) {
+  double t = std::max(a.flop_s * positions, a.kv_s * kv_tokens + a.query_s * query_tokens) +
+             a.launch_s;
+  if (a.has_latent) {
+    t += a.latent.time(latent_rows);
+  }
+  return t;
+}
+
+double prefill_attention_time(const Rates& r, const BatchSums& s) {
+  // MLA decompresses every key token of a prefill segment: sum(context_tokens) latent rows.
+  const double key_tokens = s.prefill_kv_tokens - s.prefill_query_tokens;
+  double t = attention_time(r.attn_prefill, s.prefill_key_positions, s.prefill_kv_tokens,
+                            s.prefill_query_tokens, key_tokens);
+  if (r.windowed) {
+    t += attention_time(r.window_prefill, s.window_prefill_key_positions,
+                        s.window_prefill_kv_tokens, s.prefill_query_tokens, key_tokens);
+  }
+  return t;
+}
+
+double decode_attention_time(const Rates& r, const BatchSums& s) {
+  double t = attention_time(r.attn_decode, s.decode_key_positions, s.decode_kv_tokens,
+                            s.decode_query_tokens, s.decode_query_tokens);
+  if (r.windowed) {
+    t += attention_time(r.window_decode, s.window_decode_key_positions, s.window_decode_kv_tokens,
+                        s.decode_query_tokens, s.decode_query_tokens);
+  }
+  return t;
 }
 
 double mlp_time(const Rates& r, double rows) {
@@ -248,9 +406,17 @@ double mlp_time(const Rates& r, double rows) {
   const double experts = std::min(r.experts, routed);
   const GemmTerm& gu = r.expert_gate_up;
   const GemmTerm& dn = r.expert_down;
-  return r.router.time(rows) +
-         std::max(gu.flop_s * routed, gu.weight_s * experts + gu.act_s * routed) + gu.launch_s +
-         std::max(dn.flop_s * routed, dn.weight_s * experts + dn.act_s * routed) + dn.launch_s;
+  double t = r.router.time(rows) +
+             std::max(gu.flop_s * routed, gu.weight_s * experts + gu.act_s * routed) +
+             gu.launch_s +
+             std::max(dn.flop_s * routed, dn.weight_s * experts + dn.act_s * routed) + dn.launch_s;
+  if (r.has_shared_expert) {  // the shared expert runs on every token
+    t += r.shared_gate_up.time(rows) + r.shared_down.time(rows);
+  }
+  if (r.has_dense_layers) {  // dense layers before the MoE layers
+    t += r.gate_up.time(rows) + r.down.time(rows);
+  }
+  return t;
 }
 
 OperatorTimes evaluate(const Rates& r, const BatchSums& s) {
@@ -260,12 +426,10 @@ OperatorTimes evaluate(const Rates& r, const BatchSums& s) {
   out.o_gemm = duration_from_seconds(r.o.time(rows));
   out.mlp_gemm = duration_from_seconds(mlp_time(r, rows));
   if (s.has_prefill) {
-    out.attention_prefill = duration_from_seconds(
-        attention_time(r, s.prefill_key_positions, s.prefill_kv_tokens, s.prefill_query_tokens));
+    out.attention_prefill = duration_from_seconds(prefill_attention_time(r, s));
   }
   if (s.has_decode) {
-    out.attention_decode = duration_from_seconds(
-        attention_time(r, s.decode_key_positions, s.decode_kv_tokens, s.decode_query_tokens));
+    out.attention_decode = duration_from_seconds(decode_attention_time(r, s));
   }
   out.norms_elementwise = duration_from_seconds(r.elementwise_s * rows + r.elementwise_launch_s);
   if (r.allreduce_s > 0) {

@@ -30,7 +30,47 @@ inline constexpr int64_t kMaxSegmentTokens = int64_t{1} << 24;
 //   gate-up N = (gated ? 2 : 1) * I/t,    K = hidden      (dense MLP)
 //   down    N = hidden,                   K = I/t
 //   experts the same with I = expert_intermediate_size    (MoE MLP)
+//   shared  the same with I = shared_expert_intermediate_size, on every MoE layer, every token
+//   dense   the same with I = intermediate_size, on the dense layers of a MoE model
 //   LM head N = vocab/t,                  K = hidden
+//
+// MoE models keep their layer kinds apart: the router, routed-expert and shared-expert terms run
+// on moe_layers, the dense MLP terms on dense_layers (= layers - moe_layers; DeepSeek's
+// first_k_dense_replace). Attention, norms and all-reduces run on every layer.
+//
+// MLA (DeepSeek-V3, Kimi-K2), per rank, with r = kv_lora_rank, dn = qk_nope, dr = qk_rope,
+// dv = v_head_dim, rq = q_lora_rank, h = H/t:
+//   QKV     one GEMM of K = hidden and N = (hidden*rq + rq*h*(dn+dr) + hidden*(r+dr)) / hidden, so
+//           2*N*K FLOPs and N*K weights per token are exactly those of q_a (hidden -> rq,
+//           replicated), q_b (rq -> h*(dn+dr)) and kv_a (hidden -> r+dr, replicated); without a
+//           q LoRA, q_proj (hidden -> h*(dn+dr)) replaces q_a and q_b.
+//   O       N = hidden, K = h * dv
+//   KV      per token and layer r + dr elements on every rank (no heads to shard)
+//   prefill attention in the decompressed form: kv_b (r -> h*(dn+dv)) expands every key token of
+//           the segment (cached and new) into per-head K_nope and V, the GEMM `latent` of
+//           N = h*(dn+dv), K = r on sum(context_tokens) rows; then attention over h heads:
+//           2*h*(dn+dr) FLOPs for QK^T and 2*h*dv for PV per attended key position; bytes:
+//           the latent (r+dr) per key token read or written, Q (h*(dn+dr)) and O (h*dv) per
+//           query token.
+//   decode attention in the absorbed form: W_UK is folded into the query and W_UV into the
+//           output, the GEMM `latent` (same weights, N = h*(dn+dv), K = r) on one row per decode
+//           token; attention over the latent as multi-query attention with h heads of r+dr for
+//           QK^T and r for PV: 2*h*(2r+dr) FLOPs per attended key position; bytes: the latent
+//           (r+dr) per key token, the absorbed query h*(r+dr) and latent output h*r per query.
+// GQA: 4*h*hd FLOPs per attended key position, 2*kvh_rank*hd KV elements per key token, Q and O
+// (2*h*hd elements) per query token, no latent GEMM.
+//
+// Sliding-window layers (gpt-oss) use the same per-layer terms over windowed sums: a query
+// attends to at most `window` keys (itself included) and reads at most query_tokens + window - 1
+// KV tokens. gpt-oss's attention sinks (one learned logit per head) are left out: they add one
+// score per head and query, nothing per key.
+struct AttentionShape {
+  double flops_per_position = 0;  // per attended key position, per layer
+  double kv_bytes_per_token = 0;  // per KV token read or written, per layer
+  double query_bytes_per_token = 0;
+  double latent_n = 0, latent_k = 0;  // MLA's kv_b GEMM; 0 otherwise
+};
+
 struct RankShapes {
   double layers = 0;
   double hidden = 0;
@@ -43,23 +83,26 @@ struct RankShapes {
   double lm_head_n = 0, lm_head_k = 0;
   bool moe = false;
   double experts = 0, experts_per_token = 0;
-  double weight_bytes = 2;  // per weight element
+  double moe_layers = 0, dense_layers = 0;       // MoE models only
+  double shared_gate_up_n = 0, shared_down_k = 0;  // shared expert; 0 = none
+  double dense_gate_up_n = 0, dense_down_k = 0;    // a MoE model's dense layers
+  bool mla = false;
+  AttentionShape prefill_attention, decode_attention;
+  double full_attention_layers = 0;  // = layers without sliding-window layers
+  double window_layers = 0;
+  int64_t window = 0;  // tokens; 0 = no sliding-window layers
+  double weight_bytes = 2;  // per weight element, block scales included
   double kv_bytes = 2;      // per KV element
   // Bytes per token (one layer) moved by the norms and elementwise kernels:
   //   2 * (8 * hidden + (gated ? 3 : 2) * I_active/t + 2 * (H/t + kvh_rank) * hd)
   // (two fused residual-add + RMSNorm kernels each read input and residual and write both; SiLU*mul
-  // reads gate and up and writes one; rotary reads and writes Q and K).
+  // reads gate and up and writes one; rotary reads and writes Q and K). MoE models: I_active is
+  // top_k * expert + shared, averaged with the dense layers' I over the layers; MLA: the rotary
+  // and latent norms move h*(dn+dr) + r + dr instead of (H/t + kvh_rank) * hd.
   double elementwise_bytes_per_token = 0;
   // Bytes of one all-reduce per token (hidden * 2); 0 at tp = 1.
   double allreduce_bytes_per_token = 0;
   int tp = 1;
-
-  // Attention bytes of a segment set: KV tokens read or written, and query tokens (Q read, O
-  // written), per layer.
-  double kv_bytes_per_token() const { return 2 * kv_heads * head_dim * kv_bytes; }
-  double query_bytes_per_token() const { return 2 * heads * head_dim * kActivationBytes; }
-  // Attention FLOPs per attended key position (QK^T and PV), per layer.
-  double attention_flops_per_position() const { return 4 * head_dim * heads; }
 };
 
 RankShapes rank_shapes(const Deployment& d);
@@ -88,26 +131,41 @@ struct Throughputs {
   double overhead_s = 0;
 };
 
+// One attention kernel family summed over its layers, in seconds: the roofline of its FLOPs per
+// attended key position against its bytes per KV and query token, plus MLA's latent GEMM.
+struct AttentionTerm {
+  double flop_s = 0;   // per attended key position
+  double kv_s = 0;     // per KV token read or written
+  double query_s = 0;  // per query token (Q read + O write)
+  double launch_s = 0;
+  GemmTerm latent;     // MLA only; rows: key tokens (prefill) or query tokens (decode)
+  bool has_latent = false;
+};
+
 // Per-deployment constants, in seconds, for one set of throughputs.
 struct Rates {
-  // Dense MLP: gate_up / down (unused for MoE models).
+  // Dense MLP: gate_up / down (a MoE model's dense layers when it has some).
   GemmTerm qkv, o, gate_up, down;
   GemmTerm router, expert_gate_up, expert_down;  // MoE only
+  GemmTerm shared_gate_up, shared_down;          // MoE shared expert (zero when none)
   GemmTerm lm_head;                              // once per pass, not per layer
-  double attn_flop_s = 0;                        // per attended key position
-  double attn_kv_s = 0;                          // per KV token read or written
-  double attn_query_s = 0;                       // per query token (Q read + O write)
-  double attn_launch_s = 0;
+  // Full-attention layers, and sliding-window layers (zero terms when the model has none).
+  AttentionTerm attn_prefill, attn_decode, window_prefill, window_decode;
+  bool windowed = false;
   double elementwise_s = 0;  // per token
   double elementwise_launch_s = 0;
   double allreduce_s = 0;  // per token
   double allreduce_fixed_s = 0;
   double overhead_s = 0;
   bool moe = false;
+  bool has_shared_expert = false, has_dense_layers = false;  // MoE models
   double experts = 0, experts_per_token = 0;
 };
 
 Rates make_rates(const RankShapes& s, const Throughputs& x);
+// Recomputes the FLOP terms of every attention term of `r` at `flops_per_s` (the profiled model's
+// peak runs FP8 attention on FP8 tensor cores).
+void set_attention_flops(const RankShapes& s, double flops_per_s, Rates* r);
 
 // Throws std::invalid_argument when an efficiency is outside (0, 1] (compute_efficiency may be 0 =
 // derive) or a latency is negative.
@@ -136,18 +194,28 @@ struct BatchSums {
   // Extra prefill moments (profiled model): segment count, sum of k^2, q^2 and q*c.
   double prefill_segments = 0;
   double prefill_k2 = 0, prefill_q2 = 0, prefill_qc = 0;
+  // The same positions and KV tokens under a sliding window (sum_segments with window > 0).
+  double window_prefill_key_positions = 0, window_prefill_kv_tokens = 0;
+  double window_decode_key_positions = 0, window_decode_kv_tokens = 0;
 };
 
 // REQUIRES: shape is not empty. Throws std::invalid_argument on an empty batch
 // or a malformed segment (need 1 <= query_tokens <= context_tokens <= kMaxSegmentTokens, logit_rows
 // >= 0).
-BatchSums sum_segments(const BatchShape& shape);
+// With window > 0 the window_* sums are filled too: a query at position j (1-based) attends to
+// min(j, window) keys; a segment reads min(context, query + window - 1) KV tokens.
+BatchSums sum_segments(const BatchShape& shape, int64_t window = 0);
 
-// Roofline time of one attention kernel over the given sums (seconds).
-double attention_time(const Rates& r, double positions, double kv_tokens, double query_tokens);
+// Roofline time of one attention kernel family over the given sums (seconds); latent_rows feed
+// MLA's latent GEMM.
+double attention_time(const AttentionTerm& a, double positions, double kv_tokens,
+                      double query_tokens, double latent_rows);
+// Prefill-like / decode attention of a pass: full-attention layers plus sliding-window layers.
+double prefill_attention_time(const Rates& r, const BatchSums& s);
+double decode_attention_time(const Rates& r, const BatchSums& s);
 
-// MLP GEMM time of a pass with `rows` tokens (dense: gate-up + down; MoE:
-// router + experts).
+// MLP GEMM time of a pass with `rows` tokens (dense: gate-up + down; MoE: router + routed experts
+// on the MoE layers, + the shared expert, + gate-up + down on the dense layers).
 double mlp_time(const Rates& r, double rows);
 
 // The whole roofline decomposition of one pass.

@@ -159,7 +159,6 @@ void apply_overrides(Json& doc, const std::vector<std::string>& overrides) {
 
 namespace {
 
-const std::vector<std::string> kDtypes = {"bf16", "fp8"};
 
 void check_file(ObjectReader& r, const std::string& key, const std::optional<std::string>& path,
                 const std::string& base_dir, const DataRoot& root) {
@@ -447,9 +446,9 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       s.cluster.instances = r.integer("instances", int64_t{1}, 1, kMaxInstances).value_or(1);
       s.cluster.tp = static_cast<int>(r.integer("tp", int64_t{1}, 1, 64).value_or(1));
       s.cluster.weight_dtype =
-          models::parse_dtype(r.string("weight_dtype", std::string("bf16"), kDtypes).value_or("bf16"));
+          models::parse_dtype(r.string("weight_dtype", std::string("bf16"), models::weight_dtype_names()).value_or("bf16"));
       s.cluster.kv_dtype =
-          models::parse_dtype(r.string("kv_dtype", std::string("bf16"), kDtypes).value_or("bf16"));
+          models::parse_dtype(r.string("kv_dtype", std::string("bf16"), models::kv_dtype_names()).value_or("bf16"));
       s.cluster.prefix_caching = r.boolean("prefix_caching", false).value_or(false);
       r.finish();
     }

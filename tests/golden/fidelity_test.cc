@@ -113,7 +113,9 @@ TEST(MeasuredRuns, HuggingFaceIdsMapToCatalogKeys) {
   EXPECT_EQ(catalog_model_for("meta-llama/Llama-3.1-8B-Instruct", cat), "llama-3.1-8b");
   EXPECT_EQ(catalog_model_for("nvidia/Llama-3.1-8B-Instruct-FP8", cat), "llama-3.1-8b");
   EXPECT_EQ(catalog_model_for("Qwen/Qwen3-32B", cat), "qwen3-32b");  // added by models import
-  EXPECT_EQ(catalog_model_for("openai/gpt-oss-120b", cat), "");
+  EXPECT_EQ(catalog_model_for("openai/gpt-oss-120b", cat), "gpt-oss-120b");  // models import
+  EXPECT_EQ(catalog_model_for("deepseek-ai/DeepSeek-V3", cat), "deepseek-v3");
+  EXPECT_EQ(catalog_model_for("zai-org/GLM-4.5-Air", cat), "");
 }
 
 TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
@@ -140,19 +142,22 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   // The scenario parses as servesim run would read it.
   EXPECT_NO_THROW(scenarios::parse_scenario(m.scenario, "row", "", root()));
 
-  // A disaggregated row and a model outside the catalog are skipped with their reasons.
+  // A disaggregated row and rows of unmapped weight formats are skipped with their reasons; the
+  // imported gpt-oss-120b is found in the catalog.
   const MappedRun disagg = map_measured_run(runs.front(), cat, bench);
   EXPECT_FALSE(disagg.mapped());
   EXPECT_NE(disagg.skip_reason.find("disaggregated"), std::string::npos);
-  int64_t unknown_model = 0;
+  int64_t nvfp4_rows = 0;
   for (const MeasuredRun& r : runs) {
-    if (r.model_path == "openai/gpt-oss-120b" && r.mode == "agg") {
+    if (r.model_path == "openai/gpt-oss-120b" && r.mode == "agg" && r.system == "h200_sxm") {
       const MappedRun g = map_measured_run(r, cat, bench);
-      EXPECT_NE(g.skip_reason.find("not in the catalog"), std::string::npos) << g.skip_reason;
-      ++unknown_model;
+      EXPECT_EQ(g.model, "gpt-oss-120b");
+      EXPECT_NE(g.skip_reason.find("nvfp4 weights are not modelled"), std::string::npos)
+          << g.skip_reason;
+      ++nvfp4_rows;
     }
   }
-  EXPECT_GT(unknown_model, 0);
+  EXPECT_GT(nvfp4_rows, 0);
 }
 
 TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {

@@ -65,15 +65,16 @@ TEST(DtypeTest, BytesNamesAndParsing) {
     parse_dtype("int4");
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown dtype \"int4\"; valid values are: bf16, fp8");
+    EXPECT_STREQ(e.what(), "unknown dtype \"int4\"; valid values are: bf16, fp8, fp8_block, nvfp4, int4_wo");
   }
 }
 
-TEST(GpuCatalogTest, LoadsAllEightGpus) {
+TEST(GpuCatalogTest, LoadsAllElevenGpus) {
   const GpuCatalog catalog = GpuCatalog::load(kDefaultGpuCatalogPath);
   EXPECT_EQ(catalog.keys(),
-            (std::vector<std::string>{"a100_40gb_sxm", "a100_80gb_sxm", "b200_sxm", "h100_pcie",
-                                      "h100_sxm", "h200_sxm", "l40s", "rtx4090"}));
+            (std::vector<std::string>{"a100_40gb_sxm", "a100_80gb_sxm", "b200_sxm", "b300_sxm",
+                                      "gb200_nvl72", "gb300_nvl72", "h100_pcie", "h100_sxm",
+                                      "h200_sxm", "l40s", "rtx4090"}));
 }
 
 TEST(GpuCatalogTest, H100SxmFieldsInBaseUnits) {
@@ -130,7 +131,8 @@ TEST(GpuCatalogTest, UnknownKeyListsValidKeys) {
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(),
                  "unknown GPU \"h300\"; valid values are: a100_40gb_sxm, a100_80gb_sxm, b200_sxm, "
-                 "h100_pcie, h100_sxm, h200_sxm, l40s, rtx4090");
+                 "b300_sxm, gb200_nvl72, gb300_nvl72, h100_pcie, h100_sxm, h200_sxm, l40s, "
+                 "rtx4090");
   }
 }
 
@@ -182,10 +184,11 @@ TEST(GpuCatalogTest, MissingFile) {
             "models/catalog/nope.json: cannot open file");
 }
 
-TEST(ModelCatalogTest, LoadsAllEighteenModels) {
+TEST(ModelCatalogTest, LoadsAllTwentyTwoModels) {
   const ModelCatalog catalog = ModelCatalog::load(kDefaultModelCatalogDir);
   EXPECT_EQ(catalog.keys(), (std::vector<std::string>{
-                                "dream-v0-instruct-7b", "llada-8b-instruct", "llama-2-70b",
+                                "deepseek-r1", "deepseek-v3", "dream-v0-instruct-7b",
+                                "gpt-oss-120b", "kimi-k2-instruct", "llada-8b-instruct", "llama-2-70b",
                                 "llama-2-7b", "llama-3-8b", "llama-3.1-70b", "llama-3.1-8b",
                                 "llama-3.3-70b-instruct", "mixtral-8x7b", "opt-13b", "opt-30b",
                                 "opt-66b", "qwen2.5-1.5b",

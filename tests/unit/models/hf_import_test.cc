@@ -157,7 +157,11 @@ TEST(HfImportRoundTrip, EveryShippedConfigReproducesItsCatalogFile) {
 TEST(HfImportRoundTrip, ShippedHfConfigsMatchTheirCatalogFiles) {
   for (const auto& [config, key] :
        {std::pair{"Qwen--Qwen3-32B.config.json", "qwen3-32b"},
-        std::pair{"Qwen--Qwen3-235B-A22B.config.json", "qwen3-235b-a22b"}}) {
+        std::pair{"Qwen--Qwen3-235B-A22B.config.json", "qwen3-235b-a22b"},
+        std::pair{"deepseek-ai--DeepSeek-V3.config.json", "deepseek-v3"},
+        std::pair{"deepseek-ai--DeepSeek-R1.config.json", "deepseek-r1"},
+        std::pair{"openai--gpt-oss-120b.config.json", "gpt-oss-120b"},
+        std::pair{"moonshotai--Kimi-K2-Instruct.config.json", "kimi-k2-instruct"}}) {
     SCOPED_TRACE(key);
     const std::string path = (fs::path(kHfConfigDir) / config).string();
     const Json stored =
@@ -246,37 +250,80 @@ TEST(HfImportCounts, LlamaBiasesAreCounted) {
   EXPECT_EQ(with_mlp["linear_bias"], true);
 }
 
-TEST(HfImportCounts, SharedExpertsAreCountedButNeedAllowApproximate) {
-  const std::string message =
-      input_error([] { import_hf_config(qwen15_moe(), options_for("qwen15.json", "q")); });
-  EXPECT_NE(message.find("qwen15.json: shared_expert_intermediate_size: "), std::string::npos)
-      << message;
-  EXPECT_NE(message.find("--allow-approximate"), std::string::npos) << message;
-
-  HfImportOptions o = options_for("qwen15.json", "qwen1.5-moe-a2.7b");
-  o.allow_approximate = true;
-  const Json doc = import_hf_config(qwen15_moe(), o);
+TEST(HfImportCounts, SharedExpertsAreCountedAndModelled) {
+  const Json doc =
+      import_hf_config(qwen15_moe(), options_for("qwen15.json", "qwen1.5-moe-a2.7b"));
   EXPECT_EQ(doc["param_count"], 14'315'784'192);                  // "14.3 B"
   EXPECT_EQ(doc["param_count_active_per_token"], 2'689'173'504);  // "2.7 B activated"
   EXPECT_EQ(doc["qkv_bias"], true);
   EXPECT_EQ(doc["moe"]["shared_expert_intermediate_size"], 5632);
-  ASSERT_TRUE(doc.contains("cost_model_approximations"));
-  EXPECT_EQ(doc["cost_model_approximations"].size(), 1u);
+  EXPECT_FALSE(doc.contains("cost_model_approximations"));
+}
+
+// A tiny DeepSeek-V3-style config: 2 layers, the first dense (first_k_dense_replace 1), MLA with
+// a query LoRA, 4 routed experts of 16 (top-2) and 1 shared expert, noaux_tc routing.
+Json tiny_deepseek() {
+  return Json::parse(R"({
+      "model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
+      "moe_intermediate_size": 16, "n_routed_experts": 4, "num_experts_per_tok": 2,
+      "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+      "q_lora_rank": 24, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+      "v_head_dim": 16, "topk_method": "noaux_tc", "vocab_size": 100,
+      "max_position_embeddings": 4096, "tie_word_embeddings": false})");
+}
+
+TEST(HfImportCounts, TinyDeepSeekMlaSharedExpertDenseFirstLayer) {
+  const Json doc = import_hf_config(tiny_deepseek(), options_for("ds.json", "tiny-ds"));
+  // Attention: q_a 64*24 + norm 24 + q_b 24*4*24; kv_a 64*(32+8) + norm 32; kv_b 32*4*(16+16);
+  // o 4*16*64.
+  const int64_t attention =
+      64 * 24 + 24 + 24 * 4 * 24 + 64 * 40 + 32 + 32 * 4 * 32 + 4 * 16 * 64;
+  const int64_t norms = 2 * 64;
+  const int64_t dense_layer = attention + norms + 3 * 64 * 128;
+  // Router 4*64 + e_score_correction_bias 4; 4 routed experts + 1 shared, each 3*64*16.
+  const int64_t moe_layer = attention + norms + 4 * 64 + 4 + 5 * 3 * 64 * 16;
+  const int64_t moe_active = attention + norms + 4 * 64 + 4 + 3 * 3 * 64 * 16;
+  EXPECT_EQ(doc["param_count"], 2 * 100 * 64 + dense_layer + moe_layer + 64);
+  EXPECT_EQ(doc["param_count_active_per_token"], 2 * 100 * 64 + dense_layer + moe_active + 64);
+  EXPECT_EQ(doc["head_dim"], 24);
+  EXPECT_EQ(doc["kv_cache_bytes_per_token_16bit"], 2 * (32 + 8) * 2);
+  EXPECT_EQ(doc["mla"]["kv_lora_rank"], 32);
+  EXPECT_EQ(doc["moe"]["num_moe_layers"], 1);
+  EXPECT_EQ(doc["moe"]["shared_expert_intermediate_size"], 16);
+
+  // The catalog reads it back.
+  TempDir dir;
+  const WrittenModel written =
+      write_catalog_model(doc, "tiny-ds", dir.path().string(), /*force=*/false);
+  ASSERT_TRUE(written.spec.mla.has_value());
+  EXPECT_EQ(written.spec.mla->q_lora_rank, 24);
+  EXPECT_EQ(written.spec.moe->num_moe_layers, 1);
+  EXPECT_EQ(written.spec.kv_bytes_per_token(Dtype::kBf16), 2 * (32 + 8) * 2);
+}
+
+TEST(HfImportErrors, MissingMlaFieldNamesTheKey) {
+  for (const char* key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) {
+    Json config = tiny_deepseek();
+    config.erase(key);
+    EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("ds/config.json", "k")); }),
+              std::string("ds/config.json: ") + key + ": missing; expected a positive integer");
+  }
+  Json config = tiny_deepseek();
+  config.erase("q_lora_rank");
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("ds/config.json", "k")); }),
+            "ds/config.json: q_lora_rank: missing; expected a positive integer, or null for no "
+            "query LoRA");
+  config["q_lora_rank"] = nullptr;  // DeepSeek-V2-Lite: a plain q projection
+  const Json doc = import_hf_config(config, options_for("ds/config.json", "k"));
+  EXPECT_EQ(doc["mla"]["q_lora_rank"], 0);
 }
 
 TEST(HfImportCounts, DenseLayersBetweenMoeLayers) {
   Json config = read_hf_config(std::string(kHfConfigDir) + "/Qwen--Qwen3-235B-A22B.config.json");
   config["decoder_sparse_step"] = 2;
   config["mlp_only_layers"] = {1, 4};  // layer 1 is a MoE layer by the step rule, 4 is not
-  const std::string message =
-      input_error([&] { import_hf_config(config, options_for("sparse.json", "s")); });
-  EXPECT_NE(message.find("sparse.json: mlp_only_layers: 48 of 94 layers run a dense MLP"),
-            std::string::npos)
-      << message;
-
-  HfImportOptions o = options_for("sparse.json", "s");
-  o.allow_approximate = true;
-  const Json doc = import_hf_config(config, o);
+  const Json doc = import_hf_config(config, options_for("sparse.json", "s"));
   const Json& b = doc["param_count_breakdown"];
   EXPECT_EQ(b["num_moe_layers"], 46);  // odd layer indices 1, 3, ..., 93 less layer 1
   EXPECT_EQ(b["num_dense_layers"], 48);
@@ -311,8 +358,9 @@ TEST(HfImportErrors, UnknownModelTypeListsTheSupportedOnes) {
   Json config = tiny_llama();
   config["model_type"] = "phi3";
   EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
-            "c.json: model_type: \"phi3\" is not supported; supported model types are: llama, "
-            "mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
+            "c.json: model_type: \"phi3\" is not supported; supported model types are: "
+            "deepseek_v3, gpt_oss, kimi_k2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
+            "qwen3_moe");
 }
 
 TEST(HfImportErrors, MixtralNeedsItsExpertKeys) {
@@ -328,11 +376,11 @@ TEST(HfImportErrors, MixtralNeedsItsExpertKeys) {
 
 TEST(HfImportErrors, InexpressibleArchitecturesAreRefused) {
   Json mla = tiny_llama();
-  mla["model_type"] = "deepseek_v3";
+  mla["model_type"] = "deepseek_v2";
   mla["kv_lora_rank"] = 512;
   EXPECT_NE(input_error([&] {
               import_hf_config(mla, options_for("c.json", "k"));
-            }).find("c.json: kv_lora_rank: multi-head latent attention"),
+            }).find("c.json: kv_lora_rank: multi-head latent attention (MLA) is imported only"),
             std::string::npos);
 
   Json mistral = tiny_llama();
@@ -362,11 +410,16 @@ TEST(HfImportErrors, InexpressibleArchitecturesAreRefused) {
 
   Json layer_types = tiny_llama();
   layer_types["model_type"] = "qwen3";
-  layer_types["layer_types"] = {"full_attention", "sliding_attention"};
+  layer_types["layer_types"] = {"full_attention", "chunked_attention"};
   EXPECT_NE(input_error([&] { import_hf_config(layer_types, options_for("c.json", "k")); })
-                .find("c.json: layer_types[1]: expected \"full_attention\", got "
-                      "\"sliding_attention\""),
+                .find("c.json: layer_types[1]: expected \"full_attention\" or "
+                      "\"sliding_attention\", got \"chunked_attention\""),
             std::string::npos);
+  layer_types["layer_types"] = {"full_attention", "sliding_attention"};
+  layer_types["sliding_window"] = 128;
+  const Json doc = import_hf_config(layer_types, options_for("c.json", "k"));
+  EXPECT_EQ(doc["attention_window"]["num_sliding_layers"], 1);
+  EXPECT_EQ(doc["attention_window"]["sliding_window"], 128);
 }
 
 TEST(HfImportErrors, UnreadableAndMalformedFiles) {

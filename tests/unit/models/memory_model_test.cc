@@ -7,21 +7,13 @@
 
 #include "models/hardware.h"
 #include "sim/core/error.h"
+#include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {
 namespace {
 
-class MemoryModelTest : public ::testing::Test {
+class MemoryModelTest : public CatalogFixture {
  protected:
-  static void SetUpTestSuite() {
-    gpus_ = new GpuCatalog(GpuCatalog::load(kDefaultGpuCatalogPath));
-    models_ = new ModelCatalog(ModelCatalog::load(kDefaultModelCatalogDir));
-  }
-  static void TearDownTestSuite() {
-    delete gpus_;
-    delete models_;
-  }
-
   static Deployment deployment(const std::string& model, const std::string& gpu, int tp,
                                Dtype weights = Dtype::kBf16, Dtype kv = Dtype::kBf16) {
     return Deployment{&models_->get(model), &gpus_->get(gpu), tp, weights, kv};
@@ -35,13 +27,7 @@ class MemoryModelTest : public ::testing::Test {
     }
     return "(no CapacityError)";
   }
-
-  static GpuCatalog* gpus_;
-  static ModelCatalog* models_;
 };
-
-GpuCatalog* MemoryModelTest::gpus_ = nullptr;
-ModelCatalog* MemoryModelTest::models_ = nullptr;
 
 TEST_F(MemoryModelTest, Llama8bOnH100HandComputed) {
   const MemoryPlan plan = plan_memory(deployment("llama-3.1-8b", "h100_sxm", 1), {});

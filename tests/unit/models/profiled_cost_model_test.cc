@@ -17,21 +17,13 @@
 #include "profiles/profile_tables.h"
 #include "sim/core/error.h"
 #include "sim/core/time.h"
+#include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {
 namespace {
 
-class ProfiledTest : public ::testing::Test {
+class ProfiledTest : public CatalogFixture {
  protected:
-  static void SetUpTestSuite() {
-    gpus_ = new GpuCatalog(GpuCatalog::load(kDefaultGpuCatalogPath));
-    models_ = new ModelCatalog(ModelCatalog::load(kDefaultModelCatalogDir));
-  }
-  static void TearDownTestSuite() {
-    delete gpus_;
-    delete models_;
-  }
-
   static Deployment deployment(const std::string& model, const std::string& gpu, int tp,
                                Dtype weights = Dtype::kBf16, Dtype kv = Dtype::kBf16) {
     return {&models_->get(model), &gpus_->get(gpu), tp, weights, kv};
@@ -57,13 +49,7 @@ class ProfiledTest : public ::testing::Test {
   }
 
   static double seconds(Duration d) { return to_seconds(d); }
-
-  static GpuCatalog* gpus_;
-  static ModelCatalog* models_;
 };
-
-GpuCatalog* ProfiledTest::gpus_ = nullptr;
-ModelCatalog* ProfiledTest::models_ = nullptr;
 
 // A small synthetic H100 profile: GEMM rows for the Llama-3.1-8B tp1 shapes on m = 1..4096.
 profiles::Profile synthetic_h100_gemm() {
@@ -119,6 +105,24 @@ TEST_F(ProfiledTest, IterationTimeIsTheBreakdownTotalAndAtLeastThePeakBound) {
   }
 }
 
+// A MoE model on a GPU without tables (GB200, fitted on the B200's) runs its routed experts as one
+// grouped kernel per layer: the fitted fixed latency is charged once, not once per expert, so a
+// decode step stays within a factor of two of the B200's measured-table prediction.
+TEST_F(ProfiledTest, MoeExpertsOnADonorGpuPayOneLaunchPerLayer) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const auto decode_step = [&](const std::string& gpu) {
+    const auto m = load_profiled_cost_model(
+        deployment("kimi-k2-instruct", gpu, 8, Dtype::kFp8Block, Dtype::kFp8), *gpus_, "profiles");
+    return seconds(m->iteration_time(decodes(16, 2000)));
+  };
+  const double donor = decode_step("gb200_nvl72");  // no tables: fitted on b200_sxm's
+  const double measured = decode_step("b200_sxm");
+  EXPECT_LT(donor, 2 * measured) << donor << " vs " << measured;
+  EXPECT_GT(donor, 0.5 * measured) << donor << " vs " << measured;
+}
+
 TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
@@ -134,6 +138,25 @@ TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
   EXPECT_LT(m->iteration_time(decodes(32, 1024)), m->iteration_time(decodes(32, 8192)));
   EXPECT_LT(m->iteration_time(prefill(512)), m->iteration_time(prefill(4096)));
   EXPECT_LT(m->iteration_time(prefill(512)), m->iteration_time(prefill(512, 4096)));
+}
+
+// Weights in a dtype no table measured (the synthetic profile has bf16 rows only): the GEMMs use
+// the 16-bit fit moved to the dtype's rate and count as extrapolated, so `servesim run` prints
+// their share; per-tensor fp8 keeps its analytic fallback as before.
+TEST_F(ProfiledTest, WeightDtypesWithoutTablesCountAsExtrapolated) {
+  for (const Dtype dtype : {Dtype::kFp8Block, Dtype::kInt4Wo}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1, dtype),
+                                            {synthetic_h100_gemm()}, {});
+    m->iteration_time(decodes(16, 1000));
+    const LookupStats s = m->lookup_stats();
+    EXPECT_GT(s.extrapolated_s, 0);
+    EXPECT_GT(s.extrapolated_share(), 0.5);  // the LM head (16-bit rows) is the rest
+  }
+  const auto fp8 = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1, Dtype::kFp8),
+                                            {synthetic_h100_gemm()}, {});
+  fp8->iteration_time(decodes(16, 1000));
+  EXPECT_EQ(fp8->lookup_stats().extrapolated_s, 0);
 }
 
 TEST_F(ProfiledTest, LookupStatsSplitInterpolatedExtrapolatedAnalytic) {

@@ -10,6 +10,7 @@
 #include "models/cost_model.h"
 #include "models/hardware.h"
 #include "sim/core/error.h"
+#include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {
 namespace {
@@ -20,17 +21,8 @@ constexpr double kH100Bytes = 3.35e12 * 0.8;
 constexpr double kLaunchS = 2e-6;
 constexpr double kOverheadS = 2e-3;
 
-class RooflineTest : public ::testing::Test {
+class RooflineTest : public CatalogFixture {
  protected:
-  static void SetUpTestSuite() {
-    gpus_ = new GpuCatalog(GpuCatalog::load(kDefaultGpuCatalogPath));
-    models_ = new ModelCatalog(ModelCatalog::load(kDefaultModelCatalogDir));
-  }
-  static void TearDownTestSuite() {
-    delete gpus_;
-    delete models_;
-  }
-
   static std::unique_ptr<IterationCostModel> make(const std::string& model, const std::string& gpu,
                                                   int tp, Dtype weights = Dtype::kBf16,
                                                   Dtype kv = Dtype::kBf16,
@@ -59,13 +51,7 @@ class RooflineTest : public ::testing::Test {
   }
 
   static double seconds(Duration d) { return to_seconds(d); }
-
-  static GpuCatalog* gpus_;
-  static ModelCatalog* models_;
 };
-
-GpuCatalog* RooflineTest::gpus_ = nullptr;
-ModelCatalog* RooflineTest::models_ = nullptr;
 
 TEST_F(RooflineTest, SingleDecodeIsWeightStreamingPlusOverhead) {
   const auto cm = make("llama-3.1-8b", "h100_sxm", 1);

@@ -1,0 +1,261 @@
+// MoE with shared experts and dense-first layers, MLA, sliding-window attention, the weight
+// dtypes beyond FP8 and the rack-scale GPUs: hand-computed FLOPs, bytes and KV sizes.
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "models/cost_model.h"
+#include "models/hardware.h"
+#include "models/memory_model.h"
+#include "models/roofline_terms.h"
+#include "sim/core/error.h"
+#include "tests/unit/models/catalog_fixture.h"
+
+namespace servesim::models {
+namespace {
+
+// A GPU whose rates are 1 FLOP/s and 1 B/s: a Rates term in seconds is then its FLOPs or bytes.
+GpuSpec unit_gpu() {
+  GpuSpec g;
+  g.key = "unit";
+  g.name = "unit";
+  g.memory_bytes = int64_t{1} << 40;
+  g.mem_bw_bytes_per_s = 1;
+  g.bf16_flops_per_s = 1;
+  g.fp8_flops_per_s = 2;
+  g.pcie_bytes_per_s_per_direction = 1;
+  return g;
+}
+
+detail::Throughputs unit_throughputs() {
+  detail::Throughputs x;
+  x.gemm_flops_per_s = 1;
+  x.bf16_flops_per_s = 1;
+  x.mem_bytes_per_s = 1;
+  x.link_bytes_per_s = 1;
+  return x;
+}
+
+// 2 layers: layer 0 dense (MLP 128), layer 1 MoE (4 experts of 32, top-2, one shared expert of
+// 32). hidden 64, 4 query / 2 KV heads of 16, vocab 100.
+ModelSpec tiny_moe() {
+  ModelSpec m;
+  m.key = "tiny-moe";
+  m.hidden_size = 64;
+  m.num_layers = 2;
+  m.num_attention_heads = 4;
+  m.num_kv_heads = 2;
+  m.head_dim = 16;
+  m.intermediate_size = 128;
+  m.vocab_size = 100;
+  m.max_position_embeddings = 4096;
+  MoeSpec moe;
+  moe.num_experts = 4;
+  moe.experts_per_token = 2;
+  moe.expert_intermediate_size = 32;
+  moe.shared_expert_intermediate_size = 32;
+  moe.num_moe_layers = 1;
+  m.moe = moe;
+  m.param_count = 1;
+  m.weights_bytes_16bit = 2;
+  return m;
+}
+
+TEST(TinyMoe, SharedExpertAndDenseFirstLayerHandComputed) {
+  const ModelSpec m = tiny_moe();
+  const GpuSpec g = unit_gpu();
+  const Deployment d{&m, &g, 1, Dtype::kBf16, Dtype::kBf16};
+  const detail::RankShapes s = detail::rank_shapes(d);
+  EXPECT_EQ(s.moe_layers, 1);
+  EXPECT_EQ(s.dense_layers, 1);
+  const detail::Rates r = detail::make_rates(s, unit_throughputs());
+  // FLOPs per token: router 2*4*64 on the MoE layer; per routed row gate-up 2*64*64 and down
+  // 2*64*32; the shared expert the same once per token; the dense layer 2*256*64 + 2*64*128.
+  EXPECT_EQ(r.router.flop_s, 512);
+  EXPECT_EQ(r.expert_gate_up.flop_s, 8192);
+  EXPECT_EQ(r.expert_down.flop_s, 4096);
+  EXPECT_EQ(r.shared_gate_up.flop_s, 8192);
+  EXPECT_EQ(r.shared_down.flop_s, 4096);
+  EXPECT_EQ(r.gate_up.flop_s, 32768);
+  EXPECT_EQ(r.down.flop_s, 16384);
+  // Weight bytes (16-bit): one expert's gate-up 64*64*2, the dense gate-up 256*64*2.
+  EXPECT_EQ(r.expert_gate_up.weight_s, 8192);
+  EXPECT_EQ(r.shared_down.weight_s, 4096);
+  EXPECT_EQ(r.gate_up.weight_s, 32768);
+
+  // One token: every GEMM is memory-bound. Bytes = weights + 16-bit input and output rows:
+  // router 512 + 136, routed experts 2 x (8192 + 256) + 2 x (4096 + 192), shared 8192 + 256 +
+  // 4096 + 192, dense 32768 + 640 + 16384 + 384.
+  EXPECT_EQ(detail::mlp_time(r, 1), 648 + 16896 + 8576 + 8448 + 4288 + 33408 + 16768);
+  // A million tokens: compute-bound, 512 + 2 x (8192 + 4096) + 8192 + 4096 + 32768 + 16384 FLOPs
+  // per token.
+  EXPECT_EQ(detail::mlp_time(r, 1e6), 86528e6);
+}
+
+TEST(TinyMoe, DenseModelTermsAreUnchangedByTheMoeFields) {
+  ModelSpec m = tiny_moe();
+  m.moe.reset();
+  const GpuSpec g = unit_gpu();
+  const Deployment d{&m, &g, 1, Dtype::kBf16, Dtype::kBf16};
+  const detail::Rates r = detail::make_rates(detail::rank_shapes(d), unit_throughputs());
+  EXPECT_EQ(r.gate_up.flop_s, 2 * 32768);  // both layers dense
+  EXPECT_FALSE(r.has_shared_expert);
+  EXPECT_EQ(detail::mlp_time(r, 1e6), 2 * (32768 + 16384) * 1e6);
+}
+
+class CatalogModels : public CatalogFixture {
+ protected:
+  static nlohmann::json catalog_doc(const std::string& key) {
+    std::ifstream in(std::string(kDefaultModelCatalogDir) + "/" + key + ".json");
+    return nlohmann::json::parse(in);
+  }
+};
+
+TEST_F(CatalogModels, DeepSeekV3MlaKvBytesPerToken) {
+  const ModelSpec& m = models_->get("deepseek-v3");
+  ASSERT_TRUE(m.mla.has_value());
+  EXPECT_EQ(m.kv_bytes_per_token(Dtype::kBf16), 61 * (512 + 64) * 2);
+  EXPECT_EQ(m.kv_bytes_per_token(Dtype::kFp8), 61 * (512 + 64));
+  // The latent has no heads to shard: every TP rank keeps all of it.
+  Deployment d{&m, &gpus_->get("b200_sxm"), 8, Dtype::kFp8Block, Dtype::kFp8};
+  EXPECT_EQ(plan_memory(d, {}).kv_bytes_per_token_per_gpu, 61 * (512 + 64));
+  EXPECT_EQ(m.moe->num_moe_layers, 58);  // first_k_dense_replace 3
+  EXPECT_EQ(m.moe->shared_expert_intermediate_size, 2048);
+}
+
+TEST_F(CatalogModels, DeepSeekV3MlaAttentionTermsHandComputed) {
+  const ModelSpec& m = models_->get("deepseek-v3");
+  const GpuSpec g = unit_gpu();
+  const Deployment d{&m, &g, 8, Dtype::kBf16, Dtype::kBf16};
+  const detail::RankShapes s = detail::rank_shapes(d);
+  const double h = 128 / 8;  // heads per rank
+  // Prefill: QK^T over 128+64 and PV over 128 per head; decode over the latent: 2*h*(2*512+64).
+  EXPECT_EQ(s.prefill_attention.flops_per_position, 2 * h * 192 + 2 * h * 128);
+  EXPECT_EQ(s.decode_attention.flops_per_position, 2 * h * (2 * 512 + 64));
+  EXPECT_EQ(s.decode_attention.kv_bytes_per_token, (512 + 64) * 2);
+  // kv_b: r -> h*(dn+dv).
+  EXPECT_EQ(s.prefill_attention.latent_n, h * 256);
+  EXPECT_EQ(s.prefill_attention.latent_k, 512);
+  // q_a + q_b + kv_a weights per rank, as one GEMM of K = hidden.
+  EXPECT_DOUBLE_EQ(s.qkv_n * s.qkv_k, 7168.0 * 1536 + 1536 * h * 192 + 7168.0 * 576);
+  EXPECT_EQ(s.o_k, h * 128);
+
+  // One decode at context 1000 on the unit GPU, one layer's worth times 61: FLOPs of the absorbed
+  // attention against the latent bytes read + written and the absorbed query and output.
+  const detail::Rates r = detail::make_rates(s, unit_throughputs());
+  detail::BatchSums sums;
+  sums.has_decode = true;
+  sums.decode_key_positions = 1000;
+  sums.decode_kv_tokens = 1001;
+  sums.decode_query_tokens = 1;
+  const double flops = 61 * 1000 * 2 * h * (2 * 512 + 64);
+  const double bytes = 61 * (1001 * 576 * 2 + h * (2 * 512 + 64) * 2);
+  const double latent = 61 * (h * 256 * 512 * 2 + (h * 256 + 512) * 2);  // weights + rows
+  EXPECT_DOUBLE_EQ(detail::decode_attention_time(r, sums), std::max(flops, bytes) + latent);
+}
+
+TEST_F(CatalogModels, GptOssSlidingWindowKvBeyondTheWindow) {
+  const ModelSpec& m = models_->get("gpt-oss-120b");
+  EXPECT_EQ(m.sliding_window, 128);
+  EXPECT_EQ(m.num_sliding_layers, 18);
+  const int64_t per_layer = 2 * 8 * 64 * 2;  // K and V of 8 heads of 64, 16-bit
+  EXPECT_EQ(m.kv_bytes_for_context(100, Dtype::kBf16), 36 * 100 * per_layer);
+  EXPECT_EQ(m.kv_bytes_for_context(10000, Dtype::kBf16), (18 * 10000 + 18 * 128) * per_layer);
+  // The paged KV holds the 18 full layers; the sliding layers' 128 tokens are reserved per
+  // sequence.
+  MemoryParams p;
+  p.max_num_seqs = 64;
+  Deployment d{&m, &gpus_->get("b200_sxm"), 1, Dtype::kFp8, Dtype::kBf16};
+  const MemoryPlan plan = plan_memory(d, p);
+  EXPECT_EQ(plan.kv_bytes_per_token_per_gpu, 18 * per_layer);
+  EXPECT_EQ(plan.window_kv_reserve_bytes, 18 * per_layer * 128 * 64);
+}
+
+TEST(SlidingWindowSums, WindowBoundsKeysAndKvRead) {
+  BatchShape shape;
+  shape.segments = {{1, 1000, 1}, {300, 300, 1}, {50, 100, 1}};
+  const detail::BatchSums s = detail::sum_segments(shape, 128);
+  EXPECT_EQ(s.window_decode_key_positions, 128);
+  EXPECT_EQ(s.window_decode_kv_tokens, 128 + 1);
+  // 300 new tokens: 1 + ... + 128, then 128 keys each for the other 172; 50 after 50 cached
+  // (all within the window): 50*50 + 50*51/2.
+  EXPECT_EQ(s.window_prefill_key_positions, 128 * 129 / 2 + 172 * 128 + 50 * 50 + 50 * 51 / 2);
+  EXPECT_EQ(s.window_prefill_kv_tokens, (300 + 300) + (100 + 50));
+  // Without a window the sums are those of full attention.
+  const detail::BatchSums full = detail::sum_segments(shape);
+  EXPECT_EQ(full.decode_key_positions, 1000);
+  EXPECT_EQ(full.window_decode_key_positions, 0);
+}
+
+// Published totals: model cards of DeepSeek-V3 (671 B total, 37 B activated), gpt-oss-120b
+// (116.8 B / 5.1 B), Qwen3-235B-A22B (235 B / 22 B), Kimi-K2 (1.04 T / 32 B). Activated counts
+// leave out the input embedding (a lookup, no GEMM); DeepSeek's exclude the MTP module.
+TEST_F(CatalogModels, ParameterTotalsMatchPublishedCounts) {
+  struct Published {
+    const char* key;
+    double total, active;
+  };
+  for (const Published& p : {Published{"deepseek-v3", 671e9, 37e9},
+                             Published{"deepseek-r1", 671e9, 37e9},
+                             Published{"gpt-oss-120b", 116.8e9, 5.1e9},
+                             Published{"qwen3-235b-a22b", 235e9, 22e9},
+                             Published{"kimi-k2-instruct", 1.04e12, 32e9}}) {
+    SCOPED_TRACE(p.key);
+    const nlohmann::json doc = catalog_doc(p.key);
+    const double total = doc["param_count"].get<double>();
+    const double active = doc["param_count_active_per_token"].get<double>() -
+                          doc["param_count_breakdown"]["embedding"].get<double>();
+    EXPECT_NEAR(total / p.total, 1.0, 0.02) << total;
+    EXPECT_NEAR(active / p.active, 1.0, 0.02) << active;
+    EXPECT_EQ(models_->get(p.key).param_count, doc["param_count"].get<int64_t>());
+  }
+}
+
+TEST_F(CatalogModels, Nvfp4NeedsFp4TensorCores) {
+  const ModelSpec& m = models_->get("deepseek-r1");
+  Deployment d{&m, &gpus_->get("h100_sxm"), 8, Dtype::kNvfp4, Dtype::kFp8};
+  try {
+    make_roofline_cost_model(d, {});
+    FAIL() << "nvfp4 on an H100 was accepted";
+  } catch (const CapacityError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("nvfp4 weights need FP4 tensor cores, which h100_sxm"), std::string::npos)
+        << what;
+  }
+  d.gpu = &gpus_->get("b200_sxm");
+  EXPECT_NO_THROW(make_roofline_cost_model(d, {}));
+  // 4.5 bits per weight, scales included.
+  EXPECT_EQ(plan_memory(d, {}).weight_bytes_per_gpu, (m.param_count * 9 + 16 * 8 - 1) / (16 * 8));
+}
+
+TEST(WeightDtypes, BytesPerWeightIncludeBlockScales) {
+  EXPECT_EQ(weight_bytes(16384, Dtype::kFp8Block, 1), 16384 + 4);  // one fp32 per 128x128
+  EXPECT_EQ(weight_bytes(1024, Dtype::kNvfp4, 1), 512 + 64);       // one FP8 scale per 16
+  EXPECT_EQ(weight_bytes(1024, Dtype::kInt4Wo, 1), 512 + 16);      // one 16-bit scale per 128
+  EXPECT_EQ(weight_bytes(1000, Dtype::kBf16, 3), 667);             // rounded up
+  EXPECT_EQ(parse_dtype("fp8_block"), Dtype::kFp8Block);
+  EXPECT_FALSE(is_kv_dtype(Dtype::kNvfp4));
+  const GpuSpec g = unit_gpu();
+  EXPECT_EQ(g.peak_flops_per_s(Dtype::kFp8Block), 2);  // the FP8 rate
+  EXPECT_EQ(g.peak_flops_per_s(Dtype::kInt4Wo), 1);    // 16-bit math
+  EXPECT_EQ(g.peak_flops_per_s(Dtype::kNvfp4), 0);     // no FP4 tensor cores
+}
+
+TEST_F(CatalogModels, RackScaleNvlinkDomain) {
+  const GpuSpec& gb200 = gpus_->get("gb200_nvl72");
+  EXPECT_EQ(gb200.nvlink_max_tp, 72);
+  EXPECT_EQ(gb200.tp_link_bytes_per_s(64), gb200.nvlink_bytes_per_s_per_direction);
+  EXPECT_EQ(gb200.tp_link_bytes_per_s(144), gb200.scale_out_bytes_per_s_per_direction);
+  EXPECT_GT(gb200.fp4_flops_per_s, gb200.fp8_flops_per_s);
+  const GpuSpec& b300 = gpus_->get("b300_sxm");
+  EXPECT_EQ(b300.nvlink_max_tp, 8);
+  EXPECT_EQ(b300.tp_link_bytes_per_s(16), b300.scale_out_bytes_per_s_per_direction);
+  EXPECT_GT(gpus_->get("gb300_nvl72").memory_bytes, gb200.memory_bytes);
+}
+
+}  // namespace
+}  // namespace servesim::models
