@@ -421,15 +421,15 @@ int cmd_list(const std::string& what) {
         {"denoise.gen_length", "int", "256", "masked tokens per request (G)"},
         {"denoise.steps", "int", "256", "denoising passes per request"},
         {"denoise.block", "int", "32", "block length (semi-autoregressive blocks)"},
-        {"denoise.eos_length.{min,max}", "int", "off", "early stop at EOS: answer length uniform "
-                                                        "in [min, max]"},
-        {"denoise.tokens_per_step.{min,max}", "int", "off",
+        {"denoise.eos_length", "{min,max}", "off",
+         "early stop at EOS: answer length uniform in [min, max] tokens"},
+        {"denoise.tokens_per_step", "{min,max}", "off",
          "threshold decoding: tokens accepted per step uniform in [min, max]"},
         {"cluster.instances", "int", "1", "dLLM instances behind the router"},
         {"cluster.tp", "int", "1", "GPUs per instance (tensor parallel)"},
-        {"cluster.router", "string", "round_robin", "a router below"}};
+        {"cluster.router", "string", "round_robin", "a router listed above"}};
     for (const auto& [key, type, def, what] : shared_knobs) {
-      fmt::print("      {:<30} {:<8} default {:<10} {}\n", key, type, def, what);
+      fmt::print("      {:<30} {:<9} default {:<11} {}\n", key, type, def, what);
     }
   } else if (what == "traces") {
     fmt::print("{:<26} {:<12} {:>7}  {:<14} {}\n", "name", "format", "rows", "license", "path");

@@ -73,9 +73,11 @@ class DllmServeBatching final : public DllmBatchingBase {
     const size_t reachable =
         std::min(view.waiting->size(), static_cast<size_t>(std::max<int64_t>(admissible, 0)));
     for (size_t i = 0; i < reachable; ++i) {
-      const int64_t len = seq_len((*view.waiting)[i]);
-      waiting_.push_back(
-          {len, true, c_.denoise.block, dllm::pages_for_request(c_.denoise.retention, len)});
+      const sim::SeqView& s = (*view.waiting)[i];
+      const int64_t len = seq_len(s);
+      int32_t& pages = pages_[static_cast<size_t>(s.id)];
+      if (pages == 0) pages = static_cast<int32_t>(dllm::pages_for_request(c_.denoise.retention, len));
+      waiting_.push_back({len, true, c_.denoise.block, pages});
     }
     // The admission stage alone: what the running stage left of the budget and the sequences.
     dllm::ScheduleDecision dec = running_only;
@@ -155,6 +157,8 @@ class DllmServeBatching final : public DllmBatchingBase {
   std::vector<dllm::QueuedRequest> queue_;
   size_t passing_ = 0;  // order_[0, passing_) are in the pass under way
   std::vector<dllm::QueuedRequest> waiting_;  // the reachable head of the waiting queue
+  // KV pages of each request by id (0: not computed yet; a request needs at least one).
+  std::vector<int32_t> pages_ = std::vector<int32_t>(plans_->size(), 0);
 };
 
 class StaticBatching final : public DllmBatchingBase {
