@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# dLLM simulation speed: requests simulated per second, best of 5 runs, for dllm-serve
-# (bench/scenarios/dllm_speed_serve.json: 20,000 requests, 78,538 passes) and the fast-dllm
-# baseline at batch 1 (bench/scenarios/dllm_speed_fast.json: 2,000 requests, 512,000 passes).
+# dLLM simulation speed: requests simulated per second, best of 5 runs, for dllm-serve near
+# saturation (bench/scenarios/dllm/dllm_speed_serve.json: 20,000 requests, 78,538 passes) and
+# overloaded (dllm_speed_burst.json: 10,000 requests, its waiting queue in the thousands), and the
+# fast-dllm baseline at batch 1 (dllm_speed_fast.json: 2,000 requests, 512,000 passes).
 # Prints the wall time and the CPU time (user + system; steadier on a shared machine), both
 # including start-up (catalogs, profile tables: about 0.15 s).
 # Usage: bench/dllm_speed.sh [SERVESIM_BIN]
 set -euo pipefail
 bin=${1:-build/app/servesim}
-for name in dllm_speed_serve dllm_speed_fast; do
-  scenario=bench/scenarios/$name.json
+for name in dllm_speed_serve dllm_speed_burst dllm_speed_fast; do
+  scenario=bench/scenarios/dllm/$name.json
   requests=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['workload']['requests'])" "$scenario")
   best_wall=
   best_cpu=
