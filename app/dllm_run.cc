@@ -120,8 +120,9 @@ DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot
   o.cost_model = cost->describe();
   const policies::DllmInstanceSpec spec{s.config, d, cost, plans};
   try {
+    const sim::RoutingPolicyEntry& router = sim::routing_policies().get(s.router);
     o.result = policies::run_dllm_cluster(spec, s.instances,
-                                          sim::routing_policies().get(s.router).make({}),
+                                          router.make(ParamValues::defaults(router.schema)),
                                           std::move(w));
     o.metrics = dllm::compute_metrics(o.result);
   } catch (const dllm::OutOfMemoryError& e) {

@@ -17,7 +17,7 @@
 //      seeded stream "denoise",
 //    "memory": {"gpu_memory_utilization", "runtime_overhead_gib", "logit_copies"},
 //    "cluster": {"instances": 1, "tp": 1 (GPUs per instance), "router": a router name
-//                ("round_robin")},
+//                ("round_robin"; a router's parameters take their defaults)},
 //    "workload": {"name": str, "requests": int, "arrival": {"type": "poisson", "rate": req/s},
 //                 "prompts": {"type": "trace", "format": ..., "path": ...}
 //                          | {"type": "distribution", "path": ...} | {"type": "fixed", "tokens": n},

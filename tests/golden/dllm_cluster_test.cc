@@ -43,6 +43,20 @@ TEST(DllmCluster, TwoInstancesBehindTheRouterStoreEveryRequest) {
   fs::remove(db);
 }
 
+// Every router runs a dLLM cluster, routers with parameters at their defaults.
+TEST(DllmCluster, EveryRouterRunsADllmCluster) {
+  for (const std::string router : {"round_robin", "least_outstanding", "least_kv_load", "kv_aware"}) {
+    for (const std::string policy : {"dllm-serve", "fast-dllm"}) {
+      const auto [rc, out] = golden::run_command(
+          kBin + " run " + kScenario + " --no-db --set cluster.instances=2 --set cluster.router=" +
+          router + " --set 'policy={\"type\":\"" + policy + "\"}'" +
+          " --set workload.requests=16");
+      EXPECT_EQ(rc, 0) << router << " " << policy << "\n" << out;
+      EXPECT_NE(out.find("16 finished, 0 rejected"), std::string::npos) << out;
+    }
+  }
+}
+
 TEST(DllmCluster, CheckAcceptsExactlyWhatRunRuns) {
   for (const std::string set :
        {"", "--set cluster.instances=2 --set cluster.tp=2",
