@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "app/dllm_run.h"
 #include "app/run_scenario.h"
+#include "scenarios/dllm_scenario.h"
 #include "sim/core/error.h"
 
 namespace servesim::app {
@@ -401,6 +403,89 @@ CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe
   return result;
 }
 
+namespace {
+
+// The verdict on probe `p` (its summary set): the checks, one printed line. Throws ConfigError
+// when too few requests arrive in the later half of the window for the sustained check.
+CapacityProbe judge_probe(CapacityProbe p, const SloCriteria& criteria,
+                          const std::string& scenario_path, std::ostream& out) {
+  const double r = p.rate;
+  if (p.summary.window_arrivals < kMinSustainedSample) {
+    throw ConfigError(scenario_path,
+                      {{"workload", fmt::format(
+                                        "too few requests for a capacity search: {} arrive in "
+                                        "the later half of the arrival window, and the "
+                                        "sustained-rate check needs at least {} there; raise "
+                                        "workload.count (or the trace window)",
+                                        p.summary.window_arrivals, kMinSustainedSample)}});
+  }
+  const std::vector<SloCheck> checks = criteria.check(p.summary, r);
+  p.meets = SloCriteria::all_ok(checks);
+  p.failed = describe_failures(checks);
+  std::string detail;
+  for (const SloCheck& c : checks) {
+    if (c.unit == "s") detail += fmt::format("  {} {:.1f} ms", c.name, c.value * 1e3);
+  }
+  const double attainment = p.summary.slo_attainment;
+  out << fmt::format("rate {:9.3f} req/s  sustained {:8.3f} of {:8.3f} req/s {} attainment "
+                     "{}  goodput {:9.1f} tok/s  {}\n",
+                     r, p.summary.sustained_rate_per_s, p.summary.window_offered_rate_per_s,
+                     detail,
+                     std::isfinite(attainment) ? fmt::format("{:6.2f} %", attainment * 100)
+                                               : std::string("   n/a  "),
+                     p.summary.goodput_tokens_per_s,
+                     verdict_text(checks));
+  return p;
+}
+
+// Prints which objectives decide and what the attainment column is.
+void print_deciding(const SloCriteria& criteria, const CapacityOptions& options,
+                    const sim::SloSpec& objectives, std::ostream& out) {
+  std::vector<std::string> deciding;
+  for (const SloCheck& c : criteria.check(reports::RunSummary{}, 1.0)) {
+    if (c.unit == "s") deciding.push_back(fmt::format("{} <= {:.1f} ms", c.name, c.limit * 1e3));
+    if (c.unit.empty()) deciding.push_back(fmt::format("attainment >= {:.1f} %", c.limit * 100));
+  }
+  deciding.push_back(fmt::format("sustained >= {:.0f} % of the offered rate",
+                                 options.min_throughput_ratio * 100));
+  out << fmt::format("deciding   {}\n", fmt::join(deciding, ", "));
+  out << fmt::format("attainment share of requests meeting the per-request objectives ({}){}\n",
+                     objectives_text(objectives),
+                     options.attainment
+                         ? ""
+                         : "; shown for information, not a criterion (--attainment A "
+                           "requires it)");
+}
+
+// find_capacity() of a diffusion-LLM scenario: the rate knob is workload.arrival.rate, a run's
+// requests are summarized with TTFT = E2E (the answer comes at the last denoising pass) and a
+// request the deployment can never run counts against the sustained rate.
+CapacityResult find_dllm_capacity(const std::string& scenario_path,
+                                  const std::vector<std::string>& overrides,
+                                  const CapacityOptions& options, const SloCriteria& criteria,
+                                  const scenarios::DataRoot& root, std::ostream& out) {
+  const std::string knob = "workload.arrival.rate";
+  const scenarios::DllmScenario s0 = scenarios::load_dllm_scenario(scenario_path, overrides, root);
+  const double rate = options.start_rate > 0 ? options.start_rate : s0.rate_per_s;
+  print_deciding(criteria, options, criteria.request_objectives(), out);
+  auto probe = [&](double r) {
+    std::vector<std::string> o = overrides;
+    o.push_back(fmt::format("{}={}", knob, r));
+    const scenarios::DllmScenario s = scenarios::load_dllm_scenario(scenario_path, o, root);
+    const DllmOutcome outcome = run_dllm(s, root, "");
+    if (!outcome.oom.empty()) {
+      throw ConfigError(scenario_path, {{"policy", "out of memory: " + outcome.oom}});
+    }
+    CapacityProbe p;
+    p.rate = r;
+    p.summary = summarize_dllm(s, outcome, criteria.request_objectives());
+    return judge_probe(std::move(p), criteria, scenario_path, out);
+  };
+  return search_capacity(probe, rate, options);
+}
+
+}  // namespace
+
 CapacityResult find_capacity(const std::string& scenario_path,
                              const std::vector<std::string>& overrides,
                              const CapacityOptions& options, const scenarios::DataRoot& root,
@@ -408,6 +493,9 @@ CapacityResult find_capacity(const std::string& scenario_path,
   validate_capacity_options(options, "capacity");
   const SloCriteria criteria = SloCriteria::parse(options.slo, options.attainment,
                                                   options.min_throughput_ratio, "capacity");
+  if (scenarios::is_dllm_scenario_file(scenario_path)) {
+    return find_dllm_capacity(scenario_path, overrides, options, criteria, root, out);
+  }
   std::vector<std::string> base = overrides;
   base.insert(base.end(), criteria.scenario_overrides().begin(), criteria.scenario_overrides().end());
   const scenarios::Scenario probe0 = scenarios::load_scenario(scenario_path, base, root);
@@ -419,23 +507,7 @@ CapacityResult find_capacity(const std::string& scenario_path,
                                                          "{}; give --start-rate",
                                                          kMaxCapacityRate, rate)}});
   }
-  {
-    // Say which objectives decide and what the attainment column is.
-    std::vector<std::string> deciding;
-    for (const SloCheck& c : criteria.check(reports::RunSummary{}, 1.0)) {
-      if (c.unit == "s") deciding.push_back(fmt::format("{} <= {:.1f} ms", c.name, c.limit * 1e3));
-      if (c.unit.empty()) deciding.push_back(fmt::format("attainment >= {:.1f} %", c.limit * 100));
-    }
-    deciding.push_back(fmt::format("sustained >= {:.0f} % of the offered rate",
-                                   options.min_throughput_ratio * 100));
-    out << fmt::format("deciding   {}\n", fmt::join(deciding, ", "));
-    out << fmt::format("attainment share of requests meeting the per-request objectives ({}){}\n",
-                       objectives_text(probe0.slo),
-                       options.attainment
-                           ? ""
-                           : "; shown for information, not a criterion (--attainment A "
-                             "requires it)");
-  }
+  print_deciding(criteria, options, probe0.slo, out);
 
   auto probe = [&](double r) {
     std::vector<std::string> o = base;
@@ -470,32 +542,7 @@ CapacityResult find_capacity(const std::string& scenario_path,
                          outcome.stopped_early);
       return p;
     }
-    if (p.summary.window_arrivals < kMinSustainedSample) {
-      throw ConfigError(scenario_path,
-                        {{"workload", fmt::format(
-                                          "too few requests for a capacity search: {} arrive in "
-                                          "the later half of the arrival window, and the "
-                                          "sustained-rate check needs at least {} there; raise "
-                                          "workload.count (or the trace window)",
-                                          p.summary.window_arrivals, kMinSustainedSample)}});
-    }
-    const std::vector<SloCheck> checks = criteria.check(p.summary, r);
-    p.meets = SloCriteria::all_ok(checks);
-    p.failed = describe_failures(checks);
-    std::string detail;
-    for (const SloCheck& c : checks) {
-      if (c.unit == "s") detail += fmt::format("  {} {:.1f} ms", c.name, c.value * 1e3);
-    }
-    const double attainment = p.summary.slo_attainment;
-    out << fmt::format("rate {:9.3f} req/s  sustained {:8.3f} of {:8.3f} req/s {} attainment "
-                       "{}  goodput {:9.1f} tok/s  {}\n",
-                       r, p.summary.sustained_rate_per_s, p.summary.window_offered_rate_per_s,
-                       detail,
-                       std::isfinite(attainment) ? fmt::format("{:6.2f} %", attainment * 100)
-                                                 : std::string("   n/a  "),
-                       p.summary.goodput_tokens_per_s,
-                       verdict_text(checks));
-    return p;
+    return judge_probe(std::move(p), criteria, scenario_path, out);
   };
   return search_capacity(probe, rate, options);
 }

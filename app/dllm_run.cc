@@ -9,7 +9,9 @@
 
 #include "app/run_scenario.h"
 #include "reports/sqlite_sink.h"
+#include "policies/dllm.h"
 #include "scenarios/cost_models.h"
+#include "sim/core/rng.h"
 
 namespace servesim::app {
 namespace {
@@ -27,7 +29,7 @@ std::vector<sim::RequestRecord> dllm_request_records(const dllm::DllmRunResult& 
   for (const auto& q : result.requests) {
     sim::RequestRecord r;
     r.request_id = q.id;
-    r.instance_id = q.rejected ? -1 : 0;
+    r.instance_id = q.rejected ? -1 : q.instance;
     r.arrival_ns = q.arrival_ns;
     r.first_scheduled_ns = q.first_scheduled_ns;
     r.first_token_ns = q.done_ns;
@@ -44,7 +46,7 @@ StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutco
   StoredRun run;
   run.info.scenario = s.name;
   run.info.policy = dllm::algorithm_name(s.config.algorithm);
-  run.info.router = "none";
+  run.info.router = s.router;
   run.info.workload = o.workload;
   run.info.code_rev = SERVESIM_VERSION;
   run.info.started_at = utc_now_iso();
@@ -75,31 +77,79 @@ StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutco
   return run;
 }
 
+std::vector<dllm::RequestPlan> plan_dllm_requests(const scenarios::DllmScenario& s, size_t n) {
+  RngStream rng(s.seed, "denoise");
+  std::vector<dllm::RequestPlan> plans;
+  plans.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    plans.push_back(dllm::plan_request(s.config.denoise, s.config.variation, rng));
+  }
+  return plans;
+}
+
+std::string dllm_memory_shortfall(const scenarios::DllmScenario& s, const Workload& w,
+                                  const scenarios::DataRoot& root) {
+  const models::Deployment d = scenarios::dllm_deployment(s, root);
+  if (s.config.algorithm != dllm::Algorithm::kDllmServe) {
+    int64_t longest = 0;
+    for (const RequestSpec& r : w.requests) longest = std::max(longest, r.prompt_tokens);
+    return dllm::memory_shortfall(s.config, d, longest + s.config.denoise.gen_length);
+  }
+  const policies::DllmInstanceSpec spec{s.config, d,
+                                        scenarios::make_cost_model(s.cost_model, d, root),
+                                        std::make_shared<std::vector<dllm::RequestPlan>>()};
+  try {
+    policies::make_dllm_instance(spec, std::make_shared<policies::DllmPassStats>());
+  } catch (const dllm::OutOfMemoryError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot& root,
                      const std::string& db_path) {
   const auto start = std::chrono::steady_clock::now();
   DllmOutcome o;
-  const Workload w = scenarios::build_dllm_workload(s);
+  Workload w = scenarios::build_dllm_workload(s);
   o.workload = w.description;
+  auto plans = std::make_shared<std::vector<dllm::RequestPlan>>(
+      plan_dllm_requests(s, w.requests.size()));
   const models::Deployment d = scenarios::dllm_deployment(s, root);
-  const auto cost = scenarios::make_cost_model(s.cost_model, d, root);
+  std::shared_ptr<const models::IterationCostModel> cost =
+      scenarios::make_cost_model(s.cost_model, d, root);
   o.cost_model = cost->describe();
+  const policies::DllmInstanceSpec spec{s.config, d, cost, plans};
   try {
-    o.result = dllm::simulate(s.config, d, *cost, w);
+    const sim::RoutingPolicyEntry& router = sim::routing_policies().get(s.router);
+    o.result = policies::run_dllm_cluster(spec, s.instances,
+                                          router.make(ParamValues::defaults(router.schema)),
+                                          std::move(w));
     o.metrics = dllm::compute_metrics(o.result);
   } catch (const dllm::OutOfMemoryError& e) {
     o.oom = e.what();
+    o.result.memory = policies::describe_dllm_memory(spec);
   }
   o.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!db_path.empty()) write_db(s, o, db_path);
   return o;
 }
 
+reports::RunSummary summarize_dllm(const scenarios::DllmScenario& s, const DllmOutcome& o,
+                                   const sim::SloSpec& objectives) {
+  std::vector<sim::RequestRecord> done;
+  for (sim::RequestRecord& r : dllm_request_records(o.result)) {
+    if (r.instance_id >= 0) done.push_back(std::move(r));
+  }
+  const int gpus = static_cast<int>(s.instances) * s.tp;
+  return reports::summarize(done, LogHistogram{}, objectives,
+                            {.num_gpus = gpus, .gpu_seconds = o.metrics.duration_s * gpus});
+}
+
 std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutcome& o) {
   std::string out;
   out += fmt::format("scenario   {} ({})\n", s.name, s.source);
-  out += fmt::format("deployment {} on {}, policy {}\n", s.model, s.gpu,
-                     dllm::algorithm_name(s.config.algorithm));
+  out += fmt::format("deployment {} on {} x {} (tp{}) behind {}, policy {}\n", s.model,
+                     s.instances, s.gpu, s.tp, s.router, dllm::algorithm_name(s.config.algorithm));
   out += fmt::format("workload   {}\n", o.workload);
   out += fmt::format("cost model {}\n", o.cost_model);
   if (!o.oom.empty()) {

@@ -1,8 +1,9 @@
 // Running diffusion-LLM scenarios (`servesim run scenarios/dllm/<x>.json`) and reproducing the
 // dLLM-Serve paper's tables (`servesim dllm-report`).
 //
-// Contract: run_dllm() builds the workload, the cost model and the simulator from a validated
-// DllmScenario, runs it, and (when db_path is set) writes the run, its resolved parameters, one
+// Contract: run_dllm() builds the workload, each request's denoising plan, the cost model and
+// `cluster.instances` dLLM instances (policies/dllm.h) behind the scenario's router from a
+// validated DllmScenario, runs them on the core engine (sim/engine.h), and (when db_path is set) writes the run, its resolved parameters, one
 // request row per request (first_token_ns = done_ns: a dLLM request emits its tokens at its last
 // step; output_tokens = generated tokens) and the summary scalars through reports::SqliteSink in
 // one transaction. An out-of-memory configuration is returned with `oom` set (and stored with
@@ -14,7 +15,8 @@
 #include <vector>
 
 #include "app/run_scenario.h"
-#include "dllm/simulator.h"
+#include "reports/summary.h"
+#include "dllm/config.h"
 #include "sim/records.h"
 #include "scenarios/dllm_scenario.h"
 
@@ -30,6 +32,15 @@ struct DllmOutcome {
   double wall_s = 0;
 };
 
+// Why `run_dllm` of `s` over `w` would stop out of memory (dllm-serve: no page or no request fits
+// an instance; a baseline: some request of `w` does not fit alone), or "" when it runs.
+std::string dllm_memory_shortfall(const scenarios::DllmScenario& s, const Workload& w,
+                                  const scenarios::DataRoot& root);
+
+// Every request's denoising plan (dllm::plan_request), drawn in workload order from the seeded
+// stream "denoise" (no draw when no variation is on).
+std::vector<dllm::RequestPlan> plan_dllm_requests(const scenarios::DllmScenario& s, size_t n);
+
 DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot& root,
                      const std::string& db_path);
 
@@ -41,6 +52,11 @@ std::vector<sim::RequestRecord> dllm_request_records(const dllm::DllmRunResult& 
 // rows, the paper's metrics as scalars, status "ok" or "oom").
 StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutcome& outcome,
                                const std::vector<std::pair<std::string, std::string>>& extra_params = {});
+
+// The run's requests summarized like an LLM run's (TTFT = E2E: the answer comes at the last
+// denoising pass), on instances x tp GPUs; a rejected request is one not served. REQUIRES: not oom.
+reports::RunSummary summarize_dllm(const scenarios::DllmScenario& s, const DllmOutcome& outcome,
+                                   const sim::SloSpec& objectives);
 
 // Human-readable summary of one run (the paper's metrics).
 std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutcome& o);

@@ -2,6 +2,7 @@
 // 0 success, 1 failure (a regression, an internal error), 2 bad input (scenario, trace, usage).
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -292,11 +293,16 @@ int cmd_check_dllm(const std::string& path, const std::vector<std::string>& over
   const auto cost = scenarios::make_cost_model(s.cost_model, d, root);
   const Workload w = scenarios::build_dllm_workload(s);
   fmt::print("scenario   {} ({}), diffusion LLM\n", s.name, s.source);
-  fmt::print("model      {} on {}\n", s.model, s.gpu);
+  fmt::print("model      {} on {} x {} (tp{}) behind {}\n", s.model, s.instances, s.gpu, s.tp,
+             s.router);
   fmt::print("policy     {}\n", s.resolved["policy"]["type"].get<std::string>());
   fmt::print("cost model {}\n", cost->describe());
   fmt::print("workload   {} ({} requests)\n", w.description, w.requests.size());
   fmt::print("resolved scenario:\n{}\n", s.resolved.dump(2));
+  if (const std::string oom = app::dllm_memory_shortfall(s, w, root); !oom.empty()) {
+    fmt::print(stderr, "servesim: {}: out of memory: {}\n", s.source, oom);
+    return 2;
+  }
   fmt::print("ok\n");
   return 0;
 }
@@ -414,6 +420,26 @@ int cmd_list(const std::string& what) {
       }
       fmt::print("      {:<30} {:<8} default {:<10} {}\n", "step_overhead", "duration", "0s",
                  "CPU time added to every denoising step");
+      fmt::print("      {:<30} {:<8} default {:<10} {}\n", "request_overhead", "duration",
+                 a == dllm::Algorithm::kDllmServe
+                     ? fmt::format("{}ms", dllm::kDllmServeRequestOverhead.count() / 1'000'000)
+                     : std::string("0s"),
+                 "host time per request of every denoising step");
+    }
+    fmt::print("  every dLLM policy also takes (same scenario):\n");
+    const std::vector<std::array<const char*, 4>> shared_knobs = {
+        {"denoise.gen_length", "int", "256", "masked tokens per request (G)"},
+        {"denoise.steps", "int", "256", "denoising passes per request"},
+        {"denoise.block", "int", "32", "block length (semi-autoregressive blocks)"},
+        {"denoise.eos_length", "{min,max}", "off",
+         "early stop at EOS: answer length uniform in [min, max] tokens"},
+        {"denoise.tokens_per_step", "{min,max}", "off",
+         "threshold decoding: tokens accepted per step uniform in [min, max]"},
+        {"cluster.instances", "int", "1", "dLLM instances behind the router"},
+        {"cluster.tp", "int", "1", "GPUs per instance (tensor parallel)"},
+        {"cluster.router", "string", "round_robin", "a router listed above"}};
+    for (const auto& [key, type, def, what] : shared_knobs) {
+      fmt::print("      {:<30} {:<9} default {:<11} {}\n", key, type, def, what);
     }
   } else if (what == "traces") {
     fmt::print("{:<26} {:<12} {:>7}  {:<14} {}\n", "name", "format", "rows", "license", "path");

@@ -17,7 +17,7 @@
 #include "policies/builtin.h"
 #include "scenarios/cost_models.h"
 #include "scenarios/dllm_scenario.h"
-#include "dllm/simulator.h"
+#include "dllm/config.h"
 #include "scenarios/json_reader.h"
 #include "sim/core/error.h"
 #include "sim/policy_api.h"

@@ -204,19 +204,13 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c, do
     const DllmOutcome o = run_dllm(s, ctx.root, "");
     if (!o.oom.empty()) throw Error("out of memory: " + o.oom);
     p.run = make_stored_dllm_run(s, o, extra_params(rate));
-    std::vector<sim::RequestRecord> done;  // the requests it ran (a rejected one has no output)
-    for (const sim::RequestRecord& r : p.run.requests) {
-      if (r.output_tokens > 0) done.push_back(r);
-    }
-    const double duration = o.metrics.duration_s;
-    const reports::RunSummary m =
-        reports::summarize(done, LogHistogram{}, ctx.criteria.request_objectives(),
-                           {.num_gpus = 1, .gpu_seconds = duration});
+    const reports::RunSummary m = summarize_dllm(s, o, ctx.criteria.request_objectives());
     p.checks = ctx.criteria.check(m, rate);
     // A request the deployment can never run (rejected) is a request not served.
     const double total = static_cast<double>(o.result.requests.size());
-    p.checks.push_back({"served", total > 0 ? static_cast<double>(done.size()) / total : 1.0, 1.0,
-                        true, o.result.rejected == 0, ""});
+    const double served = total - static_cast<double>(o.result.rejected);
+    p.checks.push_back({"served", total > 0 ? served / total : 1.0, 1.0, true,
+                        o.result.rejected == 0, ""});
     p.fingerprint = p.run.fingerprint;
     if (!spec.store_requests) p.run.requests.clear();
     return m;

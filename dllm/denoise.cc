@@ -90,9 +90,60 @@ int64_t sparse_kept_tokens(const DenoiseParams& p, int64_t seq_len) {
   return std::max<int64_t>(1, kept);
 }
 
+std::string check_decode_variation(const DecodeVariation& v, const DenoiseParams& p) {
+  if (v.eos_min < 0 || v.eos_max < v.eos_min || (v.eos_max > 0 && v.eos_min < 1)) {
+    return fmt::format("eos lengths must satisfy 1 <= min <= max, got [{}, {}]", v.eos_min,
+                       v.eos_max);
+  }
+  if (v.accept_min < 0 || v.accept_max < v.accept_min || (v.accept_max > 0 && v.accept_min < 1)) {
+    return fmt::format("tokens accepted per step must satisfy 1 <= min <= max, got [{}, {}]",
+                       v.accept_min, v.accept_max);
+  }
+  if (v.accept_max > p.block) {
+    return fmt::format("tokens accepted per step ({}) cannot exceed the block ({})", v.accept_max,
+                       p.block);
+  }
+  return {};
+}
+
+int64_t RequestPlan::in_block_step(int64_t step, const DenoiseParams& p) const {
+  if (block_steps.empty()) return step % p.steps_per_block();
+  for (const int32_t n : block_steps) {
+    if (step < n) return step;
+    step -= n;
+  }
+  return step;  // past the last block: not a step of this plan
+}
+
+RequestPlan plan_request(const DenoiseParams& p, const DecodeVariation& v, RngStream& rng) {
+  RequestPlan plan;
+  int64_t blocks = p.num_blocks();
+  if (v.early_stop()) {
+    const int64_t answer = std::min(rng.uniform_int(v.eos_min, v.eos_max), p.gen_length);
+    blocks = (answer + p.block - 1) / p.block;
+  }
+  plan.tokens = blocks * p.block;
+  if (!v.threshold_decoding()) {
+    plan.steps = blocks * p.steps_per_block();
+    return plan;
+  }
+  plan.block_steps.reserve(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) {
+    int32_t n = 0;
+    for (int64_t left = p.block; left > 0; left -= rng.uniform_int(v.accept_min, v.accept_max)) ++n;
+    plan.block_steps.push_back(n);
+    plan.steps += n;
+  }
+  return plan;
+}
+
 StepWork step_work(Algorithm a, const DenoiseParams& p, int64_t prompt, int64_t seq_len,
                    int64_t step) {
-  const int64_t k = step % p.steps_per_block();
+  return step_work_at(a, p, prompt, seq_len, step % p.steps_per_block(), step);
+}
+
+StepWork step_work_at(Algorithm a, const DenoiseParams& p, int64_t prompt, int64_t seq_len,
+                      int64_t k, int64_t step) {
   const int64_t L = seq_len;
   const int64_t B = std::min(p.block, L);
   StepWork w;

@@ -37,6 +37,17 @@ int64_t pages_for_request(double retention, int64_t seq_len) {
   return (kept + kPageTokens - 1) / kPageTokens;
 }
 
+namespace {
+// Per GPU of a TP-d.tp instance: the weights and the KV heads are sharded over the ranks.
+int64_t weight_bytes_per_gpu(const models::Deployment& d) {
+  return models::weight_bytes(d.model->param_count, d.weight_dtype, d.tp);
+}
+int64_t kv_bytes_per_token_per_gpu(const models::Deployment& d) {
+  return d.model->kv_bytes_per_token(d.kv_dtype) * models::kv_heads_per_rank(*d.model, d.tp) /
+         d.model->num_kv_heads;
+}
+}  // namespace
+
 int64_t usable_bytes(const models::Deployment& d, const MemoryKnobs& m) {
   return std::llround(static_cast<double>(d.gpu->memory_bytes) * m.gpu_memory_utilization);
 }
@@ -46,14 +57,14 @@ PagePoolPlan plan_page_pool(const models::Deployment& d, const MemoryKnobs& m,
                             bool logit_budgeting) {
   PagePoolPlan plan;
   plan.usable_bytes = usable_bytes(d, m);
-  plan.weight_bytes = models::weight_bytes(d.model->param_count, d.weight_dtype, 1);
+  plan.weight_bytes = weight_bytes_per_gpu(d);
   plan.runtime_overhead_bytes = m.runtime_overhead_bytes;
   plan.activation_bytes = models::forward_activation_bytes(d, max_num_batched_tokens);
   const int64_t rows = logit_budgeting ? std::min(max_num_logits, max_num_batched_tokens)
                                        : max_num_batched_tokens;
   plan.logit_reserve_bytes = std::llround(
       m.logit_copies * static_cast<double>(logits_bytes(rows, d.model->vocab_size, kLogitBytes)));
-  plan.page_bytes = kPageTokens * d.model->kv_bytes_per_token(d.kv_dtype);
+  plan.page_bytes = kPageTokens * kv_bytes_per_token_per_gpu(d);
   const int64_t pool = plan.usable_bytes - plan.weight_bytes - plan.runtime_overhead_bytes -
                        plan.activation_bytes - plan.logit_reserve_bytes;
   plan.num_pages = pool > 0 ? pool / plan.page_bytes : (pool == 0 ? 0 : -1);
@@ -88,9 +99,9 @@ StaticBatchMemory static_batch_memory(Algorithm a, const models::Deployment& d,
                                       const MemoryKnobs& m, const DenoiseParams& p, int64_t batch,
                                       int64_t seq_len) {
   StaticBatchMemory out;
-  out.weight_bytes = models::weight_bytes(d.model->param_count, d.weight_dtype, 1);
+  out.weight_bytes = weight_bytes_per_gpu(d);
   out.runtime_overhead_bytes = m.runtime_overhead_bytes;
-  const int64_t kv_token = d.model->kv_bytes_per_token(d.kv_dtype);
+  const int64_t kv_token = kv_bytes_per_token_per_gpu(d);
   int64_t cached_tokens = 0;
   switch (a) {
     case Algorithm::kFastDllm:

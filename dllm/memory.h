@@ -1,7 +1,9 @@
 // dLLM memory: logits tensors, logit decomposition, logit-aware KV page pool sizing (dLLM-Serve)
 // and the largest static batch that fits (baselines) -- policies.md 5.6-5.9 and 6.6-6.7.
 //
-// Contract: pure functions of value types, per GPU (TP 1). Units are bytes and tokens. The
+// Contract: pure functions of value types, per GPU of the deployment (weights and KV heads sharded
+// over its d.tp ranks; logits and the sampler's buffers are whole on every rank). Units are bytes
+// and tokens. The
 // activation workspace of a forward pass comes from models::forward_activation_bytes(), the KV
 // bytes per token from the model catalog.
 #pragma once

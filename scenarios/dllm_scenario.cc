@@ -10,12 +10,17 @@
 #include "traces/generators.h"
 #include "traces/loaders.h"
 #include "sim/core/limits.h"
+#include "policies/builtin.h"
+#include "sim/policy_api.h"
 
 namespace servesim::scenarios {
 
 // Longest dLLM generation (gen_length) and the bound of every denoising knob: a block or step
 // count beyond the tokens generated is meaningless.
 inline constexpr int64_t kMaxDllmGenLength = 65'536;
+// Most instances and GPUs per instance a dLLM cluster may have.
+inline constexpr int64_t kMaxDllmInstances = 4096;
+inline constexpr int64_t kMaxDllmTp = 64;
 namespace fs = std::filesystem;
 
 bool is_dllm_document(const Json& doc) {
@@ -35,6 +40,7 @@ bool is_dllm_scenario_file(const std::string& path) {
 
 DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
                                  const std::string& base_dir, const DataRoot& root) {
+  policies::register_builtin_policies();
   Issues issues;
   Json resolved = Json::object();
   DllmScenario s;
@@ -104,9 +110,41 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
         r.integer("cache_prompt_interval", 100, 1, kMaxDllmGenLength).value_or(100);
     p.cache_gen_interval = r.integer("cache_gen_interval", 7, 1, kMaxDllmGenLength).value_or(7);
     p.transfer_ratio = r.number("transfer_ratio", 0.25, 0.0, 1.0, true).value_or(0.25);
+    // Optional request variations: absent (the default) keeps every request at gen_length tokens
+    // in `steps` passes.
+    dllm::DecodeVariation& v = c.variation;
+    for (const auto& [key, lo, hi] :
+         {std::tuple{"eos_length", &v.eos_min, &v.eos_max},
+          std::tuple{"tokens_per_step", &v.accept_min, &v.accept_max}}) {
+      const Json* vin = r.object(key, false);
+      if (!vin) continue;
+      ObjectReader vr(*vin, join_path("denoise", key), issues, out[key]);
+      *lo = vr.integer("min", std::nullopt, 1, kMaxDllmGenLength).value_or(1);
+      *hi = vr.integer("max", std::nullopt, 1, kMaxDllmGenLength).value_or(1);
+      vr.finish();
+    }
     r.finish();
     if (const std::string e = dllm::check_denoise_params(p); !e.empty() && issues.empty()) {
       issues.add("denoise", e);
+    }
+    if (const std::string e = dllm::check_decode_variation(v, p); !e.empty() && issues.empty()) {
+      issues.add("denoise", e);
+    }
+  }
+  {
+    Json& out = resolved["cluster"];
+    const Json* in = top.object("cluster", false);
+    const Json empty = Json::object();
+    ObjectReader r(in ? *in : empty, "cluster", issues, out);
+    s.instances = r.integer("instances", 1, 1, kMaxDllmInstances).value_or(1);
+    s.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDllmTp).value_or(1));
+    s.router = r.string("router", "round_robin", sim::routing_policies().names()).value_or("");
+    r.finish();
+    if (cat.models.all().count(s.model) && cat.models.get(s.model).diffusion &&
+        !models::is_valid_tp(cat.models.get(s.model), s.tp)) {
+      issues.add("cluster.tp", fmt::format("{} cannot be sharded over {} GPUs (its attention heads "
+                                           "and KV heads must divide among them)",
+                                           s.model, s.tp));
     }
   }
   {
@@ -216,6 +254,7 @@ models::Deployment dllm_deployment(const DllmScenario& s, const DataRoot& root) 
   models::Deployment d;
   d.model = &cat.models.get(s.model);
   d.gpu = &cat.gpus.get(s.gpu);
+  d.tp = s.tp;
   return d;
 }
 

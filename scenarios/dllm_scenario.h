@@ -9,19 +9,29 @@
 //               "logit_budgeting", "max_batch_size", "step_overhead": "0ms"},
 //    "denoise": {"gen_length", "steps", "block", "retention", "pool_kernel",
 //                "cache_prompt_interval", "cache_gen_interval", "transfer_ratio"},
+//    "denoise" also takes two request variations, both off when absent:
+//      "eos_length": {"min", "max"} (early stop at EOS: the answer length is uniform in [min, max]
+//      tokens and the request stops after the block holding it) and "tokens_per_step": {"min",
+//      "max"} (Fast-dLLM confidence-threshold decoding: tokens accepted per step uniform in
+//      [min, max], so a block takes a random number of steps); drawn per request from the
+//      seeded stream "denoise",
 //    "memory": {"gpu_memory_utilization", "runtime_overhead_gib", "logit_copies"},
+//    "cluster": {"instances": 1, "tp": 1 (GPUs per instance), "router": a router name
+//                ("round_robin"; a router's parameters take their defaults)},
 //    "workload": {"name": str, "requests": int, "arrival": {"type": "poisson", "rate": req/s},
 //                 "prompts": {"type": "trace", "format": ..., "path": ...}
 //                          | {"type": "distribution", "path": ...} | {"type": "fixed", "tokens": n},
 //                 "max_prompt_tokens": int (prompt lengths are clipped to it; 0 = no clip)}}
 // Prompt lengths are drawn uniformly with replacement from the source (stream "lengths"); every
-// request generates gen_length tokens.
+// request denoises gen_length tokens unless denoise.eos_length is set. The run goes through the
+// core engine: `cluster.instances` dLLM instances of `cluster.tp` GPUs each behind the router
+// (policies/dllm.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "dllm/simulator.h"
+#include "dllm/config.h"
 #include "scenarios/cost_models.h"
 #include "scenarios/json_reader.h"
 #include "scenarios/scenario.h"
@@ -36,6 +46,10 @@ struct DllmScenario {
   std::string gpu;
   CostModelChoice cost_model;
   dllm::DllmConfig config;
+  // Cluster.
+  int64_t instances = 1;
+  int tp = 1;
+  std::string router = "round_robin";
   // Workload.
   std::string workload_name;
   int64_t requests = 0;
@@ -64,7 +78,7 @@ DllmScenario load_dllm_scenario(const std::string& path, const std::vector<std::
 // for malformed data files.
 Workload build_dllm_workload(const DllmScenario& s);
 
-// The deployment (model and GPU from the catalogs, TP 1, bf16).
+// The deployment of one instance (model and GPU from the catalogs, cluster.tp, bf16).
 models::Deployment dllm_deployment(const DllmScenario& s, const DataRoot& root);
 
 }  // namespace servesim::scenarios

@@ -457,7 +457,8 @@ struct Engine::Impl {
           config.max_context_tokens > 0 &&
           spec.prompt_tokens + spec.output_tokens > config.max_context_tokens;
       if (beyond_context) ++result.requests_rejected_context;
-      if (beyond_context || prompt_too_long || full_blocks > inst.setup.num_blocks ||
+      if (beyond_context || prompt_too_long ||
+          (!inst.setup.kv_reserved_only && full_blocks > inst.setup.num_blocks) ||
           (disaggregated && full_blocks > max_decode_blocks)) {
         // Could never be admitted: its prompt exceeds what the batching can schedule, or its
         // full context exceeds the instance's (or, disaggregated, every decode instance's) KV
@@ -589,7 +590,9 @@ struct Engine::Impl {
 
   // New KV blocks `seq` needs for step `s` (the engine's allocation rule in on_schedule()).
   int64_t new_blocks_for(const InstanceState& inst, const SeqView& seq, const ScheduledSeq& s) const {
-    const int64_t kv_tokens = std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
+    const int64_t kv_tokens = inst.setup.kv_reserved_only
+                                  ? s.reserve_tokens
+                                  : std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
     return extra_blocks_for(kv_tokens, seq.blocks, inst.setup.block_size);
   }
 
@@ -717,6 +720,8 @@ struct Engine::Impl {
     apply_admissions(i, inst, plan);
     reuse_cached_prefixes(inst, plan);
 
+    // A batch its policy prices needs no shape for the cost model.
+    const std::optional<Duration> priced = inst.setup.batching->batch_time(instance_view(i), plan);
     // Validate the work and allocate KV.
     inst.batch.clear();
     inst.shape.clear();
@@ -741,8 +746,10 @@ struct Engine::Impl {
       } else {
         (seq.preemptions > 0 ? recompute_tokens : prompt_tokens) += s.tokens;
       }
-      const bool samples = seq.computed_tokens + s.tokens == seq.num_tokens();
-      inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, samples ? 1 : 0});
+      if (!priced) {
+        const bool samples = seq.computed_tokens + s.tokens == seq.num_tokens();
+        inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, samples ? 1 : 0});
+      }
       RequestState& rs = requests[static_cast<size_t>(s.id)];
       if (rs.first_scheduled_ns < 0) rs.first_scheduled_ns = now.time_since_epoch().count();
     }
@@ -757,7 +764,7 @@ struct Engine::Impl {
       request_schedule(i);
       return;
     }
-    const Duration d = inst.setup.cost_model->iteration_time(inst.shape);
+    const Duration d = priced ? *priced : inst.setup.cost_model->iteration_time(inst.shape);
     if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
     // Apportioned by tokens (pricing the decode steps alone instead gives the same miss causes
     // within 0.5 % on the DOPD bursty replay, at a second cost-model call per mixed iteration).

@@ -51,6 +51,10 @@ struct InstanceSetup {
   // in a serving engine, instead of waiting forever.
   int64_t max_prompt_tokens = 0;
   int64_t block_size = 16;
+  // The KV a request holds is what its batching policy reserves (ScheduledSeq::reserve_tokens),
+  // not one entry per computed token: a diffusion LLM rewrites its cache in place at every
+  // denoising step. Routing then rejects only prompts over max_prompt_tokens.
+  bool kv_reserved_only = false;
   // Automatic prefix caching (sim/prefix_cache.h): an admitted request reuses the cached KV
   // blocks of its prompt's longest cached prefix (keys from RequestSpec::prefix_hash_ids) instead
   // of computing them; freed blocks stay cached until their memory is needed (LRU).

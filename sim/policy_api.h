@@ -35,6 +35,14 @@ class BatchingPolicy {
   // again even if nothing arrives or completes. Returns a time > view.now, or nullopt (the
   // default) for none -- then an empty instance with waiting requests is a stall (logic_error).
   virtual std::optional<SimTime> wake_at(const InstanceView& view) { return std::nullopt; }
+  // The duration of the batch next_batch() just planned, for a policy whose iterations the
+  // instance's cost model cannot price from token counts (a diffusion LLM's denoising pass,
+  // policies/dllm.h). Called once per batch, before the engine validates the plan; `view` shows
+  // the plan's preemptions and admissions applied. nullopt (the default): the instance's cost
+  // model prices the batch's shape.
+  virtual std::optional<Duration> batch_time(const InstanceView& view, const BatchPlan& plan) {
+    return std::nullopt;
+  }
 };
 
 // What a cluster policy's factories know about the instance (or cluster) they build for: the

@@ -55,6 +55,52 @@ TEST(DllmScenario, EveryErrorCarriesItsPath) {
   }
 }
 
+TEST(DllmScenario, ClusterAndVariationsDefaultOff) {
+  const DllmScenario s = parse_dllm_scenario(base(), "t.json", ".", DataRoot::discover());
+  EXPECT_EQ(s.instances, 1);
+  EXPECT_EQ(s.tp, 1);
+  EXPECT_EQ(s.router, "round_robin");
+  EXPECT_FALSE(s.config.variation.any());
+  EXPECT_FALSE(s.resolved["denoise"].contains("eos_length"));
+  Json doc = base();
+  doc["cluster"] = {{"instances", 2}, {"tp", 2}, {"router", "least_outstanding"}};
+  doc["denoise"] = {{"eos_length", {{"min", 10}, {"max", 100}}},
+                    {"tokens_per_step", {{"min", 1}, {"max", 3}}}};
+  const DllmScenario v = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+  EXPECT_EQ(v.instances, 2);
+  EXPECT_EQ(dllm_deployment(v, DataRoot::discover()).tp, 2);
+  EXPECT_EQ(v.router, "least_outstanding");
+  EXPECT_EQ(v.config.variation.eos_min, 10);
+  EXPECT_EQ(v.config.variation.eos_max, 100);
+  EXPECT_EQ(v.config.variation.accept_max, 3);
+}
+
+TEST(DllmScenario, ClusterAndVariationErrorsCarryTheirPaths) {
+  const auto issues_of = [](const Json& doc) {
+    try {
+      parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+    } catch (const ConfigError& e) {
+      std::vector<std::string> paths;
+      for (const auto& i : e.issues()) paths.push_back(i.path);
+      return paths;
+    }
+    return std::vector<std::string>{};
+  };
+  Json doc = base();
+  doc["cluster"] = {{"instances", 0}, {"tp", 3}, {"router", "nope"}};
+  EXPECT_EQ(issues_of(doc), (std::vector<std::string>{"cluster.instances", "cluster.router",
+                                                       "cluster.tp"}));
+  doc = base();
+  doc["denoise"] = {{"eos_length", {{"min", 10}}}};
+  EXPECT_EQ(issues_of(doc), (std::vector<std::string>{"denoise.eos_length.max"}));
+  doc = base();
+  doc["denoise"] = {{"tokens_per_step", {{"min", 4}, {"max", 2}}}};
+  EXPECT_EQ(issues_of(doc), (std::vector<std::string>{"denoise"}));
+  doc = base();
+  doc["denoise"] = {{"tokens_per_step", {{"min", 1}, {"max", 64}}}};  // over the 32-token block
+  EXPECT_EQ(issues_of(doc), (std::vector<std::string>{"denoise"}));
+}
+
 TEST(DllmScenario, ShippedScenariosValidate) {
   for (const char* f : {"l40s_livebench", "l40s_burst", "l40s_osc", "rtx4090_livebench",
                         "rtx4090_burst", "rtx4090_osc"}) {

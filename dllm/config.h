@@ -1,15 +1,10 @@
-// The dLLM serving simulation: one GPU, a replayed workload, one algorithm.
+// What a dLLM serving run is configured with and what it yields: the per-instance configuration
+// of a dLLM policy (policies/dllm.h runs it on the core engine), the stack efficiency of
+// dLLM-Serve, the per-request results in workload order and the paper's metrics over them.
 //
-// Contract: a small discrete-event loop over forward passes (denoising steps). Time is integer
-// nanoseconds; a pass starts when the previous one ends (or at the next arrival when idle), sees
-// every arrival up to its start, and lasts StepCost::step_time(). dllm-serve schedules every pass
-// with schedule_pass() over pages reserved at admission (no preemption). The baselines use static
-// request-level batching: when idle, take FCFS the largest prefix of the queue whose padded batch
-// fits in memory (at most max_batch_size when set), run all `steps` passes of it padded to its
-// longest sequence, and finish every request of the batch together. Deterministic: same inputs,
-// same results and fingerprint. Throws OutOfMemoryError when the configuration cannot hold even one
-// request (dllm-serve: no KV page left after weights and the activation/logit reserve; baselines:
-// a single request does not fit), never silently running it.
+// Contract: value types and pure functions. A configuration that cannot hold even one request is
+// an OutOfMemoryError (dllm-serve: no KV page left after weights and the activation/logit
+// reserve; baselines: a single request does not fit), never a silent run.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +37,7 @@ inline constexpr Duration kDllmServeRequestOverhead{4'000'000};
 struct DllmConfig {
   Algorithm algorithm = Algorithm::kDllmServe;
   DenoiseParams denoise;
+  DecodeVariation variation;  // early stop at EOS, threshold decoding (off by default)
   MemoryKnobs memory;
   // dllm-serve.
   int64_t max_num_batched_tokens = 16384;
@@ -63,7 +59,8 @@ struct DllmRequestResult {
   int64_t first_scheduled_ns = -1;
   int64_t done_ns = -1;  // -1 when rejected
   int64_t prompt_tokens = 0;
-  int64_t output_tokens = 0;  // G
+  int64_t output_tokens = 0;  // tokens denoised (G, or fewer with early stop at EOS)
+  int32_t instance = -1;      // instance that served it
   bool rejected = false;      // can never run (sequence over the token budget or the page pool)
 };
 
@@ -76,17 +73,17 @@ struct DllmRunResult {
   int64_t rejected = 0;
   int64_t end_ns = 0;          // when the last request finished
   std::string memory;          // the memory plan, one line
-  uint64_t fingerprint = 0;    // hash over (time, request, event) of every finish and pass
+  uint64_t fingerprint = 0;    // the engine's event fingerprint
 };
 
-// Runs `workload` (prompt_tokens used; output lengths are replaced by denoise.gen_length).
-// `cost` must price passes of `deployment`. Throws OutOfMemoryError, std::invalid_argument for
-// inconsistent knobs.
-DllmRunResult simulate(const DllmConfig& config, const models::Deployment& deployment,
-                       const models::IterationCostModel& cost, const Workload& workload);
+// The step-cost knobs of `config`: chunked LM head for dllm-serve with logit budgeting, the
+// algorithm's sampler, the framework overheads.
+StepCostKnobs cost_knobs(const DllmConfig& config);
+// std::invalid_argument when the knobs are inconsistent (denoise params, non-positive budgets).
+void check_config(const DllmConfig& config);
 
-// Why `config` cannot hold even one request of `seq_len` tokens (prompt + generation) on `d`
-// (the check simulate() makes before its first pass), or "" when it can.
+// Why `config` cannot hold even one request of `seq_len` tokens (prompt + generation) on `d`, or
+// "" when it can.
 std::string memory_shortfall(const DllmConfig& config, const models::Deployment& d, int64_t seq_len);
 
 // The paper's metrics over the finished requests.
