@@ -7,7 +7,6 @@
 
 namespace servesim::sim {
 
-
 std::vector<uint64_t> prefix_block_keys(const RequestSpec& spec, int64_t block_size) {
   std::vector<uint64_t> keys;
   if (spec.prefix_hash_ids.empty() || block_size <= 0) return keys;
@@ -31,10 +30,11 @@ PrefixCache::Hit PrefixCache::acquire_prefix(std::span<const uint64_t> keys, int
     Slot& e = slots_[static_cast<size_t>(i)];
     if (e.ref_count == 0) {
       if (hit.revived >= max_revived) break;
-      lru_unlink(i);
+      revive(i);
       ++hit.revived;
     }
     ++e.ref_count;
+    e.last_access = ++clock_;
     ++hit.blocks;
   }
   return hit;
@@ -46,10 +46,29 @@ int64_t PrefixCache::match_prefix(std::span<const uint64_t> keys) const {
   return n;
 }
 
-bool PrefixCache::insert(uint64_t key) {
-  if (find(key) >= 0) return false;
-  slots_[static_cast<size_t>(add(key))].ref_count = 1;
-  return true;
+PrefixCache::Inserted PrefixCache::insert(uint64_t key, std::optional<uint64_t> parent) {
+  if (const int32_t i = find(key); i >= 0) {
+    if (kind_ == PrefixCacheKind::kBlockHash) return {};
+    Slot& e = slots_[static_cast<size_t>(i)];
+    const Inserted adopted{true, true, e.ref_count == 0};
+    if (e.ref_count == 0) revive(i);
+    ++e.ref_count;
+    e.last_access = ++clock_;
+    return adopted;
+  }
+  int32_t p = -1;
+  if (kind_ == PrefixCacheKind::kRadix && parent) {
+    p = find(*parent);
+    if (p < 0 || slots_[static_cast<size_t>(p)].ref_count == 0) {
+      throw std::logic_error("prefix cache: insert under a block that is not held");
+    }
+  }
+  Slot& e = slots_[static_cast<size_t>(add(key))];
+  e.ref_count = 1;
+  e.parent = p;
+  e.last_access = ++clock_;
+  if (p >= 0) ++slots_[static_cast<size_t>(p)].children;  // held: not among the leaves
+  return {true, false, false};
 }
 
 bool PrefixCache::release(uint64_t key) {
@@ -58,17 +77,54 @@ bool PrefixCache::release(uint64_t key) {
     throw std::logic_error("prefix cache: release of a block that is not held");
   }
   if (--slots_[static_cast<size_t>(i)].ref_count > 0) return false;
-  lru_push_back(i);
+  make_evictable(i);
   return true;
 }
 
-void PrefixCache::evict(int64_t n) {
+void PrefixCache::evict(int64_t n, std::vector<uint64_t>* evicted) {
   if (n > evictable_) throw std::logic_error("prefix cache: evicting more than is evictable");
-  for (int64_t k = 0; k < n; ++k) {
-    const int32_t i = lru_head_;
-    lru_unlink(i);
-    erase(i);
+  for (int64_t k = 0; k < n; ++k) evict_one(evicted);
+}
+
+void PrefixCache::revive(int32_t slot) {
+  if (kind_ == PrefixCacheKind::kBlockHash) {
+    lru_unlink(slot);
+    return;
   }
+  const Slot& e = slots_[static_cast<size_t>(slot)];
+  if (e.children == 0) leaves_.erase({e.last_access, slot});
+  --evictable_;
+}
+
+void PrefixCache::make_evictable(int32_t slot) {
+  if (kind_ == PrefixCacheKind::kBlockHash) {
+    lru_push_back(slot);
+    return;
+  }
+  Slot& e = slots_[static_cast<size_t>(slot)];
+  e.last_access = ++clock_;
+  if (e.children == 0) leaves_.emplace(e.last_access, slot);
+  ++evictable_;
+}
+
+void PrefixCache::evict_one(std::vector<uint64_t>* evicted) {
+  int32_t i = lru_head_;
+  if (kind_ == PrefixCacheKind::kBlockHash) {
+    lru_unlink(i);
+  } else {
+    if (leaves_.empty()) {
+      throw std::logic_error("prefix cache: no evictable leaf (a held block under an evictable one)");
+    }
+    i = leaves_.begin()->second;
+    leaves_.erase(leaves_.begin());
+    --evictable_;
+    if (const int32_t p = slots_[static_cast<size_t>(i)].parent; p >= 0) {
+      Slot& parent = slots_[static_cast<size_t>(p)];
+      if (--parent.children == 0 && parent.ref_count == 0) leaves_.emplace(parent.last_access, p);
+    }
+  }
+  if (evicted != nullptr) evicted->push_back(slots_[static_cast<size_t>(i)].key);
+  erase(i);
 }
 
 int32_t PrefixCache::find(uint64_t key) const {
@@ -148,4 +204,23 @@ void PrefixCache::grow() {
   }
 }
 
+std::optional<uint64_t> KvTierStore::store(uint64_t key) {
+  if (capacity_ <= 0) return key;
+  if (const auto it = where_.find(key); it != where_.end()) {
+    lru_.splice(lru_.end(), lru_, it->second);
+    return std::nullopt;
+  }
+  std::optional<uint64_t> dropped;
+  if (static_cast<int64_t>(lru_.size()) == capacity_) {
+    dropped = lru_.front();
+    where_.erase(lru_.front());
+    lru_.pop_front();
+  }
+  where_.emplace(key, lru_.insert(lru_.end(), key));
+  return dropped;
+}
+
+void KvTierStore::touch(uint64_t key) { lru_.splice(lru_.end(), lru_, where_.at(key)); }
+
 }  // namespace servesim::sim
+

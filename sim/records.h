@@ -40,6 +40,10 @@ struct RequestRecord {
   std::vector<int64_t> token_times_ns;  // every token's time; filled only when asked for
   bool warmup = false;  // a benchmark warm-up request (ClosedLoopSpec): excluded from summaries
   int64_t cached_tokens = 0;  // prompt tokens reused from its instance's prefix cache
+  // Prompt tokens its first admission loaded from the lower KV tiers (InstanceSetup::dram_kv_bytes,
+  // EngineConfig::remote_kv_bytes) after its cached_tokens, instead of computing them.
+  int64_t dram_hit_tokens = 0;
+  int64_t remote_hit_tokens = 0;
   // A request split across two instances (DynaServe): the tokens (prompt + output positions) its
   // first instance computed before the hand-off; 0 when it was not split.
   int64_t split_tokens = 0;
