@@ -458,8 +458,8 @@ struct SqliteSink::Impl {
           .bind(17, r.kv_arrived_ns)
           .bind(18, r.interference_ns)
           .bind(19, r.recompute_ns)
-          .bind(20, r.dram_hit_tokens)
-          .bind(21, r.remote_hit_tokens)
+          .bind(20, static_cast<int64_t>(r.dram_hit_tokens))
+          .bind(21, static_cast<int64_t>(r.remote_hit_tokens))
           .run();
       if (!r.token_times_ns.empty()) {
         insert_token->bind(1, run_id).bind(2, static_cast<int64_t>(r.request_id));

@@ -8,6 +8,7 @@
 #include <set>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -40,8 +41,6 @@ static_assert(sizeof(RequestState) == 64);
 // The rest of a request's bookkeeping, read when its record is written.
 struct RequestExtras {
   int64_t cached_tokens = 0;  // prompt tokens its first admission took from the prefix cache
-  int64_t dram_hit_tokens = 0;    // RequestRecord::dram_hit_tokens
-  int64_t remote_hit_tokens = 0;  // RequestRecord::remote_hit_tokens
   int64_t split_tokens = 0;   // RequestRecord::split_tokens
   int32_t prefill_instance = -1;  // RequestRecord::prefill_instance_id
   int64_t kv_arrived_ns = -1;     // RequestRecord::kv_arrived_ns
@@ -158,6 +157,8 @@ struct Engine::Impl {
   CacheLookup prefix_lookup{*this};
   std::unordered_map<RequestId, PrefixState> prefix_states;  // requests holding prefix-cache state
   KvTierStore remote;  // EngineConfig::remote_kv_bytes, in blocks of the first instance
+  // RequestRecord::dram_hit_tokens and remote_hit_tokens of the requests that loaded any.
+  std::unordered_map<RequestId, std::pair<int32_t, int32_t>> tier_hits;
   std::vector<uint64_t> evicted_keys;  // scratch of take_blocks()
   models::BatchShape recompute_shape;  // scratch of load_from_tiers()
 
@@ -662,10 +663,11 @@ struct Engine::Impl {
       if (seq.blocks == 0) continue;
       ps.keys_registered = seq.blocks;
       if (rs.preemptions == 0) {  // as the workload sees it
-        RequestExtras& x = extras[static_cast<size_t>(seq.id)];
-        x.cached_tokens = hit.blocks * bs;
-        x.dram_hit_tokens = loaded.dram_blocks * bs;
-        x.remote_hit_tokens = loaded.remote_blocks * bs;
+        extras[static_cast<size_t>(seq.id)].cached_tokens = hit.blocks * bs;
+        if (loaded.dram_blocks + loaded.remote_blocks > 0) {
+          tier_hits[seq.id] = {static_cast<int32_t>(loaded.dram_blocks * bs),
+                               static_cast<int32_t>(loaded.remote_blocks * bs)};
+        }
       }
       inst.stats.prefix_hit_tokens += hit.blocks * bs;  // every reuse, re-admissions too
       inst.stats.dram_hit_tokens += loaded.dram_blocks * bs;
@@ -1113,8 +1115,10 @@ struct Engine::Impl {
       }
       r.warmup = static_cast<size_t>(seq.id) < warmup_total;
       r.cached_tokens = x.cached_tokens;
-      r.dram_hit_tokens = x.dram_hit_tokens;
-      r.remote_hit_tokens = x.remote_hit_tokens;
+      if (const auto hits = tier_hits.find(seq.id); hits != tier_hits.end()) {
+        std::tie(r.dram_hit_tokens, r.remote_hit_tokens) = hits->second;
+        tier_hits.erase(hits);
+      }
       r.split_tokens = x.split_tokens;
       r.prefill_instance_id = x.prefill_instance;
       r.kv_arrived_ns = x.kv_arrived_ns;

@@ -1,6 +1,7 @@
 #include "sim/prefix_cache.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include "sim/core/rng.h"
@@ -34,7 +35,7 @@ PrefixCache::Hit PrefixCache::acquire_prefix(std::span<const uint64_t> keys, int
       ++hit.revived;
     }
     ++e.ref_count;
-    e.last_access = ++clock_;
+    stamp(i);
     ++hit.blocks;
   }
   return hit;
@@ -53,7 +54,7 @@ PrefixCache::Inserted PrefixCache::insert(uint64_t key, std::optional<uint64_t> 
     const Inserted adopted{true, true, e.ref_count == 0};
     if (e.ref_count == 0) revive(i);
     ++e.ref_count;
-    e.last_access = ++clock_;
+    stamp(i);
     return adopted;
   }
   int32_t p = -1;
@@ -63,11 +64,13 @@ PrefixCache::Inserted PrefixCache::insert(uint64_t key, std::optional<uint64_t> 
       throw std::logic_error("prefix cache: insert under a block that is not held");
     }
   }
-  Slot& e = slots_[static_cast<size_t>(add(key))];
-  e.ref_count = 1;
-  e.parent = p;
-  e.last_access = ++clock_;
-  if (p >= 0) ++slots_[static_cast<size_t>(p)].children;  // held: not among the leaves
+  const int32_t i = add(key);
+  slots_[static_cast<size_t>(i)].ref_count = 1;
+  if (kind_ == PrefixCacheKind::kRadix) {
+    tree_[static_cast<size_t>(i)] = {p, 0, 0};
+    stamp(i);
+    if (p >= 0) ++tree_[static_cast<size_t>(p)].children;  // held: not an evictable leaf
+  }
   return {true, false, false};
 }
 
@@ -89,11 +92,9 @@ void PrefixCache::evict(int64_t n, std::vector<uint64_t>* evicted) {
 void PrefixCache::revive(int32_t slot) {
   if (kind_ == PrefixCacheKind::kBlockHash) {
     lru_unlink(slot);
-    return;
+  } else {
+    --evictable_;  // its heap entry turns stale as it is stamped
   }
-  const Slot& e = slots_[static_cast<size_t>(slot)];
-  if (e.children == 0) leaves_.erase({e.last_access, slot});
-  --evictable_;
 }
 
 void PrefixCache::make_evictable(int32_t slot) {
@@ -101,10 +102,39 @@ void PrefixCache::make_evictable(int32_t slot) {
     lru_push_back(slot);
     return;
   }
-  Slot& e = slots_[static_cast<size_t>(slot)];
-  e.last_access = ++clock_;
-  if (e.children == 0) leaves_.emplace(e.last_access, slot);
   ++evictable_;
+  stamp(slot);
+  if (tree_[static_cast<size_t>(slot)].children == 0) push_leaf(slot);
+}
+
+void PrefixCache::stamp(int32_t slot) {
+  if (kind_ == PrefixCacheKind::kRadix) tree_[static_cast<size_t>(slot)].last_access = ++clock_;
+}
+
+void PrefixCache::push_leaf(int32_t slot) {
+  if (leaf_heap_.size() > 2 * static_cast<size_t>(evictable_) + 64) {
+    std::erase_if(leaf_heap_, [&](const std::pair<int64_t, int32_t>& e) {
+      const TreeLinks& t = tree_[static_cast<size_t>(e.second)];
+      return t.last_access != e.first || t.children != 0 ||
+             slots_[static_cast<size_t>(e.second)].ref_count != 0;
+    });
+    std::make_heap(leaf_heap_.begin(), leaf_heap_.end(), std::greater<>());
+  }
+  leaf_heap_.emplace_back(tree_[static_cast<size_t>(slot)].last_access, slot);
+  std::push_heap(leaf_heap_.begin(), leaf_heap_.end(), std::greater<>());
+}
+
+int32_t PrefixCache::pop_leaf() {
+  while (!leaf_heap_.empty()) {
+    std::pop_heap(leaf_heap_.begin(), leaf_heap_.end(), std::greater<>());
+    const auto [stamp, slot] = leaf_heap_.back();
+    leaf_heap_.pop_back();
+    const TreeLinks& t = tree_[static_cast<size_t>(slot)];
+    if (t.last_access == stamp && t.children == 0 && slots_[static_cast<size_t>(slot)].ref_count == 0) {
+      return slot;
+    }
+  }
+  throw std::logic_error("prefix cache: no evictable leaf (a held block under an evictable one)");
 }
 
 void PrefixCache::evict_one(std::vector<uint64_t>* evicted) {
@@ -112,16 +142,16 @@ void PrefixCache::evict_one(std::vector<uint64_t>* evicted) {
   if (kind_ == PrefixCacheKind::kBlockHash) {
     lru_unlink(i);
   } else {
-    if (leaves_.empty()) {
-      throw std::logic_error("prefix cache: no evictable leaf (a held block under an evictable one)");
-    }
-    i = leaves_.begin()->second;
-    leaves_.erase(leaves_.begin());
+    i = pop_leaf();
     --evictable_;
-    if (const int32_t p = slots_[static_cast<size_t>(i)].parent; p >= 0) {
-      Slot& parent = slots_[static_cast<size_t>(p)];
-      if (--parent.children == 0 && parent.ref_count == 0) leaves_.emplace(parent.last_access, p);
+    TreeLinks& t = tree_[static_cast<size_t>(i)];
+    if (t.parent >= 0) {
+      TreeLinks& parent = tree_[static_cast<size_t>(t.parent)];
+      if (--parent.children == 0 && slots_[static_cast<size_t>(t.parent)].ref_count == 0) {
+        push_leaf(t.parent);
+      }
     }
+    t = TreeLinks{};  // a free slot: any heap entry of it is stale
   }
   if (evicted != nullptr) evicted->push_back(slots_[static_cast<size_t>(i)].key);
   erase(i);
@@ -145,6 +175,7 @@ int32_t PrefixCache::add(uint64_t key) {
   } else {
     i = static_cast<int32_t>(slots_.size());
     slots_.emplace_back();
+    if (kind_ == PrefixCacheKind::kRadix) tree_.emplace_back();
   }
   slots_[static_cast<size_t>(i)] = Slot{key, 0, -1, -1};
   const size_t mask = table_.size() - 1;
@@ -206,21 +237,26 @@ void PrefixCache::grow() {
 
 std::optional<uint64_t> KvTierStore::store(uint64_t key) {
   if (capacity_ <= 0) return key;
-  if (const auto it = where_.find(key); it != where_.end()) {
-    lru_.splice(lru_.end(), lru_, it->second);
+  if (contains(key)) {
+    touch(key);
     return std::nullopt;
   }
   std::optional<uint64_t> dropped;
-  if (static_cast<int64_t>(lru_.size()) == capacity_) {
-    dropped = lru_.front();
-    where_.erase(lru_.front());
-    lru_.pop_front();
+  if (blocks_.size() == capacity_) {
+    dropped_.clear();
+    blocks_.evict(1, &dropped_);
+    dropped = dropped_.front();
   }
-  where_.emplace(key, lru_.insert(lru_.end(), key));
+  blocks_.insert(key);
+  blocks_.release(key);
   return dropped;
 }
 
-void KvTierStore::touch(uint64_t key) { lru_.splice(lru_.end(), lru_, where_.at(key)); }
+void KvTierStore::touch(uint64_t key) {
+  const uint64_t keys[] = {key};
+  if (blocks_.acquire_prefix(keys).blocks != 1) throw std::logic_error("KV tier: touch of a block it does not hold");
+  blocks_.release(key);
+}
 
 }  // namespace servesim::sim
 

@@ -33,11 +33,8 @@
 
 #include <cstdint>
 #include <limits>
-#include <list>
 #include <optional>
-#include <set>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/core/request_spec.h"
@@ -88,14 +85,16 @@ class PrefixCache {
   // open-addressing table of slot indices (linear probing, backward-shift deletion; keys are
   // already well mixed), and the evictable ones are chained in release order through prev/next:
   // no allocation per block once the table has grown to the cache's size.
-  // kRadix: `parent` slot (-1: a first block), cached `children`, and `last_access` (a stamp of
-  // clock_, unique per stamping; evictable leaves sit in leaves_ ordered by it).
   struct Slot {
     uint64_t key = 0;
     int64_t ref_count = 0;
-    int32_t prev = -1, next = -1;
+    int32_t prev = -1, next = -1;  // kBlockHash: the evictable blocks in release order
+  };
+  // kRadix, beside each slot: the `parent` slot (-1: a first block), cached `children`, and
+  // `last_access`, a stamp of clock_ unique per stamping (-1 once the slot is free).
+  struct TreeLinks {
     int32_t parent = -1, children = 0;
-    int64_t last_access = 0;
+    int64_t last_access = -1;
   };
   int32_t find(uint64_t key) const;   // slot index, or -1
   int32_t add(uint64_t key);          // a new entry; REQUIRES: key absent
@@ -103,9 +102,11 @@ class PrefixCache {
   void lru_unlink(int32_t slot);
   void lru_push_back(int32_t slot);
   void grow();
-  bool is_evictable_leaf(const Slot& e) const { return e.ref_count == 0 && e.children == 0; }
   void revive(int32_t slot);         // an evictable block becomes held (ref_count stays 0 here)
   void make_evictable(int32_t slot); // ref_count just reached 0
+  void stamp(int32_t slot);          // kRadix: an access
+  void push_leaf(int32_t slot);      // kRadix: `slot` just became an evictable leaf
+  int32_t pop_leaf();                // kRadix: the evictable leaf accessed least recently
   void evict_one(std::vector<uint64_t>* evicted);
 
   std::vector<Slot> slots_;
@@ -116,7 +117,11 @@ class PrefixCache {
   int64_t evictable_ = 0;
   PrefixCacheKind kind_;
   int64_t clock_ = 0;
-  std::set<std::pair<int64_t, int32_t>> leaves_;  // kRadix: (last_access, slot) of evictable leaves
+  std::vector<TreeLinks> tree_;  // kRadix: indexed like slots_
+  // kRadix: a min-heap of (last_access, slot) holding every evictable leaf, and stale entries
+  // (their slot since accessed, held, given children or freed: its stamp differs) skipped when
+  // popped and dropped when they outnumber the evictable blocks.
+  std::vector<std::pair<int64_t, int32_t>> leaf_heap_;
 };
 
 // One lower tier of KV storage (CPU DRAM, a remote store) under the prefix caches: the keys of
@@ -128,15 +133,15 @@ class KvTierStore {
   // Holds `key` (refreshed when held already); returns the key dropped to make room, if any
   // (`key` itself when the capacity is 0).
   std::optional<uint64_t> store(uint64_t key);
-  bool contains(uint64_t key) const { return where_.count(key) != 0; }
+  bool contains(uint64_t key) const { return blocks_.contains(key); }
   void touch(uint64_t key);  // REQUIRES: contains(key); a load makes it the most recent
   int64_t capacity() const { return capacity_; }
-  int64_t size() const { return static_cast<int64_t>(lru_.size()); }
+  int64_t size() const { return blocks_.size(); }
 
  private:
   int64_t capacity_;
-  std::list<uint64_t> lru_;  // least recent first
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where_;
+  PrefixCache blocks_;  // every block evictable: least recently stored or loaded first
+  std::vector<uint64_t> dropped_;  // scratch of store()
 };
 
 }  // namespace servesim::sim

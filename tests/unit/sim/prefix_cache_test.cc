@@ -493,25 +493,46 @@ TEST(EnginePrefixCaching, MooncakeHitsWithAnUnboundedCacheEqualThoseOfTheHashIds
   EXPECT_GT(expected_total, prompt_total / 20) << "the trace shares prefixes";
 }
 
-TEST(EnginePrefixCaching, AFullCacheEvictsAndStillServesEveryRequest) {
-  Workload w = traces::load_mooncake("traces/data/mooncake_fast25/conversation_trace.jsonl");
-  w.requests.resize(300);
-  int64_t longest = 0;  // blocks of the longest request
-  for (RequestSpec& r : w.requests) {
-    r.output_tokens = std::min<int64_t>(r.output_tokens, 8);
+// Blocks of the longest request of `w` (prompt and output) at 16 tokens per block.
+int64_t longest_request_blocks(const Workload& w) {
+  int64_t longest = 0;
+  for (const RequestSpec& r : w.requests) {
     longest = std::max(longest, blocks_for_tokens(r.prompt_tokens + r.output_tokens, 16));
   }
-  // Room for two of the longest requests: blocks are reused, cached ones evicted in LRU order.
-  const auto small = run(w, true, 2 * longest);
-  const auto big = run(w, true, 10'000'000);
-  ASSERT_EQ(small.size(), 300u);
-  int64_t small_hits = 0, big_hits = 0;
-  for (size_t i = 0; i < small.size(); ++i) {
-    small_hits += small[i].cached_tokens;
-    big_hits += big[i].cached_tokens;
+  return longest;
+}
+
+Workload first_300_mooncake() {
+  Workload w = traces::load_mooncake("traces/data/mooncake_fast25/conversation_trace.jsonl");
+  w.requests.resize(300);
+  for (RequestSpec& r : w.requests) r.output_tokens = std::min<int64_t>(r.output_tokens, 8);
+  return w;
+}
+
+Tweak radix(const Tweak& more = {}) {
+  return [more](InstanceSetup& s, EngineConfig& c) {
+    s.prefix_cache_kind = PrefixCacheKind::kRadix;
+    if (more) more(s, c);
+  };
+}
+
+TEST(EnginePrefixCaching, AFullCacheEvictsAndStillServesEveryRequest) {
+  const Workload w = first_300_mooncake();
+  const int64_t longest = longest_request_blocks(w);
+  // Room for two of the longest requests: blocks are reused, cached ones evicted in LRU order
+  // (block_hash) or leaf-first (radix).
+  for (const Tweak& kind : {Tweak{}, radix()}) {
+    const auto small = run(w, true, 2 * longest, 1, "round_robin", kind);
+    const auto big = run(w, true, 10'000'000, 1, "round_robin", kind);
+    ASSERT_EQ(small.size(), 300u);
+    int64_t small_hits = 0, big_hits = 0;
+    for (size_t i = 0; i < small.size(); ++i) {
+      small_hits += small[i].cached_tokens;
+      big_hits += big[i].cached_tokens;
+    }
+    EXPECT_GT(small_hits, 0);
+    EXPECT_LT(small_hits, big_hits);
   }
-  EXPECT_GT(small_hits, 0);
-  EXPECT_LT(small_hits, big_hits);
 }
 
 TEST(EnginePrefixCaching, TheKvAwareRouterSendsARepeatedPromptWhereItIsCached) {
@@ -539,20 +560,6 @@ TEST(EnginePrefixCaching, TheKvAwareRouterSendsARepeatedPromptWhereItIsCached) {
   EXPECT_LT(total(rr), total(aware));
 }
 
-Tweak radix(const Tweak& more = {}) {
-  return [more](InstanceSetup& s, EngineConfig& c) {
-    s.prefix_cache_kind = PrefixCacheKind::kRadix;
-    if (more) more(s, c);
-  };
-}
-
-Workload first_300_mooncake() {
-  Workload w = traces::load_mooncake("traces/data/mooncake_fast25/conversation_trace.jsonl");
-  w.requests.resize(300);
-  for (RequestSpec& r : w.requests) r.output_tokens = std::min<int64_t>(r.output_tokens, 8);
-  return w;
-}
-
 // Without eviction the radix cache hits exactly what the block-hash cache hits (the same blocks
 // are cached; adopting a block instead of keeping a private copy changes only memory).
 TEST(EngineRadixCache, HitsWithAnUnboundedCacheEqualTheBlockHashCachesHits) {
@@ -566,24 +573,6 @@ TEST(EngineRadixCache, HitsWithAnUnboundedCacheEqualTheBlockHashCachesHits) {
     total += tree[i].cached_tokens;
   }
   EXPECT_GT(total, 0);
-}
-
-TEST(EngineRadixCache, AFullCacheEvictsLeavesAndStillServesEveryRequest) {
-  Workload w = first_300_mooncake();
-  int64_t longest = 0;
-  for (const RequestSpec& r : w.requests) {
-    longest = std::max(longest, blocks_for_tokens(r.prompt_tokens + r.output_tokens, 16));
-  }
-  const auto small = run(w, true, 2 * longest, 1, "round_robin", radix());
-  const auto big = run(w, true, 10'000'000, 1, "round_robin", radix());
-  ASSERT_EQ(small.size(), 300u);
-  int64_t small_hits = 0, big_hits = 0;
-  for (size_t i = 0; i < small.size(); ++i) {
-    small_hits += small[i].cached_tokens;
-    big_hits += big[i].cached_tokens;
-  }
-  EXPECT_GT(small_hits, 0);
-  EXPECT_LT(small_hits, big_hits);
 }
 
 // Prompt A (161 tokens: 10 keyed blocks and the block of its last token), then an unrelated B of
@@ -604,82 +593,78 @@ Workload prompt_other_prompt_again() {
   return w;
 }
 
+// The cost model's time for one iteration of a single request's `tokens`, attending `context`.
+int64_t iteration_ns(int64_t tokens, int64_t context, int64_t logit_rows) {
+  models::BatchShape shape;
+  shape.segments = {{tokens, context, logit_rows}};
+  return cost()->iteration_time(shape).count();
+}
+
+int64_t llama_kv_bytes_per_token() {
+  return model_catalog().get("llama-3.1-8b").kv_bytes_per_token(models::Dtype::kBf16);
+}
+
+// latency + bytes / bandwidth, in whole nanoseconds rounded up.
+int64_t transfer_ns(int64_t latency_ns, int64_t bytes, double bytes_per_s) {
+  return latency_ns + static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / bytes_per_s * 1e9));
+}
+
 TEST(EngineRadixCache, KeepsTheHeadOfAnEvictedPromptWhereBlockHashLosesIt) {
   const auto hash = run(prompt_other_prompt_again(), true, 20);
   const auto tree = run(prompt_other_prompt_again(), true, 20, 1, "round_robin", radix());
   EXPECT_EQ(hash[2].cached_tokens, 0);
   EXPECT_EQ(tree[2].cached_tokens, 9 * 16);
-  models::BatchShape tail;
-  tail.segments = {{161 - 144, 161, 1}};
-  EXPECT_EQ(tree[2].ttft_ns(), cost()->iteration_time(tail).count());
+  EXPECT_EQ(tree[2].ttft_ns(), iteration_ns(161 - 144, 161, 1));
 }
 
 // The same three requests with a CPU DRAM tier: the block the GPU evicts is offloaded, and A's
 // repeat loads it back when the PCIe transfer beats prefilling its 16 tokens, its first iteration
-// lasting the cost model's time plus latency + bytes / bandwidth.
+// (now only its last prompt token) lasting the cost model's time plus latency + bytes / bandwidth.
 TEST(EngineKvTiers, ARepeatLoadsAnOffloadedBlockWhenLoadingBeatsRecomputing) {
-  const int64_t kv_bytes_per_token =
-      model_catalog().get("llama-3.1-8b").kv_bytes_per_token(models::Dtype::kBf16);
-  const int64_t block_bytes = 16 * kv_bytes_per_token;  // 2 MiB
-  models::BatchShape recompute;
-  recompute.segments = {{16, 160, 0}};
-  const int64_t recompute_ns = cost()->iteration_time(recompute).count();
+  const int64_t block_bytes = 16 * llama_kv_bytes_per_token();  // 2 MiB
+  const int64_t recompute_ns = iteration_ns(16, 160, 0);
   const auto with_dram = [&](double bytes_per_s) {
     return radix([=](InstanceSetup& s, EngineConfig&) {
-      s.kv_bytes_per_token = kv_bytes_per_token;
+      s.kv_bytes_per_token = llama_kv_bytes_per_token();
       s.dram_kv_bytes = 100 * block_bytes;
       s.dram_link = {bytes_per_s, Duration{5'000}};
     });
   };
   // 64 GB/s (PCIe 5 x16): 2 MiB in 32.8 us, far below the recompute.
   const auto fast = run(prompt_other_prompt_again(), true, 20, 1, "round_robin", with_dram(64e9));
-  const int64_t load_ns =
-      5'000 + static_cast<int64_t>(std::ceil(static_cast<double>(block_bytes) / 64e9 * 1e9));
+  const int64_t load_ns = transfer_ns(5'000, block_bytes, 64e9);
   ASSERT_LT(load_ns, recompute_ns);
   EXPECT_EQ(fast[2].cached_tokens, 9 * 16);
   EXPECT_EQ(fast[2].dram_hit_tokens, 16);
   EXPECT_EQ(fast[2].remote_hit_tokens, 0);
-  models::BatchShape last_token;
-  last_token.segments = {{1, 161, 1}};
-  EXPECT_EQ(fast[2].ttft_ns(), cost()->iteration_time(last_token).count() + load_ns);
+  EXPECT_EQ(fast[2].ttft_ns(), iteration_ns(1, 161, 1) + load_ns);
   // 100 MB/s: 21 ms, slower than prefilling the block: recomputed, nothing loaded.
   const auto slow = run(prompt_other_prompt_again(), true, 20, 1, "round_robin", with_dram(1e8));
-  ASSERT_GT(5'000 + block_bytes * 10, recompute_ns);
+  ASSERT_GT(transfer_ns(5'000, block_bytes, 1e8), recompute_ns);
   EXPECT_EQ(slow[2].dram_hit_tokens, 0);
-  models::BatchShape tail;
-  tail.segments = {{161 - 144, 161, 1}};
-  EXPECT_EQ(slow[2].ttft_ns(), cost()->iteration_time(tail).count());
+  EXPECT_EQ(slow[2].ttft_ns(), iteration_ns(161 - 144, 161, 1));
 }
 
 // Without DRAM the evicted block goes to the cluster's remote store, loaded over its link.
 TEST(EngineKvTiers, ABlockOffloadedToTheRemoteStoreLoadsOverItsLink) {
-  const int64_t kv_bytes_per_token =
-      model_catalog().get("llama-3.1-8b").kv_bytes_per_token(models::Dtype::kBf16);
   const auto got = run(prompt_other_prompt_again(), true, 20, 1, "round_robin",
                        radix([=](InstanceSetup& s, EngineConfig& c) {
-                         s.kv_bytes_per_token = kv_bytes_per_token;
+                         s.kv_bytes_per_token = llama_kv_bytes_per_token();
                          s.remote_link = {25e9, Duration{10'000}};  // a 200 Gb/s NIC
                          c.remote_kv_bytes = 1 << 30;
                        }));
   EXPECT_EQ(got[2].dram_hit_tokens, 0);
   EXPECT_EQ(got[2].remote_hit_tokens, 16);
-  models::BatchShape last_token;
-  last_token.segments = {{1, 161, 1}};
-  const int64_t load_ns =
-      10'000 + static_cast<int64_t>(std::ceil(static_cast<double>(16 * kv_bytes_per_token) / 25e9 * 1e9));
-  EXPECT_EQ(got[2].ttft_ns(), cost()->iteration_time(last_token).count() + load_ns);
+  EXPECT_EQ(got[2].ttft_ns(),
+            iteration_ns(1, 161, 1) + transfer_ns(10'000, 16 * llama_kv_bytes_per_token(), 25e9));
 }
 
 // Block-hash caching with both tiers on a finite cache: tiers only add hits (a block is loaded
 // only when the GPU has lost it), every request is served, and the run is deterministic.
 TEST(EngineKvTiers, TiersAddHitsOnAFullCacheAndRunsRepeat) {
-  Workload w = first_300_mooncake();
-  int64_t longest = 0;
-  for (const RequestSpec& r : w.requests) {
-    longest = std::max(longest, blocks_for_tokens(r.prompt_tokens + r.output_tokens, 16));
-  }
-  const int64_t kv_bytes_per_token =
-      model_catalog().get("llama-3.1-8b").kv_bytes_per_token(models::Dtype::kBf16);
+  const Workload w = first_300_mooncake();
+  const int64_t longest = longest_request_blocks(w);
+  const int64_t kv_bytes_per_token = llama_kv_bytes_per_token();
   const Tweak tiers = [=](InstanceSetup& s, EngineConfig& c) {
     s.kv_bytes_per_token = kv_bytes_per_token;
     s.dram_kv_bytes = 12 * longest * 16 * kv_bytes_per_token;
