@@ -535,19 +535,27 @@ TEST(EnginePrefixCaching, AFullCacheEvictsAndStillServesEveryRequest) {
   }
 }
 
-TEST(EnginePrefixCaching, TheKvAwareRouterSendsARepeatedPromptWhereItIsCached) {
-  // Prompts A A B B A A B B ... one at a time, on two instances.
+// `n` requests of `prompt` tokens and 4 output tokens, 10 s apart (each finishes before the next),
+// request i with the hash ids ids(i).
+Workload one_at_a_time(int n, int64_t prompt, const std::function<std::vector<uint64_t>(int)>& ids) {
   Workload w;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < n; ++i) {
     RequestSpec r;
     r.id = i;
     r.arrival = kTimeZero + std::chrono::seconds(10 * i);
-    r.prompt_tokens = 2000;
+    r.prompt_tokens = prompt;
     r.output_tokens = 4;
-    r.prefix_hash_ids = (i / 2) % 2 == 0 ? std::vector<uint64_t>{1, 2, 3, 4}
-                                         : std::vector<uint64_t>{5, 6, 7, 8};
+    r.prefix_hash_ids = ids(i);
     w.requests.push_back(r);
   }
+  return w;
+}
+
+TEST(EnginePrefixCaching, TheKvAwareRouterSendsARepeatedPromptWhereItIsCached) {
+  // Prompts A A B B A A B B ... one at a time, on two instances.
+  const Workload w = one_at_a_time(16, 2000, [](int i) {
+    return (i / 2) % 2 == 0 ? std::vector<uint64_t>{1, 2, 3, 4} : std::vector<uint64_t>{5, 6, 7, 8};
+  });
   const auto total = [](const std::vector<RequestRecord>& rs) {
     int64_t t = 0;
     for (const RequestRecord& r : rs) t += r.cached_tokens;
@@ -580,17 +588,7 @@ TEST(EngineRadixCache, HitsWithAnUnboundedCacheEqualTheBlockHashCachesHits) {
 // cached blocks; B's 11 blocks evict one of A's. vLLM's cache evicts A's first block, so A's
 // repeat finds nothing; SGLang's evicts A's last keyed block, and the repeat reuses 9 blocks.
 Workload prompt_other_prompt_again() {
-  Workload w;
-  for (int i = 0; i < 3; ++i) {
-    RequestSpec r;
-    r.id = i;
-    r.arrival = kTimeZero + std::chrono::seconds(10 * i);
-    r.prompt_tokens = 161;
-    r.output_tokens = 4;
-    r.prefix_hash_ids = {i == 1 ? 2u : 1u};
-    w.requests.push_back(r);
-  }
-  return w;
+  return one_at_a_time(3, 161, [](int i) { return std::vector<uint64_t>{i == 1 ? 2u : 1u}; });
 }
 
 // The cost model's time for one iteration of a single request's `tokens`, attending `context`.
