@@ -179,6 +179,12 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
     run.scalars.emplace_back(entity, "preemptions", static_cast<double>(st.preemptions));
     run.scalars.emplace_back(entity, "peak_used_blocks", static_cast<double>(st.peak_used_blocks));
     run.scalars.emplace_back(entity, "prefix_hit_tokens", static_cast<double>(st.prefix_hit_tokens));
+    if (st.offloaded_blocks > 0) {  // instances with KV tiers that offloaded
+      run.scalars.emplace_back(entity, "offloaded_blocks", static_cast<double>(st.offloaded_blocks));
+      run.scalars.emplace_back(entity, "dram_hit_tokens", static_cast<double>(st.dram_hit_tokens));
+      run.scalars.emplace_back(entity, "remote_hit_tokens", static_cast<double>(st.remote_hit_tokens));
+      run.scalars.emplace_back(entity, "kv_load_s", static_cast<double>(st.kv_load_ns) * 1e-9);
+    }
   }
   run.tbt_bins = out.result.tbt_ns.bins();
   if (with_records) {

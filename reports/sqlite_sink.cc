@@ -13,11 +13,11 @@
 namespace servesim::reports {
 namespace {
 
-// Version 4 of the results schema (version 1 had no request.warmup column, version 2 no
+// Version 5 of the results schema (version 1 had no request.warmup column, version 2 no
 // request.cached_tokens and split_tokens columns nor rejected_request table, version 3 no
 // request.prefill_instance_id, kv_arrived_ns, interference_ns and recompute_ns columns nor
-// request_miss table;
-// see kMigrateFrom1, kMigrateFrom2 and kMigrateFrom3):
+// request_miss table, version 4 no request.dram_hit_tokens and remote_hit_tokens columns;
+// see kMigrateFrom1 to kMigrateFrom4):
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
@@ -79,6 +79,8 @@ CREATE TABLE request(
   kv_arrived_ns INTEGER NOT NULL DEFAULT -1,  -- its KV reached the next instance; -1: never moved
   interference_ns INTEGER NOT NULL DEFAULT 0,  -- prompt tokens' time in its decode steps
   recompute_ns INTEGER NOT NULL DEFAULT 0,  -- recomputed tokens' time in its decode steps
+  dram_hit_tokens INTEGER NOT NULL DEFAULT 0,    -- prompt tokens loaded from CPU DRAM
+  remote_hit_tokens INTEGER NOT NULL DEFAULT 0,  -- prompt tokens loaded from the remote store
   PRIMARY KEY (run_id, request_id)
 ) WITHOUT ROWID;
 CREATE TABLE token(
@@ -131,13 +133,13 @@ SELECT run_id, objective, cause, count(*) AS requests
 FROM request_miss GROUP BY run_id, objective, cause;
 )sql";
 
-// The request_metrics view, as version 4 defines it (also created after a migration).
+// The request_metrics view, as version 5 defines it (also created after a migration).
 constexpr const char* kRequestMetricsViewSql = R"sql(
 -- Per-request latencies in milliseconds. tpot_ms is NULL for single-token requests. Benchmark
 -- warm-up requests (warmup = 1) are listed; summaries leave them out.
 CREATE VIEW request_metrics AS
 SELECT run_id, request_id, instance_id, prefill_instance_id, prompt_tokens, output_tokens,
-       preemptions, warmup, cached_tokens, split_tokens,
+       preemptions, warmup, cached_tokens, dram_hit_tokens, remote_hit_tokens, split_tokens,
        (first_scheduled_ns - arrival_ns) / 1e6 AS queueing_ms,
        (first_token_ns - arrival_ns) / 1e6 AS ttft_ms,
        CASE WHEN output_tokens > 1
@@ -197,6 +199,15 @@ ALTER TABLE request ADD COLUMN interference_ns INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE request ADD COLUMN recompute_ns INTEGER NOT NULL DEFAULT 0;
 DROP VIEW request_metrics;
 UPDATE meta SET value = '4' WHERE key = 'schema_version';
+)sql";
+
+// Brings a version 4 database to version 5: the request.dram_hit_tokens and remote_hit_tokens
+// columns (0 for every existing run); followed by kRequestMetricsViewSql, which lists them.
+constexpr const char* kMigrateFrom4 = R"sql(
+ALTER TABLE request ADD COLUMN dram_hit_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE request ADD COLUMN remote_hit_tokens INTEGER NOT NULL DEFAULT 0;
+DROP VIEW request_metrics;
+UPDATE meta SET value = '5' WHERE key = 'schema_version';
 )sql";
 
 }  // namespace
@@ -278,8 +289,8 @@ struct SqliteSink::Impl {
         "INSERT INTO request(run_id, request_id, instance_id, arrival_ns, first_scheduled_ns, "
         "first_token_ns, done_ns, prompt_tokens, output_tokens, preemptions, max_tbt_ns, "
         "tbt_slo_violations, warmup, cached_tokens, split_tokens, prefill_instance_id, "
-        "kv_arrived_ns, interference_ns, recompute_ns) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "kv_arrived_ns, interference_ns, recompute_ns, dram_hit_tokens, remote_hit_tokens) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         "inserting a request row");
     insert_token = std::make_unique<Statement>(
         db, "INSERT INTO token(run_id, request_id, token_index, t_ns) VALUES (?, ?, ?, ?)",
@@ -362,6 +373,11 @@ struct SqliteSink::Impl {
                   "migrating the schema from version 3 to 4");
           found = "4";
         }
+        if (found == "4") {
+          db.exec(std::string(kMigrateFrom4) + kRequestMetricsViewSql,
+                  "migrating the schema from version 4 to 5");
+          found = "5";
+        }
         if (found != std::to_string(kSchemaVersion)) {
           throw InputError(db.path(), 0,
                            fmt::format("results database has schema_version {}, this build reads "
@@ -442,6 +458,8 @@ struct SqliteSink::Impl {
           .bind(17, r.kv_arrived_ns)
           .bind(18, r.interference_ns)
           .bind(19, r.recompute_ns)
+          .bind(20, static_cast<int64_t>(r.dram_hit_tokens))
+          .bind(21, static_cast<int64_t>(r.remote_hit_tokens))
           .run();
       if (!r.token_times_ns.empty()) {
         insert_token->bind(1, run_id).bind(2, static_cast<int64_t>(r.request_id));

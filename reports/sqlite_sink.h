@@ -49,7 +49,7 @@ struct RunInfo {
 
 class SqliteSink {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   static constexpr int kBusyTimeoutMs = 60'000;
 
   // Opens or creates the database at `path` and checks or creates the schema.

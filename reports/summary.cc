@@ -86,6 +86,12 @@ void add_percentiles(std::vector<std::pair<std::string, double>>& out, const std
   out.emplace_back(metric + "_max_s", p.max);
 }
 
+// `tokens` as a share of the measured requests' prompt tokens (0 without any).
+double share_of_prompt(const RunSummary& s, int64_t tokens) {
+  return s.prompt_tokens > 0 ? static_cast<double>(tokens) / static_cast<double>(s.prompt_tokens)
+                             : 0.0;
+}
+
 }  // namespace
 
 ObjectivesMet objectives_met(const sim::RequestRecord& r, const sim::SloSpec& slo) {
@@ -148,6 +154,8 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
     }
     s.total_preemptions += r.preemptions;
     s.cached_prompt_tokens += r.cached_tokens;
+    s.dram_prompt_tokens += r.dram_hit_tokens;
+    s.remote_prompt_tokens += r.remote_hit_tokens;
     s.prompt_tokens += r.prompt_tokens;
 
     ttft.push_back(r.ttft_ns());
@@ -299,6 +307,13 @@ std::string format_summary(const RunSummary& s, const sim::SloSpec& slo) {
                                      100.0 * static_cast<double>(s.cached_prompt_tokens) /
                                          static_cast<double>(std::max<int64_t>(1, s.prompt_tokens))));
   }
+  if (s.dram_prompt_tokens + s.remote_prompt_tokens > 0) {
+    line("KV tiers", fmt::format("{} prompt tokens loaded from DRAM ({:.1f} %), {} from the remote "
+                                 "store ({:.1f} %)",
+                                 s.dram_prompt_tokens, 100.0 * share_of_prompt(s, s.dram_prompt_tokens),
+                                 s.remote_prompt_tokens,
+                                 100.0 * share_of_prompt(s, s.remote_prompt_tokens)));
+  }
   return out;
 }
 
@@ -308,10 +323,11 @@ std::vector<std::pair<std::string, double>> summary_scalars(const RunSummary& s)
   out.emplace_back("warmup_requests", static_cast<double>(s.warmup_requests));
   out.emplace_back("preempted_requests", static_cast<double>(s.preempted_requests));
   out.emplace_back("total_preemptions", static_cast<double>(s.total_preemptions));
-  out.emplace_back("prefix_cache_hit_rate",
-                   s.prompt_tokens > 0 ? static_cast<double>(s.cached_prompt_tokens) /
-                                             static_cast<double>(s.prompt_tokens)
-                                       : 0.0);
+  out.emplace_back("prefix_cache_hit_rate", share_of_prompt(s, s.cached_prompt_tokens));
+  if (s.dram_prompt_tokens + s.remote_prompt_tokens > 0) {  // runs with KV tiers that loaded
+    out.emplace_back("kv_dram_hit_rate", share_of_prompt(s, s.dram_prompt_tokens));
+    out.emplace_back("kv_remote_hit_rate", share_of_prompt(s, s.remote_prompt_tokens));
+  }
   out.emplace_back("duration_s", s.duration_s);
   out.emplace_back("request_rate_per_s", s.request_rate_per_s);
   out.emplace_back("sustained_rate_per_s", s.sustained_rate_per_s);

@@ -32,6 +32,8 @@ struct RunSummary {
   int64_t preempted_requests = 0;  // requests preempted at least once
   int64_t total_preemptions = 0;
   int64_t cached_prompt_tokens = 0;  // prompt tokens reused from prefix caches (measured requests)
+  int64_t dram_prompt_tokens = 0;    // of the rest, loaded from CPU DRAM tiers (measured requests)
+  int64_t remote_prompt_tokens = 0;  // loaded from the remote KV store (measured requests)
   int64_t prompt_tokens = 0;         // prompt tokens of the measured requests
   double duration_s = 0;  // first arrival .. last completion; 0 without requests
   // Rates over duration_s; 0 when duration_s is 0.

@@ -450,6 +450,13 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       s.cluster.kv_dtype =
           models::parse_dtype(r.string("kv_dtype", std::string("bf16"), models::kv_dtype_names()).value_or("bf16"));
       s.cluster.prefix_caching = r.boolean("prefix_caching", false).value_or(false);
+      s.cluster.prefix_cache_kind =
+          r.string("prefix_cache_kind", std::string("block_hash"), {"block_hash", "radix"})
+                  .value_or("block_hash") == "radix"
+              ? sim::PrefixCacheKind::kRadix
+              : sim::PrefixCacheKind::kBlockHash;
+      s.cluster.kv_dram_gib = r.number("kv_dram_gib", 0.0, 0.0).value_or(0);
+      s.cluster.kv_remote_gib = r.number("kv_remote_gib", 0.0, 0.0).value_or(0);
       r.finish();
     }
   }
@@ -966,7 +973,10 @@ struct Placement {
 };
 
 // An instance of group `g` (its batching is left to the caller).
-sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model, const GroupPlan& g,
+constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
+
+sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model,
+                              const models::GpuSpec& gpu, const GroupPlan& g,
                               std::shared_ptr<const models::IterationCostModel> cost) {
   sim::InstanceSetup setup;
   setup.gpu = s.cluster.gpu;
@@ -976,6 +986,11 @@ sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model,
   setup.cost_model = std::move(cost);
   setup.num_blocks = g.memory.num_blocks;
   setup.block_size = g.memory.block_size;
+  setup.prefix_cache_kind = s.cluster.prefix_cache_kind;
+  setup.dram_kv_bytes = static_cast<int64_t>(s.cluster.kv_dram_gib * kBytesPerGib);
+  setup.dram_link = {gpu.pcie_bytes_per_s_per_direction * g.tp, s.network.intra_node_latency};
+  setup.remote_link = {s.network.inter_node_gbps_per_gpu * 1e9 / 8 * g.tp,
+                       s.network.inter_node_latency};
   return setup;
 }
 
@@ -1028,7 +1043,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     if (!in.cost_model) in.cost_model = cost;
     const policies::EngineSetup* engine = s.engine ? &engine_by_tp.at(g.tp) : nullptr;
     for (int64_t i = 0; i < g.count; ++i) {
-      sim::InstanceSetup setup = base_setup(s, model, g, cost);
+      sim::InstanceSetup setup = base_setup(s, model, gpu, g, cost);
       setup.prefix_caching = engine ? engine->prefix_caching : s.cluster.prefix_caching;
       if (engine) setup.frontend = engine->frontend;
       if (layout) {
@@ -1072,12 +1087,12 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   if (layout && layout->elastic) {
     // Instances the controller adds are built like the first group of their role.
     const auto shared_layout = std::make_shared<const sim::ClusterLayout>(*layout);
-    in.config.elastic.make_instance = [s, &model, shared_layout, cost_by_tp, placement](
+    in.config.elastic.make_instance = [s, &model, &gpu, shared_layout, cost_by_tp, placement](
                                           sim::InstanceRole role, int32_t index) {
       for (size_t gi = 0; gi < s.groups.size(); ++gi) {
         const GroupPlan& g = s.groups[gi];
         if (g.role != role) continue;
-        sim::InstanceSetup setup = base_setup(s, model, g, cost_by_tp.at(g.tp));
+        sim::InstanceSetup setup = base_setup(s, model, gpu, g, cost_by_tp.at(g.tp));
         setup.batching = shared_layout->groups[gi].make_batching(context_for(s, setup, index));
         placement->add(g.tp);
         return setup;
@@ -1097,6 +1112,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   in.config.sample_interval = s.output.sample_interval;
   in.config.record_token_times = s.output.record_token_times;
   in.config.max_sim_time = s.max_time;
+  in.config.remote_kv_bytes = static_cast<int64_t>(s.cluster.kv_remote_gib * kBytesPerGib);
   if (s.workload.at("type") == "closed_loop") {
     in.config.closed_loop.clients = s.workload.at("clients").get<int64_t>();
     in.config.closed_loop.think_time = parse_duration(s.workload.at("think_time").get<std::string>());

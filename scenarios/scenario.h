@@ -61,6 +61,14 @@ struct ClusterSpec {
   // model's own knob (vLLM enable_prefix_caching, SGLang disable_radix_cache, TensorRT-LLM
   // enable_block_reuse) decides instead when the scenario names an engine.
   bool prefix_caching = false;
+  // The cache's structure: "block_hash" (vLLM) or "radix" (SGLang), for every instance that
+  // caches, engine models included (sim::PrefixCacheKind).
+  sim::PrefixCacheKind prefix_cache_kind = sim::PrefixCacheKind::kBlockHash;
+  // Tiered KV storage (sim::InstanceSetup::dram_kv_bytes): CPU DRAM per instance, and one remote
+  // store for the cluster, in GiB (2^30 bytes); 0 = no such tier. DRAM moves KV over the GPU's
+  // PCIe, the remote store over the network's RDMA NICs (NetworkSpec).
+  double kv_dram_gib = 0;
+  double kv_remote_gib = 0;
 };
 
 struct PluginSpec {

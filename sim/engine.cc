@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <set>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -97,7 +99,29 @@ struct InstanceState {
   std::multiset<SimTime> wakes;  // pending kWake events of the batching policy
   SimTime frontend_free_at{};    // when the front end finishes the requests it holds
   PrefixCache cache;             // used only with InstanceSetup::prefix_caching
+  KvTierStore dram;              // InstanceSetup::dram_kv_bytes, in blocks
+  int64_t batch_load_ns = 0;     // KV loads from lower tiers the planned batch waits for
 };
+
+// Bytes of one KV block of `setup`'s instance.
+int64_t block_bytes(const InstanceSetup& setup) { return setup.kv_bytes_per_token * setup.block_size; }
+
+InstanceState make_instance_state(InstanceSetup s) {
+  InstanceState st;
+  st.free_blocks = s.num_blocks;
+  st.cache = PrefixCache(s.prefix_cache_kind);
+  const int64_t bytes = block_bytes(s);
+  st.dram = KvTierStore(bytes > 0 ? s.dram_kv_bytes / bytes : 0);
+  st.setup = std::move(s);
+  return st;
+}
+
+// Time to move `blocks` KV blocks of `bytes` each over `link` (nothing for no blocks).
+int64_t load_ns(const LinkSpec& link, int64_t blocks, int64_t bytes) {
+  if (blocks == 0) return 0;
+  return link.latency.count() +
+         static_cast<int64_t>(std::ceil(static_cast<double>(blocks * bytes) / link.bytes_per_s * 1e9));
+}
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
@@ -132,6 +156,11 @@ struct Engine::Impl {
   };
   CacheLookup prefix_lookup{*this};
   std::unordered_map<RequestId, PrefixState> prefix_states;  // requests holding prefix-cache state
+  KvTierStore remote;  // EngineConfig::remote_kv_bytes, in blocks of the first instance
+  // RequestRecord::dram_hit_tokens and remote_hit_tokens of the requests that loaded any.
+  std::unordered_map<RequestId, std::pair<int32_t, int32_t>> tier_hits;
+  std::vector<uint64_t> evicted_keys;  // scratch of take_blocks()
+  models::BatchShape recompute_shape;  // scratch of load_from_tiers()
 
   EngineConfig config;
   std::vector<InstanceState> instances;
@@ -205,10 +234,10 @@ struct Engine::Impl {
       if (!s.cost_model || !s.batching || s.block_size <= 0 || s.num_blocks <= 0) {
         throw std::invalid_argument("instance setup needs a cost model, a policy and KV blocks");
       }
-      InstanceState st;
-      st.free_blocks = s.num_blocks;
-      st.setup = std::move(s);
-      instances.push_back(std::move(st));
+      instances.push_back(make_instance_state(std::move(s)));
+    }
+    if (const int64_t bytes = block_bytes(instances.front().setup); bytes > 0) {
+      remote = KvTierStore(config.remote_kv_bytes / bytes);
     }
     for (size_t i = 0; i < workload.requests.size(); ++i) {
       if (workload.requests[i].id != static_cast<RequestId>(i)) {
@@ -627,19 +656,78 @@ struct Engine::Impl {
       const int64_t before = new_blocks_for(inst, seq, s);
       const PrefixCache::Hit hit = inst.cache.acquire_prefix(
           std::span(ps.block_keys).first(static_cast<size_t>(most)), std::max<int64_t>(0, slack));
-      if (hit.blocks == 0) continue;
       inst.free_blocks -= hit.revived;
+      slack -= hit.revived;
       ps.cache_refs.assign(ps.block_keys.begin(), ps.block_keys.begin() + hit.blocks);
-      ps.keys_registered = hit.blocks;
       seq.blocks = hit.blocks;
       seq.computed_tokens = hit.blocks * bs;
       s.tokens = std::min(s.tokens, seq.remaining_tokens());
-      if (rs.preemptions == 0) {
-        extras[static_cast<size_t>(seq.id)].cached_tokens = hit.blocks * bs;  // as the workload sees it
+      const TierLoad loaded = load_from_tiers(inst, seq, s, ps, most, before, slack);
+      if (seq.blocks == 0) continue;
+      ps.keys_registered = seq.blocks;
+      if (rs.preemptions == 0) {  // as the workload sees it
+        extras[static_cast<size_t>(seq.id)].cached_tokens = hit.blocks * bs;
+        if (loaded.dram_blocks + loaded.remote_blocks > 0) {
+          tier_hits[seq.id] = {static_cast<int32_t>(loaded.dram_blocks * bs),
+                               static_cast<int32_t>(loaded.remote_blocks * bs)};
+        }
       }
       inst.stats.prefix_hit_tokens += hit.blocks * bs;  // every reuse, re-admissions too
-      slack += before - new_blocks_for(inst, seq, s) - hit.revived;
+      inst.stats.dram_hit_tokens += loaded.dram_blocks * bs;
+      inst.stats.remote_hit_tokens += loaded.remote_blocks * bs;
+      inst.batch_load_ns += loaded.ns;
+      slack += before - new_blocks_for(inst, seq, s) - loaded.dram_blocks - loaded.remote_blocks;
     }
+  }
+
+  struct TierLoad {
+    int64_t dram_blocks = 0, remote_blocks = 0;
+    int64_t ns = 0;  // transfer time
+  };
+
+  // Past the cached blocks `seq` holds (its GPU hit), the run of its next keys (before key `most`)
+  // that the lower tiers hold, loaded into new blocks of `inst` when the transfer beats prefilling
+  // their tokens (InstanceSetup::dram_kv_bytes): the loaded blocks join the GPU cache held by the
+  // request, and `seq` and its step `s` advance past them. The run is shortened until its blocks
+  // and the step's new blocks fit in what the plan counted for the step (`before`, its new blocks
+  // without any hit) plus the plan's `slack`.
+  TierLoad load_from_tiers(InstanceState& inst, SeqView& seq, ScheduledSeq& s, PrefixState& ps,
+                           int64_t most, int64_t before, int64_t slack) {
+    if (inst.dram.capacity() == 0 && remote.capacity() == 0) return {};
+    const int64_t hit = seq.blocks, bs = inst.setup.block_size;
+    const auto key = [&](int64_t j) { return ps.block_keys[static_cast<size_t>(j)]; };
+    int64_t end = hit;
+    while (end < most && !inst.cache.contains(key(end)) &&  // on the GPU: evictable past the slack
+           (inst.dram.contains(key(end)) || remote.contains(key(end)))) {
+      ++end;
+    }
+    const auto blocks_with = [&](int64_t loaded) {  // blocks taken with `loaded` more blocks
+      SeqView probe = seq;
+      probe.blocks += loaded;
+      probe.computed_tokens += loaded * bs;
+      ScheduledSeq step = s;
+      step.tokens = std::min(step.tokens, probe.remaining_tokens());
+      return loaded + new_blocks_for(inst, probe, step);
+    };
+    while (end > hit && blocks_with(end - hit) > before + slack) --end;
+    if (end == hit) return {};
+    TierLoad load;
+    for (int64_t j = hit; j < end; ++j) ++(inst.dram.contains(key(j)) ? load.dram_blocks : load.remote_blocks);
+    const int64_t bytes = block_bytes(inst.setup);
+    load.ns = load_ns(inst.setup.dram_link, load.dram_blocks, bytes) +
+              load_ns(inst.setup.remote_link, load.remote_blocks, bytes);
+    recompute_shape.segments.assign(1, {(end - hit) * bs, end * bs, 0});
+    if (load.ns >= inst.setup.cost_model->iteration_time(recompute_shape).count()) return {};
+    take_blocks(inst, end - hit);
+    for (int64_t j = hit; j < end; ++j) {
+      if (inst.dram.contains(key(j))) inst.dram.touch(key(j));
+      if (remote.contains(key(j))) remote.touch(key(j));
+      insert_block(inst, ps, j);
+    }
+    seq.blocks = end;
+    seq.computed_tokens = end * bs;
+    s.tokens = std::min(s.tokens, seq.remaining_tokens());
+    return load;
   }
 
   // After an iteration: the keyed blocks `seq` has now fully computed join the cache, held by it.
@@ -649,10 +737,7 @@ struct Engine::Impl {
     PrefixState& ps = it->second;
     const int64_t full = std::min<int64_t>(static_cast<int64_t>(ps.block_keys.size()),
                                            seq.computed_tokens / inst.setup.block_size);
-    for (int64_t j = ps.keys_registered; j < full; ++j) {
-      const uint64_t key = ps.block_keys[static_cast<size_t>(j)];
-      if (inst.cache.insert(key)) ps.cache_refs.push_back(key);
-    }
+    for (int64_t j = ps.keys_registered; j < full; ++j) insert_block(inst, ps, j);
     ps.keys_registered = std::max(ps.keys_registered, full);
     if (ps.keys_registered == static_cast<int64_t>(ps.block_keys.size())) {
       ps.block_keys = {};
@@ -660,11 +745,31 @@ struct Engine::Impl {
     }
   }
 
-  // Takes `n` blocks of instance memory for new KV, reusing evictable cached blocks (least
-  // recently released first) when the never-cached free blocks run out.
+  // Block j of the request's keys, computed (or loaded) into a block it holds, joins the cache:
+  // held through the cache when inserted or adopted (an adopted block's private copy is free
+  // again, unless adopting revived an evictable block, which takes that copy's place).
+  void insert_block(InstanceState& inst, PrefixState& ps, int64_t j) {
+    const uint64_t key = ps.block_keys[static_cast<size_t>(j)];
+    const PrefixCache::Inserted ins = inst.cache.insert(
+        key, j > 0 ? std::optional(ps.block_keys[static_cast<size_t>(j - 1)]) : std::nullopt);
+    if (ins.referenced) ps.cache_refs.push_back(key);
+    if (ins.adopted && !ins.revived) inst.free_blocks++;
+  }
+
+  // Takes `n` blocks of instance memory for new KV, reusing evictable cached blocks (in the
+  // cache's eviction order) when the never-cached free blocks run out; evicted blocks move to the
+  // lower tiers (InstanceSetup::dram_kv_bytes).
   void take_blocks(InstanceState& inst, int64_t n) {
     const int64_t uncached = inst.free_blocks - inst.cache.evictable();
-    if (n > uncached) inst.cache.evict(n - uncached);
+    if (n > uncached) {
+      const bool offloads = inst.dram.capacity() > 0 || remote.capacity() > 0;
+      evicted_keys.clear();
+      inst.cache.evict(n - uncached, offloads ? &evicted_keys : nullptr);
+      for (const uint64_t key : evicted_keys) {
+        if (const std::optional<uint64_t> dropped = inst.dram.store(key)) remote.store(*dropped);
+      }
+      inst.stats.offloaded_blocks += static_cast<int64_t>(evicted_keys.size());
+    }
     inst.free_blocks -= n;
   }
 
@@ -764,8 +869,13 @@ struct Engine::Impl {
       request_schedule(i);
       return;
     }
-    const Duration d = priced ? *priced : inst.setup.cost_model->iteration_time(inst.shape);
+    Duration d = priced ? *priced : inst.setup.cost_model->iteration_time(inst.shape);
     if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
+    if (inst.batch_load_ns != 0) {
+      d += Duration(inst.batch_load_ns);
+      inst.stats.kv_load_ns += inst.batch_load_ns;
+      inst.batch_load_ns = 0;
+    }
     // Apportioned by tokens (pricing the decode steps alone instead gives the same miss causes
     // within 0.5 % on the DOPD bursty replay, at a second cost-model call per mixed iteration).
     const double per_token_ns = decode_tokens > 0 && decode_tokens < static_cast<int64_t>(inst.batch.size())
@@ -1016,6 +1126,10 @@ struct Engine::Impl {
       }
       r.warmup = static_cast<size_t>(seq.id) < warmup_total;
       r.cached_tokens = x.cached_tokens;
+      if (const auto hits = tier_hits.find(seq.id); hits != tier_hits.end()) {
+        std::tie(r.dram_hit_tokens, r.remote_hit_tokens) = hits->second;
+        tier_hits.erase(hits);
+      }
       r.split_tokens = x.split_tokens;
       r.prefill_instance_id = x.prefill_instance;
       r.kv_arrived_ns = x.kv_arrived_ns;
@@ -1147,14 +1261,12 @@ struct Engine::Impl {
           "instance factory built an invalid {} instance (needs a cost model, a policy, KV blocks "
           "and the asked role)", role_name(role)));
     }
-    InstanceState st;
-    st.free_blocks = s.num_blocks;
+    InstanceState st = make_instance_state(std::move(s));
     st.state = Lifecycle::kStarting;
     st.alive_from = now;
     st.stats.role = role;
-    st.stats.tp = s.tp;
+    st.stats.tp = st.setup.tp;
     st.stats.started_ns = now.time_since_epoch().count();
-    st.setup = std::move(s);
     if (role == InstanceRole::kDecode) {
       max_decode_blocks = std::max(max_decode_blocks, st.setup.num_blocks);
     }

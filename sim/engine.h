@@ -23,6 +23,7 @@
 #include "sim/core/histogram.h"
 #include "sim/core/request_spec.h"
 #include "sim/frontend.h"
+#include "sim/prefix_cache.h"
 #include "sim/policy_api.h"
 #include "sim/records.h"
 
@@ -59,6 +60,19 @@ struct InstanceSetup {
   // blocks of its prompt's longest cached prefix (keys from RequestSpec::prefix_hash_ids) instead
   // of computing them; freed blocks stay cached until their memory is needed (LRU).
   bool prefix_caching = false;
+  PrefixCacheKind prefix_cache_kind = PrefixCacheKind::kBlockHash;
+  // Tiered KV storage under the prefix cache (used only with prefix_caching): a cached block the
+  // GPU evicts moves to this instance's CPU DRAM tier, and a block DRAM drops moves to the
+  // cluster's remote store (EngineConfig::remote_kv_bytes), each an LRU of whole blocks, inclusive
+  // (a block loaded back keeps its lower copy). Offloads overlap compute and cost no time. An
+  // admitted request whose prefix continues, past its GPU hit, in the lower tiers loads those
+  // blocks when the transfer (latency + bytes / bytes_per_s per tier, the tiers one after the
+  // other) is shorter than the cost model's time to prefill their tokens in an iteration of
+  // their own; the iteration that admits it then lasts that much longer (a synchronous load
+  // before the forward pass, as vLLM's KV connector loads LMCache hits; the whole batch waits).
+  int64_t dram_kv_bytes = 0;  // 0: no DRAM tier
+  LinkSpec dram_link;         // host <-> GPU (PCIe, every TP rank its shard)
+  LinkSpec remote_link;       // remote store <-> GPU (RDMA NICs, every TP rank its shard)
   std::unique_ptr<BatchingPolicy> batching;
   FrontendSpec frontend;
 };
@@ -109,6 +123,7 @@ struct EngineConfig {
   Duration sample_interval{1'000'000'000};  // time-series period; 0 disables sampling
   bool record_token_times = false;          // keep every token's time in RequestRecord
   std::optional<Duration> max_sim_time;     // stop here even if requests are unfinished
+  int64_t remote_kv_bytes = 0;  // the cluster's remote KV store (InstanceSetup); 0: none
   ClosedLoopSpec closed_loop;
   // Called from the event loop about every 2^16 events with the share of requests finished.
   std::function<void(double)> progress;
@@ -133,6 +148,12 @@ struct InstanceStats {
   int64_t preemptions = 0;
   int64_t peak_used_blocks = 0;
   int64_t prefix_hit_tokens = 0;  // prompt tokens taken from the prefix cache, not computed
+  // Prompt tokens loaded from the lower KV tiers instead of computed (InstanceSetup::dram, the
+  // remote store), and the time their loads added to iterations.
+  int64_t dram_hit_tokens = 0;
+  int64_t remote_hit_tokens = 0;
+  int64_t kv_load_ns = 0;
+  int64_t offloaded_blocks = 0;  // cached blocks evicted from the GPU into a lower tier
   InstanceRole role = InstanceRole::kUnified;
   int tp = 1;
   int64_t started_ns = 0;   // GPUs held from here (0 for the initial instances)

@@ -1,12 +1,12 @@
 #include "sim/prefix_cache.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include "sim/core/rng.h"
 
 namespace servesim::sim {
-
 
 std::vector<uint64_t> prefix_block_keys(const RequestSpec& spec, int64_t block_size) {
   std::vector<uint64_t> keys;
@@ -31,10 +31,11 @@ PrefixCache::Hit PrefixCache::acquire_prefix(std::span<const uint64_t> keys, int
     Slot& e = slots_[static_cast<size_t>(i)];
     if (e.ref_count == 0) {
       if (hit.revived >= max_revived) break;
-      lru_unlink(i);
+      revive(i);
       ++hit.revived;
     }
     ++e.ref_count;
+    stamp(i);
     ++hit.blocks;
   }
   return hit;
@@ -46,10 +47,31 @@ int64_t PrefixCache::match_prefix(std::span<const uint64_t> keys) const {
   return n;
 }
 
-bool PrefixCache::insert(uint64_t key) {
-  if (find(key) >= 0) return false;
-  slots_[static_cast<size_t>(add(key))].ref_count = 1;
-  return true;
+PrefixCache::Inserted PrefixCache::insert(uint64_t key, std::optional<uint64_t> parent) {
+  if (const int32_t i = find(key); i >= 0) {
+    if (kind_ == PrefixCacheKind::kBlockHash) return {};
+    Slot& e = slots_[static_cast<size_t>(i)];
+    const Inserted adopted{true, true, e.ref_count == 0};
+    if (e.ref_count == 0) revive(i);
+    ++e.ref_count;
+    stamp(i);
+    return adopted;
+  }
+  int32_t p = -1;
+  if (kind_ == PrefixCacheKind::kRadix && parent) {
+    p = find(*parent);
+    if (p < 0 || slots_[static_cast<size_t>(p)].ref_count == 0) {
+      throw std::logic_error("prefix cache: insert under a block that is not held");
+    }
+  }
+  const int32_t i = add(key);
+  slots_[static_cast<size_t>(i)].ref_count = 1;
+  if (kind_ == PrefixCacheKind::kRadix) {
+    tree_[static_cast<size_t>(i)] = {p, 0, 0};
+    stamp(i);
+    if (p >= 0) ++tree_[static_cast<size_t>(p)].children;  // held: not an evictable leaf
+  }
+  return {true, false, false};
 }
 
 bool PrefixCache::release(uint64_t key) {
@@ -58,17 +80,81 @@ bool PrefixCache::release(uint64_t key) {
     throw std::logic_error("prefix cache: release of a block that is not held");
   }
   if (--slots_[static_cast<size_t>(i)].ref_count > 0) return false;
-  lru_push_back(i);
+  make_evictable(i);
   return true;
 }
 
-void PrefixCache::evict(int64_t n) {
+void PrefixCache::evict(int64_t n, std::vector<uint64_t>* evicted) {
   if (n > evictable_) throw std::logic_error("prefix cache: evicting more than is evictable");
-  for (int64_t k = 0; k < n; ++k) {
-    const int32_t i = lru_head_;
-    lru_unlink(i);
-    erase(i);
+  for (int64_t k = 0; k < n; ++k) evict_one(evicted);
+}
+
+void PrefixCache::revive(int32_t slot) {
+  if (kind_ == PrefixCacheKind::kBlockHash) {
+    lru_unlink(slot);
+  } else {
+    --evictable_;  // its heap entry turns stale as it is stamped
   }
+}
+
+void PrefixCache::make_evictable(int32_t slot) {
+  if (kind_ == PrefixCacheKind::kBlockHash) {
+    lru_push_back(slot);
+    return;
+  }
+  ++evictable_;
+  stamp(slot);
+  if (tree_[static_cast<size_t>(slot)].children == 0) push_leaf(slot);
+}
+
+void PrefixCache::stamp(int32_t slot) {
+  if (kind_ == PrefixCacheKind::kRadix) tree_[static_cast<size_t>(slot)].last_access = ++clock_;
+}
+
+void PrefixCache::push_leaf(int32_t slot) {
+  if (leaf_heap_.size() > 2 * static_cast<size_t>(evictable_) + 64) {
+    std::erase_if(leaf_heap_, [&](const std::pair<int64_t, int32_t>& e) {
+      const TreeLinks& t = tree_[static_cast<size_t>(e.second)];
+      return t.last_access != e.first || t.children != 0 ||
+             slots_[static_cast<size_t>(e.second)].ref_count != 0;
+    });
+    std::make_heap(leaf_heap_.begin(), leaf_heap_.end(), std::greater<>());
+  }
+  leaf_heap_.emplace_back(tree_[static_cast<size_t>(slot)].last_access, slot);
+  std::push_heap(leaf_heap_.begin(), leaf_heap_.end(), std::greater<>());
+}
+
+int32_t PrefixCache::pop_leaf() {
+  while (!leaf_heap_.empty()) {
+    std::pop_heap(leaf_heap_.begin(), leaf_heap_.end(), std::greater<>());
+    const auto [stamp, slot] = leaf_heap_.back();
+    leaf_heap_.pop_back();
+    const TreeLinks& t = tree_[static_cast<size_t>(slot)];
+    if (t.last_access == stamp && t.children == 0 && slots_[static_cast<size_t>(slot)].ref_count == 0) {
+      return slot;
+    }
+  }
+  throw std::logic_error("prefix cache: no evictable leaf (a held block under an evictable one)");
+}
+
+void PrefixCache::evict_one(std::vector<uint64_t>* evicted) {
+  int32_t i = lru_head_;
+  if (kind_ == PrefixCacheKind::kBlockHash) {
+    lru_unlink(i);
+  } else {
+    i = pop_leaf();
+    --evictable_;
+    TreeLinks& t = tree_[static_cast<size_t>(i)];
+    if (t.parent >= 0) {
+      TreeLinks& parent = tree_[static_cast<size_t>(t.parent)];
+      if (--parent.children == 0 && slots_[static_cast<size_t>(t.parent)].ref_count == 0) {
+        push_leaf(t.parent);
+      }
+    }
+    t = TreeLinks{};  // a free slot: any heap entry of it is stale
+  }
+  if (evicted != nullptr) evicted->push_back(slots_[static_cast<size_t>(i)].key);
+  erase(i);
 }
 
 int32_t PrefixCache::find(uint64_t key) const {
@@ -89,6 +175,7 @@ int32_t PrefixCache::add(uint64_t key) {
   } else {
     i = static_cast<int32_t>(slots_.size());
     slots_.emplace_back();
+    if (kind_ == PrefixCacheKind::kRadix) tree_.emplace_back();
   }
   slots_[static_cast<size_t>(i)] = Slot{key, 0, -1, -1};
   const size_t mask = table_.size() - 1;
@@ -148,4 +235,28 @@ void PrefixCache::grow() {
   }
 }
 
+std::optional<uint64_t> KvTierStore::store(uint64_t key) {
+  if (capacity_ <= 0) return key;
+  if (contains(key)) {
+    touch(key);
+    return std::nullopt;
+  }
+  std::optional<uint64_t> dropped;
+  if (blocks_.size() == capacity_) {
+    dropped_.clear();
+    blocks_.evict(1, &dropped_);
+    dropped = dropped_.front();
+  }
+  blocks_.insert(key);
+  blocks_.release(key);
+  return dropped;
+}
+
+void KvTierStore::touch(uint64_t key) {
+  const uint64_t keys[] = {key};
+  if (blocks_.acquire_prefix(keys).blocks != 1) throw std::logic_error("KV tier: touch of a block it does not hold");
+  blocks_.release(key);
+}
+
 }  // namespace servesim::sim
+

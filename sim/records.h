@@ -39,6 +39,10 @@ struct RequestRecord {
   int64_t tbt_slo_violations = 0;    // gaps above SloSpec::tbt_p99 (0 when unset)
   std::vector<int64_t> token_times_ns;  // every token's time; filled only when asked for
   bool warmup = false;  // a benchmark warm-up request (ClosedLoopSpec): excluded from summaries
+  // Prompt tokens its first admission loaded from CPU DRAM (InstanceSetup::dram_kv_bytes) after
+  // its cached_tokens, instead of computing them (32 bits, as remote_hit_tokens: they sit in
+  // padding and leave the record's size unchanged).
+  int32_t dram_hit_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens reused from its instance's prefix cache
   // A request split across two instances (DynaServe): the tokens (prompt + output positions) its
   // first instance computed before the hand-off; 0 when it was not split.
@@ -46,6 +50,7 @@ struct RequestRecord {
   // Instance that computed its first token (its prefill); differs from instance_id when its KV
   // moved (disaggregation, split requests). Prefilled on a decode instance: that instance.
   int32_t prefill_instance_id = -1;
+  int32_t remote_hit_tokens = 0;  // as dram_hit_tokens, from the remote KV store
   // When its KV reached the instance that continued it (a disaggregated hand-off or a split
   // request's second part); -1 when its KV never moved.
   int64_t kv_arrived_ns = -1;

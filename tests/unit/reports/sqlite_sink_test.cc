@@ -120,7 +120,7 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
     sink.end_run("failed", 0.5, "");
   }
 
-  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "4"}}));
+  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "5"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM run ORDER BY run_id"),
             (Rows{{"1", "scenarios/a.json", "vllm", "round_robin", "azure_conv 0s+60s", "7", "ns",
                    "0.1.0", "2024-05-01T10:00:00Z", "1.25", "ok", "9f86d081884c7d65"},
@@ -133,11 +133,11 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
   EXPECT_EQ(
       query_rows(db, "SELECT * FROM request ORDER BY run_id, request_id"),
       (Rows{{"1", "0", "1", "100", "1100", "2000100", "3000100", "3", "3", "0", "750000", "0", "0", "0", "0",
-             "-1", "-1", "0", "0"},
+             "-1", "-1", "0", "0", "0", "0"},
             {"1", "1", "0", "5000", "6000", "2005000", "2005000", "13", "1", "1", "750000", "1", "0", "8", "5",
-             "-1", "-1", "0", "0"},
+             "-1", "-1", "0", "0", "0", "0"},
             {"2", "0", "3", "7", "1007", "2000007", "2500007", "3", "2", "0", "750000", "0", "0", "0", "0",
-             "-1", "-1", "0", "0"}}));
+             "-1", "-1", "0", "0", "0", "0"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM token ORDER BY run_id, request_id, token_index"),
             (Rows{{"1", "0", "0", "2000100"},
                   {"1", "0", "1", "2500100"},
@@ -298,18 +298,18 @@ TEST_F(SqliteSinkTest, RejectsADirectory) {
 TEST_F(SqliteSinkTest, RejectsAnotherSchemaVersion) {
   const std::string file = path("old.db");
   { SqliteSink sink(file); }
-  raw_exec(file, "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+  raw_exec(file, "UPDATE meta SET value = '6' WHERE key = 'schema_version'");
   const std::string before = file_bytes(file);
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
-                ": written by a newer servesim (results schema version 5; this build reads and "
-                "writes version 4); left untouched, upgrade servesim or give another --db file");
+                ": written by a newer servesim (results schema version 6; this build reads and "
+                "writes version 5); left untouched, upgrade servesim or give another --db file");
   EXPECT_EQ(file_bytes(file), before);
   raw_exec(file, "UPDATE meta SET value = 'zero' WHERE key = 'schema_version'");
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
                 ": results database has schema_version zero, this build reads and writes "
-                "version 4; left untouched");
+                "version 5; left untouched");
 }
 
 // A version 1 database (no request.warmup column) is migrated in place: its runs keep their rows,
@@ -332,6 +332,8 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
            "ALTER TABLE request DROP COLUMN kv_arrived_ns; "
            "ALTER TABLE request DROP COLUMN interference_ns; "
            "ALTER TABLE request DROP COLUMN recompute_ns; "
+           "ALTER TABLE request DROP COLUMN dram_hit_tokens; "
+           "ALTER TABLE request DROP COLUMN remote_hit_tokens; "
            "ALTER TABLE request DROP COLUMN cached_tokens; "
            "ALTER TABLE request DROP COLUMN split_tokens; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
@@ -347,7 +349,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
-            (Rows{{"4"}}));
+            (Rows{{"5"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, request_id, warmup FROM request_metrics "
                            "ORDER BY run_id"),
             (Rows{{"1", "0", "0"}, {"2", "0", "1"}}));
@@ -369,6 +371,8 @@ TEST_F(SqliteSinkTest, MigratesAVersion3DatabaseAndStoresMisses) {
            "ALTER TABLE request DROP COLUMN kv_arrived_ns; "
            "ALTER TABLE request DROP COLUMN interference_ns; "
            "ALTER TABLE request DROP COLUMN recompute_ns; "
+           "ALTER TABLE request DROP COLUMN dram_hit_tokens; "
+           "ALTER TABLE request DROP COLUMN remote_hit_tokens; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
            "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   {
@@ -383,13 +387,46 @@ TEST_F(SqliteSinkTest, MigratesAVersion3DatabaseAndStoresMisses) {
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
-            (Rows{{"4"}}));
+            (Rows{{"5"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, prefill_instance_id, handoff_ms, interference_ms "
                              "FROM request_metrics ORDER BY run_id"),
             (Rows{{"1", "-1", "NULL", "0.0"}, {"2", "0", "2.0", "5.0"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, objective, cause, requests FROM miss_breakdown "
                              "ORDER BY objective"),
             (Rows{{"2", "tpot", "kv_pressure", "1"}, {"2", "ttft", "scale_up_lag", "1"}}));
+}
+
+// A version 4 database (no tier hit columns) is migrated in place: its requests read as loading
+// nothing from the lower KV tiers, and new runs store their tier hits.
+TEST_F(SqliteSinkTest, MigratesAVersion4DatabaseAndStoresTierHits) {
+  const std::string file = path("v4.db");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "a"}, {});
+    sink.listener().on_request(make_record(0, 3, 100, 1));
+    sink.end_run("ok", 1.0, "");
+  }
+  raw_exec(file,
+           "DROP VIEW request_metrics; "
+           "ALTER TABLE request DROP COLUMN dram_hit_tokens; "
+           "ALTER TABLE request DROP COLUMN remote_hit_tokens; "
+           "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
+           "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "b"}, {});
+    sim::RequestRecord loaded = make_record(0, 3, 7, 2);
+    loaded.cached_tokens = 32;
+    loaded.dram_hit_tokens = 48;
+    loaded.remote_hit_tokens = 16;
+    sink.listener().on_request(loaded);
+    sink.end_run("ok", 1.0, "");
+  }
+  EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            (Rows{{"5"}}));
+  EXPECT_EQ(query_rows(file, "SELECT run_id, cached_tokens, dram_hit_tokens, remote_hit_tokens "
+                             "FROM request_metrics ORDER BY run_id"),
+            (Rows{{"1", "0", "0", "0"}, {"2", "32", "48", "16"}}));
 }
 
 TEST_F(SqliteSinkTest, StoresRejectedRequestsWithTheirReason) {

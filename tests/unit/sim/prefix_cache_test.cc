@@ -8,8 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "models/memory_model.h"
@@ -121,6 +124,174 @@ TEST(PrefixCache, EvictsTheLeastRecentlyReleasedBlockFirst) {
   EXPECT_THROW(cache.release(7), std::logic_error);
 }
 
+// SGLang's radix cache written the slow, obvious way: a map of nodes (parent, references, last
+// access stamp, stamped by one counter at every acquire, insert and last release as the cache
+// does), evicting by a scan for the unreferenced childless node with the oldest stamp.
+class ReferenceRadix {
+ public:
+  PrefixCache::Hit acquire_prefix(const std::vector<uint64_t>& keys, int64_t max_revived) {
+    PrefixCache::Hit hit;
+    for (uint64_t k : keys) {
+      auto it = nodes_.find(k);
+      if (it == nodes_.end()) break;
+      if (it->second.refs == 0) {
+        if (hit.revived >= max_revived) break;
+        ++hit.revived;
+      }
+      ++it->second.refs;
+      it->second.stamp = ++clock_;
+      ++hit.blocks;
+    }
+    return hit;
+  }
+  PrefixCache::Inserted insert(uint64_t k, std::optional<uint64_t> parent) {
+    if (auto it = nodes_.find(k); it != nodes_.end()) {
+      const PrefixCache::Inserted adopted{true, true, it->second.refs == 0};
+      ++it->second.refs;
+      it->second.stamp = ++clock_;
+      return adopted;
+    }
+    nodes_[k] = {parent, 1, ++clock_};
+    return {true, false, false};
+  }
+  bool release(uint64_t k) {
+    Node& n = nodes_.at(k);
+    if (--n.refs > 0) return false;
+    n.stamp = ++clock_;
+    return true;
+  }
+  std::vector<uint64_t> evict(int64_t count) {
+    std::vector<uint64_t> out;
+    for (int64_t i = 0; i < count; ++i) {
+      std::optional<uint64_t> victim;
+      for (const auto& [k, n] : nodes_) {
+        const bool leaf = std::none_of(nodes_.begin(), nodes_.end(), [&](const auto& c) {
+          return c.second.parent == k;
+        });
+        if (n.refs == 0 && leaf && (!victim || n.stamp < nodes_.at(*victim).stamp)) victim = k;
+      }
+      out.push_back(victim.value());
+      nodes_.erase(*victim);
+    }
+    return out;
+  }
+  int64_t evictable() const {
+    return std::count_if(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.second.refs == 0; });
+  }
+  int64_t size() const { return static_cast<int64_t>(nodes_.size()); }
+
+ private:
+  struct Node {
+    std::optional<uint64_t> parent;
+    int64_t refs = 0;
+    int64_t stamp = 0;
+  };
+  std::map<uint64_t, Node> nodes_;
+  int64_t clock_ = 0;
+};
+
+// Requests hold whole paths (the radix contract): each acquires a document's leading keys, extends
+// its path block by block (inserting or adopting), and releases it all when it finishes.
+TEST(RadixPrefixCache, MatchesTheReferenceOnRandomRequests) {
+  PrefixCache cache(PrefixCacheKind::kRadix);
+  ReferenceRadix ref;
+  RngStream rng(5, "radix-cache-ops");
+  struct Req {
+    uint64_t doc;
+    std::vector<uint64_t> path;
+  };
+  std::vector<Req> reqs;
+  int64_t adopted = 0, evicted = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const int64_t op = rng.uniform_int(0, 3);
+    if (op == 0 && reqs.size() < 12) {
+      const uint64_t doc = static_cast<uint64_t>(rng.uniform_int(0, 5));
+      std::vector<uint64_t> keys;
+      for (int64_t j = 0, n = rng.uniform_int(1, 12); j < n; ++j) keys.push_back(doc * 100 + j);
+      const int64_t max_revived = rng.uniform_int(0, 12);
+      const PrefixCache::Hit a = cache.acquire_prefix(keys, max_revived);
+      const PrefixCache::Hit b = ref.acquire_prefix(keys, max_revived);
+      ASSERT_EQ(a.blocks, b.blocks) << step;
+      ASSERT_EQ(a.revived, b.revived) << step;
+      reqs.push_back({doc, {keys.begin(), keys.begin() + a.blocks}});
+    } else if (op == 1 && !reqs.empty()) {
+      Req& r = reqs[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(reqs.size()) - 1))];
+      if (r.path.size() >= 12) continue;
+      const uint64_t key = r.doc * 100 + r.path.size();
+      const std::optional<uint64_t> parent =
+          r.path.empty() ? std::nullopt : std::optional(r.path.back());
+      const PrefixCache::Inserted a = cache.insert(key, parent);
+      const PrefixCache::Inserted b = ref.insert(key, parent);
+      ASSERT_EQ(a.referenced, b.referenced) << step;
+      ASSERT_EQ(a.adopted, b.adopted) << step;
+      ASSERT_EQ(a.revived, b.revived) << step;
+      ASSERT_TRUE(a.referenced) << "a radix insert always leaves the caller holding the block";
+      adopted += a.adopted;
+      r.path.push_back(key);
+    } else if (op == 2 && !reqs.empty()) {
+      const size_t i = static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(reqs.size()) - 1));
+      for (const uint64_t k : reqs[i].path) ASSERT_EQ(cache.release(k), ref.release(k)) << step;
+      reqs.erase(reqs.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (op == 3 && ref.evictable() > 0) {
+      const int64_t n = rng.uniform_int(1, ref.evictable());
+      std::vector<uint64_t> got;
+      cache.evict(n, &got);
+      ASSERT_EQ(got, ref.evict(n)) << step;
+      evicted += n;
+    }
+    ASSERT_EQ(cache.evictable(), ref.evictable()) << step;
+    ASSERT_EQ(cache.size(), ref.size()) << step;
+  }
+  EXPECT_GT(adopted, 100);
+  EXPECT_GT(evicted, 1000);
+  EXPECT_THROW(cache.evict(cache.evictable() + 1), std::logic_error);
+}
+
+// The two kinds differ in eviction order: vLLM's evicts the least recently released block, the
+// head of a finished prompt, which leaves the rest of the prompt unreachable; SGLang's evicts
+// leaves, the tail, and the prefix still hits.
+TEST(RadixPrefixCache, EvictsLeavesSoThatAPrefixOutlivesItsExtensions) {
+  const std::vector<uint64_t> prompt = {1, 2, 3, 4};
+  for (const PrefixCacheKind kind : {PrefixCacheKind::kBlockHash, PrefixCacheKind::kRadix}) {
+    PrefixCache cache(kind);
+    for (size_t j = 0; j < prompt.size(); ++j) {
+      ASSERT_TRUE(cache.insert(prompt[j], j > 0 ? std::optional(prompt[j - 1]) : std::nullopt)
+                      .referenced);
+    }
+    for (const uint64_t k : prompt) cache.release(k);  // in prompt order, as the engine does
+    std::vector<uint64_t> evicted;
+    cache.evict(2, &evicted);
+    if (kind == PrefixCacheKind::kBlockHash) {
+      EXPECT_EQ(evicted, (std::vector<uint64_t>{1, 2}));
+      EXPECT_EQ(cache.acquire_prefix(prompt).blocks, 0);
+    } else {
+      EXPECT_EQ(evicted, (std::vector<uint64_t>{4, 3}));
+      EXPECT_EQ(cache.acquire_prefix(prompt).blocks, 2);
+    }
+  }
+  // A block inserted again: vLLM keeps the caller's copy private, SGLang adopts the cached one.
+  PrefixCache hash, radix(PrefixCacheKind::kRadix);
+  for (PrefixCache* c : {&hash, &radix}) ASSERT_TRUE(c->insert(9));
+  EXPECT_FALSE(hash.insert(9, std::nullopt).referenced);
+  const PrefixCache::Inserted again = radix.insert(9, std::nullopt);
+  EXPECT_TRUE(again.referenced && again.adopted && !again.revived);
+  EXPECT_FALSE(radix.release(9));
+  EXPECT_TRUE(radix.release(9));
+  EXPECT_THROW(radix.insert(10, std::optional<uint64_t>(9)), std::logic_error);  // parent not held
+}
+
+TEST(KvTierStore, DropsTheLeastRecentlyStoredOrLoadedBlock) {
+  KvTierStore tier(2);
+  EXPECT_EQ(tier.store(1), std::nullopt);
+  EXPECT_EQ(tier.store(2), std::nullopt);
+  tier.touch(1);                      // a load: 2 is now the least recent
+  EXPECT_EQ(tier.store(3), std::optional<uint64_t>(2));
+  EXPECT_EQ(tier.store(1), std::nullopt);  // held already: refreshed
+  EXPECT_EQ(tier.store(4), std::optional<uint64_t>(3));
+  EXPECT_TRUE(tier.contains(1) && tier.contains(4) && !tier.contains(2));
+  EXPECT_EQ(KvTierStore(0).store(5), std::optional<uint64_t>(5));  // no tier: passes it on
+}
+
 TEST(PrefixBlockKeys, FollowTheHashIdsAtTheBlockSize) {
   RequestSpec a;
   a.prompt_tokens = 1100;
@@ -170,10 +341,13 @@ std::shared_ptr<const models::IterationCostModel> cost() {
   return c;
 }
 
+// Changes to the instances and the engine's configuration a test makes.
+using Tweak = std::function<void(InstanceSetup&, EngineConfig&)>;
+
 // Requests sorted by id, from `instances` instances of coloc (vLLM V1) with `num_blocks` 16-token
 // blocks each, behind `router`.
 std::vector<RequestRecord> run(Workload w, bool caching, int64_t num_blocks, int instances = 1,
-                               const std::string& router = "round_robin") {
+                               const std::string& router = "round_robin", const Tweak& tweak = {}) {
   policies::register_builtin_policies();
   std::vector<InstanceSetup> inst(static_cast<size_t>(instances));
   for (InstanceSetup& s : inst) {
@@ -189,6 +363,9 @@ std::vector<RequestRecord> run(Workload w, bool caching, int64_t num_blocks, int
   Recorder rec;
   EngineConfig config;
   config.sample_interval = Duration{0};
+  if (tweak) {
+    for (InstanceSetup& s : inst) tweak(s, config);
+  }
   const auto& entry = routing_policies().get(router);
   Engine engine(config, std::move(inst), entry.make(ParamValues::defaults(entry.schema)),
                 std::move(w), &rec);
@@ -316,40 +493,69 @@ TEST(EnginePrefixCaching, MooncakeHitsWithAnUnboundedCacheEqualThoseOfTheHashIds
   EXPECT_GT(expected_total, prompt_total / 20) << "the trace shares prefixes";
 }
 
-TEST(EnginePrefixCaching, AFullCacheEvictsAndStillServesEveryRequest) {
-  Workload w = traces::load_mooncake("traces/data/mooncake_fast25/conversation_trace.jsonl");
-  w.requests.resize(300);
-  int64_t longest = 0;  // blocks of the longest request
-  for (RequestSpec& r : w.requests) {
-    r.output_tokens = std::min<int64_t>(r.output_tokens, 8);
+// Blocks of the longest request of `w` (prompt and output) at 16 tokens per block.
+int64_t longest_request_blocks(const Workload& w) {
+  int64_t longest = 0;
+  for (const RequestSpec& r : w.requests) {
     longest = std::max(longest, blocks_for_tokens(r.prompt_tokens + r.output_tokens, 16));
   }
-  // Room for two of the longest requests: blocks are reused, cached ones evicted in LRU order.
-  const auto small = run(w, true, 2 * longest);
-  const auto big = run(w, true, 10'000'000);
-  ASSERT_EQ(small.size(), 300u);
-  int64_t small_hits = 0, big_hits = 0;
-  for (size_t i = 0; i < small.size(); ++i) {
-    small_hits += small[i].cached_tokens;
-    big_hits += big[i].cached_tokens;
+  return longest;
+}
+
+Workload first_300_mooncake() {
+  Workload w = traces::load_mooncake("traces/data/mooncake_fast25/conversation_trace.jsonl");
+  w.requests.resize(300);
+  for (RequestSpec& r : w.requests) r.output_tokens = std::min<int64_t>(r.output_tokens, 8);
+  return w;
+}
+
+Tweak radix(const Tweak& more = {}) {
+  return [more](InstanceSetup& s, EngineConfig& c) {
+    s.prefix_cache_kind = PrefixCacheKind::kRadix;
+    if (more) more(s, c);
+  };
+}
+
+TEST(EnginePrefixCaching, AFullCacheEvictsAndStillServesEveryRequest) {
+  const Workload w = first_300_mooncake();
+  const int64_t longest = longest_request_blocks(w);
+  // Room for two of the longest requests: blocks are reused, cached ones evicted in LRU order
+  // (block_hash) or leaf-first (radix).
+  for (const Tweak& kind : {Tweak{}, radix()}) {
+    const auto small = run(w, true, 2 * longest, 1, "round_robin", kind);
+    const auto big = run(w, true, 10'000'000, 1, "round_robin", kind);
+    ASSERT_EQ(small.size(), 300u);
+    int64_t small_hits = 0, big_hits = 0;
+    for (size_t i = 0; i < small.size(); ++i) {
+      small_hits += small[i].cached_tokens;
+      big_hits += big[i].cached_tokens;
+    }
+    EXPECT_GT(small_hits, 0);
+    EXPECT_LT(small_hits, big_hits);
   }
-  EXPECT_GT(small_hits, 0);
-  EXPECT_LT(small_hits, big_hits);
+}
+
+// `n` requests of `prompt` tokens and 4 output tokens, 10 s apart (each finishes before the next),
+// request i with the hash ids ids(i).
+Workload one_at_a_time(int n, int64_t prompt, const std::function<std::vector<uint64_t>(int)>& ids) {
+  Workload w;
+  for (int i = 0; i < n; ++i) {
+    RequestSpec r;
+    r.id = i;
+    r.arrival = kTimeZero + std::chrono::seconds(10 * i);
+    r.prompt_tokens = prompt;
+    r.output_tokens = 4;
+    r.prefix_hash_ids = ids(i);
+    w.requests.push_back(r);
+  }
+  return w;
 }
 
 TEST(EnginePrefixCaching, TheKvAwareRouterSendsARepeatedPromptWhereItIsCached) {
   // Prompts A A B B A A B B ... one at a time, on two instances.
-  Workload w;
-  for (int i = 0; i < 16; ++i) {
-    RequestSpec r;
-    r.id = i;
-    r.arrival = kTimeZero + std::chrono::seconds(10 * i);
-    r.prompt_tokens = 2000;
-    r.output_tokens = 4;
-    r.prefix_hash_ids = (i / 2) % 2 == 0 ? std::vector<uint64_t>{1, 2, 3, 4}
-                                         : std::vector<uint64_t>{5, 6, 7, 8};
-    w.requests.push_back(r);
-  }
+  const Workload w = one_at_a_time(16, 2000, [](int i) {
+    return (i / 2) % 2 == 0 ? std::vector<uint64_t>{1, 2, 3, 4} : std::vector<uint64_t>{5, 6, 7, 8};
+  });
   const auto total = [](const std::vector<RequestRecord>& rs) {
     int64_t t = 0;
     for (const RequestRecord& r : rs) t += r.cached_tokens;
@@ -360,6 +566,132 @@ TEST(EnginePrefixCaching, TheKvAwareRouterSendsARepeatedPromptWhereItIsCached) {
   // Only the first A and the first B miss: 14 hits of (2000 - 1) / 16 = 124 blocks.
   EXPECT_EQ(total(aware), 14 * 124 * 16);
   EXPECT_LT(total(rr), total(aware));
+}
+
+// Without eviction the radix cache hits exactly what the block-hash cache hits (the same blocks
+// are cached; adopting a block instead of keeping a private copy changes only memory).
+TEST(EngineRadixCache, HitsWithAnUnboundedCacheEqualTheBlockHashCachesHits) {
+  Workload w = first_300_mooncake();
+  const auto hash = run(w, true, 10'000'000);
+  const auto tree = run(w, true, 10'000'000, 1, "round_robin", radix());
+  ASSERT_EQ(tree.size(), hash.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < hash.size(); ++i) {
+    EXPECT_EQ(tree[i].cached_tokens, hash[i].cached_tokens) << "request " << i;
+    total += tree[i].cached_tokens;
+  }
+  EXPECT_GT(total, 0);
+}
+
+// Prompt A (161 tokens: 10 keyed blocks and the block of its last token), then an unrelated B of
+// the same length, then A again, one at a time on 20 blocks. A leaves 10 evictable and 10 never
+// cached blocks; B's 11 blocks evict one of A's. vLLM's cache evicts A's first block, so A's
+// repeat finds nothing; SGLang's evicts A's last keyed block, and the repeat reuses 9 blocks.
+Workload prompt_other_prompt_again() {
+  return one_at_a_time(3, 161, [](int i) { return std::vector<uint64_t>{i == 1 ? 2u : 1u}; });
+}
+
+// The cost model's time for one iteration of a single request's `tokens`, attending `context`.
+int64_t iteration_ns(int64_t tokens, int64_t context, int64_t logit_rows) {
+  models::BatchShape shape;
+  shape.segments = {{tokens, context, logit_rows}};
+  return cost()->iteration_time(shape).count();
+}
+
+int64_t llama_kv_bytes_per_token() {
+  return model_catalog().get("llama-3.1-8b").kv_bytes_per_token(models::Dtype::kBf16);
+}
+
+// latency + bytes / bandwidth, in whole nanoseconds rounded up.
+int64_t transfer_ns(int64_t latency_ns, int64_t bytes, double bytes_per_s) {
+  return latency_ns + static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / bytes_per_s * 1e9));
+}
+
+TEST(EngineRadixCache, KeepsTheHeadOfAnEvictedPromptWhereBlockHashLosesIt) {
+  const auto hash = run(prompt_other_prompt_again(), true, 20);
+  const auto tree = run(prompt_other_prompt_again(), true, 20, 1, "round_robin", radix());
+  EXPECT_EQ(hash[2].cached_tokens, 0);
+  EXPECT_EQ(tree[2].cached_tokens, 9 * 16);
+  EXPECT_EQ(tree[2].ttft_ns(), iteration_ns(161 - 144, 161, 1));
+}
+
+// The same three requests with a CPU DRAM tier: the block the GPU evicts is offloaded, and A's
+// repeat loads it back when the PCIe transfer beats prefilling its 16 tokens, its first iteration
+// (now only its last prompt token) lasting the cost model's time plus latency + bytes / bandwidth.
+TEST(EngineKvTiers, ARepeatLoadsAnOffloadedBlockWhenLoadingBeatsRecomputing) {
+  const int64_t block_bytes = 16 * llama_kv_bytes_per_token();  // 2 MiB
+  const int64_t recompute_ns = iteration_ns(16, 160, 0);
+  const auto with_dram = [&](double bytes_per_s) {
+    return radix([=](InstanceSetup& s, EngineConfig&) {
+      s.kv_bytes_per_token = llama_kv_bytes_per_token();
+      s.dram_kv_bytes = 100 * block_bytes;
+      s.dram_link = {bytes_per_s, Duration{5'000}};
+    });
+  };
+  // 64 GB/s (PCIe 5 x16): 2 MiB in 32.8 us, far below the recompute.
+  const auto fast = run(prompt_other_prompt_again(), true, 20, 1, "round_robin", with_dram(64e9));
+  const int64_t load_ns = transfer_ns(5'000, block_bytes, 64e9);
+  ASSERT_LT(load_ns, recompute_ns);
+  EXPECT_EQ(fast[2].cached_tokens, 9 * 16);
+  EXPECT_EQ(fast[2].dram_hit_tokens, 16);
+  EXPECT_EQ(fast[2].remote_hit_tokens, 0);
+  EXPECT_EQ(fast[2].ttft_ns(), iteration_ns(1, 161, 1) + load_ns);
+  // 100 MB/s: 21 ms, slower than prefilling the block: recomputed, nothing loaded.
+  const auto slow = run(prompt_other_prompt_again(), true, 20, 1, "round_robin", with_dram(1e8));
+  ASSERT_GT(transfer_ns(5'000, block_bytes, 1e8), recompute_ns);
+  EXPECT_EQ(slow[2].dram_hit_tokens, 0);
+  EXPECT_EQ(slow[2].ttft_ns(), iteration_ns(161 - 144, 161, 1));
+}
+
+// Without DRAM the evicted block goes to the cluster's remote store, loaded over its link.
+TEST(EngineKvTiers, ABlockOffloadedToTheRemoteStoreLoadsOverItsLink) {
+  const auto got = run(prompt_other_prompt_again(), true, 20, 1, "round_robin",
+                       radix([=](InstanceSetup& s, EngineConfig& c) {
+                         s.kv_bytes_per_token = llama_kv_bytes_per_token();
+                         s.remote_link = {25e9, Duration{10'000}};  // a 200 Gb/s NIC
+                         c.remote_kv_bytes = 1 << 30;
+                       }));
+  EXPECT_EQ(got[2].dram_hit_tokens, 0);
+  EXPECT_EQ(got[2].remote_hit_tokens, 16);
+  EXPECT_EQ(got[2].ttft_ns(),
+            iteration_ns(1, 161, 1) + transfer_ns(10'000, 16 * llama_kv_bytes_per_token(), 25e9));
+}
+
+// Block-hash caching with both tiers on a finite cache: tiers only add hits (a block is loaded
+// only when the GPU has lost it), every request is served, and the run is deterministic.
+TEST(EngineKvTiers, TiersAddHitsOnAFullCacheAndRunsRepeat) {
+  const Workload w = first_300_mooncake();
+  const int64_t longest = longest_request_blocks(w);
+  const int64_t kv_bytes_per_token = llama_kv_bytes_per_token();
+  const Tweak tiers = [=](InstanceSetup& s, EngineConfig& c) {
+    s.kv_bytes_per_token = kv_bytes_per_token;
+    s.dram_kv_bytes = 12 * longest * 16 * kv_bytes_per_token;
+    s.dram_link = {64e9, Duration{5'000}};
+    s.remote_link = {25e9, Duration{10'000}};
+    c.remote_kv_bytes = 1'000'000 * 16 * kv_bytes_per_token;
+  };
+  for (const bool tree : {false, true}) {
+    SCOPED_TRACE(tree ? "radix" : "block_hash");
+    const Tweak tweak = tree ? radix(tiers) : tiers;
+    const auto gpu_only = run(w, true, 2 * longest, 1, "round_robin", tree ? radix() : Tweak{});
+    const auto a = run(w, true, 2 * longest, 1, "round_robin", tweak);
+    const auto b = run(w, true, 2 * longest, 1, "round_robin", tweak);
+    ASSERT_EQ(a.size(), 300u);
+    int64_t gpu_hits = 0, hits = 0, dram = 0, remote = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].first_token_ns, b[i].first_token_ns);
+      ASSERT_EQ(a[i].done_ns, b[i].done_ns);
+      ASSERT_EQ(a[i].dram_hit_tokens, b[i].dram_hit_tokens);
+      ASSERT_EQ(a[i].remote_hit_tokens, b[i].remote_hit_tokens);
+      gpu_hits += gpu_only[i].cached_tokens;
+      hits += a[i].cached_tokens + a[i].dram_hit_tokens + a[i].remote_hit_tokens;
+      dram += a[i].dram_hit_tokens;
+      remote += a[i].remote_hit_tokens;
+    }
+    EXPECT_GT(dram, 0);
+    EXPECT_GT(remote, 0);
+    EXPECT_GT(hits, gpu_hits) << dram << " " << remote;
+  }
 }
 
 TEST(SharedPrompts, DatasetEntriesRepeatWholePromptsAndPrefixPromptsShareTheirSpans) {
