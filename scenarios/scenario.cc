@@ -455,8 +455,9 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
                   .value_or("block_hash") == "radix"
               ? sim::PrefixCacheKind::kRadix
               : sim::PrefixCacheKind::kBlockHash;
-      s.cluster.kv_dram_gib = r.number("kv_dram_gib", 0.0, 0.0).value_or(0);
-      s.cluster.kv_remote_gib = r.number("kv_remote_gib", 0.0, 0.0).value_or(0);
+      // Bounded so that the capacity in bytes fits an int64 (1 PiB per instance, 64 PiB shared).
+      s.cluster.kv_dram_gib = r.number("kv_dram_gib", 0.0, 0.0, 1024.0 * 1024).value_or(0);
+      s.cluster.kv_remote_gib = r.number("kv_remote_gib", 0.0, 0.0, 64.0 * 1024 * 1024).value_or(0);
       r.finish();
     }
   }
