@@ -25,8 +25,14 @@ namespace fs = std::filesystem;
 
 bool is_dllm_document(const Json& doc) {
   if (!doc.is_object()) return false;
-  const auto it = doc.find("kind");
-  return it != doc.end() && it->is_string() && it->get<std::string>() == "dllm";
+  const auto kind = doc.find("kind");
+  if (kind != doc.end()) return kind->is_string() && kind->get<std::string>() == "dllm";
+  const auto policy = doc.find("policy");
+  if (policy == doc.end() || !policy->is_object()) return false;
+  const auto type = policy->find("type");
+  if (type == policy->end() || !type->is_string()) return false;
+  const std::vector<std::string> names = dllm::algorithm_names();
+  return std::find(names.begin(), names.end(), type->get<std::string>()) != names.end();
 }
 
 
@@ -47,7 +53,7 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
   s.source = source;
   const Catalogs& cat = Catalogs::get(root);
   ObjectReader top(doc, "", issues, resolved);
-  top.string("kind", std::nullopt, {"dllm"});
+  top.string("kind", "dllm", {"dllm"});
   s.name = top.string("name", fs::path(source).stem().string()).value_or("");
   top.string("description", std::string());  // free text, as in LLM scenarios
   s.seed = static_cast<uint64_t>(top.integer("seed", 0, 0).value_or(0));

@@ -1,4 +1,5 @@
-// Diffusion-LLM scenarios: a JSON document with top-level "kind": "dllm", validated into a typed
+// Diffusion-LLM scenarios: a JSON document with top-level "kind": "dllm", or without "kind" whose
+// policy.type names a dLLM policy (`servesim list policies`), validated into a typed
 // DllmScenario in one pass (every problem reported with its JSON path), then run by app/.
 //
 // Schema (defaults are Table 3 of dLLM-Serve; unknown keys are errors):
@@ -62,7 +63,8 @@ struct DllmScenario {
   Json resolved;  // the document with defaults filled in
 };
 
-// True when the document is a dLLM scenario (top-level "kind": "dllm").
+// True when the document is a dLLM scenario: top-level "kind": "dllm", or no "kind" and a
+// policy.type that names a dLLM policy (dllm::algorithm_names()).
 bool is_dllm_document(const Json& doc);
 // True when the file parses as JSON and is a dLLM scenario (false for unreadable files).
 bool is_dllm_scenario_file(const std::string& path);

@@ -27,6 +27,25 @@ TEST(DllmScenario, DefaultsAreTable3) {
   EXPECT_EQ(build_dllm_workload(s).requests[4].arrival, w.requests[4].arrival);
 }
 
+TEST(DllmScenario, PolicyTypeSelectsTheDllmSchemaWithoutKind) {
+  Json doc = base();
+  EXPECT_TRUE(is_dllm_document(doc));
+  doc.erase("kind");
+  EXPECT_TRUE(is_dllm_document(doc));  // dllm-serve is a dLLM policy
+  const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+  EXPECT_EQ(s.resolved["kind"], "dllm");
+  for (const char* type : {"fast-dllm", "dllm-cache", "sparse-dllm", "vanilla"}) {
+    doc["policy"]["type"] = type;
+    EXPECT_TRUE(is_dllm_document(doc)) << type;
+  }
+  doc["policy"]["type"] = "coloc";
+  EXPECT_FALSE(is_dllm_document(doc));
+  doc["policy"] = "dllm-serve";  // not an object: not recognised (the LLM parser says why)
+  EXPECT_FALSE(is_dllm_document(doc));
+  Json llm = Json::parse(R"({"kind": "llm", "policy": {"type": "dllm-serve"}})");
+  EXPECT_FALSE(is_dllm_document(llm));  // an explicit kind decides
+}
+
 TEST(DllmScenario, EveryErrorCarriesItsPath) {
   Json doc = base();
   doc["model"] = "llama-3.1-8b";
