@@ -506,7 +506,7 @@ void prune_dllm_config(const PlanSpec& p, PlanConfig& c, const Json& doc,
     return;
   }
   c.policy = dllm::algorithm_name(s.config.algorithm);
-  c.num_gpus = 1;
+  c.num_gpus = s.instances * s.tp;
   if (c.gpu.empty()) c.gpu = s.gpu;
   set_cost(p, c);
   if (p.gpu_budget > 0 && c.num_gpus > p.gpu_budget) {

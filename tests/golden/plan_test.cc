@@ -156,6 +156,43 @@ void expect_run_reproduces(const std::string& plan, const std::string& index,
   EXPECT_NE(run_out.find(label + fingerprint), std::string::npos) << run_out;
 }
 
+// A dLLM config's GPUs are its instances x TP (cluster.instances, cluster.tp are grid axes like
+// any other): its cost and the GPU budget follow.
+TEST(PlanDllm, ConfigsCountInstancesTimesTp) {
+  const auto root = scenarios::DataRoot::discover();
+  const fs::path dir = temp_dir("dllm_gpus");
+  Json base = Json::parse(read_file("scenarios/plans/llada_dllm_base.json"));
+  base["workload"]["prompts"]["path"] =
+      (fs::path(root.root) / "traces/data/burstgpt/BurstGPT_1_head.csv").string();
+  Json plan = Json::parse(read_file("scenarios/plans/llada_rtx4090_l40s.plan.json"));
+  plan["base"] = base;
+  plan["search"]["gpus"] = Json::array({"l40s"});
+  plan["search"]["gpu_budget"] = 4;
+  plan["search"]["candidates"] = Json::parse(R"([
+    {"name": "dllm-serve", "set": {"policy": {"type": "dllm-serve"}},
+     "grid": {"cluster.instances": [1, 2, 4], "cluster.tp": [1, 2]}}])");
+  const fs::path plan_path = dir / "gpus.plan.json";
+  std::ofstream(plan_path) << plan.dump(2);
+  const app::PlanSpec spec = app::load_plan(plan_path.string(), root);
+  const app::SloCriteria criteria = app::SloCriteria::parse(
+      spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
+  std::vector<app::PlanConfig> configs = app::expand_plan(spec);
+  ASSERT_EQ(configs.size(), 6u);
+  std::vector<ConfigIssue> issues;
+  std::map<std::string, bool> reported;
+  const int64_t expected_gpus[] = {1, 2, 2, 4, 4, 8};
+  for (size_t i = 0; i < configs.size(); ++i) {
+    app::PlanConfig& c = configs[i];
+    SCOPED_TRACE(c.label);
+    app::prune_config(spec, c, criteria, root, issues, reported);
+    ASSERT_TRUE(issues.empty());
+    EXPECT_EQ(c.num_gpus, expected_gpus[i]);
+    EXPECT_DOUBLE_EQ(c.cost_per_hour, configs[0].cost_per_hour * expected_gpus[i]);
+    EXPECT_EQ(c.status == app::ConfigStatus::kPruned, expected_gpus[i] > 4) << c.reason;
+  }
+  fs::remove_all(dir);
+}
+
 // A dLLM plan (base "kind": "dllm"): configs that cannot hold one request are pruned (and do run
 // out of memory when simulated anyway); every simulated config at the target rate reproduces with
 // `servesim run` of its emitted scenario (same fingerprint).
