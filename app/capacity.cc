@@ -493,7 +493,7 @@ CapacityResult find_capacity(const std::string& scenario_path,
   validate_capacity_options(options, "capacity");
   const SloCriteria criteria = SloCriteria::parse(options.slo, options.attainment,
                                                   options.min_throughput_ratio, "capacity");
-  if (scenarios::is_dllm_scenario_file(scenario_path)) {
+  if (scenarios::is_dllm_scenario_file(scenario_path, root)) {
     return find_dllm_capacity(scenario_path, overrides, options, criteria, root, out);
   }
   std::vector<std::string> base = overrides;

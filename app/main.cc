@@ -214,7 +214,7 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   const auto root = scenarios::DataRoot::discover();
   std::vector<std::string> all = overrides;
   if (seed) all.push_back(fmt::format("seed={}", *seed));
-  if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path)) {
+  if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path, root)) {
     return cmd_run_dllm(path, all, root, no_db ? "" : db, json);
   }
   const scenarios::Scenario s = load(path, all, root);
@@ -309,7 +309,7 @@ int cmd_check_dllm(const std::string& path, const std::vector<std::string>& over
 
 int cmd_check(const std::string& path, const std::vector<std::string>& overrides) {
   const auto root = scenarios::DataRoot::discover();
-  if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path)) {
+  if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path, root)) {
     return cmd_check_dllm(path, overrides, root);
   }
   const scenarios::Scenario s = load(path, overrides, root);

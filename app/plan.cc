@@ -98,7 +98,7 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     p.base_dir = plan_dir.empty() ? "." : plan_dir;
   }
 
-  p.dllm = p.base.is_object() && scenarios::is_dllm_document(p.base);
+  p.dllm = p.base.is_object() && scenarios::is_dllm_document(p.base, root);
 
   // rate: a number (target) or "max"
   top.claim("rate");
@@ -184,7 +184,7 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     std::vector<std::string> priced = p.gpus;
     if (priced.empty() && p.base.is_object()) {
       // The base's own GPU: cluster.gpu, or gpu in a dLLM scenario.
-      const Json* holder = scenarios::is_dllm_document(p.base) ? &p.base
+      const Json* holder = scenarios::is_dllm_document(p.base, root) ? &p.base
                            : p.base.contains("cluster") ? &p.base["cluster"]
                                                         : nullptr;
       if (holder && holder->is_object() && holder->contains("gpu") && (*holder)["gpu"].is_string() &&

@@ -60,7 +60,7 @@ int run_regression(const std::string& baseline_path, const scenarios::DataRoot& 
     Entry& e = entries[i];
     const std::string path = scenarios::resolve_data_path(e.scenario, base_dir, root);
     double measured = 0;
-    if (scenarios::is_dllm_scenario_file(path)) {
+    if (scenarios::is_dllm_scenario_file(path, root)) {
       // dLLM scenarios have no SLO (dLLM-Serve's metric): generated tokens/s; 0 when out of memory.
       const auto s = scenarios::load_dllm_scenario(path, e.overrides, root);
       measured = run_dllm(s, root, "").metrics.throughput_tok_s;

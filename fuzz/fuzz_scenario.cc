@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string path = servesim::fuzz::write_scratch("scenario.json", text.substr(0, end));
   servesim::fuzz::run_guarded([&] {
-    if (ss::is_dllm_scenario_file(path)) {
+    if (ss::is_dllm_scenario_file(path, root)) {
       ss::load_dllm_scenario(path, overrides, root);
     } else {
       ss::load_scenario(path, overrides, root);

@@ -23,22 +23,29 @@ inline constexpr int64_t kMaxDllmInstances = 4096;
 inline constexpr int64_t kMaxDllmTp = 64;
 namespace fs = std::filesystem;
 
-bool is_dllm_document(const Json& doc) {
+bool is_dllm_document(const Json& doc, const DataRoot& root) {
   if (!doc.is_object()) return false;
   const auto kind = doc.find("kind");
   if (kind != doc.end()) return kind->is_string() && kind->get<std::string>() == "dllm";
   const auto policy = doc.find("policy");
-  if (policy == doc.end() || !policy->is_object()) return false;
-  const auto type = policy->find("type");
-  if (type == policy->end() || !type->is_string()) return false;
-  const std::vector<std::string> names = dllm::algorithm_names();
-  return std::find(names.begin(), names.end(), type->get<std::string>()) != names.end();
+  if (policy != doc.end() && policy->is_object()) {
+    const auto type = policy->find("type");
+    const std::vector<std::string> names = dllm::algorithm_names();
+    if (type != policy->end() && type->is_string() &&
+        std::find(names.begin(), names.end(), type->get<std::string>()) != names.end()) {
+      return true;
+    }
+  }
+  const auto model = doc.find("model");
+  if (model == doc.end() || !model->is_string()) return false;
+  const auto& models = Catalogs::get(root).models;
+  const std::string key = model->get<std::string>();
+  return models.all().count(key) != 0 && models.get(key).diffusion;
 }
 
-
-bool is_dllm_scenario_file(const std::string& path) {
+bool is_dllm_scenario_file(const std::string& path, const DataRoot& root) {
   try {
-    return is_dllm_document(read_json_file(path, "scenario file"));
+    return is_dllm_document(read_json_file(path, "scenario file"), root);
   } catch (const Error&) {
     return false;
   }

@@ -1,5 +1,6 @@
 // Diffusion-LLM scenarios: a JSON document with top-level "kind": "dllm", or without "kind" whose
-// policy.type names a dLLM policy (`servesim list policies`), validated into a typed
+// policy.type names a dLLM policy (`servesim list policies`) or whose model is a diffusion model,
+// validated into a typed
 // DllmScenario in one pass (every problem reported with its JSON path), then run by app/.
 //
 // Schema (defaults are Table 3 of dLLM-Serve; unknown keys are errors):
@@ -63,11 +64,12 @@ struct DllmScenario {
   Json resolved;  // the document with defaults filled in
 };
 
-// True when the document is a dLLM scenario: top-level "kind": "dllm", or no "kind" and a
-// policy.type that names a dLLM policy (dllm::algorithm_names()).
-bool is_dllm_document(const Json& doc);
+// True when the document is a dLLM scenario: top-level "kind": "dllm", or no "kind" and either a
+// policy.type that names a dLLM policy (dllm::algorithm_names()) or a `model` that is a diffusion
+// model of root's catalog.
+bool is_dllm_document(const Json& doc, const DataRoot& root);
 // True when the file parses as JSON and is a dLLM scenario (false for unreadable files).
-bool is_dllm_scenario_file(const std::string& path);
+bool is_dllm_scenario_file(const std::string& path, const DataRoot& root);
 
 // Validates `doc`. Throws ConfigError listing every issue.
 DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,

@@ -29,21 +29,27 @@ TEST(DllmScenario, DefaultsAreTable3) {
 
 TEST(DllmScenario, PolicyTypeSelectsTheDllmSchemaWithoutKind) {
   Json doc = base();
-  EXPECT_TRUE(is_dllm_document(doc));
+  EXPECT_TRUE(is_dllm_document(doc, DataRoot::discover()));
   doc.erase("kind");
-  EXPECT_TRUE(is_dllm_document(doc));  // dllm-serve is a dLLM policy
+  EXPECT_TRUE(is_dllm_document(doc, DataRoot::discover()));  // dllm-serve is a dLLM policy
   const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
   EXPECT_EQ(s.resolved["kind"], "dllm");
   for (const char* type : {"fast-dllm", "dllm-cache", "sparse-dllm", "vanilla"}) {
     doc["policy"]["type"] = type;
-    EXPECT_TRUE(is_dllm_document(doc)) << type;
+    EXPECT_TRUE(is_dllm_document(doc, DataRoot::discover())) << type;
   }
   doc["policy"]["type"] = "coloc";
-  EXPECT_FALSE(is_dllm_document(doc));
+  EXPECT_FALSE(is_dllm_document(doc, DataRoot::discover()));
   doc["policy"] = "dllm-serve";  // not an object: not recognised (the LLM parser says why)
-  EXPECT_FALSE(is_dllm_document(doc));
+  EXPECT_FALSE(is_dllm_document(doc, DataRoot::discover()));
+  // A diffusion model picks the dLLM schema too (its parser then names a wrong policy type).
+  doc["policy"] = Json::parse(R"({"type": "coloc"})");
+  doc["model"] = "dream-v0-instruct-7b";
+  EXPECT_TRUE(is_dllm_document(doc, DataRoot::discover()));
+  doc["model"] = "llama-3.1-8b";
+  EXPECT_FALSE(is_dllm_document(doc, DataRoot::discover()));
   Json llm = Json::parse(R"({"kind": "llm", "policy": {"type": "dllm-serve"}})");
-  EXPECT_FALSE(is_dllm_document(llm));  // an explicit kind decides
+  EXPECT_FALSE(is_dllm_document(llm, DataRoot::discover()));  // an explicit kind decides
 }
 
 TEST(DllmScenario, EveryErrorCarriesItsPath) {
@@ -124,10 +130,10 @@ TEST(DllmScenario, ShippedScenariosValidate) {
   for (const char* f : {"l40s_livebench", "l40s_burst", "l40s_osc", "rtx4090_livebench",
                         "rtx4090_burst", "rtx4090_osc"}) {
     const std::string path = std::string("scenarios/dllm/") + f + ".json";
-    EXPECT_TRUE(is_dllm_scenario_file(path)) << path;
+    EXPECT_TRUE(is_dllm_scenario_file(path, DataRoot::discover())) << path;
     EXPECT_NO_THROW(load_dllm_scenario(path, {}, DataRoot::discover())) << path;
   }
-  EXPECT_FALSE(is_dllm_scenario_file("scenarios/quickstart.json"));
+  EXPECT_FALSE(is_dllm_scenario_file("scenarios/quickstart.json", DataRoot::discover()));
 }
 
 }  // namespace
