@@ -491,19 +491,27 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
       mine.push_back(chains[k]);
     }
   }
-  const std::vector<PlanConfigResult> local = run_pool(ctx, configs, mine, options.jobs,
-                                                       options.progress && transport->rank() == 0);
-  Json payload = Json::array();
-  for (const PlanConfigResult& r : local) {
-    if (r.finished) payload.push_back(to_json(r));
-  }
-  const std::vector<std::string> gathered = transport->gather(payload.dump());
-  if (transport->rank() != 0) return 0;
+  std::vector<PlanConfigResult> local = run_pool(ctx, configs, mine, options.jobs,
+                                                 options.progress && transport->rank() == 0);
   std::map<int64_t, PlanConfigResult> results;
-  for (const std::string& g : gathered) {
-    for (const Json& j : Json::parse(g)) {
-      PlanConfigResult r = config_result_of(j);
-      results[r.index] = std::move(r);
+  if (transport->size() == 1) {
+    // One process: no serialised copy of every result (to_json round-trips them exactly).
+    for (PlanConfigResult& r : local) {
+      if (r.finished) results[r.index] = std::move(r);
+    }
+  } else {
+    Json payload = Json::array();
+    for (const PlanConfigResult& r : local) {
+      if (r.finished) payload.push_back(to_json(r));
+    }
+    local.clear();
+    const std::vector<std::string> gathered = transport->gather(payload.dump());
+    if (transport->rank() != 0) return 0;
+    for (const std::string& g : gathered) {
+      for (const Json& j : Json::parse(g)) {
+        PlanConfigResult r = config_result_of(j);
+        results[r.index] = std::move(r);
+      }
     }
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();

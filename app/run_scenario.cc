@@ -192,7 +192,8 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
     run.samples = out.samples;
   }
   run.rejected = out.rejected;
-  run.misses = out.misses.misses;
+  // Per-request rows: only with the requests they refer to (the counts by cause are scalars).
+  if (with_records) run.misses = out.misses.misses;
   for (int c = 0; c < reports::kNumMissCauses; ++c) {
     const char* cause = reports::miss_cause_name(static_cast<reports::MissCause>(c));
     run.scalars.emplace_back("misses", fmt::format("ttft_{}", cause),

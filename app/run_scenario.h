@@ -87,8 +87,9 @@ struct StoredRun {
 };
 
 // The rows `servesim run` stores for `outcome` of `scenario`; `extra_params` are appended to the
-// flattened resolved scenario (their keys must not collide with it). Request and sample rows are
-// included when `with_records` (they must then be in the outcome: keep_records).
+// flattened resolved scenario (their keys must not collide with it). Request, sample and
+// request_miss rows are included when `with_records` (they must then be in the outcome:
+// keep_records).
 StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome& outcome,
                           bool with_records,
                           const std::vector<std::pair<std::string, std::string>>& extra_params = {});
