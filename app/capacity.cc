@@ -214,8 +214,14 @@ SloFailureWatch::SloFailureWatch(const SloCriteria& criteria)
       least_over_(criteria.bounds_.size(), INFINITY),
       deadline_(criteria.bounds_.size()) {}
 
-void SloFailureWatch::start(const RunPopulation& population) {
-  pop_ = population;
+void SloFailureWatch::start(RunPopulation population) {
+  pop_ = std::move(population);
+  allowed_over_.clear();
+  for (const SloCriteria::Bound& bound : c_.bounds_) {
+    // n - rank never shrinks as n grows: n = every measured value is safe for any final count.
+    const int64_t n = bound.metric == "tpot" ? pop_.measured_multi_token : pop_.measured;
+    allowed_over_.push_back(n - reports::nearest_rank_index(n, std::stoll(bound.q)));
+  }
   if (c_.attainment_ && pop_.slo.ttft && !pop_.arrival_ns.empty()) {
     ttft_.emplace(pop_.slo.ttft->count());
     ttft_->start(pop_);
@@ -292,10 +298,9 @@ std::string SloFailureWatch::verdict_at(int64_t now_ns) {
       over = deadline_[b]->misses(now_ns);
       least = std::min(least, deadline_[b]->least_miss_s());
     }
-    // The percentile exceeds the bound once more values exceed it than the n - rank values above
-    // its rank among n (n - rank never shrinks as n grows: n = every measured value is safe), and
-    // it is then one of those values.
-    if (over > 0 && over > n - reports::nearest_rank_index(n, std::stoll(bound.q))) {
+    // The percentile exceeds the bound once more values exceed it than the values above its
+    // rank, and it is then one of those values.
+    if (over > 0 && over > allowed_over_[b]) {
       verdict_ = {bound.name, least, bound.limit_s, false, false, "s"};
       return fmt::format("{}: {} of at most {} values exceed its {:.1f} ms bound, so it stays "
                          "above it",

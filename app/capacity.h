@@ -139,7 +139,7 @@ class TtftDeadline {
 class SloFailureWatch : public RunWatch {
  public:
   explicit SloFailureWatch(const SloCriteria& criteria);
-  void start(const RunPopulation& population) override;
+  void start(RunPopulation population) override;
   std::string on_request(const sim::RequestRecord& record) override;
   std::string on_first_token(RequestId id, int64_t first_token_ns) override;
   void on_rejected(const sim::RejectedRecord& record) override;
@@ -154,6 +154,9 @@ class SloFailureWatch : public RunWatch {
   std::optional<TtftDeadline> ttft_;  // the attainment's TTFT objective, when enabled
   int64_t misses_ = 0;          // finished measured requests missing an objective
   int64_t other_misses_ = 0;    // of them, those within the TTFT objective
+  // Per percentile bound: how many of its values may exceed it with the percentile still within
+  // (n - nearest rank, n = the measured values), set by start().
+  std::vector<int64_t> allowed_over_;
   std::vector<int64_t> over_;          // per percentile bound, finished values above it
   std::vector<double> least_over_;     // per percentile bound, the smallest of them (s)
   std::vector<std::optional<TtftDeadline>> deadline_;  // per ttft percentile bound, when enabled

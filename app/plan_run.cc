@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -309,6 +310,24 @@ std::vector<std::vector<size_t>> chains_of(const PlanSpec& spec, const std::vect
   return chains;
 }
 
+// Simulates one chain's configs (indices into `configs`, in index order) one after another, each
+// warm-started from the capacities found before it in the chain (warm_start_rate()); once the plan
+// is interrupted no further config starts. `done` is called after each config.
+std::vector<PlanConfigResult> simulate_chain(const PlanContext& ctx,
+                                             const std::vector<PlanConfig>& configs,
+                                             const std::vector<size_t>& chain,
+                                             const std::function<void()>& done = {}) {
+  std::vector<PlanConfigResult> results;
+  std::map<int64_t, double> capacity;  // of the chain's configs simulated so far
+  for (const size_t i : chain) {
+    if (plan_interrupted().load()) break;
+    results.push_back(simulate_config(ctx, configs[i], warm_start_rate(configs[i], capacity)));
+    capacity[configs[i].index] = results.back().capacity_rps;
+    if (done) done();
+  }
+  return results;
+}
+
 // Simulates the configs of `chains` (indices into `configs`), a chain at a time on each of up to
 // `jobs` threads, each config warm-started from the previous one's capacity. Results in chain
 // order, each chain's in index order.
@@ -332,15 +351,7 @@ std::vector<PlanConfigResult> run_pool(const PlanContext& ctx, const std::vector
   };
   parallel_for(
       chains.size(), jobs,
-      [&](size_t k) {
-        std::map<int64_t, double> capacity;  // of the chain's configs simulated so far
-        for (const size_t i : chains[k]) {
-          if (plan_interrupted().load()) return;
-          results[k].push_back(simulate_config(ctx, configs[i], warm_start_rate(configs[i], capacity)));
-          capacity[configs[i].index] = results[k].back().capacity_rps;
-          ++configs_done;
-        }
-      },
+      [&](size_t k) { results[k] = simulate_chain(ctx, configs, chains[k], [&] { ++configs_done; }); },
       [] { return plan_interrupted().load(); }, bar ? std::function<void(size_t)>(draw) : nullptr);
   if (bar) fmt::print(stderr, "\r{:<80}\r", "");
   std::vector<PlanConfigResult> flat;
@@ -443,18 +454,22 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
       return 0;
     }
     // As in the whole plan: warm-started from the earlier configs of its chain, run first.
-    std::map<int64_t, double> capacity;
+    std::vector<size_t> chain;
     if (spec.warm_start && !spec.target_rate) {
       for (const PlanConfig& before : configs) {
-        if (before.chain != c.chain || before.index >= c.index ||
-            before.status != ConfigStatus::kNotRun) {
-          continue;
+        if (before.chain == c.chain && before.index < c.index &&
+            before.status == ConfigStatus::kNotRun) {
+          chain.push_back(static_cast<size_t>(before.index));
         }
-        capacity[before.index] =
-            simulate_config(ctx, before, warm_start_rate(before, capacity)).capacity_rps;
       }
     }
-    const PlanConfigResult r = simulate_config(ctx, c, warm_start_rate(c, capacity));
+    chain.push_back(static_cast<size_t>(c.index));
+    const std::vector<PlanConfigResult> chain_results = simulate_chain(ctx, configs, chain);
+    if (chain_results.size() < chain.size()) {
+      out << "status    interrupted\n";
+      return 0;
+    }
+    const PlanConfigResult& r = chain_results.back();
     if (!r.error.empty()) {
       out << fmt::format("status    error: {}\n", r.error);
       return 0;

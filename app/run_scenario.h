@@ -30,14 +30,15 @@ struct RunPopulation {
 };
 
 // Follows a run's finished requests and may end it early once its verdict is certain.
-// Contract: start() is called once before the first request, then on_request() with every
+// Contract: start() is called once before the first request (the population is the watch's to
+// keep), then on_request() with every
 // finished request's record in completion order; a non-empty return ends the run there (the
 // requests in flight count as unfinished, the run's status is "stopped") and becomes
 // RunOutcome::stopped_early.
 class RunWatch {
  public:
   virtual ~RunWatch() = default;
-  virtual void start(const RunPopulation& population) = 0;
+  virtual void start(RunPopulation population) = 0;
   virtual std::string on_request(const sim::RequestRecord& record) = 0;
   // Also told of first tokens and rejections, in simulated-time order with on_request(); a
   // non-empty return ends the run as above.
