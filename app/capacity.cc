@@ -327,9 +327,7 @@ std::string rate_knob(const scenarios::Scenario& s) {
 
 double workload_rate(const scenarios::Scenario& s, const scenarios::DataRoot& root) {
   if (s.workload.at("type") == "generated") return s.workload.at("arrival").at("rate").get<double>();
-  const Workload w = scenarios::build_workload(s, root);
-  const double span = to_seconds(w.requests.back().arrival);
-  return span > 0 ? (w.requests.size() - 1) / span : 1.0;
+  return scenarios::arrival_rate(scenarios::build_workload(s, root));
 }
 
 CapacityResult search_capacity(const std::function<CapacityProbe(double)>& probe,
@@ -462,16 +460,17 @@ void print_deciding(const SloCriteria& criteria, const CapacityOptions& options,
                            "requires it)");
 }
 
-// find_capacity() of a diffusion-LLM scenario: the rate knob is workload.arrival.rate, a run's
+// find_capacity() of a diffusion-LLM scenario: the rate knob is scenarios::dllm_rate_knob(), a run's
 // requests are summarized with TTFT = E2E (the answer comes at the last denoising pass) and a
 // request the deployment can never run counts against the sustained rate.
 CapacityResult find_dllm_capacity(const std::string& scenario_path,
                                   const std::vector<std::string>& overrides,
                                   const CapacityOptions& options, const SloCriteria& criteria,
                                   const scenarios::DataRoot& root, std::ostream& out) {
-  const std::string knob = "workload.arrival.rate";
   const scenarios::DllmScenario s0 = scenarios::load_dllm_scenario(scenario_path, overrides, root);
-  const double rate = options.start_rate > 0 ? options.start_rate : s0.rate_per_s;
+  const std::string knob = scenarios::dllm_rate_knob(s0);
+  const double rate =
+      options.start_rate > 0 ? options.start_rate : scenarios::dllm_offered_rate(s0, root);
   print_deciding(criteria, options, criteria.request_objectives(), out);
   auto probe = [&](double r) {
     std::vector<std::string> o = overrides;

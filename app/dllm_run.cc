@@ -46,7 +46,7 @@ StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutco
   StoredRun run;
   run.info.scenario = s.name;
   run.info.policy = dllm::algorithm_name(s.config.algorithm);
-  run.info.router = s.router;
+  run.info.router = s.router.type;
   run.info.workload = o.workload;
   run.info.code_rev = SERVESIM_VERSION;
   run.info.started_at = utc_now_iso();
@@ -70,6 +70,9 @@ StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutco
         {"mean_batch", m.mean_batch},
         {"lm_head_chunks", static_cast<double>(o.result.lm_head_chunks)}};
     for (const auto& [name, v] : scalars) run.scalars.emplace_back("run", name, v);
+    if (s.slo.ttft) {
+      run.scalars.emplace_back("run", "slo_attainment", summarize_dllm(s, o, s.slo).slo_attainment);
+    }
   }
   run.status = o.oom.empty() ? "ok" : "oom";
   run.wall_s = o.wall_s;
@@ -110,7 +113,7 @@ DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot
                      const std::string& db_path) {
   const auto start = std::chrono::steady_clock::now();
   DllmOutcome o;
-  Workload w = scenarios::build_dllm_workload(s);
+  Workload w = scenarios::build_dllm_workload(s, root);
   o.workload = w.description;
   auto plans = std::make_shared<std::vector<dllm::RequestPlan>>(
       plan_dllm_requests(s, w.requests.size()));
@@ -120,10 +123,9 @@ DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot
   o.cost_model = cost->describe();
   const policies::DllmInstanceSpec spec{s.config, d, cost, plans};
   try {
-    const sim::RoutingPolicyEntry& router = sim::routing_policies().get(s.router);
-    o.result = policies::run_dllm_cluster(spec, s.instances,
-                                          router.make(ParamValues::defaults(router.schema)),
-                                          std::move(w));
+    o.result = policies::run_dllm_cluster(
+        spec, s.instances, sim::routing_policies().get(s.router.type).make(s.router.params),
+        std::move(w));
     o.metrics = dllm::compute_metrics(o.result);
   } catch (const dllm::OutOfMemoryError& e) {
     o.oom = e.what();
@@ -149,7 +151,7 @@ std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutc
   std::string out;
   out += fmt::format("scenario   {} ({})\n", s.name, s.source);
   out += fmt::format("deployment {} on {} x {} (tp{}) behind {}, policy {}\n", s.model,
-                     s.instances, s.gpu, s.tp, s.router, dllm::algorithm_name(s.config.algorithm));
+                     s.instances, s.gpu, s.tp, s.router.type, dllm::algorithm_name(s.config.algorithm));
   out += fmt::format("workload   {}\n", o.workload);
   out += fmt::format("cost model {}\n", o.cost_model);
   if (!o.oom.empty()) {
@@ -169,6 +171,14 @@ std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutc
                      "chunks\n",
                      o.result.forward_passes, m.mean_batch, o.result.max_batch,
                      o.result.lm_head_chunks);
+  if (s.slo.ttft) {
+    const double attainment = summarize_dllm(s, o, s.slo).slo_attainment;
+    out += fmt::format("slo             {:.2f} % of requests answered within {:.0f} ms (target "
+                       "{:.0f} %: {})\n",
+                       100 * attainment, to_seconds(*s.slo.ttft) * 1e3,
+                       100 * s.slo.attainment_target,
+                       attainment >= s.slo.attainment_target ? "met" : "missed");
+  }
   out += fmt::format("fingerprint     {:016x}\n", o.result.fingerprint);
   return out;
 }

@@ -291,10 +291,10 @@ int cmd_check_dllm(const std::string& path, const std::vector<std::string>& over
   const scenarios::DllmScenario s = scenarios::load_dllm_scenario(path, overrides, root);
   const models::Deployment d = scenarios::dllm_deployment(s, root);
   const auto cost = scenarios::make_cost_model(s.cost_model, d, root);
-  const Workload w = scenarios::build_dllm_workload(s);
+  const Workload w = scenarios::build_dllm_workload(s, root);
   fmt::print("scenario   {} ({}), diffusion LLM\n", s.name, s.source);
   fmt::print("model      {} on {} x {} (tp{}) behind {}\n", s.model, s.instances, s.gpu, s.tp,
-             s.router);
+             s.router.type);
   fmt::print("policy     {}\n", s.resolved["policy"]["type"].get<std::string>());
   fmt::print("cost model {}\n", cost->describe());
   fmt::print("workload   {} ({} requests)\n", w.description, w.requests.size());
@@ -398,8 +398,9 @@ int cmd_list(const std::string& what) {
       print_schema(e.schema);
     }
     fmt::print(
-        "diffusion-LLM policies (a \"kind\": \"dllm\" scenario, key \"policy.type\"; "
-        "denoising knobs under \"denoise\", memory under \"memory\"):\n");
+        "diffusion-LLM policies (scenario key \"policy\"; a scenario naming one, or a diffusion "
+        "model, serves dLLM requests; denoising knobs under \"denoise\", memory under "
+        "\"memory\"):\n");
     for (const std::string& name : dllm::algorithm_names()) {
       const dllm::Algorithm a = dllm::parse_algorithm(name);
       fmt::print("  {:<18} {}\n", name, dllm::algorithm_description(a));

@@ -183,10 +183,10 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
     }
     std::vector<std::string> priced = p.gpus;
     if (priced.empty() && p.base.is_object()) {
-      // The base's own GPU: cluster.gpu, or gpu in a dLLM scenario.
-      const Json* holder = scenarios::is_dllm_document(p.base, root) ? &p.base
-                           : p.base.contains("cluster") ? &p.base["cluster"]
-                                                        : nullptr;
+      // The base's own GPU: cluster.gpu, or the top-level gpu of a dLLM scenario.
+      const Json* holder = p.dllm && p.base.contains("gpu") ? &p.base
+                           : p.base.contains("cluster")     ? &p.base["cluster"]
+                                                            : nullptr;
       if (holder && holder->is_object() && holder->contains("gpu") && (*holder)["gpu"].is_string() &&
           catalogs.gpus.all().count((*holder)["gpu"].get<std::string>()) != 0) {
         priced.push_back((*holder)["gpu"].get<std::string>());
@@ -332,7 +332,11 @@ std::vector<PlanConfig> expand_plan(const PlanSpec& p) {
         cfg.candidate = c.name;
         cfg.gpu = gpu;
         cfg.overrides.push_back(fmt::format("name={}#{}", p.name, cfg.index));
-        if (gpu_axis) cfg.overrides.push_back((p.dllm ? "gpu=" : "cluster.gpu=") + gpu);
+        if (gpu_axis) {
+          // A dLLM scenario may name its GPU at the top level (dLLM form) or in cluster.gpu.
+          const bool top_gpu = p.dllm && p.base.contains("gpu");
+          cfg.overrides.push_back((top_gpu ? "gpu=" : "cluster.gpu=") + gpu);
+        }
         for (const auto& [key, value] : c.set) cfg.overrides.push_back(key + "=" + value.dump());
         cfg.label = fmt::format("{} {}", gpu, c.name);
         // First axis outermost: decompose k in mixed radix, last axis fastest.
@@ -514,7 +518,7 @@ void prune_dllm_config(const PlanSpec& p, PlanConfig& c, const Json& doc,
     c.reason = fmt::format("uses {} GPUs, over the budget of {}", c.num_gpus, p.gpu_budget);
     return;
   }
-  const Workload w = scenarios::build_dllm_workload(s);
+  const Workload w = scenarios::build_dllm_workload(s, root);
   int64_t shortest = std::numeric_limits<int64_t>::max();
   for (const RequestSpec& r : w.requests) shortest = std::min(shortest, r.prompt_tokens);
   if (w.requests.empty()) shortest = 1;

@@ -178,9 +178,12 @@ void fill_probe(PlanProbe& p, const reports::RunSummary& m) {
 // The override key that sets a config's request rate.
 std::string config_rate_knob(const PlanSpec& spec, const PlanConfig& c, const SloCriteria& criteria,
                              const scenarios::DataRoot& root) {
-  if (spec.dllm) return "workload.arrival.rate";
-  return rate_knob(scenarios::parse_scenario(config_document(spec, c, criteria, std::nullopt),
-                                             config_source(spec, c), spec.base_dir, root));
+  const Json doc = config_document(spec, c, criteria, std::nullopt);
+  if (spec.dllm) {
+    return scenarios::dllm_rate_knob(
+        scenarios::parse_dllm_scenario(doc, config_source(spec, c), spec.base_dir, root));
+  }
+  return rate_knob(scenarios::parse_scenario(doc, config_source(spec, c), spec.base_dir, root));
 }
 
 // `warm_rate` > 0: where its chain's capacities put c's (warm_start_rate(), PlanSpec::warm_start).
@@ -274,8 +277,10 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c, do
       if (start <= 0) {
         const Json doc = config_document(spec, c, ctx.criteria, std::nullopt);
         start = cap > 0       ? cap / 2
-                : spec.dllm   ? scenarios::parse_dllm_scenario(doc, source, spec.base_dir, ctx.root)
-                                    .rate_per_s
+                : spec.dllm   ? scenarios::dllm_offered_rate(
+                                    scenarios::parse_dllm_scenario(doc, source, spec.base_dir,
+                                                                   ctx.root),
+                                    ctx.root)
                               : workload_rate(scenarios::parse_scenario(doc, source, spec.base_dir,
                                                                         ctx.root),
                                               ctx.root);

@@ -71,7 +71,9 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
                                     "dream-v0-instruct-7b",
                                     s.model));
   }
-  s.gpu = top.string("gpu", std::nullopt, cat.gpus.keys()).value_or("");
+  // The GPU: top-level "gpu" (dLLM form) or cluster.gpu (ordinary form), read with the cluster.
+  std::optional<std::string> top_gpu;
+  if (top.has("gpu")) top_gpu = top.string("gpu", std::nullopt, cat.gpus.keys());
   s.cost_model.type = top.string("cost_model", "profiled", {"profiled", "roofline"}).value_or("");
 
   dllm::DllmConfig& c = s.config;
@@ -149,9 +151,29 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     const Json* in = top.object("cluster", false);
     const Json empty = Json::object();
     ObjectReader r(in ? *in : empty, "cluster", issues, out);
+    std::optional<std::string> cluster_gpu;
+    if (r.has("gpu")) cluster_gpu = r.string("gpu", std::nullopt, cat.gpus.keys());
+    if (top_gpu && cluster_gpu) {
+      issues.add("cluster.gpu", "give the GPU once: cluster.gpu or the top-level gpu, not both");
+    } else if (!top.has("gpu") && !r.has("gpu")) {
+      issues.add("cluster.gpu", fmt::format("is required: the GPU of every instance, one of {}",
+                                            fmt::join(cat.gpus.keys(), ", ")));
+    }
+    s.gpu = top_gpu.value_or(cluster_gpu.value_or(""));
     s.instances = r.integer("instances", 1, 1, kMaxDllmInstances).value_or(1);
     s.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDllmTp).value_or(1));
-    s.router = r.string("router", "round_robin", sim::routing_policies().names()).value_or("");
+    if (r.has("router")) {
+      if (top.has("router")) {
+        issues.add("cluster.router", "give the router once: the router section or cluster.router, "
+                                     "not both");
+      }
+      s.router.type =
+          r.string("router", "round_robin", sim::routing_policies().names()).value_or("");
+      if (sim::routing_policies().contains(s.router.type)) {
+        s.router.params =
+            ParamValues::defaults(sim::routing_policies().get(s.router.type).schema);
+      }
+    }
     r.finish();
     if (cat.models.all().count(s.model) && cat.models.get(s.model).diffusion &&
         !models::is_valid_tp(cat.models.get(s.model), s.tp)) {
@@ -172,10 +194,37 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     c.memory.logit_copies = r.number("logit_copies", 3.0, 1.0).value_or(3.0);
     r.finish();
   }
-  {
+  if (top.has("router")) read_router(top, s.router);
+  if (top.has("slo")) {
+    s.slo = read_slo(top);
+    for (const auto& [key, set] : {std::pair{"tpot", s.slo.tpot.has_value()},
+                                   std::pair{"tbt_p99", s.slo.tbt_p99.has_value()}}) {
+      if (set) {
+        issues.add(join_path("slo", key),
+                   "a dLLM request emits all its tokens at its last step, so it has no TPOT or "
+                   "token gaps; bound ttft (its end-to-end latency)");
+      }
+    }
+  }
+  const Json* workload_in = top.object("workload", true);
+  if (workload_in && workload_in->contains("type")) {
+    // The ordinary form: an LLM scenario's open-loop workload section.
+    const Json& type = workload_in->at("type");
+    if (type.is_string() && (type == "closed_loop" || type == "benchmark" || type == "sessions")) {
+      issues.add("workload.type",
+                 fmt::format("a dLLM deployment takes an open-loop workload (trace, generated or "
+                             "merge), not \"{}\": closed-loop clients are not modelled for dLLM "
+                             "policies",
+                             type.get<std::string>()));
+    } else {
+      validate_workload(*workload_in, "workload", issues, resolved["workload"], base_dir, root,
+                        false);
+      s.workload = resolved["workload"];
+    }
+  } else {
     Json& out = resolved["workload"];
-    const Json* in = top.object("workload", true);
     const Json empty = Json::object();
+    const Json* in = workload_in;
     ObjectReader r(in ? *in : empty, "workload", issues, out);
     s.workload_name = r.string("name", "workload").value_or("");
     s.requests = r.integer("requests", std::nullopt, 1, kMaxRequests).value_or(1);
@@ -214,6 +263,7 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
   }
   top.finish();
   if (!issues.empty()) throw ConfigError(source, issues.list());
+  s.base_dir = base_dir;
   s.resolved = std::move(resolved);
   return s;
 }
@@ -226,10 +276,16 @@ DllmScenario load_dllm_scenario(const std::string& path, const std::vector<std::
   return parse_dllm_scenario(doc, path, base.empty() ? "." : base, root);
 }
 
-Workload build_dllm_workload(const DllmScenario& s) {
+Workload build_dllm_workload(const DllmScenario& s, const DataRoot& root) {
+  const int64_t g = s.config.denoise.gen_length;
+  if (!s.workload.is_null()) {
+    Workload w = build_workload(s.workload, s.source, s.base_dir, root, s.seed);
+    for (RequestSpec& r : w.requests) r.output_tokens = g;
+    w.description += fmt::format(", gen {}", g);
+    return w;
+  }
   std::unique_ptr<traces::LengthSource> lengths;
   std::string what;
-  const int64_t g = s.config.denoise.gen_length;
   std::vector<traces::LengthSample> samples;
   if (s.prompt_type == "fixed") {
     samples.push_back({s.fixed_prompt, g});
@@ -260,6 +316,17 @@ Workload build_dllm_workload(const DllmScenario& s) {
   w.description = fmt::format("{}: {} requests, Poisson {} req/s, {}, gen {}", s.workload_name,
                               s.requests, s.rate_per_s, what, g);
   return w;
+}
+
+std::string dllm_rate_knob(const DllmScenario& s) {
+  if (s.workload.is_null() || s.workload.at("type") == "generated") return "workload.arrival.rate";
+  return "workload.rate";
+}
+
+double dllm_offered_rate(const DllmScenario& s, const DataRoot& root) {
+  if (s.workload.is_null()) return s.rate_per_s;
+  if (s.workload.at("type") == "generated") return s.workload.at("arrival").at("rate").get<double>();
+  return arrival_rate(build_dllm_workload(s, root));
 }
 
 models::Deployment dllm_deployment(const DllmScenario& s, const DataRoot& root) {

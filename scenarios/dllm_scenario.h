@@ -25,9 +25,19 @@
 //                          | {"type": "distribution", "path": ...} | {"type": "fixed", "tokens": n},
 //                 "max_prompt_tokens": int (prompt lengths are clipped to it; 0 = no clip)}}
 // Prompt lengths are drawn uniformly with replacement from the source (stream "lengths"); every
-// request denoises gen_length tokens unless denoise.eos_length is set. The run goes through the
-// core engine: `cluster.instances` dLLM instances of `cluster.tp` GPUs each behind the router
-// (policies/dllm.h).
+// request denoises gen_length tokens unless denoise.eos_length is set.
+//
+// The ordinary scenario form is accepted as well, so a dLLM deployment is written like any other:
+//   "cluster": {"gpu", "instances", "tp"} (the GPU there instead of top-level "gpu"),
+//   "router": {"type", ...its parameters} (instead of cluster.router),
+//   "workload": an open-loop workload section of an LLM scenario (a "type" of trace, generated
+//               or merge, with its transforms: window, first_n, time_scale, rate): its arrival
+//               times and prompt lengths are used; its output lengths are not (a dLLM request
+//               denoises gen_length tokens, see denoise.eos_length),
+//   "slo": {"ttft", "attainment_target"} (ttft bounds a request's end-to-end latency: its
+//          answer comes at its last denoising pass; tpot and tbt_p99 do not apply).
+// The run goes through the core engine: `cluster.instances` dLLM instances of `cluster.tp` GPUs
+// each behind the router (policies/dllm.h).
 #pragma once
 
 #include <string>
@@ -48,11 +58,15 @@ struct DllmScenario {
   std::string gpu;
   CostModelChoice cost_model;
   dllm::DllmConfig config;
+  std::string base_dir;  // relative data paths are resolved from here first
   // Cluster.
   int64_t instances = 1;
   int tp = 1;
-  std::string router = "round_robin";
-  // Workload.
+  PluginSpec router{"round_robin", {}};
+  sim::SloSpec slo;  // the optional slo section (ttft and attainment_target only)
+  // Workload in the ordinary form: a validated open-loop workload section; null in the dLLM form
+  // (the fields below).
+  Json workload;
   std::string workload_name;
   int64_t requests = 0;
   double rate_per_s = 1.0;
@@ -78,9 +92,16 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
 DllmScenario load_dllm_scenario(const std::string& path, const std::vector<std::string>& overrides,
                                 const DataRoot& root);
 
-// The workload: `requests` Poisson arrivals with prompt lengths from the source. Throws InputError
-// for malformed data files.
-Workload build_dllm_workload(const DllmScenario& s);
+// The workload: in the dLLM form `requests` Poisson arrivals with prompt lengths from the source;
+// in the ordinary form the workload section's requests. Every request denoises gen_length tokens.
+// Throws InputError for malformed data files, ConfigError for an empty or oversized workload.
+Workload build_dllm_workload(const DllmScenario& s, const DataRoot& root);
+
+// The override key that sets the scenario's request rate (capacity, plan): workload.arrival.rate
+// (dLLM form and generated workloads) or workload.rate (traces, merges: scaled to that rate).
+std::string dllm_rate_knob(const DllmScenario& s);
+// The request rate the scenario offers: its arrival rate, or a trace's requests over its span.
+double dllm_offered_rate(const DllmScenario& s, const DataRoot& root);
 
 // The deployment of one instance (model and GPU from the catalogs, cluster.tp, bf16).
 models::Deployment dllm_deployment(const DllmScenario& s, const DataRoot& root);

@@ -322,6 +322,8 @@ void validate_transforms(ObjectReader& r) {
   if (r.has("rate")) r.number("rate", std::nullopt, kMinRatePerS, kMaxRatePerS);
 }
 
+}  // namespace
+
 void validate_workload(const Json& in, const std::string& path, Issues& issues, Json& out,
                        const std::string& base_dir, const DataRoot& root, bool top_level) {
   ObjectReader r(in, path, issues, out);
@@ -391,6 +393,8 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
   r.finish();
 }
 
+namespace {
+
 // Reads a plugin section {"type": NAME, ...params of NAME's schema} from `top[key]`, NAME being
 // one of `entries` (name -> schema).
 void read_plugin(ObjectReader& top, const std::string& key, const std::string& default_type,
@@ -415,6 +419,28 @@ void add_schemas(const Registry& registry, std::map<std::string, const ParamSche
 }
 
 }  // namespace
+
+void read_router(ObjectReader& top, PluginSpec& out) {
+  std::map<std::string, const ParamSchema*> routers;
+  add_schemas(sim::routing_policies(), routers);
+  read_plugin(top, "router", "round_robin", routers, out);
+}
+
+sim::SloSpec read_slo(ObjectReader& top) {
+  sim::SloSpec slo;
+  const Json empty = Json::object();
+  const Json* in = top.object("slo", false);
+  ObjectReader r(in ? *in : empty, "slo", top.issues(), top.resolved()["slo"]);
+  if (r.has("ttft")) slo.ttft = r.duration("ttft", std::nullopt, false);
+  if (r.has("tpot")) slo.tpot = r.duration("tpot", std::nullopt, false);
+  if (r.has("tbt_p99")) slo.tbt_p99 = r.duration("tbt_p99", std::nullopt, false);
+  slo.attainment_target = r.number("attainment_target", 0.9, 0.0, 1.0).value_or(0.9);
+  r.claim("ttft");
+  r.claim("tpot");
+  r.claim("tbt_p99");
+  r.finish();
+  return slo;
+}
 
 Scenario parse_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
                         const DataRoot& root) {
@@ -487,11 +513,10 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   }
 
   {
-    std::map<std::string, const ParamSchema*> routers, policies;
-    add_schemas(sim::routing_policies(), routers);
+    std::map<std::string, const ParamSchema*> policies;
     add_schemas(sim::batching_policies(), policies);
     add_schemas(sim::cluster_policies(), policies);
-    read_plugin(top, "router", "round_robin", routers, s.router);
+    read_router(top, s.router);
     if (s.engine && s.engine->schedules) {
       s.policy.type = s.engine->type;  // the engine's own scheduler
     } else {
@@ -556,21 +581,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     validate_workload(*w, "workload", issues, resolved["workload"], base_dir, root, true);
   }
 
-  // slo
-  {
-    const Json empty = Json::object();
-    const Json* in = top.object("slo", false);
-    Json& out = resolved["slo"];
-    ObjectReader r(in ? *in : empty, "slo", issues, out);
-    if (r.has("ttft")) s.slo.ttft = r.duration("ttft", std::nullopt, false);
-    if (r.has("tpot")) s.slo.tpot = r.duration("tpot", std::nullopt, false);
-    if (r.has("tbt_p99")) s.slo.tbt_p99 = r.duration("tbt_p99", std::nullopt, false);
-    s.slo.attainment_target = r.number("attainment_target", 0.9, 0.0, 1.0).value_or(0.9);
-    r.claim("ttft");
-    r.claim("tpot");
-    r.claim("tbt_p99");
-    r.finish();
-  }
+  s.slo = read_slo(top);
 
   // output
   {
@@ -863,6 +874,11 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
 
 }  // namespace
 
+double arrival_rate(const Workload& w) {
+  const double span = to_seconds(w.requests.back().arrival);
+  return span > 0 ? static_cast<double>(w.requests.size() - 1) / span : 1.0;
+}
+
 void truncate_to_context(Workload& w, int64_t max_tokens) {
   if (max_tokens <= 0) return;
   for (RequestSpec& r : w.requests) {
@@ -881,17 +897,23 @@ int64_t count_beyond_context(const Workload& w, int64_t max_tokens) {
 }
 
 Workload build_workload(const Scenario& scenario, const DataRoot& root) {
+  return build_workload(scenario.workload, scenario.source, scenario.base_dir, root, scenario.seed,
+                        scenario.max_context_tokens);
+}
+
+Workload build_workload(const Json& workload, const std::string& source,
+                        const std::string& base_dir, const DataRoot& root, uint64_t seed,
+                        int64_t max_context_tokens) {
   Workload w;
   try {
-    w = build_open_workload(scenario.workload, scenario.base_dir, root, scenario.seed, "workload",
-                            scenario.max_context_tokens);
+    w = build_open_workload(workload, base_dir, root, seed, "workload", max_context_tokens);
   } catch (const RangeError& e) {
     // Arrival times past the simulated clock's range (a rate or time scale stretching the trace).
-    throw ConfigError(scenario.source, {{"workload", e.what()}});
+    throw ConfigError(source, {{"workload", e.what()}});
   }
   for (const RequestSpec& r : w.requests) {
     if (r.prompt_tokens > kMaxRequestTokens || r.output_tokens > kMaxRequestTokens) {
-      throw ConfigError(scenario.source,
+      throw ConfigError(source,
                         {{"workload", fmt::format("request {} has {} prompt and {} output tokens; "
                                                   "a request may have at most {} of each",
                                                   r.id, r.prompt_tokens, r.output_tokens,
@@ -899,13 +921,13 @@ Workload build_workload(const Scenario& scenario, const DataRoot& root) {
     }
   }
   if (static_cast<int64_t>(w.requests.size()) > kMaxRequests) {
-    throw ConfigError(scenario.source,
+    throw ConfigError(source,
                       {{"workload", fmt::format("{} requests, more than the {} a workload may "
                                                 "hold; use window or first_n",
                                                 w.requests.size(), kMaxRequests)}});
   }
-  if (scenario.workload.at("type") == "benchmark") {
-    const Json& b = scenario.workload;
+  if (workload.at("type") == "benchmark") {
+    const Json& b = workload;
     const int64_t warmup = b.at("warmup_requests").get<int64_t>();
     const std::string load =
         b.contains("concurrency")
@@ -919,15 +941,15 @@ Workload build_workload(const Scenario& scenario, const DataRoot& root) {
                                     : "",
                                 w.description);
   }
-  if (scenario.workload.at("type") == "closed_loop") {
+  if (workload.at("type") == "closed_loop") {
     // Arrival times come from the clients, not from the generator.
     w.description = fmt::format("closed loop: {} clients, think time {}, {} requests with lengths {}",
-                                scenario.workload.at("clients").get<int64_t>(),
-                                scenario.workload.at("think_time").get<std::string>(),
-                                w.requests.size(), scenario.workload.at("lengths").dump());
+                                workload.at("clients").get<int64_t>(),
+                                workload.at("think_time").get<std::string>(),
+                                w.requests.size(), workload.at("lengths").dump());
   }
   if (w.requests.empty()) {
-    throw ConfigError(scenario.source, {{"workload", "the workload has no requests (check the "
+    throw ConfigError(source, {{"workload", "the workload has no requests (check the "
                                                       "window, first_n and count settings)"}});
   }
   return w;

@@ -23,6 +23,7 @@
 #include "models/engine_calibration.h"
 #include "models/hardware.h"
 #include "models/memory_model.h"
+#include "scenarios/json_reader.h"
 #include "sim/core/error.h"
 #include "sim/core/params.h"
 #include "sim/core/request_spec.h"
@@ -181,6 +182,29 @@ int64_t count_beyond_context(const Workload& w, int64_t max_tokens);
 // Builds the workload of a scenario (loads traces, generates arrivals, applies transforms).
 // Throws InputError for malformed trace files.
 Workload build_workload(const Scenario& scenario, const DataRoot& root);
+// The same for a validated workload section (validate_workload()) of the document `source`, its
+// relative paths resolved from `base_dir`, seeded by `seed`; sessions end at
+// `max_context_tokens` (0: none). Throws InputError for malformed trace files, ConfigError for a
+// workload beyond the limits or without requests.
+Workload build_workload(const Json& workload, const std::string& source,
+                        const std::string& base_dir, const DataRoot& root, uint64_t seed,
+                        int64_t max_context_tokens = 0);
+
+// A workload's offered rate: requests after the first over the last arrival time (1 req/s when
+// every request arrives at once). REQUIRES: w has requests.
+double arrival_rate(const Workload& w);
+
+// Section readers shared by the scenario kinds (LLM and dLLM documents take the same sections).
+// Each reports its problems into `issues` (ObjectReader) and writes the resolved section.
+//
+// A workload section at `path`: open-loop kinds (trace, generated, merge), and with
+// `top_level` the closed-loop kinds too (closed_loop, benchmark, sessions).
+void validate_workload(const Json& in, const std::string& path, Issues& issues, Json& out,
+                       const std::string& base_dir, const DataRoot& root, bool top_level);
+// `top`'s "router" section: {"type": a routing policy (default round_robin), its parameters}.
+void read_router(ObjectReader& top, PluginSpec& out);
+// `top`'s "slo" section (optional): ttft, tpot, tbt_p99 bounds and attainment_target.
+sim::SloSpec read_slo(ObjectReader& top);
 
 // Everything an Engine needs, built from a validated scenario.
 struct EngineInputs {

@@ -3,7 +3,9 @@
 //   every request in the ordinary request table, spread over both instances, and serves the same
 //   tokens faster than one instance;
 // - `servesim check` accepts exactly what `run` runs (same exit codes, out of memory included);
-// - `servesim capacity` on a small dLLM scenario terminates with a rate meeting its SLO.
+// - `servesim capacity` on a small dLLM scenario terminates with a rate meeting its SLO;
+// - the ordinary scenario form (cluster.gpu, a router section, an LLM workload section, an slo)
+//   runs, stores and plans as the dLLM form does, and a lone request takes the same time in both.
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -11,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "app/capacity.h"
+#include "app/dllm_run.h"
+#include "scenarios/dllm_scenario.h"
 #include "golden_util.h"
 #include "reports/sqlite_db.h"
 
@@ -92,6 +96,72 @@ TEST(DllmCluster, CapacityOfASmallDllmScenarioEndsWithARate) {
     }
   }
   EXPECT_LE(r.at_capacity.e2e_s.p90, 120.0);
+}
+
+const std::string kOrdinary = "scenarios/dllm/l40s_azure_code.json";
+
+TEST(DllmCluster, OrdinaryFormRunsBehindItsRouterAndStoresItsSloAttainment) {
+  const fs::path db = fs::temp_directory_path() / "servesim_dllm_ordinary_test.db";
+  fs::remove(db);
+  const auto [rc, out] = golden::run_command(kBin + " run " + kOrdinary + " --db " + db.string());
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("on 2 x l40s (tp1) behind least_outstanding"), std::string::npos) << out;
+  reports::SqliteDb sql(db.string(), reports::SqliteDb::Mode::kReadOnly);
+  const auto number = [&sql](const std::string& q) {
+    reports::Statement st(sql, q, "test");
+    EXPECT_TRUE(st.step());
+    return st.column_double(0);
+  };
+  const double requests = number("SELECT count(*) FROM request");
+  EXPECT_GT(requests, 50);
+  EXPECT_EQ(number("SELECT count(*) FROM request WHERE output_tokens = 256"), requests);
+  EXPECT_EQ(number("SELECT count(DISTINCT instance_id) FROM request"), 2);
+  EXPECT_EQ(number("SELECT count(*) FROM run WHERE router = 'least_outstanding'"), 1);
+  // The stored attainment is the share of requests answered within the slo's 150 s.
+  const double within = number(
+      "SELECT count(*) FROM request WHERE done_ns - arrival_ns <= 150000000000");
+  EXPECT_DOUBLE_EQ(number("SELECT value FROM scalar WHERE name = 'slo_attainment'"),
+                   within / requests);
+  EXPECT_GT(within, 0);
+  fs::remove(db);
+}
+
+// An unloaded request's latency is its denoising time, whichever form describes it.
+TEST(DllmCluster, ALoneRequestTakesTheSameTimeInBothForms) {
+  const scenarios::DataRoot root = scenarios::DataRoot::discover();
+  const scenarios::DllmScenario dllm_form = scenarios::load_dllm_scenario(
+      kScenario, {"workload.requests=1", "workload.prompts={\"type\":\"fixed\",\"tokens\":700}"},
+      root);
+  const scenarios::DllmScenario ordinary = scenarios::load_dllm_scenario(
+      kOrdinary,
+      {"cluster.instances=1",
+       "workload={\"type\":\"generated\",\"count\":1,\"arrival\":{\"rate\":1},"
+       "\"lengths\":{\"type\":\"fixed\",\"prompt\":700,\"output\":5}}"},
+      root);
+  const app::DllmOutcome a = app::run_dllm(dllm_form, root, "");
+  const app::DllmOutcome b = app::run_dllm(ordinary, root, "");
+  ASSERT_EQ(a.result.requests.size(), 1u);
+  ASSERT_EQ(b.result.requests.size(), 1u);
+  const auto latency = [](const app::DllmOutcome& o) {
+    return o.result.requests[0].done_ns - o.result.requests[0].arrival_ns;
+  };
+  EXPECT_GT(latency(a), 0);
+  EXPECT_EQ(latency(a), latency(b));
+  EXPECT_EQ(b.result.requests[0].output_tokens, 256);
+}
+
+TEST(DllmCluster, CapacityOfAnOrdinaryFormScenarioScalesItsTrace) {
+  app::CapacityOptions options;
+  options.slo = {"ttft=150s"};
+  options.max_runs = 8;
+  std::ostringstream log;
+  const app::CapacityResult r = app::find_capacity(kOrdinary, {}, options,
+                                                   scenarios::DataRoot::discover(), log);
+  ASSERT_GT(r.capacity_rps, 0) << log.str();
+  for (const auto& p : r.probes) {
+    if (p.meets) EXPECT_LE(p.rate, r.capacity_rps);
+  }
+  EXPECT_LE(r.at_capacity.ttft_s.p90, 150.0) << log.str();
 }
 
 }  // namespace

@@ -21,10 +21,10 @@ TEST(DllmScenario, DefaultsAreTable3) {
   EXPECT_DOUBLE_EQ(s.config.denoise.retention, 0.5);
   EXPECT_EQ(s.config.max_num_logits, 2048);
   EXPECT_EQ(s.resolved["denoise"]["steps"], 256);
-  const Workload w = build_dllm_workload(s);
+  const Workload w = build_dllm_workload(s, DataRoot::discover());
   ASSERT_EQ(w.requests.size(), 5u);
   EXPECT_EQ(w.requests[0].prompt_tokens, 300);
-  EXPECT_EQ(build_dllm_workload(s).requests[4].arrival, w.requests[4].arrival);
+  EXPECT_EQ(build_dllm_workload(s, DataRoot::discover()).requests[4].arrival, w.requests[4].arrival);
 }
 
 TEST(DllmScenario, PolicyTypeSelectsTheDllmSchemaWithoutKind) {
@@ -84,7 +84,7 @@ TEST(DllmScenario, ClusterAndVariationsDefaultOff) {
   const DllmScenario s = parse_dllm_scenario(base(), "t.json", ".", DataRoot::discover());
   EXPECT_EQ(s.instances, 1);
   EXPECT_EQ(s.tp, 1);
-  EXPECT_EQ(s.router, "round_robin");
+  EXPECT_EQ(s.router.type, "round_robin");
   EXPECT_FALSE(s.config.variation.any());
   EXPECT_FALSE(s.resolved["denoise"].contains("eos_length"));
   Json doc = base();
@@ -94,7 +94,7 @@ TEST(DllmScenario, ClusterAndVariationsDefaultOff) {
   const DllmScenario v = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
   EXPECT_EQ(v.instances, 2);
   EXPECT_EQ(dllm_deployment(v, DataRoot::discover()).tp, 2);
-  EXPECT_EQ(v.router, "least_outstanding");
+  EXPECT_EQ(v.router.type, "least_outstanding");
   EXPECT_EQ(v.config.variation.eos_min, 10);
   EXPECT_EQ(v.config.variation.eos_max, 100);
   EXPECT_EQ(v.config.variation.accept_max, 3);
@@ -126,9 +126,104 @@ TEST(DllmScenario, ClusterAndVariationErrorsCarryTheirPaths) {
   EXPECT_EQ(issues_of(doc), (std::vector<std::string>{"denoise"}));
 }
 
+// The ordinary scenario form: cluster.gpu, a router section, an LLM workload section, an slo.
+Json ordinary() {
+  return Json::parse(R"({"model": "llada-8b-instruct",
+    "cluster": {"gpu": "l40s", "instances": 2, "tp": 1},
+    "router": {"type": "least_outstanding"},
+    "policy": {"type": "dllm-serve"},
+    "denoise": {"gen_length": 64, "steps": 64, "block": 32},
+    "workload": {"type": "generated", "count": 20,
+                 "arrival": {"process": "poisson", "rate": 2.0},
+                 "lengths": {"type": "fixed", "prompt": 200, "output": 999}},
+    "slo": {"ttft": "30s", "attainment_target": 0.95}})");
+}
+
+TEST(DllmScenario, OrdinaryFormParsesLikeAnLlmScenario) {
+  const DataRoot root = DataRoot::discover();
+  const Json doc = ordinary();
+  ASSERT_TRUE(is_dllm_document(doc, root));
+  const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", root);
+  EXPECT_EQ(s.gpu, "l40s");
+  EXPECT_EQ(s.instances, 2);
+  EXPECT_EQ(s.router.type, "least_outstanding");
+  ASSERT_TRUE(s.slo.ttft.has_value());
+  EXPECT_EQ(*s.slo.ttft, Duration{30'000'000'000});
+  EXPECT_DOUBLE_EQ(s.slo.attainment_target, 0.95);
+  EXPECT_EQ(dllm_rate_knob(s), "workload.arrival.rate");
+  EXPECT_DOUBLE_EQ(dllm_offered_rate(s, root), 2.0);
+  const Workload w = build_dllm_workload(s, root);
+  ASSERT_EQ(w.requests.size(), 20u);
+  for (const RequestSpec& r : w.requests) {
+    EXPECT_EQ(r.prompt_tokens, 200);
+    EXPECT_EQ(r.output_tokens, 64);  // gen_length, not the workload's output length
+  }
+  // Same seed, same arrivals; the generated workload is the LLM scenario's own.
+  EXPECT_EQ(build_dllm_workload(s, root).requests[7].arrival, w.requests[7].arrival);
+}
+
+TEST(DllmScenario, OrdinaryTraceWorkloadKeepsItsArrivalsAndScalesByRate) {
+  const DataRoot root = DataRoot::discover();
+  Json doc = ordinary();
+  doc["workload"] = Json::parse(R"({"type": "trace", "format": "azure",
+    "path": "traces/data/azure_llm_2023/AzureLLMInferenceTrace_code.csv", "first_n": 50})");
+  const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", root);
+  EXPECT_EQ(dllm_rate_knob(s), "workload.rate");
+  const Workload w = build_dllm_workload(s, root);
+  ASSERT_EQ(w.requests.size(), 50u);
+  EXPECT_EQ(w.requests[0].output_tokens, 64);
+  const double rate = dllm_offered_rate(s, root);
+  EXPECT_DOUBLE_EQ(rate, 49 / to_seconds(w.requests.back().arrival));
+  doc["workload"]["rate"] = 2 * rate;
+  const DllmScenario faster = parse_dllm_scenario(doc, "t.json", ".", root);
+  EXPECT_NEAR(dllm_offered_rate(faster, root), 2 * rate, 1e-6 * rate);
+}
+
+TEST(DllmScenario, OrdinaryFormErrorsCarryTheirPaths) {
+  const auto issues_of = [](const Json& doc) {
+    try {
+      parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+    } catch (const ConfigError& e) {
+      std::vector<std::string> paths;
+      for (const auto& i : e.issues()) paths.push_back(i.path + ": " + i.message);
+      return paths;
+    }
+    return std::vector<std::string>{};
+  };
+  const auto one_issue_at = [&](const Json& doc, const std::string& path,
+                                const std::string& words) {
+    const std::vector<std::string> got = issues_of(doc);
+    ASSERT_EQ(got.size(), 1u) << (got.empty() ? "no error" : got[0]);
+    EXPECT_EQ(got[0].rfind(path + ": ", 0), 0u) << got[0];
+    EXPECT_NE(got[0].find(words), std::string::npos) << got[0];
+  };
+  Json doc = ordinary();
+  doc["gpu"] = "l40s";
+  one_issue_at(doc, "cluster.gpu", "not both");
+  doc = ordinary();
+  doc["cluster"].erase("gpu");
+  one_issue_at(doc, "cluster.gpu", "is required");
+  doc = ordinary();
+  doc["cluster"]["router"] = "round_robin";
+  one_issue_at(doc, "cluster.router", "not both");
+  doc = ordinary();
+  doc["slo"]["tpot"] = "50ms";
+  one_issue_at(doc, "slo.tpot", "no TPOT");
+  doc = ordinary();
+  doc["workload"] = Json::parse(R"({"type": "closed_loop", "clients": 4, "count": 10,
+    "lengths": {"type": "fixed", "prompt": 10, "output": 10}})");
+  one_issue_at(doc, "workload.type", "open-loop");
+  doc = ordinary();
+  doc["workload"]["arrival"]["rate"] = -1;
+  one_issue_at(doc, "workload.arrival.rate", "");
+  doc = ordinary();
+  doc["router"]["bogus"] = 1;
+  one_issue_at(doc, "router.bogus", "unknown key");
+}
+
 TEST(DllmScenario, ShippedScenariosValidate) {
   for (const char* f : {"l40s_livebench", "l40s_burst", "l40s_osc", "rtx4090_livebench",
-                        "rtx4090_burst", "rtx4090_osc"}) {
+                        "rtx4090_burst", "rtx4090_osc", "l40s_azure_code"}) {
     const std::string path = std::string("scenarios/dllm/") + f + ".json";
     EXPECT_TRUE(is_dllm_scenario_file(path, DataRoot::discover())) << path;
     EXPECT_NO_THROW(load_dllm_scenario(path, {}, DataRoot::discover())) << path;
