@@ -30,6 +30,7 @@
 #include "dllm/denoise.h"
 #include "models/memory_model.h"
 #include "policies/builtin.h"
+#include "policies/dllm.h"
 #include "reports/html_report.h"
 #include "reports/query.h"
 #include "scenarios/scenario.h"
@@ -401,31 +402,9 @@ int cmd_list(const std::string& what) {
         "diffusion-LLM policies (scenario key \"policy\"; a scenario naming one, or a diffusion "
         "model, serves dLLM requests; denoising knobs under \"denoise\", memory under "
         "\"memory\"):\n");
-    for (const std::string& name : dllm::algorithm_names()) {
-      const dllm::Algorithm a = dllm::parse_algorithm(name);
-      fmt::print("  {:<18} {}\n", name, dllm::algorithm_description(a));
-      if (a == dllm::Algorithm::kDllmServe) {
-        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_batched_tokens", "int",
-                   "16384", "query tokens per forward pass");
-        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_seqs", "int", "512",
-                   "requests per forward pass");
-        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_num_logits", "int", "2048",
-                   "logit rows per LM-head chunk (the logit budget)");
-        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "phase_aware", "bool", "true",
-                   "multiplex FULL / REUSE phases in one pass");
-        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "logit_budgeting", "bool", "true",
-                   "cap logit rows per pass at max_num_logits");
-      } else {
-        fmt::print("      {:<30} {:<8} default {:<10} {}\n", "max_batch_size", "int", "0",
-                   "static batch size; 0 = the largest that fits");
-      }
-      fmt::print("      {:<30} {:<8} default {:<10} {}\n", "step_overhead", "duration", "0s",
-                 "CPU time added to every denoising step");
-      fmt::print("      {:<30} {:<8} default {:<10} {}\n", "request_overhead", "duration",
-                 a == dllm::Algorithm::kDllmServe
-                     ? fmt::format("{}ms", dllm::kDllmServeRequestOverhead.count() / 1'000'000)
-                     : std::string("0s"),
-                 "host time per request of every denoising step");
+    for (const auto& [name, e] : policies::dllm_policies().entries()) {
+      fmt::print("  {:<18} {}\n", name, e.description);
+      print_schema(e.schema);
     }
     fmt::print("  every dLLM policy also takes (same scenario):\n");
     const std::vector<std::array<const char*, 4>> shared_knobs = {
@@ -438,7 +417,7 @@ int cmd_list(const std::string& what) {
          "threshold decoding: tokens accepted per step uniform in [min, max]"},
         {"cluster.instances", "int", "1", "dLLM instances behind the router"},
         {"cluster.tp", "int", "1", "GPUs per instance (tensor parallel)"},
-        {"cluster.router", "string", "round_robin", "a router listed above"}};
+        {"router.type", "string", "round_robin", "a router listed above (or cluster.router)"}};
     for (const auto& [key, type, def, what] : shared_knobs) {
       fmt::print("      {:<30} {:<9} default {:<11} {}\n", key, type, def, what);
     }

@@ -4,6 +4,7 @@
 
 #include "policies/coloc.h"
 #include "policies/disagg.h"
+#include "policies/dllm.h"
 #include "policies/dopd/dopd.h"
 #include "policies/dynaserve.h"
 #include "policies/engines/engine_model.h"
@@ -20,6 +21,7 @@ void register_builtin_policies() {
     register_dynaserve();
     register_routers();
     register_engine_models();
+    register_dllm_policies();
   });
 }
 

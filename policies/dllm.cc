@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "dllm/denoise.h"
 #include "dllm/memory.h"
 #include "dllm/scheduler.h"
 #include "dllm/step_cost.h"
@@ -379,6 +380,62 @@ dllm::DllmRunResult run_dllm_cluster(const DllmInstanceSpec& spec, int64_t insta
     result.max_batch = std::max(result.max_batch, st->max_batch);
   }
   return result;
+}
+
+Registry<DllmPolicyEntry>& dllm_policies() {
+  static Registry<DllmPolicyEntry> registry("dLLM policy");
+  return registry;
+}
+
+void register_dllm_policies() {
+  // Knobs every dLLM policy takes: the framework's host time on top of the cost model's.
+  const auto overheads = [](Duration request_overhead) {
+    return ParamSchema{
+        {"step_overhead", ParamType::kDuration, Duration{0}, "",
+         "CPU time added to every denoising step", {}, {}, {}},
+        {"request_overhead", ParamType::kDuration, request_overhead, "",
+         "host time per request of every denoising step", {}, {}, {}},
+    };
+  };
+  for (const std::string& name : dllm::algorithm_names()) {
+    const dllm::Algorithm a = dllm::parse_algorithm(name);
+    ParamSchema schema;
+    if (a == dllm::Algorithm::kDllmServe) {
+      schema = {
+          {"max_num_batched_tokens", ParamType::kInt, int64_t{16384}, "tokens",
+           "query tokens per forward pass", {}, 1.0, {}},
+          {"max_num_seqs", ParamType::kInt, int64_t{512}, "requests", "requests per forward pass",
+           {}, 1.0, {}},
+          {"max_num_logits", ParamType::kInt, int64_t{2048}, "rows",
+           "logit rows per LM-head chunk (the logit budget)", {}, 1.0, {}},
+          {"phase_aware", ParamType::kBool, true, "",
+           "multiplex FULL / REUSE phases in one pass", {}, {}, {}},
+          {"logit_budgeting", ParamType::kBool, true, "",
+           "cap logit rows per pass at max_num_logits", {}, {}, {}},
+      };
+    } else {
+      schema = {{"max_batch_size", ParamType::kInt, int64_t{0}, "requests",
+                 "static batch size; 0 = the largest that fits", {}, 0.0, {}}};
+    }
+    const ParamSchema shared = overheads(
+        a == dllm::Algorithm::kDllmServe ? dllm::kDllmServeRequestOverhead : Duration{0});
+    schema.insert(schema.end(), shared.begin(), shared.end());
+    dllm_policies().add(name, {dllm::algorithm_description(a), std::move(schema)});
+  }
+}
+
+void apply_dllm_policy_params(const ParamValues& v, dllm::DllmConfig& c) {
+  if (c.algorithm == dllm::Algorithm::kDllmServe) {
+    c.max_num_batched_tokens = v.get_int("max_num_batched_tokens");
+    c.max_num_seqs = v.get_int("max_num_seqs");
+    c.max_num_logits = v.get_int("max_num_logits");
+    c.phase_aware = v.get_bool("phase_aware");
+    c.logit_budgeting = v.get_bool("logit_budgeting");
+  } else {
+    c.max_batch_size = v.get_int("max_batch_size");
+  }
+  c.step_overhead = v.get_duration("step_overhead");
+  c.request_overhead = v.get_duration("request_overhead");
 }
 
 }  // namespace servesim::policies

@@ -11,6 +11,7 @@
 #include "traces/loaders.h"
 #include "sim/core/limits.h"
 #include "policies/builtin.h"
+#include "policies/dllm.h"
 #include "sim/policy_api.h"
 
 namespace servesim::scenarios {
@@ -82,31 +83,11 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
     const Json* in = top.object("policy", true);
     const Json empty = Json::object();
     ObjectReader r(in ? *in : empty, "policy", issues, out);
-    const auto type = r.string("type", std::nullopt, dllm::algorithm_names());
-    if (type) c.algorithm = dllm::parse_algorithm(*type);
-    const bool serve = c.algorithm == dllm::Algorithm::kDllmServe;
-    c.max_num_batched_tokens =
-        r.integer("max_num_batched_tokens", 16384, 1, kMaxIntParam).value_or(1);
-    c.max_num_seqs = r.integer("max_num_seqs", 512, 1, kMaxIntParam).value_or(1);
-    c.max_num_logits = r.integer("max_num_logits", 2048, 1, kMaxIntParam).value_or(1);
-    c.phase_aware = r.boolean("phase_aware", true).value_or(true);
-    c.logit_budgeting = r.boolean("logit_budgeting", true).value_or(true);
-    c.max_batch_size = r.integer("max_batch_size", 0, 0, kMaxIntParam).value_or(0);
-    c.step_overhead = r.duration("step_overhead", Duration{0}).value_or(Duration{0});
-    const Duration request_overhead_default =
-        serve ? dllm::kDllmServeRequestOverhead : Duration{0};
-    c.request_overhead =
-        r.duration("request_overhead", request_overhead_default).value_or(request_overhead_default);
-    if (!serve) {
-      for (const char* k : {"max_num_batched_tokens", "max_num_seqs", "max_num_logits",
-                            "phase_aware", "logit_budgeting"}) {
-        if (in && in->contains(k)) {
-          issues.add(join_path("policy", k),
-                     fmt::format("only dllm-serve takes this knob, not \"{}\"", *type));
-        }
-      }
-    } else if (in && in->contains("max_batch_size")) {
-      issues.add("policy.max_batch_size", "only the static-batching baselines take this knob");
+    const auto type = r.string("type", std::nullopt, policies::dllm_policies().names());
+    if (type) {
+      c.algorithm = dllm::parse_algorithm(*type);
+      // The knobs of the policy's registry entry; a knob of another dLLM policy is unknown here.
+      policies::apply_dllm_policy_params(r.params(policies::dllm_policies().get(*type).schema), c);
     }
     r.finish();
   }

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "dllm/denoise.h"
+#include "policies/builtin.h"
+#include "policies/dllm.h"
+
 namespace servesim::scenarios {
 namespace {
 
@@ -124,6 +128,48 @@ TEST(DllmScenario, ClusterAndVariationErrorsCarryTheirPaths) {
   doc = base();
   doc["denoise"] = {{"tokens_per_step", {{"min", 1}, {"max", 64}}}};  // over the 32-token block
   EXPECT_EQ(issues_of(doc), (std::vector<std::string>{"denoise"}));
+}
+
+// Every dLLM policy's knobs come from its registry entry: listed, validated and applied alike.
+TEST(DllmScenario, PolicyKnobsComeFromTheRegistry) {
+  policies::register_builtin_policies();
+  EXPECT_EQ(policies::dllm_policies().names().size(), dllm::algorithm_names().size());
+  for (const std::string& name : dllm::algorithm_names()) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(policies::dllm_policies().contains(name));
+    Json doc = base();
+    doc["policy"] = {{"type", name}};
+    const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+    // The defaults of a policy section without knobs are the schema's defaults.
+    dllm::DllmConfig expected;
+    expected.algorithm = dllm::parse_algorithm(name);
+    policies::apply_dllm_policy_params(
+        ParamValues::defaults(policies::dllm_policies().get(name).schema), expected);
+    EXPECT_EQ(s.config.max_num_batched_tokens, expected.max_num_batched_tokens);
+    EXPECT_EQ(s.config.max_batch_size, expected.max_batch_size);
+    EXPECT_EQ(s.config.request_overhead, expected.request_overhead);
+    // A knob of the other family is an unknown key of this policy.
+    const bool serve = name == "dllm-serve";
+    doc["policy"][serve ? "max_batch_size" : "max_num_logits"] = 4;
+    try {
+      parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+      FAIL() << "expected ConfigError";
+    } catch (const ConfigError& e) {
+      ASSERT_EQ(e.issues().size(), 1u);
+      EXPECT_EQ(e.issues()[0].path, serve ? "policy.max_batch_size" : "policy.max_num_logits");
+      EXPECT_NE(e.issues()[0].message.find("unknown key"), std::string::npos)
+          << e.issues()[0].message;
+    }
+  }
+  // dllm-serve's fitted host time per request is its default; a scenario may set it.
+  Json doc = base();
+  doc["policy"]["request_overhead"] = "1ms";
+  doc["policy"]["max_num_logits"] = 1024;
+  const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+  EXPECT_EQ(s.config.request_overhead, Duration{1'000'000});
+  EXPECT_EQ(s.config.max_num_logits, 1024);
+  EXPECT_EQ(parse_dllm_scenario(base(), "t.json", ".", DataRoot::discover()).config.request_overhead,
+            dllm::kDllmServeRequestOverhead);
 }
 
 // The ordinary scenario form: cluster.gpu, a router section, an LLM workload section, an slo.
