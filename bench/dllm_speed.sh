@@ -4,7 +4,7 @@
 # overloaded (dllm_speed_burst.json: 10,000 requests, its waiting queue in the thousands), and the
 # fast-dllm baseline at batch 1 (dllm_speed_fast.json: 2,000 requests, 512,000 passes).
 # Prints the wall time and the CPU time (user + system; steadier on a shared machine), both
-# including start-up (catalogs, profile tables: about 0.15 s).
+# including start-up (catalogs, profile tables: about 75 ms).
 # Usage: bench/dllm_speed.sh [SERVESIM_BIN]
 set -euo pipefail
 bin=${1:-build/app/servesim}

@@ -19,16 +19,9 @@ int64_t logits_bytes(int64_t rows, int64_t vocab, int64_t bytes_per_element) {
 
 std::vector<int64_t> logit_chunks(const std::vector<int64_t>& rows_per_request, int64_t max_rows) {
   std::vector<int64_t> chunks;
-  int64_t current = 0;
-  for (const int64_t rows : rows_per_request) {
-    if (rows <= 0) continue;
-    if (max_rows > 0 && current > 0 && current + rows > max_rows) {
-      chunks.push_back(current);
-      current = 0;
-    }
-    current += rows;
-  }
-  if (current > 0) chunks.push_back(current);
+  for_each_logit_chunk(
+      rows_per_request, [](int64_t rows) { return rows; }, max_rows,
+      [&chunks](int64_t rows) { chunks.push_back(rows); });
   return chunks;
 }
 

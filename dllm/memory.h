@@ -27,6 +27,22 @@ int64_t logits_bytes(int64_t rows, int64_t vocab, int64_t bytes_per_element);
 // more rows than max_rows forms one oversized chunk (it is never split). Returns the chunk sizes.
 // max_rows <= 0 means no decomposition (one chunk).
 std::vector<int64_t> logit_chunks(const std::vector<int64_t>& rows_per_request, int64_t max_rows);
+// The same chunks, each passed to `emit(rows)` in order as it closes, without building a list:
+// `rows_of(item)` gives each item's rows (the hot path prices a pass's chunks this way).
+template <typename Items, typename RowsOf, typename Emit>
+void for_each_logit_chunk(const Items& items, RowsOf rows_of, int64_t max_rows, Emit emit) {
+  int64_t current = 0;
+  for (const auto& item : items) {
+    const int64_t rows = rows_of(item);
+    if (rows <= 0) continue;
+    if (max_rows > 0 && current > 0 && current + rows > max_rows) {
+      emit(current);
+      current = 0;
+    }
+    current += rows;
+  }
+  if (current > 0) emit(current);
+}
 
 // Pages reserved at admission for a request of `seq_len` tokens: ceil(ceil(r * L) / 256).
 int64_t pages_for_request(double retention, int64_t seq_len);

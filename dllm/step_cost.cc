@@ -33,20 +33,23 @@ Duration StepCost::lm_head_time(int64_t rows) {
 
 Duration StepCost::step_time(const std::vector<StepWork>& work) {
   if (work.empty()) throw std::invalid_argument("StepCost: empty batch");
-  shape_.clear();
-  rows_.clear();
+  // Filled by index (the shape is reused across passes: no allocation once it has grown).
+  shape_.segments.resize(work.size());
   int64_t side = 0;
-  for (const StepWork& w : work) {
-    shape_.segments.push_back({w.query_tokens, w.context_tokens, 0});
-    rows_.push_back(w.logit_rows);
-    side += w.side_tokens;
+  for (size_t i = 0; i < work.size(); ++i) {
+    shape_.segments[i] = {work[i].query_tokens, work[i].context_tokens, 0};
+    side += work[i].side_tokens;
   }
   if (side > 0) shape_.segments.push_back({side, side, 0});
   Duration t = model_.iteration_time(shape_) + knobs_.step_overhead +
                knobs_.request_overhead * static_cast<int64_t>(work.size());
-  const std::vector<int64_t> chunks = logit_chunks(rows_, knobs_.max_num_logits);
-  for (const int64_t rows : chunks) t += lm_head_time(rows);
-  last_chunks_ = static_cast<int64_t>(chunks.size());
+  last_chunks_ = 0;
+  for_each_logit_chunk(
+      work, [](const StepWork& w) { return w.logit_rows; }, knobs_.max_num_logits,
+      [this, &t](int64_t rows) {
+        t += lm_head_time(rows);
+        ++last_chunks_;
+      });
   return t;
 }
 

@@ -50,7 +50,6 @@ class StepCost {
   double bandwidth_ = 0;
   StepCostKnobs knobs_;
   models::BatchShape shape_;
-  std::vector<int64_t> rows_;
   std::map<int64_t, Duration> lm_memo_;
   int64_t last_chunks_ = 0;
 };

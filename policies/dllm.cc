@@ -103,13 +103,16 @@ class DllmServeBatching final : public DllmBatchingBase {
                                              p.steps};
     }
     passing_ = static_cast<size_t>(dec.run_prefix) + admitted;
+    // Filled by index: both vectors are reused pass after pass.
+    const size_t first = plan.scheduled.size();
+    plan.scheduled.resize(first + passing_);
+    work_.resize(passing_);
     for (size_t i = 0; i < passing_; ++i) {
       const Live& l = order_[i];
       const dllm::QueuedRequest& q = queue_[i];
-      plan.scheduled.push_back(
-          {l.id, l.step == 0 ? l.prompt : 1, q.pages * dllm::kPageTokens});
-      work_.push_back(dllm::step_work_at(c_.algorithm, c_.denoise, l.prompt, q.seq_len,
-                                         l.in_block, l.step));
+      plan.scheduled[first + i] = {l.id, l.step == 0 ? l.prompt : 1, q.pages * dllm::kPageTokens};
+      work_[i] = dllm::step_work_at(c_.algorithm, c_.denoise, l.prompt, q.seq_len, l.in_block,
+                                    l.step);
     }
     return true;
   }
