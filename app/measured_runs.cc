@@ -143,8 +143,9 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
     why = "pipeline parallelism is not modelled";
   } else if (r.attention_dp > 1) {
     why = "attention data parallelism is not modelled";
-  } else if (r.moe_ep > 1) {
-    why = "expert parallelism is not modelled";
+  } else if (r.moe_ep > 1 && std::max<int64_t>(r.moe_tp, 1) * r.moe_ep != r.tp) {
+    why = fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {}", r.moe_tp,
+                      r.moe_ep, r.tp);
   } else if (r.concurrency < 1) {
     why = "no concurrency (batch_size) given";
   }
@@ -190,7 +191,12 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
       {"model", m.model},
       {"engine", engine},
       {"cluster",
-       {{"gpu", m.gpu}, {"instances", 1}, {"tp", r.tp}, {"weight_dtype", m.weight_dtype}, {"kv_dtype", m.weight_dtype}}},
+       {{"gpu", m.gpu},
+        {"instances", 1},
+        {"tp", r.tp},
+        {"ep", std::max<int64_t>(r.moe_ep, 1)},
+        {"weight_dtype", m.weight_dtype},
+        {"kv_dtype", m.weight_dtype}}},
       {"workload",
        {{"type", "benchmark"},
         {"concurrency", r.concurrency},

@@ -50,6 +50,25 @@ bool is_valid_tp(const ModelSpec& model, int tp) {
   return model.num_kv_heads >= tp ? model.num_kv_heads % tp == 0 : tp % model.num_kv_heads == 0;
 }
 
+std::string expert_parallel_error(const ModelSpec& model, int tp, int ep) {
+  if (ep == 1) return "";
+  if (ep < 1) return fmt::format("{}: expert-parallel degree ep={} must be at least 1", model.key, ep);
+  if (!model.moe) {
+    return fmt::format("{}: expert parallelism (ep={}) needs a MoE model; {} has no experts",
+                       model.key, ep, model.key);
+  }
+  if (model.moe->num_experts % ep != 0) {
+    return fmt::format("{}: ep={} does not divide its {} routed experts", model.key, ep,
+                       model.moe->num_experts);
+  }
+  if (tp % ep != 0) {
+    return fmt::format("{}: ep={} must divide tp={} (the experts are split inside the instance's "
+                       "TP GPUs)",
+                       model.key, ep, tp);
+  }
+  return "";
+}
+
 void validate_deployment(const Deployment& deployment) {
   if (deployment.model == nullptr || deployment.gpu == nullptr) {
     throw std::invalid_argument("deployment needs both a model and a GPU");
@@ -69,6 +88,9 @@ void validate_deployment(const Deployment& deployment) {
         m.key, dtype_name(deployment.weight_dtype), gpu.key, gpu.name));
   }
   const int tp = deployment.tp;
+  if (const std::string e = expert_parallel_error(m, tp, deployment.ep); !e.empty()) {
+    throw CapacityError(e);
+  }
   if (is_valid_tp(m, tp)) {
     return;
   }

@@ -43,6 +43,12 @@ struct Deployment {
   int tp = 1;                        // tensor-parallel degree (GPUs per instance)
   Dtype weight_dtype = Dtype::kBf16;
   Dtype kv_dtype = Dtype::kBf16;
+  // Expert-parallel degree of a MoE model's routed experts inside the tp GPUs (1: every rank
+  // holds every expert, sharded by TP). With ep > 1 each rank holds num_experts / ep whole-width
+  // experts sharded by moe_tp = tp / ep; attention stays TP over all tp GPUs, so the tokens are
+  // replicated on every rank, each rank runs its experts on the tokens routed to them, and the
+  // layer's all-reduce combines them (the TensorRT-LLM / vLLM layout without attention DP).
+  int ep = 1;
 };
 
 // Per-operator time of one forward pass, summed over layers.
@@ -95,6 +101,9 @@ int64_t kv_bytes_per_token_per_rank_layer(const ModelSpec& model, int tp, Dtype 
 // True when `tp` can shard `model`: tp >= 1, tp divides num_attention_heads, and either tp
 // divides num_kv_heads (num_kv_heads >= tp) or num_kv_heads divides tp (replicated KV heads).
 bool is_valid_tp(const ModelSpec& model, int tp);
+// Why `ep` cannot split `model`'s experts inside `tp` GPUs ("" when it can): ep >= 1, and with
+// ep > 1 a MoE model whose num_experts ep divides, and ep dividing tp.
+std::string expert_parallel_error(const ModelSpec& model, int tp, int ep);
 
 // Throws std::invalid_argument when the model or GPU pointer is null or kv_dtype is not a KV
 // format, CapacityError when the GPU has no tensor cores for the weight dtype (nvfp4 without

@@ -575,7 +575,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
         if (r.dtype != dtype || r.hidden_size != model.hidden_size ||
             r.inter_size != model.moe->expert_intermediate_size ||
             r.topk != model.moe->experts_per_token || r.num_experts != model.moe->num_experts ||
-            r.moe_tp != d.tp || r.moe_ep != 1) {
+            r.moe_tp != d.tp / d.ep || r.moe_ep != d.ep) {
           continue;
         }
         const double alpha = r.distribution == "balanced" ? 0 : power_law_alpha(r.distribution);
@@ -591,7 +591,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
         if (r.dtype == dtype && r.hidden_size == model.hidden_size &&
             r.inter_size == model.moe->expert_intermediate_size &&
             r.topk == model.moe->experts_per_token && r.num_experts == model.moe->num_experts &&
-            r.moe_tp == d.tp && r.moe_ep == 1 && r.distribution == best_dist) {
+            r.moe_tp == d.tp / d.ep && r.moe_ep == d.ep && r.distribution == best_dist) {
           if (moe_key.empty()) {
             moe_key = interp::moe_key(r);
           }
@@ -1104,12 +1104,16 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
   } else {
     const double moe_layers = shapes.moe_layers;
     gemm(router, m, moe_layers, &mlp);
+    // The busiest rank of the expert-parallel group sets the time (every rank at ep = 1).
+    const double routed = detail::busiest_rank_routed_rows(m, shapes.experts_per_token, shapes.ep,
+                                                           shapes.ep_max_score);
     if (moe_table != nullptr) {
-      const Lookup l = moe_table->predict(moe_key, m);
+      // The table's rows are balanced loads of num_tokens tokens: the busiest rank's load is that
+      // of routed / (k / ep) tokens.
+      const Lookup l = moe_table->predict(moe_key, routed * shapes.ep / shapes.experts_per_token);
       mlp.add(moe_layers * l.seconds, kind_of(l));
     } else {
-      const double routed = m * shapes.experts_per_token;
-      const double touched = std::min(shapes.experts, routed);
+      const double touched = std::min(shapes.experts / shapes.ep, routed);
       // The touched experts run as one grouped kernel per layer: a fitted roofline (no table)
       // charges its fixed latency once, not once per expert. Measured rows keep theirs.
       const auto experts = [&](const GemmSource& g) {
@@ -1388,8 +1392,9 @@ std::string ProfiledCostModel::describe() const {
   if (m.d.kv_dtype != m.d.weight_dtype) {
     dtypes += fmt::format(" (kv {})", dtype_name(m.d.kv_dtype));
   }
-  return fmt::format("profiled {} on {} tp{} {}: {}; overhead {:g} ms", m.model.key, m.gpu.key,
-                     m.d.tp, dtypes, m.note, to_ms(m.params.roofline.iteration_overhead));
+  return fmt::format("profiled {} on {} tp{}{} {}: {}; overhead {:g} ms", m.model.key, m.gpu.key,
+                     m.d.tp, m.d.ep > 1 ? fmt::format(" ep{}", m.d.ep) : "", dtypes, m.note,
+                     to_ms(m.params.roofline.iteration_overhead));
 }
 
 std::unique_ptr<IterationCostModel> make_profiled_cost_model(

@@ -1,8 +1,11 @@
 #include "models/roofline_terms.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
+
+#include <boost/math/distributions/normal.hpp>
 
 #include <fmt/format.h>
 
@@ -107,6 +110,19 @@ uint64_t windowed_positions(uint64_t q, uint64_t k, uint64_t w) {
 
 }  // namespace
 
+double expected_max_normal_score(int ep) {
+  if (ep <= 1) return 0;
+  const double n = ep;
+  return boost::math::quantile(boost::math::normal(), (n - 0.375) / (n + 0.25));
+}
+
+double busiest_rank_routed_rows(double rows, double experts_per_token, int ep, double max_score) {
+  const double routed = rows * experts_per_token;
+  if (ep <= 1) return routed;
+  const double p = 1.0 / ep;
+  return std::min(routed, routed * p + max_score * std::sqrt(routed * p * (1 - p)));
+}
+
 RankShapes rank_shapes(const Deployment& d) {
   const ModelSpec& m = *d.model;
   const double t = d.tp;
@@ -131,8 +147,11 @@ RankShapes rank_shapes(const Deployment& d) {
     s.moe = true;
     s.experts = m.moe->num_experts;
     s.experts_per_token = m.moe->experts_per_token;
-    intermediate = static_cast<double>(m.moe->expert_intermediate_size) / t;
-    active_intermediate = m.moe->experts_per_token * intermediate;
+    s.ep = d.ep;
+    s.ep_max_score = expected_max_normal_score(d.ep);
+    // Per rank, routed rows * I/t in total whatever ep: ep splits the experts, not their work.
+    intermediate = static_cast<double>(m.moe->expert_intermediate_size) * d.ep / t;
+    active_intermediate = m.moe->experts_per_token * intermediate / d.ep;
     s.moe_layers = m.moe->num_moe_layers;
     s.dense_layers = s.layers - s.moe_layers;
     const double shared = static_cast<double>(m.moe->shared_expert_intermediate_size) / t;
@@ -192,6 +211,8 @@ Rates make_rates(const RankShapes& s, const Throughputs& x) {
     r.moe = true;
     r.experts = s.experts;
     r.experts_per_token = s.experts_per_token;
+    r.ep = s.ep;
+    r.ep_max_score = s.ep_max_score;
     r.router = make_gemm(s.moe_layers, s.experts, s.hidden, kActivationBytes, x.bf16_flops_per_s,
                          bw, x.launch_s);
     r.expert_gate_up = gemm(s.moe_layers, s.gate_up_n, s.gate_up_k);
@@ -402,8 +423,9 @@ double mlp_time(const Rates& r, double rows) {
   if (!r.moe) {
     return r.gate_up.time(rows) + r.down.time(rows);
   }
-  const double routed = rows * r.experts_per_token;
-  const double experts = std::min(r.experts, routed);
+  // The busiest rank of the expert-parallel group sets the time (every rank at ep = 1).
+  const double routed = busiest_rank_routed_rows(rows, r.experts_per_token, r.ep, r.ep_max_score);
+  const double experts = std::min(r.experts / r.ep, routed);
   const GemmTerm& gu = r.expert_gate_up;
   const GemmTerm& dn = r.expert_down;
   double t = r.router.time(rows) +

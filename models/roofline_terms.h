@@ -29,7 +29,10 @@ inline constexpr int64_t kMaxSegmentTokens = int64_t{1} << 24;
 //   O       N = hidden,                   K = H/t * hd
 //   gate-up N = (gated ? 2 : 1) * I/t,    K = hidden      (dense MLP)
 //   down    N = hidden,                   K = I/t
-//   experts the same with I = expert_intermediate_size    (MoE MLP)
+//   experts the same with I = expert_intermediate_size    (MoE MLP); with expert parallelism
+//           (Deployment::ep) each rank holds num_experts/ep experts sharded by tp/ep instead:
+//           N = (gated ? 2 : 1) * I*ep/t, K = I*ep/t, and runs the rows routed to them (the
+//           busiest rank's share, busiest_rank_routed_rows())
 //   shared  the same with I = shared_expert_intermediate_size, on every MoE layer, every token
 //   dense   the same with I = intermediate_size, on the dense layers of a MoE model
 //   LM head N = vocab/t,                  K = hidden
@@ -83,6 +86,8 @@ struct RankShapes {
   double lm_head_n = 0, lm_head_k = 0;
   bool moe = false;
   double experts = 0, experts_per_token = 0;
+  int ep = 1;                 // expert-parallel degree: each rank holds experts / ep of them
+  double ep_max_score = 0;    // expected_max_normal_score(ep)
   double moe_layers = 0, dense_layers = 0;       // MoE models only
   double shared_gate_up_n = 0, shared_down_k = 0;  // shared expert; 0 = none
   double dense_gate_up_n = 0, dense_down_k = 0;    // a MoE model's dense layers
@@ -106,6 +111,17 @@ struct RankShapes {
 };
 
 RankShapes rank_shapes(const Deployment& d);
+
+// The expected largest of `ep` i.i.d. standard normal draws (Blom's approximation of the top order
+// statistic, Phi^-1((ep - 0.375) / (ep + 0.25)), within 0.03 of the exact value up to ep = 8 and
+// slightly above it); 0 at ep = 1.
+double expected_max_normal_score(int ep);
+// Routed-expert rows on the busiest rank of an expert-parallel group: each of `rows` tokens is
+// routed to `experts_per_token` experts of equal popularity, so a routed row lands on one of the
+// `ep` ranks with probability 1/ep; the busiest rank gets the mean rows*k/ep plus `max_score`
+// (expected_max_normal_score(ep)) standard deviations of that binomial load, at most rows*k.
+// rows * k at ep = 1.
+double busiest_rank_routed_rows(double rows, double experts_per_token, int ep, double max_score);
 
 // One GEMM family (already summed over layers) as an affine roofline in its row count: time(rows) =
 // max(flop_s * rows, weight_s + act_s * rows) + launch_s.
@@ -160,6 +176,8 @@ struct Rates {
   bool moe = false;
   bool has_shared_expert = false, has_dense_layers = false;  // MoE models
   double experts = 0, experts_per_token = 0;
+  int ep = 1;
+  double ep_max_score = 0;
 };
 
 Rates make_rates(const RankShapes& s, const Throughputs& x);

@@ -471,6 +471,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       if (auto g = r.string("gpu", std::nullopt, catalogs.gpus.keys())) s.cluster.gpu = *g;
       s.cluster.instances = r.integer("instances", int64_t{1}, 1, kMaxInstances).value_or(1);
       s.cluster.tp = static_cast<int>(r.integer("tp", int64_t{1}, 1, 64).value_or(1));
+      s.cluster.ep = static_cast<int>(r.integer("ep", int64_t{1}, 1, 64).value_or(1));
       s.cluster.weight_dtype =
           models::parse_dtype(r.string("weight_dtype", std::string("bf16"), models::weight_dtype_names()).value_or("bf16"));
       s.cluster.kv_dtype =
@@ -700,7 +701,12 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
     for (GroupPlan& g : s.groups) {
       const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
-                                   s.cluster.kv_dtype};
+                                   s.cluster.kv_dtype, s.cluster.ep};
+      if (const std::string e = models::expert_parallel_error(model_spec, g.tp, s.cluster.ep);
+          !e.empty()) {
+        issues.add("cluster.ep", e);
+        continue;
+      }
       try {
         models::make_roofline_cost_model(dep, s.cost);
         g.memory = models::plan_memory(dep, g.memory_params);
@@ -1054,7 +1060,8 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     const GroupPlan& g = s.groups[gi];
     auto& cost = cost_by_tp[g.tp];
     if (!cost) {
-      const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype};
+      const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype,
+                                   s.cluster.ep};
       cost = make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce}, dep, root);
       if (s.engine) {
         const policies::EngineSetup& e =

@@ -56,6 +56,9 @@ struct ClusterSpec {
   std::string gpu;
   int64_t instances = 1;
   int tp = 1;
+  // Expert-parallel degree of a MoE model's experts inside every instance's TP GPUs
+  // (models::Deployment::ep); must divide each group's tp and the model's routed experts.
+  int ep = 1;
   models::Dtype weight_dtype = models::Dtype::kBf16;
   models::Dtype kv_dtype = models::Dtype::kBf16;
   // Automatic prefix caching on every instance (sim::InstanceSetup::prefix_caching); an engine

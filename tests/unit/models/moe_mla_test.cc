@@ -107,6 +107,70 @@ TEST(TinyMoe, DenseModelTermsAreUnchangedByTheMoeFields) {
   EXPECT_EQ(detail::mlp_time(r, 1e6), 2 * (32768 + 16384) * 1e6);
 }
 
+// Expert parallelism: ep ranks each hold experts / ep whole-width experts (sharded by tp / ep) and
+// run the routed rows of the busiest rank.
+TEST(TinyMoe, ExpertParallelBusiestRankHandComputed) {
+  // Expected maximum of ep standard normals: 0.5642 (ep 2), 1.0294 (4), 1.4236 (8); Blom's
+  // approximation is within 0.03.
+  EXPECT_EQ(detail::expected_max_normal_score(1), 0);
+  EXPECT_NEAR(detail::expected_max_normal_score(2), 0.5642, 0.03);
+  EXPECT_NEAR(detail::expected_max_normal_score(4), 1.0294, 0.03);
+  EXPECT_NEAR(detail::expected_max_normal_score(8), 1.4236, 0.03);
+  // 16 tokens, top-8, 4 ranks: 128 routed rows, mean 32 per rank, sd sqrt(128 * 1/4 * 3/4).
+  const double z4 = detail::expected_max_normal_score(4);
+  EXPECT_DOUBLE_EQ(detail::busiest_rank_routed_rows(16, 8, 4, z4), 32 + z4 * std::sqrt(24.0));
+  EXPECT_DOUBLE_EQ(detail::busiest_rank_routed_rows(16, 8, 1, 0), 128);
+  // Never more than every routed row: one token, top-2, 2 ranks.
+  EXPECT_LE(detail::busiest_rank_routed_rows(1, 2, 2, 10.0), 2);
+}
+
+TEST(TinyMoe, ExpertParallelSplitsExpertsNotTheirWork) {
+  const ModelSpec m = tiny_moe();
+  const GpuSpec g = unit_gpu();
+  const Deployment tp2{&m, &g, 2, Dtype::kBf16, Dtype::kBf16};
+  const Deployment ep2{&m, &g, 2, Dtype::kBf16, Dtype::kBf16, 2};
+  const detail::RankShapes s_tp = detail::rank_shapes(tp2);
+  const detail::RankShapes s_ep = detail::rank_shapes(ep2);
+  // tp 2: every expert's intermediate 32 split in two; ep 2: two whole experts per rank.
+  EXPECT_EQ(s_tp.gate_up_n, 2 * 16);
+  EXPECT_EQ(s_ep.gate_up_n, 2 * 32);
+  EXPECT_EQ(s_ep.down_k, 32);
+  EXPECT_EQ(s_ep.experts, 4);  // the router still scores every expert
+  EXPECT_EQ(s_ep.elementwise_bytes_per_token, s_tp.elementwise_bytes_per_token);
+  const detail::Rates r_tp = detail::make_rates(s_tp, unit_throughputs());
+  const detail::Rates r_ep = detail::make_rates(s_ep, unit_throughputs());
+  // Per routed row, a whole expert: gate-up 2*64*64 and down 2*64*32 FLOPs (tp 2: half of each).
+  EXPECT_EQ(r_ep.expert_gate_up.flop_s, 8192);
+  EXPECT_EQ(r_ep.expert_down.flop_s, 4096);
+  EXPECT_EQ(r_tp.expert_gate_up.flop_s, 4096);
+  // A million tokens, compute-bound: the same FLOPs per rank but for the busiest rank's excess,
+  // 2e6 routed rows over 2 ranks: 1e6 + z * sqrt(2e6 * 1/2 * 1/2) on the busiest.
+  const double excess = detail::expected_max_normal_score(2) * std::sqrt(5e5);
+  EXPECT_NEAR(detail::mlp_time(r_ep, 1e6) - detail::mlp_time(r_tp, 1e6), (8192 + 4096) * excess,
+              1e-6 * detail::mlp_time(r_tp, 1e6));
+  // One token, memory-bound. tp 2: both routed rows on two half-width experts, weights + input
+  // and output rows: 2 x (4096 + 192) + 2 x (2048 + 160) bytes. ep 2: the busiest rank's
+  // 1 + z * sqrt(1/2) rows on as many of its 2 whole experts: (8192 + 256) + (4096 + 192) each.
+  const double busiest = 1 + detail::expected_max_normal_score(2) * std::sqrt(0.5);
+  EXPECT_NEAR(detail::mlp_time(r_ep, 1) - detail::mlp_time(r_tp, 1),
+              busiest * ((8192 + 256) + (4096 + 192)) - (2 * (4096 + 192) + 2 * (2048 + 160)),
+              1e-9);
+}
+
+TEST(TinyMoe, ExpertParallelLayoutsThatCannotSplitAreErrors) {
+  ModelSpec m = tiny_moe();
+  const GpuSpec g = unit_gpu();
+  EXPECT_EQ(expert_parallel_error(m, 2, 1), "");
+  EXPECT_EQ(expert_parallel_error(m, 2, 2), "");
+  EXPECT_NE(expert_parallel_error(m, 4, 3).find("does not divide its 4 routed experts"),
+            std::string::npos);
+  EXPECT_NE(expert_parallel_error(m, 2, 4).find("must divide tp=2"), std::string::npos);
+  EXPECT_THROW(validate_deployment(Deployment{&m, &g, 2, Dtype::kBf16, Dtype::kBf16, 4}),
+               CapacityError);
+  m.moe.reset();
+  EXPECT_NE(expert_parallel_error(m, 2, 2).find("needs a MoE model"), std::string::npos);
+}
+
 class CatalogModels : public CatalogFixture {
  protected:
   static nlohmann::json catalog_doc(const std::string& key) {
