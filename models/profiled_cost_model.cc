@@ -259,6 +259,7 @@ struct ProfiledCostModel::Impl {
   GemmSource shared_gate_up, shared_down, dense_gate_up, dense_down;
   // MoE layer table (key into moe_table), or experts through gate_up/down GEMMs.
   const interp::CurveTable* moe_table = nullptr;
+  bool moe_table_balanced = false;  // its rows spread tokens evenly over the experts
   std::string moe_key;
   // Attention.
   interp::HeadConfig heads;
@@ -601,6 +602,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
       }
       curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
       moe_table = curve_tables.back().get();
+      moe_table_balanced = best_dist == "balanced";
       diag.sources.push_back(
           fmt::format("moe_mlp: moe {} from {}", moe_key, describe_profile(prof)));
       break;
@@ -1107,13 +1109,18 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
     // The busiest rank of the expert-parallel group sets the time (every rank at ep = 1).
     const double routed = detail::busiest_rank_routed_rows(m, shapes.experts_per_token, shapes.ep,
                                                            shapes.ep_max_score);
+    const double touched = detail::expected_touched_experts(routed, shapes.experts,
+                                                            shapes.experts_per_token, shapes.ep);
     if (moe_table != nullptr) {
-      // The table's rows are balanced loads of num_tokens tokens: the busiest rank's load is that
-      // of routed / (k / ep) tokens.
+      // The table's rows are loads of num_tokens tokens: the busiest rank's load is that of
+      // routed / (k / ep) tokens. A balanced row spreads them over min(E/ep, routed) experts, so
+      // it reads the weights of more experts than random routing reaches (`touched`): scaled by
+      // that ratio (the weight-bound part dominates while they differ).
       const Lookup l = moe_table->predict(moe_key, routed * shapes.ep / shapes.experts_per_token);
-      mlp.add(moe_layers * l.seconds, kind_of(l));
+      const double spread =
+          moe_table_balanced ? touched / std::min(shapes.experts / shapes.ep, routed) : 1.0;
+      mlp.add(moe_layers * l.seconds * spread, kind_of(l));
     } else {
-      const double touched = std::min(shapes.experts / shapes.ep, routed);
       // The touched experts run as one grouped kernel per layer: a fitted roofline (no table)
       // charges its fixed latency once, not once per expert. Measured rows keep theirs.
       const auto experts = [&](const GemmSource& g) {

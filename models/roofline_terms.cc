@@ -123,6 +123,13 @@ double busiest_rank_routed_rows(double rows, double experts_per_token, int ep, d
   return std::min(routed, routed * p + max_score * std::sqrt(routed * p * (1 - p)));
 }
 
+double expected_touched_experts(double routed, double experts, double experts_per_token, int ep) {
+  const double local = experts / ep;
+  if (experts_per_token >= experts) return local;  // every token reaches every expert
+  const double tokens = routed * ep / experts_per_token;
+  return local * -std::expm1(tokens * std::log1p(-experts_per_token / experts));
+}
+
 RankShapes rank_shapes(const Deployment& d) {
   const ModelSpec& m = *d.model;
   const double t = d.tp;
@@ -425,7 +432,7 @@ double mlp_time(const Rates& r, double rows) {
   }
   // The busiest rank of the expert-parallel group sets the time (every rank at ep = 1).
   const double routed = busiest_rank_routed_rows(rows, r.experts_per_token, r.ep, r.ep_max_score);
-  const double experts = std::min(r.experts / r.ep, routed);
+  const double experts = expected_touched_experts(routed, r.experts, r.experts_per_token, r.ep);
   const GemmTerm& gu = r.expert_gate_up;
   const GemmTerm& dn = r.expert_down;
   double t = r.router.time(rows) +

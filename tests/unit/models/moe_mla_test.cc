@@ -1,5 +1,6 @@
 // MoE with shared experts and dense-first layers, MLA, sliding-window attention, the weight
 // dtypes beyond FP8 and the rack-scale GPUs: hand-computed FLOPs, bytes and KV sizes.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -120,6 +121,10 @@ TEST(TinyMoe, ExpertParallelBusiestRankHandComputed) {
   const double z4 = detail::expected_max_normal_score(4);
   EXPECT_DOUBLE_EQ(detail::busiest_rank_routed_rows(16, 8, 4, z4), 32 + z4 * std::sqrt(24.0));
   EXPECT_DOUBLE_EQ(detail::busiest_rank_routed_rows(16, 8, 1, 0), 128);
+  // Tokens collide on experts: 16 tokens of top-8 routing reach 128 (1 - (15/16)^16) = 82.4 of
+  // 128 experts; one token exactly its 8.
+  EXPECT_NEAR(detail::expected_touched_experts(128, 128, 8, 1), 82.43, 0.01);
+  EXPECT_NEAR(detail::expected_touched_experts(8, 128, 8, 1), 8, 1e-9);
   // Never more than every routed row: one token, top-2, 2 ranks.
   EXPECT_LE(detail::busiest_rank_routed_rows(1, 2, 2, 10.0), 2);
 }
@@ -148,12 +153,18 @@ TEST(TinyMoe, ExpertParallelSplitsExpertsNotTheirWork) {
   const double excess = detail::expected_max_normal_score(2) * std::sqrt(5e5);
   EXPECT_NEAR(detail::mlp_time(r_ep, 1e6) - detail::mlp_time(r_tp, 1e6), (8192 + 4096) * excess,
               1e-6 * detail::mlp_time(r_tp, 1e6));
-  // One token, memory-bound. tp 2: both routed rows on two half-width experts, weights + input
-  // and output rows: 2 x (4096 + 192) + 2 x (2048 + 160) bytes. ep 2: the busiest rank's
-  // 1 + z * sqrt(1/2) rows on as many of its 2 whole experts: (8192 + 256) + (4096 + 192) each.
-  const double busiest = 1 + detail::expected_max_normal_score(2) * std::sqrt(0.5);
-  EXPECT_NEAR(detail::mlp_time(r_ep, 1) - detail::mlp_time(r_tp, 1),
-              busiest * ((8192 + 256) + (4096 + 192)) - (2 * (4096 + 192) + 2 * (2048 + 160)),
+  // One token. tp 2: both routed rows on two half-width experts, memory-bound: weights + input
+  // and output rows, 2 x (4096 + 192) + 2 x (2048 + 160) bytes. ep 2: the busiest rank gets
+  // R = 1 + z * sqrt(1/2) rows, as many as R tokens send it, so it reads T = 2 (1 - (1/2)^R) of
+  // its two whole experts; each GEMM is the larger of its FLOPs and its bytes (weights of T
+  // experts, R rows of activations), at 1 FLOP/s and 1 B/s.
+  const double r = 1 + detail::expected_max_normal_score(2) * std::sqrt(0.5);
+  const double touched = 2 * (1 - std::pow(0.5, r));
+  EXPECT_DOUBLE_EQ(detail::expected_touched_experts(r, 4, 2, 2), touched);
+  const double ep_experts = std::max(8192 * r, 8192 * touched + 256 * r) +
+                            std::max(4096 * r, 4096 * touched + 192 * r);
+  const double tp_experts = 2 * (4096 + 192) + 2 * (2048 + 160);
+  EXPECT_NEAR(detail::mlp_time(r_ep, 1) - detail::mlp_time(r_tp, 1), ep_experts - tp_experts,
               1e-9);
 }
 
