@@ -261,6 +261,37 @@ TEST(PlanDllm, PrunesWhatCannotFitAndReproducesWithRun) {
 
 // Every config of the small LLM plan, at the target rate: `servesim run` of the emitted scenario
 // gives the fingerprint the plan stored.
+// The shipped DeepSeek-R1 plan searches expert parallelism with the layouts: a config whose ep
+// does not divide its TP degree is pruned with the reason, every other one is simulated.
+TEST(PlanMoe, ExpertParallelAxisPrunesLayoutsItCannotSplit) {
+  const auto root = scenarios::DataRoot::discover();
+  const app::PlanSpec spec =
+      app::load_plan("scenarios/plans/deepseek_r1_gb200_nvl72.plan.json", root);
+  const app::SloCriteria criteria = app::SloCriteria::parse(
+      spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
+  std::vector<app::PlanConfig> configs = app::expand_plan(spec);
+  ASSERT_EQ(configs.size(), 2u * 3 * 4 * 2 * 2 + 2 * 4 * 2);
+  std::vector<ConfigIssue> issues;
+  std::map<std::string, bool> reported;
+  int cannot_split = 0, runnable_ep16 = 0;
+  for (app::PlanConfig& c : configs) {
+    SCOPED_TRACE(c.label);
+    app::prune_config(spec, c, criteria, root, issues, reported);
+    ASSERT_TRUE(issues.empty());
+    if (c.label.find("ep=16") == std::string::npos) continue;
+    if (c.label.find("tp=8 ") != std::string::npos) {  // coloc tp 8 with ep 16
+      EXPECT_EQ(c.status, app::ConfigStatus::kPruned);
+      EXPECT_NE(c.reason.find("ep=16 must divide tp=8"), std::string::npos) << c.reason;
+      ++cannot_split;
+    } else {
+      EXPECT_NE(c.status, app::ConfigStatus::kPruned) << c.reason;
+      ++runnable_ep16;
+    }
+  }
+  EXPECT_EQ(cannot_split, 4);
+  EXPECT_EQ(runnable_ep16, 4);
+}
+
 TEST(PlanReproduction, EmittedScenariosRunToTheStoredResults) {
   const fs::path dir = temp_dir("reproduce");
   Json doc = Json::parse(read_file("tests/golden/plans/small.plan.json"));
