@@ -643,6 +643,8 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       plan.role = g.role;
       plan.count = g.count;
       plan.tp = g.tp;
+      plan.ep = g.ep > 0 ? g.ep : s.cluster.ep;
+      plan.ep_from_policy = g.ep > 0;
       plan.memory_params.block_size = g.block_size;
       plan.memory_params.gpu_memory_utilization = g.gpu_memory_utilization;
       plan.memory_params.max_num_batched_tokens = g.max_num_batched_tokens;
@@ -674,6 +676,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     GroupPlan plan;
     plan.count = s.cluster.instances;
     plan.tp = s.cluster.tp;
+    plan.ep = s.cluster.ep;
     const ParamValues& p = s.policy.params;
     models::MemoryParams& m = plan.memory_params;
     if (p.contains("block_size")) m.block_size = p.get_int("block_size");
@@ -701,10 +704,13 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
     for (GroupPlan& g : s.groups) {
       const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
-                                   s.cluster.kv_dtype, s.cluster.ep};
-      if (const std::string e = models::expert_parallel_error(model_spec, g.tp, s.cluster.ep);
+                                   s.cluster.kv_dtype, g.ep};
+      if (const std::string e = models::expert_parallel_error(model_spec, g.tp, g.ep);
           !e.empty()) {
-        issues.add("cluster.ep", e);
+        // A disaggregated layout's own knob (ep_prefill / ep_decode), else cluster.ep.
+        issues.add(g.ep_from_policy ? fmt::format("policy.ep_{}", sim::role_name(g.role))
+                                    : std::string("cluster.ep"),
+                   e);
         continue;
       }
       try {
@@ -1052,20 +1058,21 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
                                  ? nullptr
                                  : &sim::batching_policies().get(s.policy.type);
 
-  std::map<int, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
+  // One cost model per (tp, ep) layout of the groups.
+  std::map<std::pair<int, int>, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
   std::map<int, policies::EngineSetup> engine_by_tp;  // with an engine model
   auto placement = std::make_shared<Placement>();
   std::vector<sim::InstanceContext> contexts;  // cluster policies only
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
     const GroupPlan& g = s.groups[gi];
-    auto& cost = cost_by_tp[g.tp];
+    auto& cost = cost_by_tp[{g.tp, g.ep}];
     if (!cost) {
       const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype,
-                                   s.cluster.ep};
+                                   g.ep};
       cost = make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce}, dep, root);
       if (s.engine) {
         const policies::EngineSetup& e =
-            engine_by_tp.emplace(g.tp, resolve_engine(s, g.tp, root)).first->second;
+            engine_by_tp.try_emplace(g.tp, resolve_engine(s, g.tp, root)).first->second;
         cost = models::make_engine_cost_model(cost, e.runtime);
       }
       in.cost_models.push_back(cost);
@@ -1122,7 +1129,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       for (size_t gi = 0; gi < s.groups.size(); ++gi) {
         const GroupPlan& g = s.groups[gi];
         if (g.role != role) continue;
-        sim::InstanceSetup setup = base_setup(s, model, gpu, g, cost_by_tp.at(g.tp));
+        sim::InstanceSetup setup = base_setup(s, model, gpu, g, cost_by_tp.at({g.tp, g.ep}));
         setup.batching = shared_layout->groups[gi].make_batching(context_for(s, setup, index));
         placement->add(g.tp);
         return setup;

@@ -96,6 +96,8 @@ struct GroupPlan {
   sim::InstanceRole role = sim::InstanceRole::kUnified;
   int64_t count = 1;
   int tp = 1;
+  int ep = 1;                 // expert-parallel degree inside each instance
+  bool ep_from_policy = false;  // set by the cluster policy's own knob, not cluster.ep
   models::MemoryParams memory_params;  // what sizes the group's memory plan
   models::MemoryPlan memory;
 };

@@ -160,6 +160,7 @@ struct InstanceGroup {
   InstanceRole role = InstanceRole::kUnified;
   int64_t count = 1;
   int tp = 1;
+  int ep = 0;  // expert-parallel degree of a MoE model inside each instance (0: cluster.ep)
   // Sizes the group's memory plan (activation reserve and KV blocks).
   int64_t block_size = 16;
   double gpu_memory_utilization = 0.9;

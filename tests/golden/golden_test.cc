@@ -139,6 +139,40 @@ TEST(GoldenDeterminism, TwoProcessesGiveTheSameFingerprint) {
 namespace servesim {
 namespace {
 
+// Prefill and decode pools with their own expert-parallel degree: each group's instances get the
+// cost model of their (tp, ep) layout, and elastic additions would too.
+TEST(GoldenMoe, DisaggregatedPoolsKeepTheirOwnExpertParallelism) {
+  const auto root = scenarios::DataRoot::discover();
+  const scenarios::Json doc = scenarios::Json::parse(R"({
+    "model": "qwen3-235b-a22b",
+    "cluster": {"gpu": "h200_sxm", "ep": 2, "weight_dtype": "fp8", "kv_dtype": "fp8"},
+    "policy": {"type": "disagg", "num_prefill": 2, "num_decode": 1, "tp_prefill": 4,
+               "tp_decode": 8, "ep_decode": 8},
+    "workload": {"type": "generated", "arrival": {"rate": 1.0}, "count": 10,
+                 "lengths": {"type": "fixed", "prompt": 100, "output": 10}}})");
+  const scenarios::Scenario s = scenarios::parse_scenario(doc, "t.json", ".", root);
+  ASSERT_EQ(s.groups.size(), 2u);
+  EXPECT_EQ(s.groups[0].ep, 2);  // cluster.ep: ep_prefill left at 0
+  EXPECT_EQ(s.groups[1].ep, 8);
+  const scenarios::EngineInputs in = scenarios::build_engine_inputs(s, root);
+  ASSERT_EQ(in.instances.size(), 3u);
+  for (int i : {0, 1}) {
+    EXPECT_NE(in.instances[i].cost_model->describe().find("tp4 ep2"), std::string::npos)
+        << in.instances[i].cost_model->describe();
+  }
+  EXPECT_NE(in.instances[2].cost_model->describe().find("tp8 ep8"), std::string::npos)
+      << in.instances[2].cost_model->describe();
+  // The same decode pass costs the busiest-rank excess more at ep 8 than the TP-only layout.
+  scenarios::Json tp_only = doc;
+  tp_only["policy"]["ep_decode"] = 1;
+  const scenarios::EngineInputs base =
+      scenarios::build_engine_inputs(scenarios::parse_scenario(tp_only, "t.json", ".", root), root);
+  models::BatchShape decode;
+  for (int i = 0; i < 64; ++i) decode.segments.push_back({1, 2000, 1});
+  EXPECT_NE(in.instances[2].cost_model->iteration_time(decode),
+            base.instances[2].cost_model->iteration_time(decode));
+}
+
 TEST(Capacity, BisectionBracketsTheLargestRateMeetingTheSlo) {
   const auto root = scenarios::DataRoot::discover();
   app::CapacityOptions options;
