@@ -104,17 +104,19 @@ TEST(DllmScenario, ClusterAndVariationsDefaultOff) {
   EXPECT_EQ(v.config.variation.accept_max, 3);
 }
 
+// The issues parse_dllm_scenario() reports for `doc`: their paths, or "path: message" lines.
+std::vector<std::string> issues_of(const Json& doc, bool with_messages = false) {
+  try {
+    parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+  } catch (const ConfigError& e) {
+    std::vector<std::string> out;
+    for (const auto& i : e.issues()) out.push_back(with_messages ? i.path + ": " + i.message : i.path);
+    return out;
+  }
+  return {};
+}
+
 TEST(DllmScenario, ClusterAndVariationErrorsCarryTheirPaths) {
-  const auto issues_of = [](const Json& doc) {
-    try {
-      parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
-    } catch (const ConfigError& e) {
-      std::vector<std::string> paths;
-      for (const auto& i : e.issues()) paths.push_back(i.path);
-      return paths;
-    }
-    return std::vector<std::string>{};
-  };
   Json doc = base();
   doc["cluster"] = {{"instances", 0}, {"tp", 3}, {"router", "nope"}};
   EXPECT_EQ(issues_of(doc), (std::vector<std::string>{"cluster.instances", "cluster.router",
@@ -226,19 +228,9 @@ TEST(DllmScenario, OrdinaryTraceWorkloadKeepsItsArrivalsAndScalesByRate) {
 }
 
 TEST(DllmScenario, OrdinaryFormErrorsCarryTheirPaths) {
-  const auto issues_of = [](const Json& doc) {
-    try {
-      parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
-    } catch (const ConfigError& e) {
-      std::vector<std::string> paths;
-      for (const auto& i : e.issues()) paths.push_back(i.path + ": " + i.message);
-      return paths;
-    }
-    return std::vector<std::string>{};
-  };
-  const auto one_issue_at = [&](const Json& doc, const std::string& path,
-                                const std::string& words) {
-    const std::vector<std::string> got = issues_of(doc);
+  const auto one_issue_at = [](const Json& doc, const std::string& path,
+                               const std::string& words) {
+    const std::vector<std::string> got = issues_of(doc, true);
     ASSERT_EQ(got.size(), 1u) << (got.empty() ? "no error" : got[0]);
     EXPECT_EQ(got[0].rfind(path + ": ", 0), 0u) << got[0];
     EXPECT_NE(got[0].find(words), std::string::npos) << got[0];
