@@ -53,6 +53,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   const int isl = csv.require("isl", kExpectedColumns);
   const int osl = csv.require("osl", kExpectedColumns);
   const int quant = csv.require("gemm_quant_mode", kExpectedColumns);
+  const int moe_quant = csv.find("moe_quant_mode");  // optional
   const int batch = csv.require("batch_size", kExpectedColumns);
   const int tp = csv.require("tp_size", kExpectedColumns);
   const int pp = csv.require("pp_size", kExpectedColumns);
@@ -77,6 +78,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     r.system = csv.non_empty(system);
     r.precision = csv.text(precision);
     r.gemm_quant_mode = csv.text(quant);
+    if (moe_quant >= 0) r.moe_quant_mode = csv.text(moe_quant);
     r.mode = csv.non_empty(mode);
     r.isl = csv.integer(isl, 1);
     r.osl = csv.integer(osl, 1);
@@ -119,13 +121,31 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
   MappedRun m;
   m.run = r;
   m.model = catalog_model_for(r.model_path, catalogs.models);
-  if (catalogs.gpus.all().count(r.system)) m.gpu = r.system;
-  if (policies::engine_models().contains(r.backend)) m.engine = r.backend;
   if (!m.model.empty()) m.moe = catalogs.models.get(m.model).moe.has_value();
-  const std::string quant = lower(r.gemm_quant_mode.empty() ? r.precision : r.gemm_quant_mode);
+  // Dense rows are mapped as the shipped engine calibration was fitted on them: the row's own
+  // GPU, every FP8 flavour as per-tensor fp8, FP4 not at all. MoE rows (never fitted) are mapped
+  // as they ran: "gb200" / "gb300" as one GPU of the NVL72 rack, the experts' moe_quant_mode
+  // (the bulk of the weights) with block-scaled FP8 kept as such, and nvfp4 on FP4 tensor cores
+  // where the GPU has them; elsewhere (gpt-oss's 4-bit experts on Hopper) the engines run
+  // weight-only kernels: 4-bit weights, 16-bit math, modelled as int4_wo.
+  for (const std::string& key : {r.system, r.system + "_nvl72"}) {
+    if (m.gpu.empty() && (key == r.system || m.moe) && catalogs.gpus.all().count(key)) m.gpu = key;
+  }
+  if (policies::engine_models().contains(r.backend)) m.engine = r.backend;
+  const std::string quant = lower(m.moe && !r.moe_quant_mode.empty() ? r.moe_quant_mode
+                                  : r.gemm_quant_mode.empty()         ? r.precision
+                                                                      : r.gemm_quant_mode);
+  const bool fp4_cores =
+      !m.gpu.empty() && catalogs.gpus.get(m.gpu).peak_flops_per_s(models::Dtype::kNvfp4) > 0;
   m.weight_dtype = quant.empty() || quant == "bf16" || quant == "bfloat16" ? "bf16"
+                   : m.moe && quant == "fp8_block"                        ? "fp8_block"
                    : quant.rfind("fp8", 0) == 0                           ? "fp8"
+                   : m.moe && quant == "nvfp4" && fp4_cores               ? "nvfp4"
+                   : m.moe && quant == "nvfp4"                            ? "int4_wo"
                                                                           : "";
+  // KV: FP8 beside FP8 and FP4 weights, 16-bit beside 16-bit math.
+  const std::string kv_dtype =
+      m.weight_dtype == "bf16" || m.weight_dtype == "int4_wo" ? "bf16" : "fp8";
   std::string& why = m.skip_reason;
   if (r.mode != "agg") {
     why = "disaggregated deployment (only aggregated rows are mapped)";
@@ -196,7 +216,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
         {"tp", r.tp},
         {"ep", std::max<int64_t>(r.moe_ep, 1)},
         {"weight_dtype", m.weight_dtype},
-        {"kv_dtype", m.weight_dtype}}},
+        {"kv_dtype", kv_dtype}}},
       {"workload",
        {{"type", "benchmark"},
         {"concurrency", r.concurrency},

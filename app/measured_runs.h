@@ -24,6 +24,7 @@ struct MeasuredRun {
   long line = 0;     // 1-based line in the CSV
   std::string id;    // the row's `id`
   std::string backend, backend_version, model_path, system, precision, gemm_quant_mode, mode;
+  std::string moe_quant_mode;  // the experts' weights (optional column; "" when absent)
   int64_t isl = 0, osl = 0, concurrency = 0;
   int64_t tp = 1, pp = 1, attention_dp = 1, moe_tp = 1, moe_ep = 1;
   double ttft_ms = 0, tpot_ms = 0;  // measured means

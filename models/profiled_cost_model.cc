@@ -1124,12 +1124,10 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
       // The touched experts run as one grouped kernel per layer: a fitted roofline (no table)
       // charges its fixed latency once, not once per expert. Measured rows keep theirs.
       const auto experts = [&](const GemmSource& g) {
-        if (g.table != nullptr) {
-          gemm(g, routed / touched, moe_layers * touched, &mlp);
-          return;
-        }
         const Lookup l = g.at(routed / touched);
-        mlp.add(moe_layers * (touched * (l.seconds - g.fit.t0_s) + g.fit.t0_s), g.kind(l));
+        const double t0 =
+            std::min(l.seconds, g.table != nullptr ? g.table->fit().t0_s : g.fit.t0_s);
+        mlp.add(moe_layers * (touched * (l.seconds - t0) + t0), g.kind(l));
       };
       experts(gate_up);
       experts(down);

@@ -9,6 +9,7 @@
 // 5. `servesim run`'s error band: the held-out error of the engine on its GPU class.
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -142,22 +143,47 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   // The scenario parses as servesim run would read it.
   EXPECT_NO_THROW(scenarios::parse_scenario(m.scenario, "row", "", root()));
 
-  // A disaggregated row and rows of unmapped weight formats are skipped with their reasons; the
-  // imported gpt-oss-120b is found in the catalog.
+  // A disaggregated row is skipped with its reason.
   const MappedRun disagg = map_measured_run(runs.front(), cat, bench);
   EXPECT_FALSE(disagg.mapped());
   EXPECT_NE(disagg.skip_reason.find("disaggregated"), std::string::npos);
-  int64_t nvfp4_rows = 0;
+  // MoE rows map as they ran: gpt-oss-120b's 4-bit experts on FP4 tensor cores on the B200, as
+  // weight-only 4-bit on the H200 (no FP4 cores); DeepSeek-V3's block-scaled FP8 experts stay
+  // block-scaled. Dense rows keep the calibration's mapping: FP4 is skipped, FP8 flavours are fp8.
+  std::map<std::string, int64_t> seen;
   for (const MeasuredRun& r : runs) {
-    if (r.model_path == "openai/gpt-oss-120b" && r.mode == "agg" && r.system == "h200_sxm") {
-      const MappedRun g = map_measured_run(r, cat, bench);
+    if (r.mode != "agg") continue;
+    const MappedRun g = map_measured_run(r, cat, bench);
+    std::string want;
+    if (r.model_path == "openai/gpt-oss-120b" && r.system == "h200_sxm") {
       EXPECT_EQ(g.model, "gpt-oss-120b");
+      want = "int4_wo";
+    } else if (r.model_path == "openai/gpt-oss-120b" && r.system == "b200_sxm") {
+      want = "nvfp4";
+    } else if (r.model_path == "deepseek-ai/DeepSeek-V3" && r.moe_quant_mode == "fp8_block") {
+      want = "fp8_block";
+    } else if (r.model_path == "meta-llama/Llama-3.1-8B-Instruct" &&
+               r.gemm_quant_mode == "fp8_block") {
+      want = "fp8";
+    } else if (r.model_path == "nvidia/Qwen3-32B-NVFP4" && r.system == "b200_sxm") {
       EXPECT_NE(g.skip_reason.find("nvfp4 weights are not modelled"), std::string::npos)
           << g.skip_reason;
-      ++nvfp4_rows;
+      ++seen["dense nvfp4"];
+      continue;
+    } else {
+      continue;
     }
+    EXPECT_EQ(g.weight_dtype, want) << r.line;
+    if (g.mapped()) {
+      EXPECT_EQ(g.scenario.at("cluster").at("weight_dtype"), want) << r.line;
+      EXPECT_EQ(g.scenario.at("cluster").at("kv_dtype"), want == "int4_wo" ? "bf16" : "fp8")
+          << r.line;
+    }
+    ++seen[want];
   }
-  EXPECT_GT(nvfp4_rows, 0);
+  for (const char* kind : {"int4_wo", "nvfp4", "fp8_block", "fp8", "dense nvfp4"}) {
+    EXPECT_GT(seen[kind], 0) << kind;
+  }
 }
 
 TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {
