@@ -322,7 +322,7 @@ std::string rate_knob(const scenarios::Scenario& s) {
   if (type == "closed_loop") {
     throw ConfigError(s.source, {{"workload.type", "a closed-loop workload has no request rate"}});
   }
-  return type == "generated" ? "workload.arrival.rate" : "workload.rate";
+  return scenarios::open_workload_rate_knob(s.workload);
 }
 
 double workload_rate(const scenarios::Scenario& s, const scenarios::DataRoot& root) {

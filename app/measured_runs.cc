@@ -163,7 +163,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
     why = "pipeline parallelism is not modelled";
   } else if (r.attention_dp > 1) {
     why = "attention data parallelism is not modelled";
-  } else if (r.moe_ep > 1 && std::max<int64_t>(r.moe_tp, 1) * r.moe_ep != r.tp) {
+  } else if (r.moe_ep > 1 && r.moe_tp * r.moe_ep != r.tp) {
     why = fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {}", r.moe_tp,
                       r.moe_ep, r.tp);
   } else if (r.concurrency < 1) {
@@ -214,7 +214,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
        {{"gpu", m.gpu},
         {"instances", 1},
         {"tp", r.tp},
-        {"ep", std::max<int64_t>(r.moe_ep, 1)},
+        {"ep", r.moe_ep},
         {"weight_dtype", m.weight_dtype},
         {"kv_dtype", kv_dtype}}},
       {"workload",

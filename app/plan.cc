@@ -144,8 +144,8 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
           issues.add(key.find('_') == std::string::npos || key == "tbt_p99"
                          ? "slo." + key
                          : "slo.percentiles." + key,
-                     "a dLLM request emits all its tokens at its last step, so it has no TPOT or "
-                     "token gaps; bound ttft (its end-to-end latency) or e2e percentiles");
+                     fmt::format("{}; bound ttft (its end-to-end latency) or e2e percentiles",
+                                 scenarios::kDllmHasNoTokenGaps));
         }
       }
     }

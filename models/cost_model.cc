@@ -69,6 +69,10 @@ std::string expert_parallel_error(const ModelSpec& model, int tp, int ep) {
   return "";
 }
 
+std::string parallelism_label(const Deployment& d) {
+  return d.ep > 1 ? fmt::format("tp{} ep{}", d.tp, d.ep) : fmt::format("tp{}", d.tp);
+}
+
 void validate_deployment(const Deployment& deployment) {
   if (deployment.model == nullptr || deployment.gpu == nullptr) {
     throw std::invalid_argument("deployment needs both a model and a GPU");

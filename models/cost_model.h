@@ -104,6 +104,8 @@ bool is_valid_tp(const ModelSpec& model, int tp);
 // Why `ep` cannot split `model`'s experts inside `tp` GPUs ("" when it can): ep >= 1, and with
 // ep > 1 a MoE model whose num_experts ep divides, and ep dividing tp.
 std::string expert_parallel_error(const ModelSpec& model, int tp, int ep);
+// The deployment's parallelism as cost-model descriptions print it: "tp4", or "tp4 ep2".
+std::string parallelism_label(const Deployment& d);
 
 // Throws std::invalid_argument when the model or GPU pointer is null or kv_dtype is not a KV
 // format, CapacityError when the GPU has no tensor cores for the weight dtype (nvfp4 without

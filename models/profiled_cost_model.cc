@@ -1121,8 +1121,8 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
           moe_table_balanced ? touched / std::min(shapes.experts / shapes.ep, routed) : 1.0;
       mlp.add(moe_layers * l.seconds * spread, kind_of(l));
     } else {
-      // The touched experts run as one grouped kernel per layer: a fitted roofline (no table)
-      // charges its fixed latency once, not once per expert. Measured rows keep theirs.
+      // The touched experts run as one grouped kernel per layer: its fixed latency (that of the
+      // measured table's fitted roofline, or of the roofline) is charged once, not per expert.
       const auto experts = [&](const GemmSource& g) {
         const Lookup l = g.at(routed / touched);
         const double t0 =
@@ -1397,8 +1397,8 @@ std::string ProfiledCostModel::describe() const {
   if (m.d.kv_dtype != m.d.weight_dtype) {
     dtypes += fmt::format(" (kv {})", dtype_name(m.d.kv_dtype));
   }
-  return fmt::format("profiled {} on {} tp{}{} {}: {}; overhead {:g} ms", m.model.key, m.gpu.key,
-                     m.d.tp, m.d.ep > 1 ? fmt::format(" ep{}", m.d.ep) : "", dtypes, m.note,
+  return fmt::format("profiled {} on {} {} {}: {}; overhead {:g} ms", m.model.key, m.gpu.key,
+                     parallelism_label(m.d), dtypes, m.note,
                      to_ms(m.params.roofline.iteration_overhead));
 }
 

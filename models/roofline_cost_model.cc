@@ -94,10 +94,10 @@ class RooflineCostModel final : public IterationCostModel {
       dtypes += fmt::format(" (kv {})", dtype_name(deployment_.kv_dtype));
     }
     return fmt::format(
-        "roofline {} on {} tp{}{} {}: {:.0f} TFLOP/s, {:.2f} TB/s achievable, "
+        "roofline {} on {} {} {}: {:.0f} TFLOP/s, {:.2f} TB/s achievable, "
         "overhead {:g} ms",
-        model_.key, gpu_.key, deployment_.tp,
-        deployment_.ep > 1 ? fmt::format(" ep{}", deployment_.ep) : "", dtypes, achievable_.gemm_flops_per_s / 1e12,
+        model_.key, gpu_.key, parallelism_label(deployment_), dtypes,
+        achievable_.gemm_flops_per_s / 1e12,
         achievable_.mem_bytes_per_s / 1e12, to_ms(params_.iteration_overhead));
   }
 

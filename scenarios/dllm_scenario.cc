@@ -182,8 +182,7 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
                                    std::pair{"tbt_p99", s.slo.tbt_p99.has_value()}}) {
       if (set) {
         issues.add(join_path("slo", key),
-                   "a dLLM request emits all its tokens at its last step, so it has no TPOT or "
-                   "token gaps; bound ttft (its end-to-end latency)");
+                   fmt::format("{}; bound ttft (its end-to-end latency)", kDllmHasNoTokenGaps));
       }
     }
   }
@@ -191,7 +190,7 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
   if (workload_in && workload_in->contains("type")) {
     // The ordinary form: an LLM scenario's open-loop workload section.
     const Json& type = workload_in->at("type");
-    if (type.is_string() && (type == "closed_loop" || type == "benchmark" || type == "sessions")) {
+    if (type.is_string() && is_top_level_only_workload(type.get<std::string>())) {
       issues.add("workload.type",
                  fmt::format("a dLLM deployment takes an open-loop workload (trace, generated or "
                              "merge), not \"{}\": closed-loop clients are not modelled for dLLM "
@@ -300,8 +299,7 @@ Workload build_dllm_workload(const DllmScenario& s, const DataRoot& root) {
 }
 
 std::string dllm_rate_knob(const DllmScenario& s) {
-  if (s.workload.is_null() || s.workload.at("type") == "generated") return "workload.arrival.rate";
-  return "workload.rate";
+  return s.workload.is_null() ? "workload.arrival.rate" : open_workload_rate_knob(s.workload);
 }
 
 double dllm_offered_rate(const DllmScenario& s, const DataRoot& root) {

@@ -50,6 +50,10 @@
 
 namespace servesim::scenarios {
 
+// Why a dLLM objective cannot be a TPOT or a token-gap bound (the scenario's slo, a plan's slo).
+inline constexpr const char* kDllmHasNoTokenGaps =
+    "a dLLM request emits all its tokens at its last step, so it has no TPOT or token gaps";
+
 struct DllmScenario {
   std::string name;
   std::string source;  // file the scenario came from

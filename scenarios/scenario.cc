@@ -324,14 +324,20 @@ void validate_transforms(ObjectReader& r) {
 
 }  // namespace
 
+bool is_top_level_only_workload(const std::string& type) {
+  return type == "closed_loop" || type == "benchmark" || type == "sessions";
+}
+
+std::string open_workload_rate_knob(const Json& workload) {
+  return workload.at("type") == "generated" ? "workload.arrival.rate" : "workload.rate";
+}
+
 void validate_workload(const Json& in, const std::string& path, Issues& issues, Json& out,
                        const std::string& base_dir, const DataRoot& root, bool top_level) {
   ObjectReader r(in, path, issues, out);
   std::vector<std::string> types = {"trace", "generated", "merge"};
   if (top_level) {
-    types.push_back("closed_loop");
-    types.push_back("benchmark");
-    types.push_back("sessions");
+    for (const char* t : {"closed_loop", "benchmark", "sessions"}) types.push_back(t);
   }
   const auto type = r.string("type", std::nullopt, types);
   if (type == "trace") {
@@ -387,7 +393,7 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
       }
     }
   }
-  if (type && *type != "closed_loop" && *type != "benchmark" && *type != "sessions") {
+  if (type && !is_top_level_only_workload(*type)) {
     validate_transforms(r);
   }
   r.finish();

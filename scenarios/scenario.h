@@ -206,6 +206,13 @@ double arrival_rate(const Workload& w);
 // `top_level` the closed-loop kinds too (closed_loop, benchmark, sessions).
 void validate_workload(const Json& in, const std::string& path, Issues& issues, Json& out,
                        const std::string& base_dir, const DataRoot& root, bool top_level);
+// Workload kinds only a scenario's whole workload may be, taking no transforms: their arrivals
+// follow clients, session turns or the benchmark's own generator (closed_loop, benchmark,
+// sessions). The others (trace, generated, merge) are open-loop sections.
+bool is_top_level_only_workload(const std::string& type);
+// The override key that sets an open-loop workload section's request rate: workload.arrival.rate
+// for a generated workload, workload.rate (the rate transform) otherwise.
+std::string open_workload_rate_knob(const Json& workload);
 // `top`'s "router" section: {"type": a routing policy (default round_robin), its parameters}.
 void read_router(ObjectReader& top, PluginSpec& out);
 // `top`'s "slo" section (optional): ttft, tpot, tbt_p99 bounds and attainment_target.
