@@ -469,9 +469,11 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
   for (const auto& [why, n] : skipped) reasons.emplace_back(n, why);
   std::sort(reasons.rbegin(), reasons.rend());
   for (const auto& [n, why] : reasons) out << fmt::format("    {:>5}  {}\n", n, why);
-  out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients, {} x c "
-                     "requests after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
-                     options.bench.requests_per_client, options.bench.warmup_per_client,
+  out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients sending after "
+                     "a uniform [0, {}) delay, {} x c requests after {} x c warm-up requests "
+                     "(drained), fixed ISL/OSL, {}\n",
+                     options.bench.client_jitter, options.bench.requests_per_client,
+                     options.bench.warmup_per_client,
                      options.bench.dataset_entries > 0
                          ? fmt::format("prompts from {} dataset entries",
                                        options.bench.dataset_entries)

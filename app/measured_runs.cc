@@ -223,6 +223,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
         {"num_requests", bench.requests_per_client * r.concurrency},
         {"warmup_requests", bench.warmup_per_client * r.concurrency},
         {"drain_after_warmup", true},
+        {"think_time_jitter", bench.client_jitter},
         {"isl", r.isl},
         {"osl", r.osl}}},
       {"output", {{"sample_interval", "0s"}}},

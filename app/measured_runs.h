@@ -35,7 +35,10 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path);
 
 // How a measured row's benchmark is replayed: aiperf with `concurrency` closed-loop clients,
 // requests_per_client x concurrency measured requests after warmup_per_client x concurrency
-// warm-up requests whose responses it waits for, fixed ISL / OSL (ignore-EOS).
+// warm-up requests whose responses it waits for, fixed ISL / OSL (ignore-EOS), each send
+// delayed by a seeded uniform [0, client_jitter) draw (the benchmark workload's
+// think_time_jitter): real clients drift apart, so requests reach the engine at random points of
+// its iterations instead of in the lock step a jitter-free replay of fixed lengths keeps.
 //
 // And how the engine was deployed:
 // - kAiconfigurator (the default): as aiconfigurator's config generator deploys an aggregated
@@ -52,6 +55,8 @@ struct BenchmarkTemplate {
   // aiperf's --num-dataset-entries: prompts drawn from this many entries (repeats hit the engines'
   // prefix caches); 0 = every prompt unique.
   int64_t dataset_entries = 0;
+  // A duration as scenarios write it ("50ms"); "0s": clients send the instant a response ends.
+  std::string client_jitter = "50ms";
   uint64_t seed = 1;
   Deployment deployment = Deployment::kAiconfigurator;
 };

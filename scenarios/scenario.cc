@@ -234,6 +234,7 @@ void validate_benchmark(ObjectReader& r, const std::string& base_dir, const Data
   r.boolean("drain_after_warmup", true);
   r.duration("ramp_up", Duration{0});
   r.duration("think_time", Duration{0});
+  r.duration("think_time_jitter", Duration{0});
   // Shared prompt text (traces::SharedPromptSpec): aiperf's --num-dataset-entries and
   // --num-prefix-prompts / --prefix-prompt-length.
   if (r.has("dataset_entries")) r.integer("dataset_entries", std::nullopt, 1, 100'000'000);
@@ -983,6 +984,7 @@ sim::ClosedLoopSpec benchmark_client(const Json& b) {
   c.ramp_up = parse_duration(b.at("ramp_up").get<std::string>());
   c.warmup_requests = b.at("warmup_requests").get<int64_t>();
   c.drain_after_warmup = b.at("drain_after_warmup").get<bool>();
+  c.think_time_jitter = parse_duration(b.at("think_time_jitter").get<std::string>());
   return c;
 }
 
@@ -1162,6 +1164,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   } else if (s.workload.at("type") == "benchmark") {
     in.config.closed_loop = benchmark_client(s.workload);
   }
+  in.config.closed_loop.seed = s.seed;
   return in;
 }
 

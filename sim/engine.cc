@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/rng.h"
 #include "sim/event_queue.h"
 #include "sim/prefix_cache.h"
 
@@ -181,6 +182,7 @@ struct Engine::Impl {
   // successor[i]: the later turn that follows request i, or -1; empty without sessions.
   std::vector<RequestId> successor;
   size_t next_issue = 0;    // closed loop: index of the next request a client sends
+  std::optional<RngStream> client_jitter;  // closed loop: think_time_jitter draws
   // Benchmark phases (ClosedLoopSpec): warm-up requests are ids [0, warmup_total). Closed-loop
   // clients send requests below issue_limit; open-loop arrivals at or after warmup_total wait
   // for the measured phase when it starts on the drain, shifted by arrival_shift.
@@ -372,9 +374,16 @@ struct Engine::Impl {
     pending_arrivals++;
   }
 
-  // Closed loop: the next request of the workload arrives at `t` (none past the phase's limit).
+  // Closed loop: the next request of the workload arrives at `t`, plus its client's jitter draw
+  // (none past the phase's limit).
   void issue_closed_loop_request(SimTime t) {
     if (next_issue >= issue_limit) return;
+    const Duration jitter = config.closed_loop.think_time_jitter;
+    if (jitter.count() > 0) {
+      if (!client_jitter) client_jitter.emplace(config.closed_loop.seed, "client-jitter");
+      const double draw = client_jitter->uniform() * static_cast<double>(jitter.count());
+      t += Duration{static_cast<int64_t>(draw)};
+    }
     RequestSpec& spec = workload.requests[next_issue++];
     spec.arrival = t;
     push_arrival(t, spec.id);

@@ -96,6 +96,11 @@ struct ClosedLoopSpec {
   Duration ramp_up{};
   int64_t warmup_requests = 0;
   bool drain_after_warmup = false;
+  // Each closed-loop send is delayed by a further uniform [0, think_time_jitter) draw (RngStream
+  // (seed, "client-jitter")): the client, HTTP and tokenizer latency that varies from request to
+  // request, so that clients drift apart as real ones do. Zero: no draw.
+  Duration think_time_jitter{};
+  uint64_t seed = 0;
 };
 
 // KV transfer plumbing of a disaggregated cluster. `link(src, dst)` gives the path between two

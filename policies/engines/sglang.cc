@@ -310,7 +310,8 @@ ParamSchema sglang_schema() {
        "largest captured decode batch; 0 = the version's default", {}, 0.0, {}},
       {"disable_cuda_graph", ParamType::kBool, false, "", "no CUDA graphs", {}, {}, {}},
       {"enable_mixed_chunk", ParamType::kBool, false, "",
-       "run the decodes inside prefill batches", {}, {}, {}},
+       "run the decodes inside prefill batches (only with chunked prefill, as in SGLang)", {}, {},
+       {}},
       {"disable_overlap_schedule", ParamType::kBool, false, "",
        "prepare each batch only after the previous one finished", {}, {}, {}},
       {"disable_radix_cache", ParamType::kBool, false, "",
@@ -343,7 +344,11 @@ EngineSetup build_sglang(const std::string& version, const ParamValues& knobs,
   p.max_prefill_tokens = knobs.get_int("max_prefill_tokens");
   p.max_running_requests = max_running;
   p.schedule_conservativeness = knobs.get_double("schedule_conservativeness");
-  p.enable_mixed_chunk = knobs.get_bool("enable_mixed_chunk");
+  // scheduler.py: is_mixed_chunk = chunked_prefill_size is not None and enable_mixed_chunk, where
+  // a chunked_prefill_size <= 0 became None: without chunked prefill, prefill batches never carry
+  // the running decodes.
+  p.enable_mixed_chunk = knobs.get_bool("enable_mixed_chunk") && chunk > 0;
+  setup.resolved.set("enable_mixed_chunk", p.enable_mixed_chunk);
 
   setup.memory.rule = models::KvPoolRule::kStaticFraction;
   setup.memory.gpu_memory_utilization = fraction;

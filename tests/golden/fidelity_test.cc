@@ -138,6 +138,8 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   EXPECT_EQ(w.at("warmup_requests"), 16);
   EXPECT_EQ(w.at("isl"), 1024);
   EXPECT_EQ(w.at("osl"), 128);
+  // Clients drift apart: each send is delayed by up to the template's client jitter.
+  EXPECT_EQ(w.at("think_time_jitter"), "50ms");
   EXPECT_EQ(m.scenario.at("cluster").at("tp"), 1);
   EXPECT_EQ(m.scenario.at("engine").at("version"), "1.0.0rc3");
   // The scenario parses as servesim run would read it.

@@ -255,6 +255,25 @@ TEST_F(EngineDefaults, SglangMemFractionFollowsItsVersionsRule) {
   EXPECT_TRUE(s.runtime.cpu.overlapped);
 }
 
+TEST_F(EngineDefaults, SglangMixesChunksOnlyWithChunkedPrefill) {
+  // scheduler.py: is_mixed_chunk = chunked_prefill_size is not None and enable_mixed_chunk, where
+  // -1 (no chunking) became None.
+  auto mixed = [&](int64_t chunk) {
+    const EngineModelEntry& e = engine_models().get("sglang");
+    ParamValues knobs = ParamValues::defaults(e.schema);
+    knobs.set("enable_mixed_chunk", true);
+    knobs.set("chunked_prefill_size", chunk);
+    EngineTarget t;
+    t.gpu = &gpus.get("h100_sxm");
+    t.model = &models.get("llama-3.1-8b");
+    t.tp = 1;
+    return e.build("0.5.1", knobs, t).resolved.get_bool("enable_mixed_chunk");
+  };
+  EXPECT_TRUE(mixed(0));     // the version's default chunk (8192)
+  EXPECT_TRUE(mixed(4096));
+  EXPECT_FALSE(mixed(-1));
+}
+
 TEST_F(EngineDefaults, TrtllmPadsOnlyWhenAskedAndOverlapsTheCpu) {
   const EngineSetup s = build("trtllm", "1.0.0", "h100_sxm", 1);
   EXPECT_EQ(s.memory.rule, models::KvPoolRule::kFreeFraction);
