@@ -19,6 +19,7 @@
 #include "policies/builtin.h"
 #include "reports/fidelity_store.h"
 #include "sim/core/error.h"
+#include "sim/core/time.h"
 
 namespace servesim::app {
 namespace {
@@ -414,6 +415,15 @@ ErrorStats error_stats(const std::vector<double>& ttft_errors,
 
 int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
                  const scenarios::DataRoot& root, std::ostream& out) {
+  Duration client_jitter{};
+  try {
+    client_jitter = parse_duration(options.bench.client_jitter);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(csv_path, {{"--client-jitter", e.what()}});
+  }
+  if (client_jitter.count() < 0) {
+    throw ConfigError(csv_path, {{"--client-jitter", "expected a duration >= 0"}});
+  }
   policies::register_builtin_policies();
   const scenarios::Catalogs& cat = scenarios::Catalogs::get(root);
   const std::vector<MeasuredRun> runs = read_measured_runs(csv_path);
@@ -469,11 +479,13 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
   for (const auto& [why, n] : skipped) reasons.emplace_back(n, why);
   std::sort(reasons.rbegin(), reasons.rend());
   for (const auto& [n, why] : reasons) out << fmt::format("    {:>5}  {}\n", n, why);
-  out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients sending after "
-                     "a uniform [0, {}) delay, {} x c requests after {} x c warm-up requests "
-                     "(drained), fixed ISL/OSL, {}\n",
-                     options.bench.client_jitter, options.bench.requests_per_client,
-                     options.bench.warmup_per_client,
+  const bool jitter = client_jitter.count() > 0;
+  out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients ({}), {} x c "
+                     "requests after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
+                     jitter ? fmt::format("each send delayed by a uniform draw below {}",
+                                          options.bench.client_jitter)
+                            : std::string("sending the instant a response ends"),
+                     options.bench.requests_per_client, options.bench.warmup_per_client,
                      options.bench.dataset_entries > 0
                          ? fmt::format("prompts from {} dataset entries",
                                        options.bench.dataset_entries)

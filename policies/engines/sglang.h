@@ -2,7 +2,8 @@
 // batching policy.
 //
 // Each iteration is a prefill batch whenever one can be formed, else a decode batch of every
-// running request (with enable_mixed_chunk, the decodes ride along in the prefill batch):
+// running request (with enable_mixed_chunk, the decodes ride along in the prefill batch; the
+// engine model sets it only with chunked prefill on, as SGLang does):
 // - Prefill (PrefillAdder): the request part way through its prompt continues first, then waiting
 //   requests in FCFS order while
 //     input tokens <= max_prefill_tokens (the first request is always allowed) and the chunk

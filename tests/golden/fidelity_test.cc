@@ -229,6 +229,15 @@ TEST(Fidelity, EmitScenarioPrintsARowsScenario) {
   EXPECT_EQ(doc.at("engine").at("type"), "trtllm");
   options.emit_scenario = "no-such-row";
   EXPECT_THROW(run_fidelity(csv, options, root(), out), ConfigError);
+  // A client jitter that is no duration is an error naming the option.
+  options.emit_scenario.clear();
+  options.bench.client_jitter = "50 parsecs";
+  try {
+    run_fidelity(csv, options, root(), out);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--client-jitter"), std::string::npos) << e.what();
+  }
 }
 
 // A benchmark's `rate` drives its generator; it is not also the `rate` transform of trace
