@@ -33,7 +33,6 @@
 #include "policies/dllm.h"
 #include "reports/html_report.h"
 #include "reports/query.h"
-#include "sim/core/time.h"
 #include "scenarios/scenario.h"
 #include "sim/core/error.h"
 #include "traces/trace_catalog.h"
@@ -821,17 +820,7 @@ int main(int argc, char** argv) {
                        "each benchmark client's send is delayed by a uniform draw below this "
                        "duration, so that clients drift apart as real ones do (0s: they send "
                        "the instant a response ends and stay in lock step)")
-      ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            try {
-              if (servesim::parse_duration(text).count() < 0) return "expected a duration >= 0";
-            } catch (const std::invalid_argument& e) {
-              return e.what();
-            }
-            return {};
-          },
-          "DURATION"));
+      ->capture_default_str();  // checked by run_fidelity (ConfigError naming the option)
   std::string fidelity_deployment = "aiconfigurator";
   fidelity->add_option("--deployment", fidelity_deployment,
                        "how the measured engines are assumed deployed: aiconfigurator (its "
