@@ -200,6 +200,7 @@ Json run_json(const scenarios::Scenario& s, const app::RunOutcome& o, const std:
   doc["requests_unfinished"] = o.result.requests_unfinished;
   doc["extrapolated_share"] = o.lookups.extrapolated_share();
   doc["events"] = o.result.events;
+  doc["fast_forwarded_iterations"] = o.result.fast_forwarded_iterations;
   doc["wall_s"] = o.wall_s;
   doc["fingerprint"] = app::format_fingerprint(o.result.event_fingerprint);
   doc["warnings"] = warnings;
@@ -271,9 +272,16 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
                      o.result.requests_unfinished));
   }
   const double events_per_s = o.wall_s > 0 ? o.result.events / o.wall_s : 0;
+  int64_t iterations = 0;
+  for (const sim::InstanceStats& inst : o.result.instances) iterations += inst.iterations;
+  const double fast_forwarded =
+      iterations > 0 ? 100.0 * static_cast<double>(o.result.fast_forwarded_iterations) /
+                           static_cast<double>(iterations)
+                     : 0.0;
   fmt::print(out,
-             "\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s), fingerprint {}\n",
-             o.summary.duration_s, o.wall_s, events_per_s,
+             "\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s, {:.0f} % of "
+             "iterations fast-forwarded), fingerprint {}\n",
+             o.summary.duration_s, o.wall_s, events_per_s, fast_forwarded,
              app::format_fingerprint(o.result.event_fingerprint));
   if (!options.db_path.empty()) {
     fmt::print(out, "results    {} (run_id {})\n", options.db_path, o.run_id);

@@ -114,6 +114,15 @@ class Coloc : public sim::BatchingPolicy {
     return !plan.empty();
   }
 
+  // Every mode schedules each running decode step for one token when nothing waits and the KV
+  // blocks suffice; unified_v1 only while they fit its token budget. The latency-table variant
+  // (SLO-aware budgets) learns from every batch, so it is asked each time.
+  bool plans_steady_decode(const InstanceView& view) const override {
+    if (p_.latency_table) return false;
+    return p_.mode != ColocParams::Mode::kUnifiedV1 ||
+           static_cast<int64_t>(view.running->size()) <= p_.max_num_batched_tokens;
+  }
+
   void on_batch_done(const InstanceView& view, Duration measured) override {
     if (p_.latency_table && last_.plen + last_.dnum > 0) {
       p_.latency_table->observe(last_.plen, last_.ctx, last_.dnum, last_.prefix, measured);

@@ -606,6 +606,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
                              format_param_value(s.output.sample_interval)));
     }
     s.output.record_token_times = r.boolean("record_token_times", false).value_or(false);
+    s.output.fast_forward = r.boolean("fast_forward", true).value_or(true);
     r.finish();
   }
 
@@ -1156,6 +1157,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   in.config.slo = s.slo;
   in.config.sample_interval = s.output.sample_interval;
   in.config.record_token_times = s.output.record_token_times;
+  in.config.fast_forward = s.output.fast_forward;
   in.config.max_sim_time = s.max_time;
   in.config.remote_kv_bytes = static_cast<int64_t>(s.cluster.kv_remote_gib * kBytesPerGib);
   if (s.workload.at("type") == "closed_loop") {

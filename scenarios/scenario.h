@@ -114,6 +114,7 @@ struct EngineChoice {
 struct OutputSpec {
   Duration sample_interval{1'000'000'000};
   bool record_token_times = false;
+  bool fast_forward = true;  // sim::EngineConfig::fast_forward (same results either way)
 };
 
 struct Scenario {

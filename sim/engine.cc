@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
 #include <set>
 #include <span>
@@ -214,6 +215,8 @@ struct Engine::Impl {
 
   RunResult result;
   int64_t pending_gap_ = -1, pending_gaps_ = 0;  // add_gap(): the run not yet in result.tbt_ns
+  // fast_forward(): positions in `running` of the requests whose next step needs a new KV block.
+  std::vector<int32_t> ff_crossers_;
   bool stopped = false;
 
   // Elastic clusters: observations since the controller's previous tick, and GPUs held.
@@ -994,9 +997,162 @@ struct Engine::Impl {
       std::erase_if(inst.running, [](const SeqView& s) { return s.id < 0; });
       reindex_running(inst);
     }
-    request_schedule(i);
+    if (!fast_forward(i)) request_schedule(i);
     if (!handoffs.empty()) start_transfers();
     maybe_retire(i);
+  }
+
+  // ---- exact fast-forward of steady decode (EngineConfig::fast_forward) ----
+
+  // Called when instance i's batch completed at `now`, instead of asking its policy through a
+  // kSchedule event. When the instance is in steady decode (every running request a plain decode
+  // step, nothing waiting, no hand-off pending, no prefix-cache keys left to register, and its
+  // policy agrees), runs
+  // its next iterations here, each exactly as on_schedule() and on_batch_done() would: the same
+  // KV blocks, cost-model call, token times, statistics, and the kSchedule and kBatchDone events
+  // counted and hashed into the fingerprint as if popped. It stops
+  // - before an iteration whose new KV blocks are not free (the policy preempts): a kSchedule
+  //   event is queued at that iteration's start, as stepping would;
+  // - at the iteration that ends at or after the next queued event, or makes a request finish:
+  //   that one is left in flight as an ordinary batch with its kBatchDone event.
+  // Every iteration it runs starts and ends before every queued event, so nothing else could
+  // have happened in between. Returns false, having done nothing, when not in steady decode.
+  bool fast_forward(size_t i) {
+    InstanceState& inst = instances[i];
+    if (!config.fast_forward || inst.running.empty() || !inst.waiting.empty() || !handoffs.empty() ||
+        inst.setup.kv_reserved_only || inst.batch_load_ns != 0) {
+      return false;
+    }
+    const SimTime horizon = queue.empty() ? SimTime::max() : queue.top().time;
+    if (horizon <= now) return false;
+    // Iterations until the first request finishes (that iteration included).
+    int64_t to_first_finish = std::numeric_limits<int64_t>::max();
+    for (const SeqView& seq : inst.running) {
+      if (!seq.is_decode() || seq.split_tokens > 0) return false;
+      to_first_finish = std::min(to_first_finish, seq.output_tokens - seq.generated_tokens);
+    }
+    // With prefix caching, decode steps register nothing unless a request's hash ids cover its
+    // answer (keys still to register: register_computed_blocks()); such instances step.
+    if (inst.setup.prefix_caching) {
+      for (const SeqView& seq : inst.running) {
+        const auto it = prefix_states.find(seq.id);
+        if (it != prefix_states.end() && !it->second.block_keys.empty()) return false;
+      }
+    }
+    if (!inst.setup.batching->plans_steady_decode(instance_view(i))) return false;
+    const int32_t target = static_cast<int32_t>(i);
+    const int64_t block_size = inst.setup.block_size;
+    // The batch and its shape, as on_schedule() builds them; only the contexts change from one
+    // iteration to the next.
+    inst.batch.clear();
+    inst.shape.clear();
+    for (size_t pos = 0; pos < inst.running.size(); ++pos) {
+      const SeqView& seq = inst.running[pos];
+      inst.batch.push_back({static_cast<int32_t>(pos), 1});
+      inst.shape.segments.push_back({1, seq.computed_tokens + 1, 1});
+    }
+    std::vector<models::Segment>& segments = inst.shape.segments;
+    // From the second iteration on, every running request's previous token came at the
+    // iteration's start, so every gap is the iteration's duration: the tokens are recorded for the
+    // whole batch at once and each request's state is brought up to date when the span ends
+    // (settle). segments[pos].context_tokens stays computed_tokens + 1 of the current iteration.
+    int64_t lag = 0;  // tokens each request computed and sampled that its state does not show yet
+    int64_t lag_last_ns = 0, lag_max_gap = 0, lag_violations = 0;
+    int64_t measured_requests = -1;  // not warm-up: their gaps go into the TBT histogram
+    auto settle = [&] {
+      if (lag == 0) return;
+      for (SeqView& seq : inst.running) {
+        seq.computed_tokens += lag;
+        seq.generated_tokens += lag;
+        RequestState& rs = requests[static_cast<size_t>(seq.id)];
+        rs.last_token_ns = lag_last_ns;
+        rs.max_tbt_ns = std::max(rs.max_tbt_ns, lag_max_gap);
+        rs.tbt_violations += lag_violations;
+      }
+      lag = 0;
+    };
+    // A step needs a new block where its context outgrows the blocks held (by one token: the KV
+    // always holds the computed tokens).
+    std::vector<int32_t>& crossers = ff_crossers_;
+    crossers.clear();
+    for (size_t pos = 0; pos < inst.running.size(); ++pos) {
+      if (segments[pos].context_tokens > inst.running[pos].blocks * block_size) {
+        crossers.push_back(static_cast<int32_t>(pos));
+      }
+    }
+    for (bool first = true;; first = false) {
+      int64_t new_blocks = 0;
+      for (const int32_t pos : crossers) {
+        new_blocks += extra_blocks_for(segments[pos].context_tokens, inst.running[pos].blocks, block_size);
+      }
+      if (new_blocks > inst.free_blocks) {
+        settle();
+        request_schedule(i);
+        return true;
+      }
+      // The iteration starts now: on_schedule() with a plan of every running decode step.
+      fingerprint(Event{now, Phase::kSchedule, EventKind::kSchedule, target, 0, 0});
+      result.events++;
+      if (new_blocks > 0) {
+        for (const int32_t pos : crossers) {
+          SeqView& seq = inst.running[pos];
+          seq.blocks += extra_blocks_for(segments[pos].context_tokens, seq.blocks, block_size);
+        }
+        take_blocks(inst, new_blocks);
+      }
+      // Blocks reserved for KV on its way here count too, as on_schedule() counts them.
+      inst.stats.peak_used_blocks =
+          std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
+      const Duration d = inst.setup.cost_model->iteration_time(inst.shape);
+      if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
+      inst.batch_interference_ns = 0;
+      inst.batch_recompute_ns = 0;
+      result.fast_forwarded_iterations++;
+      if (now + d >= horizon || to_first_finish == 1) {
+        settle();
+        inst.busy = true;
+        inst.batch_start = now;
+        inst.batch_end = now + d;
+        push(now + d, Phase::kComplete, EventKind::kBatchDone, target);
+        return true;
+      }
+      // It ends: on_batch_done() of a batch where nothing finishes.
+      now += d;
+      fingerprint(Event{now, Phase::kComplete, EventKind::kBatchDone, target, 0, 0});
+      result.events++;
+      inst.stats.iterations++;
+      inst.stats.busy_ns += d.count();
+      inst.stats.decode_tokens += static_cast<int64_t>(inst.running.size());
+      const int64_t t_ns = now.time_since_epoch().count();
+      crossers.clear();
+      for (size_t pos = 0; pos < segments.size(); ++pos) {
+        if (++segments[pos].context_tokens > inst.running[pos].blocks * block_size) {
+          crossers.push_back(static_cast<int32_t>(pos));
+        }
+      }
+      if (first || config.record_token_times) {
+        for (SeqView& seq : inst.running) {
+          seq.computed_tokens++;
+          seq.generated_tokens++;
+          record_token(seq.id, requests[static_cast<size_t>(seq.id)], t_ns);
+        }
+        flush_gaps();
+      } else {
+        // record_token() of every request, with the same gap.
+        lag++;
+        lag_last_ns = t_ns;
+        lag_max_gap = std::max(lag_max_gap, d.count());
+        if (config.slo.tbt_p99 && d > *config.slo.tbt_p99) lag_violations++;
+        if (measured_requests < 0) {
+          measured_requests = 0;
+          for (const SeqView& seq : inst.running) {
+            if (!requests[static_cast<size_t>(seq.id)].warmup) measured_requests++;
+          }
+        }
+        if (measured_requests > 0) result.tbt_ns.add(d.count(), measured_requests);
+      }
+      to_first_finish--;
+    }
   }
 
   // Chunked transfer: the KV of `tokens` new tokens leaves for `dst` as soon as they are computed;

@@ -139,6 +139,13 @@ struct EngineConfig {
   // The model's context: a request whose prompt + output exceeds it is rejected on arrival, as a
   // serving engine refuses it (counted in RunResult::requests_rejected_context). 0 = no limit.
   int64_t max_context_tokens = 0;
+  // Exact fast-forward of steady decode: while an instance's batch is every running request's
+  // decode step (nothing waits, no request finishes, KV suffices, its policy agrees through
+  // BatchingPolicy::plans_steady_decode) and no other event comes before its end, the engine runs
+  // the iteration itself instead of through events and the policy. Every result is the same as
+  // stepping (records, statistics, cost-model lookups, and the event fingerprint and count: the
+  // iterations' events are counted and hashed as if they had been queued). false: step always.
+  bool fast_forward = true;
 };
 
 
@@ -170,6 +177,9 @@ struct InstanceStats {
 struct RunResult {
   uint64_t event_fingerprint = 0;  // hash over (time, phase, kind, target) of every event
   int64_t events = 0;
+  // Iterations the engine planned itself in steady decode (EngineConfig::fast_forward), of all the
+  // instances' InstanceStats::iterations.
+  int64_t fast_forwarded_iterations = 0;
   int64_t requests_total = 0;
   int64_t requests_finished = 0;
   int64_t requests_rejected = 0;    // could never run: KV pool too small or prompt too long

@@ -43,6 +43,15 @@ class BatchingPolicy {
   virtual std::optional<Duration> batch_time(const InstanceView& view, const BatchPlan& plan) {
     return std::nullopt;
   }
+  // Steady decode, for the engine's exact fast-forward (sim/engine.h, EngineConfig::fast_forward).
+  // Asked with a view whose waiting queue is empty and whose running requests are all one-token
+  // decode steps. Return true only if, for such a view and every later one that differs only in
+  // the requests' context lengths and blocks, with free KV blocks for every step: next_batch()
+  // schedules exactly every running request for one token (no preemption, no admission),
+  // batch_time() returns nullopt, and on_batch_done() changes nothing the policy decides by. The
+  // engine then runs those iterations without asking (same results). Default false: the engine
+  // asks at every iteration.
+  virtual bool plans_steady_decode(const InstanceView& view) const { return false; }
 };
 
 // What a cluster policy's factories know about the instance (or cluster) they build for: the

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "models/memory_model.h"
 #include "policies/builtin.h"
@@ -326,6 +327,118 @@ TEST(EngineClosedLoop, NeverMoreThanClientsInFlight) {
     } else {
       EXPECT_TRUE(std::binary_search(done.begin(), done.end(), r.arrival_ns - 50'000'000))
           << "request " << r.request_id;
+    }
+  }
+}
+
+// ---- exact fast-forward of steady decode (EngineConfig::fast_forward) ----
+
+TEST(EngineFastForward, AnUnloadedRequestsDecodeStepsAreAllFastForwardedWithTheSameEvents) {
+  const int64_t output = 50;
+  auto run = [&](bool fast_forward) {
+    CollectingListener rec;
+    RunSetup setup;
+    setup.config.fast_forward = fast_forward;
+    setup.config.record_token_times = true;
+    auto cost = make_cost();
+    const RunResult r = run_engine(setup, fixed_workload(1, 0, 700, output, 1), &rec, cost);
+    return std::make_tuple(r, rec.requests.at(0), cost->calls_);
+  };
+  const auto [on, on_record, on_calls] = run(true);
+  const auto [off, off_record, off_calls] = run(false);
+  // The prefill is planned by the policy; the output - 1 decode steps by the engine, the last of
+  // them (it finishes the request) as an ordinary batch with its completion event.
+  EXPECT_EQ(on.instances[0].iterations, output);
+  EXPECT_EQ(on.fast_forwarded_iterations, output - 1);
+  EXPECT_EQ(off.fast_forwarded_iterations, 0);
+  EXPECT_EQ(on.events, off.events);
+  EXPECT_EQ(on.event_fingerprint, off.event_fingerprint);
+  EXPECT_EQ(on_calls, off_calls);  // one cost-model call per iteration either way
+  EXPECT_EQ(on_record.token_times_ns, off_record.token_times_ns);
+  EXPECT_EQ(on_record.max_tbt_ns, off_record.max_tbt_ns);
+  EXPECT_EQ(on.tbt_ns.count(), output - 1);
+  EXPECT_EQ(on.tbt_ns.mean(), off.tbt_ns.mean());
+}
+
+// Several instances, arrivals during decode, KV pressure that preempts (in each coloc mode), a
+// TBT objective, warm-up requests and closed-loop clients with jitter: fast-forward changes no
+// record, no statistic and no event.
+TEST(EngineFastForward, SameRecordsStatisticsAndEventsAsSteppingEveryIteration) {
+  using Mode = policies::ColocParams::Mode;
+  struct Variant {
+    Mode mode;
+    int64_t num_blocks;  // 0: from the memory plan; 60 (960 tokens): preemptions
+    bool closed_loop;
+    int instances;  // with 2, each one's iterations stop at the other's events
+  };
+  for (const Variant v : {Variant{Mode::kUnifiedV1, 0, false, 1}, Variant{Mode::kUnifiedV1, 0, false, 2},
+                          Variant{Mode::kUnifiedV1, 60, false, 1},
+                          Variant{Mode::kStallFree, 60, false, 1},
+                          Variant{Mode::kPrefillPriority, 60, false, 1},
+                          Variant{Mode::kUnifiedV1, 0, true, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "mode " << static_cast<int>(v.mode) << " blocks "
+                                      << v.num_blocks << " closed loop " << v.closed_loop
+                                      << " instances " << v.instances);
+    auto run = [&](bool fast_forward, Duration tbt_objective) {
+      CollectingListener rec;
+      RunSetup setup;
+      setup.instances = v.instances;
+      setup.router = "least_outstanding";
+      setup.num_blocks = v.num_blocks;
+      setup.coloc.mode = v.mode;
+      setup.coloc.kv_allocation = v.mode == Mode::kStallFree
+                                      ? policies::ColocParams::KvAllocation::kWholePrompt
+                                      : policies::ColocParams::KvAllocation::kPerChunk;
+      setup.config.fast_forward = fast_forward;
+      setup.config.slo.tbt_p99 = tbt_objective;
+      setup.config.sample_interval = std::chrono::milliseconds(250);
+      if (v.closed_loop) {
+        setup.config.closed_loop.clients = 6;
+        setup.config.closed_loop.warmup_requests = 6;
+        setup.config.closed_loop.drain_after_warmup = true;
+        setup.config.closed_loop.think_time_jitter = std::chrono::milliseconds(20);
+        setup.config.closed_loop.seed = 3;
+      }
+      auto cost = make_cost();
+      const RunResult r = run_engine(setup, fixed_workload(60, 10.0, 300, 120, 7), &rec, cost);
+      return std::make_tuple(r, rec, cost->calls_);
+    };
+    // A TBT objective at the median gap: some gaps of fast-forwarded iterations violate it.
+    const Duration median_gap(std::get<0>(run(false, std::chrono::hours(1))).tbt_ns.quantile(0.5));
+    const auto [on, on_rec, on_calls] = run(true, median_gap);
+    const auto [off, off_rec, off_calls] = run(false, median_gap);
+    EXPECT_GT(on.fast_forwarded_iterations, 0);
+    EXPECT_EQ(on.event_fingerprint, off.event_fingerprint);
+    EXPECT_EQ(on.events, off.events);
+    EXPECT_EQ(on_calls, off_calls);
+    EXPECT_EQ(on.end_time, off.end_time);
+    EXPECT_EQ(on.mean_in_system, off.mean_in_system);
+    EXPECT_EQ(on.tbt_ns.count(), off.tbt_ns.count());
+    EXPECT_EQ(on.tbt_ns.mean(), off.tbt_ns.mean());
+    EXPECT_EQ(on.tbt_ns.quantile(0.99), off.tbt_ns.quantile(0.99));
+    auto stats_fields = [](const InstanceStats& x) {
+      return std::make_tuple(x.iterations, x.busy_ns, x.decode_tokens, x.prefill_tokens,
+                             x.preemptions, x.peak_used_blocks);
+    };
+    for (size_t i = 0; i < on.instances.size(); ++i) {
+      EXPECT_EQ(stats_fields(on.instances[i]), stats_fields(off.instances[i])) << "instance " << i;
+    }
+    if (v.num_blocks > 0) EXPECT_GT(on.instances[0].preemptions, 0);
+    ASSERT_EQ(on_rec.requests.size(), off_rec.requests.size());
+    int64_t violations = 0;
+    for (const RequestRecord& r : on_rec.requests) violations += r.tbt_slo_violations;
+    EXPECT_GT(violations, 0);
+    auto record_fields = [](const RequestRecord& r) {
+      return std::make_tuple(r.request_id, r.arrival_ns, r.first_scheduled_ns, r.first_token_ns,
+                             r.done_ns, r.max_tbt_ns, r.tbt_slo_violations, r.preemptions,
+                             r.interference_ns, r.recompute_ns);
+    };
+    for (size_t k = 0; k < on_rec.requests.size(); ++k) {
+      EXPECT_EQ(record_fields(on_rec.requests[k]), record_fields(off_rec.requests[k]));
+    }
+    ASSERT_EQ(on_rec.samples.size(), off_rec.samples.size());
+    for (size_t k = 0; k < on_rec.samples.size(); ++k) {
+      EXPECT_EQ(on_rec.samples[k].value, off_rec.samples[k].value) << on_rec.samples[k].metric;
     }
   }
 }
