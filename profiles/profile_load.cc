@@ -373,6 +373,15 @@ Profile load_profile(const std::string& dir) {
     }
     loader(path.string(), &p);
   }
+  // The tables are kept for the whole run (and cached across a plan's runs): no growth slack.
+  p.gemm.shrink_to_fit();
+  p.attention_prefill.shrink_to_fit();
+  p.attention_decode.shrink_to_fit();
+  p.collective.shrink_to_fit();
+  p.moe.shrink_to_fit();
+  p.elementwise.shrink_to_fit();
+  p.memcpy.shrink_to_fit();
+  p.forward.shrink_to_fit();
   return p;
 }
 
