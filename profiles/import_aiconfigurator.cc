@@ -26,6 +26,20 @@ const char* kMethod =
     "all_gather, reduce_scatter, alltoall; custom_all_reduce is vLLM's custom all-reduce replayed "
     "in a CUDA graph";
 
+// Bytes of a collective of `message_size` elements of `element_bytes` each (the row's
+// message_size column). Throws InputError at the row for a message over 1 TiB, far above any
+// measured collective, so that the product cannot overflow.
+int64_t message_bytes(const CsvReader& csv, int message_size, int64_t element_bytes) {
+  constexpr int64_t kMaxMessageBytes = int64_t{1} << 40;
+  const int64_t elements = csv.integer(message_size, 1);
+  if (elements > kMaxMessageBytes / element_bytes) {
+    csv.fail(fmt::format("column message_size: expected at most {} elements of {} bytes (1 TiB), "
+                         "found {}",
+                         kMaxMessageBytes / element_bytes, element_bytes, elements));
+  }
+  return elements * element_bytes;
+}
+
 // Accumulates what one system's import dropped or merged, per table.
 class Notes {
  public:
@@ -277,7 +291,7 @@ void import_nccl(const std::string& path, RowMerger<CollectiveRow>* rows, Notes*
     }
     r.op = csv.non_empty(op);
     r.num_gpus = csv.small_integer(gpus, 1);
-    r.message_bytes = csv.integer(size, 1) * bytes;
+    r.message_bytes = message_bytes(csv, size, bytes);
     r.latency_us = ms_to_us(csv.non_negative(lat));
     rows->add(std::move(r));
   }
@@ -308,7 +322,7 @@ void import_custom_allreduce(const std::string& path, RowMerger<CollectiveRow>* 
       continue;
     }
     r.num_gpus = csv.small_integer(gpus, 1);
-    r.message_bytes = csv.integer(size, 1) * bytes;
+    r.message_bytes = message_bytes(csv, size, bytes);
     r.latency_us = ms_to_us(csv.non_negative(lat));
     rows->add(std::move(r));
   }

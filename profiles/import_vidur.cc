@@ -252,6 +252,11 @@ std::vector<VidurGemmShape> vidur_gemm_shapes(const VidurModelShape& s, const st
   };
   need(s.num_heads > 0 && s.num_kv_heads > 0 && s.hidden > 0 && s.intermediate > 0 && s.tp > 0,
        "positive dimensions");
+  // Far above any model's, and low enough that the GEMM sizes below cannot overflow.
+  constexpr int64_t kMaxDimension = int64_t{1} << 24;
+  need(s.num_heads <= kMaxDimension && s.num_kv_heads <= kMaxDimension &&
+           s.hidden <= kMaxDimension && s.intermediate <= kMaxDimension && s.tp <= kMaxDimension,
+       fmt::format("dimensions of at most {}", kMaxDimension));
   need(s.hidden % s.num_heads == 0, "hidden divisible by the heads (integer head_dim)");
   need(s.num_heads % s.tp == 0 && s.num_kv_heads % s.tp == 0, "tp dividing the query and KV heads");
   need(s.intermediate % s.tp == 0, "tp dividing the intermediate size");
