@@ -79,6 +79,14 @@ class TrtllmScheduler final : public sim::BatchingPolicy {
     return !plan.empty();
   }
 
+  // With nothing waiting, every running decode step is scheduled for one token while they fit
+  // max_batch_size and max_num_tokens; the free KV blocks the engine checks cover what
+  // MAX_UTILIZATION would otherwise preempt for. No state carries from one batch to the next.
+  bool plans_steady_decode(const InstanceView& view) const override {
+    const auto n = static_cast<int64_t>(view.running->size());
+    return n <= p_.max_batch_size && n <= p_.max_num_tokens;
+  }
+
  private:
   // KV tokens a request holds from admission: its whole sequence under GUARANTEED_NO_EVICT.
   int64_t reserve_of(const SeqView& r) const {
