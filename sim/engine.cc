@@ -1093,6 +1093,7 @@ struct Engine::Impl {
       // The iteration starts now: on_schedule() with a plan of every running decode step.
       fingerprint(Event{now, Phase::kSchedule, EventKind::kSchedule, target, 0, 0});
       result.events++;
+      inst.setup.batching->on_steady_decode_step(instance_view(i));
       if (new_blocks > 0) {
         for (const int32_t pos : crossers) {
           SeqView& seq = inst.running[pos];

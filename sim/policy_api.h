@@ -49,9 +49,14 @@ class BatchingPolicy {
   // the requests' context lengths and blocks, with free KV blocks for every step: next_batch()
   // schedules exactly every running request for one token (no preemption, no admission),
   // batch_time() returns nullopt, and on_batch_done() changes nothing the policy decides by. The
-  // engine then runs those iterations without asking (same results). Default false: the engine
+  // engine then runs those iterations without asking (same results), calling
+  // on_steady_decode_step() where it would have called next_batch(). Default false: the engine
   // asks at every iteration.
   virtual bool plans_steady_decode(const InstanceView& view) const { return false; }
+  // Called for each batch the engine plans itself in steady decode (above), with the view
+  // next_batch() would have had: a policy whose state next_batch() would have moved (SGLang's
+  // decaying new-token ratio) moves it here, exactly as next_batch() would for that batch.
+  virtual void on_steady_decode_step(const InstanceView& view) {}
 };
 
 // What a cluster policy's factories know about the instance (or cluster) they build for: the

@@ -48,6 +48,19 @@ class SglangScheduler final : public sim::BatchingPolicy {
         decay_((init_ratio_ - min_ratio_) / kNewTokenRatioDecaySteps),
         ratio_(init_ratio_) {}
 
+  // With nothing waiting and no chunked prompt, try_prefill() forms nothing and decode() takes
+  // every running request once the pool holds their next tokens (the engine checks the blocks).
+  bool plans_steady_decode(const InstanceView& /*view*/) const override { return true; }
+
+  // What next_batch() does to the scheduler's state for such a decode batch: the new-token ratio
+  // decays one step (nothing was retracted).
+  void on_steady_decode_step(const InstanceView& view) override {
+    const auto running = static_cast<int64_t>(view.running->size());
+    if (running < last_running_) batch_is_full_ = false;
+    last_running_ = running;
+    ratio_ = std::max(ratio_ - decay_, min_ratio_);
+  }
+
   bool next_batch(const InstanceView& view, BatchPlan& plan) override {
     const auto& running = *view.running;
     if (static_cast<int64_t>(running.size()) < last_running_) batch_is_full_ = false;
