@@ -539,10 +539,10 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
       const auto& [engine, cls] = key;
       std::set<std::string> group_models;
       for (size_t i : members) group_models.insert(todo[i]->model);
-      Theta start = kStart;
-      if (const models::EngineCalibration* c = cat.engine_calibrations.find(engine, cls)) {
-        start = theta_of(*c);
-      }
+      // Every fit starts from the same neutral point, not from the shipped calibration: that one
+      // was fitted on every model, the held-out one included, and a local search started there
+      // would carry it into the held-out fit. So --fit also gives the same result every time.
+      const Theta start = kStart;
       // A named reference: clang before 16 cannot capture a structured binding.
       const auto& group_members = members;
       auto rows_of = [&](const std::string& except) {

@@ -219,6 +219,67 @@ TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {
   EXPECT_EQ(rows.rows[2], (std::vector<std::string>{"4", "ok", "1", "1"}));
 }
 
+// The fits start from a neutral point, never from the calibration in effect (fitted on every
+// model, the held-out one included): the same rows give the same fitted calibration, held-out
+// band included, whatever calibration.json says.
+TEST(Fidelity, FitsDoNotStartFromTheShippedCalibration) {
+  // vLLM rows of two models: Qwen3-32B on H100 (c = 8, 16) and Llama-3.1-8B FP8 on H200.
+  const std::string csv = csv_with_lines("fit_start", {1093, 1096, 1314, 1321});
+  // A data root like the shipped one but with another calibration in effect.
+  const fs::path other = fs::temp_directory_path() / "servesim_fidelity_other_root";
+  fs::remove_all(other);
+  fs::create_directories(other / "models" / "engines");
+  for (const auto& e : fs::directory_iterator(root().root)) {
+    if (e.path().filename() != "models") fs::create_directory_symlink(e.path(), other / e.path().filename());
+  }
+  for (const auto& e : fs::directory_iterator(fs::path(root().root) / "models")) {
+    if (e.path().filename() != "engines") {
+      fs::create_directory_symlink(e.path(), other / "models" / e.path().filename());
+    }
+  }
+  std::string calibration;
+  {
+    std::ifstream in(root().engine_calibration());
+    std::stringstream text;
+    text << in.rdbuf();
+    calibration = text.str();
+  }
+  const std::string key = "\"cpu_iteration_us\": ";
+  for (size_t at = calibration.find(key); at != std::string::npos; at = calibration.find(key, at + 1)) {
+    const size_t end = calibration.find_first_of(",\n}", at + key.size());
+    calibration.replace(at + key.size(), end - at - key.size(), "9000.0");
+  }
+  std::ofstream(other / "models" / "engines" / "calibration.json") << calibration;
+  const scenarios::DataRoot other_root{other.string()};
+  ASSERT_NE(scenarios::Catalogs::get(other_root).engine_calibrations.find("vllm", "hopper"), nullptr);
+  EXPECT_EQ(
+      scenarios::Catalogs::get(other_root).engine_calibrations.find("vllm", "hopper")->cpu.per_iteration,
+      std::chrono::microseconds(9000));
+
+  auto fitted = [&](const scenarios::DataRoot& r, const std::string& name) {
+    FidelityOptions options;
+    options.jobs = 2;
+    options.fit = true;
+    options.fit_evaluations = 6;
+    options.fit_max_rows = 2;
+    options.write_calibration = (fs::temp_directory_path() / name).string();
+    std::ostringstream out;
+    EXPECT_EQ(run_fidelity(csv, options, r, out), 0) << out.str();
+    std::ifstream in(options.write_calibration);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const std::string shipped = fitted(root(), "servesim_fit_shipped.json");
+  const std::string elsewhere = fitted(other_root, "servesim_fit_other.json");
+  EXPECT_NE(shipped.find("\"vllm\""), std::string::npos) << shipped;
+  EXPECT_NE(shipped.find("held_out"), std::string::npos) << shipped;
+  EXPECT_EQ(shipped, elsewhere);
+  fs::remove_all(other);
+  fs::remove(fs::temp_directory_path() / "servesim_fit_shipped.json");
+  fs::remove(fs::temp_directory_path() / "servesim_fit_other.json");
+}
+
 TEST(Fidelity, EmitScenarioPrintsARowsScenario) {
   const std::string csv = csv_with_lines("emit", {906});
   FidelityOptions options;
