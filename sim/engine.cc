@@ -1007,8 +1007,8 @@ struct Engine::Impl {
   // Called when instance i's batch completed at `now`, instead of asking its policy through a
   // kSchedule event. When the instance is in steady decode (every running request a plain decode
   // step, nothing waiting, no hand-off pending, no prefix-cache keys left to register, and its
-  // policy agrees), runs
-  // its next iterations here, each exactly as on_schedule() and on_batch_done() would: the same
+  // policy agrees), runs its next iterations here, each exactly as on_schedule() and
+  // on_batch_done() would: the same
   // KV blocks, cost-model call, token times, statistics, and the kSchedule and kBatchDone events
   // counted and hashed into the fingerprint as if popped. It stops
   // - before an iteration whose new KV blocks are not free (the policy preempts): a kSchedule
@@ -1031,6 +1031,7 @@ struct Engine::Impl {
       if (!seq.is_decode() || seq.split_tokens > 0) return false;
       to_first_finish = std::min(to_first_finish, seq.output_tokens - seq.generated_tokens);
     }
+    if (!inst.setup.batching->plans_steady_decode(instance_view(i))) return false;
     // With prefix caching, decode steps register nothing unless a request's hash ids cover its
     // answer (keys still to register: register_computed_blocks()); such instances step.
     if (inst.setup.prefix_caching) {
@@ -1039,7 +1040,6 @@ struct Engine::Impl {
         if (it != prefix_states.end() && !it->second.block_keys.empty()) return false;
       }
     }
-    if (!inst.setup.batching->plans_steady_decode(instance_view(i))) return false;
     const int32_t target = static_cast<int32_t>(i);
     const int64_t block_size = inst.setup.block_size;
     // The batch and its shape, as on_schedule() builds them; only the contexts change from one

@@ -56,14 +56,14 @@ class SglangScheduler final : public sim::BatchingPolicy {
   // decays one step (nothing was retracted).
   void on_steady_decode_step(const InstanceView& view) override {
     const auto running = static_cast<int64_t>(view.running->size());
-    if (running < last_running_) batch_is_full_ = false;
+    note_running(running);
     last_running_ = running;
-    ratio_ = std::max(ratio_ - decay_, min_ratio_);
+    decay_ratio();
   }
 
   bool next_batch(const InstanceView& view, BatchPlan& plan) override {
     const auto& running = *view.running;
-    if (static_cast<int64_t>(running.size()) < last_running_) batch_is_full_ = false;
+    note_running(static_cast<int64_t>(running.size()));
     if (running.empty() && view.waiting->empty()) {
       ratio_ = init_ratio_;
       return false;
@@ -77,6 +77,13 @@ class SglangScheduler final : public sim::BatchingPolicy {
   }
 
  private:
+  // A request left since the last batch: the pool may have room for new ones again.
+  void note_running(int64_t running) {
+    if (running < last_running_) batch_is_full_ = false;
+  }
+  // One decode batch without retraction: the new-token ratio decays a step towards its minimum.
+  void decay_ratio() { ratio_ = std::max(ratio_ - decay_, min_ratio_); }
+
   static int64_t output_left(const SeqView& r) {
     return std::min(std::max<int64_t>(r.output_tokens - r.generated_tokens, 0), kClipMaxNewTokens);
   }
@@ -223,7 +230,7 @@ class SglangScheduler final : public sim::BatchingPolicy {
                                  std::max(max_new, 1.0));
       std::sort(order_.begin(), order_.end());
     } else {
-      ratio_ = std::max(ratio_ - decay_, min_ratio_);
+      decay_ratio();
     }
     for (size_t pos : order_) plan.scheduled.push_back({running[pos].id, 1, 0});
   }
