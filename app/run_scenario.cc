@@ -39,9 +39,14 @@ std::string format_fingerprint(uint64_t fingerprint) { return fmt::format("{:016
 namespace {
 
 // Keeps every record (a MemorySink) and asks the run's watch, when there is one, whether to stop.
+// Keeps the run's records for the summary, the miss breakdown and the database; time-series
+// samples only when `keep_samples` (a database or the caller reads them: nothing else does).
 class WatchedSink : public reports::MemorySink {
  public:
-  explicit WatchedSink(RunWatch* watch) : watch_(watch) {}
+  WatchedSink(RunWatch* watch, bool keep_samples) : watch_(watch), keep_samples_(keep_samples) {}
+  void on_sample(const sim::SampleRecord& sample) override {
+    if (keep_samples_) MemorySink::on_sample(sample);
+  }
   void on_request(const sim::RequestRecord& record) override {
     MemorySink::on_request(record);
     if (watch_ && stop_reason_.empty()) stop_reason_ = watch_->on_request(record);
@@ -58,6 +63,7 @@ class WatchedSink : public reports::MemorySink {
 
  private:
   RunWatch* watch_;
+  bool keep_samples_;
   std::string stop_reason_;
 };
 
@@ -104,7 +110,7 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   std::vector<std::shared_ptr<const models::IterationCostModel>> cost_models = inputs.cost_models;
   for (const auto& m : cost_models) out.cost_models.push_back(m->describe());
 
-  WatchedSink memory(options.watch);
+  WatchedSink memory(options.watch, /*keep_samples=*/db.has_value() || options.keep_records);
   if (options.watch) {
     options.watch->start(population_of(inputs.workload, inputs.config, scenario.slo));
   }
@@ -132,12 +138,20 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   out.samples = std::move(memory.samples);
   out.rejected = std::move(memory.rejected);
   out.misses = explain_misses(scenario, out);
-  if (db) out.run_id = write_run(*db, make_stored_run(scenario, out, /*with_records=*/true));
+  if (db) {
+    // Records the caller does not keep move into the stored run rather than being copied: the
+    // run's largest vectors are never held twice.
+    StoredRun stored = make_stored_run(scenario, out, /*with_records=*/options.keep_records);
+    if (!options.keep_records) {
+      stored.requests = std::move(out.requests);
+      stored.samples = std::move(out.samples);
+      stored.misses = std::move(out.misses.misses);
+    }
+    out.run_id = write_run(*db, stored);
+  }
   if (!options.keep_records) {
-    out.requests.clear();
-    out.requests.shrink_to_fit();
-    out.samples.clear();
-    out.samples.shrink_to_fit();
+    out.requests = {};
+    out.samples = {};
   }
   return out;
 }

@@ -13,6 +13,7 @@
 
 #include "app/capacity.h"
 #include "app/run_scenario.h"
+#include "reports/sqlite_db.h"
 #include "scenarios/scenario.h"
 #include "sim/core/error.h"
 
@@ -328,6 +329,47 @@ TEST(IdleSpans, StretchingAWorkloadKeepsTheSampleCountFlat) {
   EXPECT_LE(stretched, 10 * normal + 300 * 20) << "normal " << normal;
   RecordProperty("samples_normal", static_cast<int>(normal));
   RecordProperty("samples_stretched", static_cast<int>(stretched));
+}
+
+// ---- 7. a run's records are stored whole, and held once ----
+
+TEST(StoredRecords, ARunThatKeepsNoRecordsStillStoresEveryRequestAndSample) {
+  const auto root = scenarios::DataRoot::discover();
+  const scenarios::Scenario s = scenarios::load_embedded_quickstart({"workload.first_n=200"}, root);
+  const app::RunOutcome kept = app::run_scenario(s, root, app::RunOptions{});
+  ASSERT_EQ(kept.requests.size(), 200u);
+  ASSERT_GT(kept.samples.size(), 0u);
+
+  // `servesim run` keeps no records in its outcome: they move into the database.
+  const fs::path db = fs::temp_directory_path() / "servesim_stored_records_test.db";
+  fs::remove(db);
+  app::RunOptions ro;
+  ro.db_path = db.string();
+  ro.keep_records = false;
+  const app::RunOutcome stored = app::run_scenario(s, root, ro);
+  EXPECT_TRUE(stored.requests.empty());
+  EXPECT_TRUE(stored.samples.empty());
+  EXPECT_EQ(stored.summary.requests, kept.summary.requests);
+  {
+    reports::SqliteDb sql(db.string(), reports::SqliteDb::Mode::kReadOnly);
+    const auto count = [&sql](const std::string& q) {
+      reports::Statement st(sql, q, "test");
+      EXPECT_TRUE(st.step());
+      return st.column_int64(0);
+    };
+    EXPECT_EQ(count("SELECT count(*) FROM request"), 200);
+    EXPECT_EQ(count("SELECT count(*) FROM sample"), static_cast<int64_t>(kept.samples.size()));
+    EXPECT_EQ(count("SELECT count(*) FROM request_miss"),
+              static_cast<int64_t>(kept.misses.misses.size()));
+  }
+  fs::remove(db);
+
+  // Without a database and without records, nothing reads the samples: none are kept.
+  app::RunOptions bare;
+  bare.keep_records = false;
+  const app::RunOutcome none = app::run_scenario(s, root, bare);
+  EXPECT_TRUE(none.samples.empty());
+  EXPECT_EQ(none.result.event_fingerprint, kept.result.event_fingerprint);
 }
 
 }  // namespace
