@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,16 @@ class IterationCostModel {
   virtual ~IterationCostModel() = default;
   // REQUIRES: !shape.empty(). Returns the wall time of the pass, including per-iteration overhead.
   virtual Duration iteration_time(const BatchShape& shape) const = 0;
+  // The time of a pass of `decodes` plain decode steps (query_tokens 1, logit_rows 1 each) whose
+  // context_tokens sum to `context_tokens`, without the segments: exactly iteration_time() of any
+  // such shape (and counted in lookup_stats() as it would count it), or nullopt where the model
+  // needs the segments themselves (a sliding window, batch-dependent engine costs); the caller
+  // then builds the shape. REQUIRES: 1 <= decodes <= context_tokens, and each context within
+  // the segment bounds. Lets steady decode advance without walking the batch every iteration.
+  virtual std::optional<Duration> decode_iteration_time(int64_t /*decodes*/,
+                                                        int64_t /*context_tokens*/) const {
+    return std::nullopt;
+  }
   virtual OperatorTimes breakdown(const BatchShape& shape) const = 0;
   // A lower bound on iteration_time(): peak FLOP/s and peak bandwidth, no overhead. Used by
   // analytic checks (simulated throughput may never beat it).

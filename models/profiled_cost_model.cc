@@ -322,6 +322,8 @@ struct ProfiledCostModel::Impl {
     return predicted;
   }
   Parts evaluate(const detail::BatchSums& s) const;
+  // evaluate() as iteration_time() reports it, counted in `stats`.
+  Duration counted_time(const detail::BatchSums& s) const;
   void attention(const detail::BatchSums& s, Parts* out) const;
   // MLA models: the roofline at the achievable rates, clamped to the peak (no MLA tables).
   void mla_attention(const detail::BatchSums& s, Parts* out) const;
@@ -1363,15 +1365,23 @@ ProfiledCostModel::ProfiledCostModel(const Deployment& d,
 
 ProfiledCostModel::~ProfiledCostModel() = default;
 
+Duration ProfiledCostModel::Impl::counted_time(const detail::BatchSums& s) const {
+  const Parts p = evaluate(s);
+  stats.interpolated_s += p.split[kInterpolated];
+  stats.extrapolated_s += p.split[kExtrapolated];
+  stats.analytic_s += p.split[kAnalytic];
+  stats.lookups += p.lookups;
+  return to_operator_times(p).total();
+}
+
 Duration ProfiledCostModel::iteration_time(const BatchShape& shape) const {
-  const Parts p = impl_->evaluate(detail::sum_segments(shape, impl_->shapes.window));
-  const Duration t = to_operator_times(p).total();
-  LookupStats& st = impl_->stats;
-  st.interpolated_s += p.split[kInterpolated];
-  st.extrapolated_s += p.split[kExtrapolated];
-  st.analytic_s += p.split[kAnalytic];
-  st.lookups += p.lookups;
-  return t;
+  return impl_->counted_time(detail::sum_segments(shape, impl_->shapes.window));
+}
+
+std::optional<Duration> ProfiledCostModel::decode_iteration_time(int64_t decodes,
+                                                                 int64_t context_tokens) const {
+  if (impl_->shapes.window > 0) return std::nullopt;  // windowed sums need each context
+  return impl_->counted_time(detail::decode_sums(decodes, context_tokens));
 }
 
 OperatorTimes ProfiledCostModel::breakdown(const BatchShape& shape) const {

@@ -72,10 +72,13 @@ class RooflineCostModel final : public IterationCostModel {
   }
 
   Duration iteration_time(const BatchShape& shape) const override {
-    const Duration t = breakdown(shape).total();
-    stats_.analytic_s += to_seconds(t);
-    ++stats_.lookups;
-    return t;
+    return counted(detail::sum_segments(shape, shapes_.window));
+  }
+
+  std::optional<Duration> decode_iteration_time(int64_t decodes,
+                                                int64_t context_tokens) const override {
+    if (shapes_.window > 0) return std::nullopt;  // windowed sums need each context
+    return counted(detail::decode_sums(decodes, context_tokens));
   }
 
   LookupStats lookup_stats() const override { return stats_; }
@@ -102,6 +105,14 @@ class RooflineCostModel final : public IterationCostModel {
   }
 
  private:
+  // The pass's time at the achievable rates, counted in stats_ (every lookup is analytic).
+  Duration counted(const detail::BatchSums& sums) const {
+    const Duration t = detail::evaluate(rates_, sums).total();
+    stats_.analytic_s += to_seconds(t);
+    ++stats_.lookups;
+    return t;
+  }
+
   ModelSpec model_;
   GpuSpec gpu_;
   Deployment deployment_;  // points at model_ and gpu_

@@ -394,6 +394,22 @@ BatchSums sum_segments(const BatchShape& shape, int64_t window) {
   return s;
 }
 
+BatchSums decode_sums(int64_t decodes, int64_t context_tokens) {
+  if (decodes < 1 || context_tokens < decodes) {
+    throw std::invalid_argument(fmt::format(
+        "decode pass of {} requests with {} context tokens in all", decodes, context_tokens));
+  }
+  // Per segment (q = 1, k its context): k key positions, k + 1 KV tokens (k read, 1 written).
+  BatchSums s;
+  s.tokens = static_cast<double>(decodes);
+  s.logit_rows = static_cast<double>(decodes);
+  s.has_decode = true;
+  s.decode_key_positions = static_cast<double>(context_tokens);
+  s.decode_kv_tokens = static_cast<double>(context_tokens + decodes);
+  s.decode_query_tokens = static_cast<double>(decodes);
+  return s;
+}
+
 double attention_time(const AttentionTerm& a, double positions, double kv_tokens,
                       double query_tokens, double latent_rows) {
   double t = std::max(a.flop_s * positions, a.kv_s * kv_tokens + a.query_s * query_tokens) +

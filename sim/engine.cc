@@ -215,8 +215,10 @@ struct Engine::Impl {
 
   RunResult result;
   int64_t pending_gap_ = -1, pending_gaps_ = 0;  // add_gap(): the run not yet in result.tbt_ns
-  // fast_forward(): positions in `running` of the requests whose next step needs a new KV block.
+  // fast_forward(): positions in `running` of the requests whose next step needs a new KV block,
+  // and the tokens each one's held blocks take.
   std::vector<int32_t> ff_crossers_;
+  std::vector<int64_t> ff_caps_;
   bool stopped = false;
 
   // Elastic clusters: observations since the controller's previous tick, and GPUs held.
@@ -1073,13 +1075,20 @@ struct Engine::Impl {
     };
     // A step needs a new block where its context outgrows the blocks held (by one token: the KV
     // always holds the computed tokens).
+    // caps[pos]: the tokens its held blocks take (blocks * block_size); context_sum: the sum of
+    // the segments' contexts, which is all the cost model needs of a decode batch (it grows by
+    // the batch size each iteration).
     std::vector<int32_t>& crossers = ff_crossers_;
+    std::vector<int64_t>& caps = ff_caps_;
     crossers.clear();
+    caps.clear();
+    int64_t context_sum = 0;
     for (size_t pos = 0; pos < inst.running.size(); ++pos) {
-      if (segments[pos].context_tokens > inst.running[pos].blocks * block_size) {
-        crossers.push_back(static_cast<int32_t>(pos));
-      }
+      caps.push_back(inst.running[pos].blocks * block_size);
+      context_sum += segments[pos].context_tokens;
+      if (segments[pos].context_tokens > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
     }
+    const auto decodes = static_cast<int64_t>(segments.size());
     for (bool first = true;; first = false) {
       int64_t new_blocks = 0;
       for (const int32_t pos : crossers) {
@@ -1098,13 +1107,16 @@ struct Engine::Impl {
         for (const int32_t pos : crossers) {
           SeqView& seq = inst.running[pos];
           seq.blocks += extra_blocks_for(segments[pos].context_tokens, seq.blocks, block_size);
+          caps[pos] = seq.blocks * block_size;
         }
         take_blocks(inst, new_blocks);
       }
       // Blocks reserved for KV on its way here count too, as on_schedule() counts them.
       inst.stats.peak_used_blocks =
           std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
-      const Duration d = inst.setup.cost_model->iteration_time(inst.shape);
+      const models::IterationCostModel& cost = *inst.setup.cost_model;
+      const std::optional<Duration> from_sums = cost.decode_iteration_time(decodes, context_sum);
+      const Duration d = from_sums ? *from_sums : cost.iteration_time(inst.shape);
       if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
       inst.batch_interference_ns = 0;
       inst.batch_recompute_ns = 0;
@@ -1127,10 +1139,9 @@ struct Engine::Impl {
       const int64_t t_ns = now.time_since_epoch().count();
       crossers.clear();
       for (size_t pos = 0; pos < segments.size(); ++pos) {
-        if (++segments[pos].context_tokens > inst.running[pos].blocks * block_size) {
-          crossers.push_back(static_cast<int32_t>(pos));
-        }
+        if (++segments[pos].context_tokens > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
       }
+      context_sum += decodes;
       if (first || config.record_token_times) {
         for (SeqView& seq : inst.running) {
           seq.computed_tokens++;

@@ -14,6 +14,7 @@
 #include "models/cost_model.h"
 #include "models/hardware.h"
 #include "models/profile_interpolation.h"
+#include "models/roofline_terms.h"
 #include "profiles/profile_tables.h"
 #include "sim/core/error.h"
 #include "sim/core/time.h"
@@ -444,6 +445,63 @@ TEST_F(ProfiledTest, RejectsBadInputs) {
   BatchShape bad;
   bad.segments.push_back({5, 2, 1});
   EXPECT_THROW(m->iteration_time(bad), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace servesim::models
+
+namespace servesim::models {
+namespace {
+
+// A decode batch's sums depend on its size and total context only: decode_sums() gives every
+// field sum_segments() gives for any such shape, and decode_iteration_time() the same duration
+// as iteration_time(), counted alike (a steady decode that skips the segments stays exact).
+TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
+  BatchShape shape;
+  int64_t context = 0;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 37; ++i) {
+    const auto c = static_cast<int64_t>(1 + rng() % 9000);
+    shape.segments.push_back({1, c, 1});
+    context += c;
+  }
+  const detail::BatchSums a = detail::sum_segments(shape);
+  const detail::BatchSums b = detail::decode_sums(37, context);
+  for (auto f : {&detail::BatchSums::tokens, &detail::BatchSums::logit_rows,
+                 &detail::BatchSums::prefill_key_positions, &detail::BatchSums::prefill_kv_tokens,
+                 &detail::BatchSums::prefill_query_tokens, &detail::BatchSums::decode_key_positions,
+                 &detail::BatchSums::decode_kv_tokens, &detail::BatchSums::decode_query_tokens,
+                 &detail::BatchSums::prefill_segments, &detail::BatchSums::prefill_k2,
+                 &detail::BatchSums::prefill_q2, &detail::BatchSums::prefill_qc,
+                 &detail::BatchSums::window_prefill_key_positions,
+                 &detail::BatchSums::window_prefill_kv_tokens,
+                 &detail::BatchSums::window_decode_key_positions,
+                 &detail::BatchSums::window_decode_kv_tokens}) {
+    EXPECT_EQ(a.*f, b.*f);
+  }
+  EXPECT_EQ(a.has_decode, b.has_decode);
+  EXPECT_EQ(a.has_prefill, b.has_prefill);
+  EXPECT_THROW(detail::decode_sums(0, 10), std::invalid_argument);
+  EXPECT_THROW(detail::decode_sums(5, 4), std::invalid_argument);
+
+  const Deployment dep = deployment("llama-3.1-8b", "h100_sxm", 2);
+  for (const bool profiled : {true, false}) {
+    const auto by_shape = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
+                                   : make_roofline_cost_model(dep, {});
+    const auto by_sums = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
+                                  : make_roofline_cost_model(dep, {});
+    const std::optional<Duration> t = by_sums->decode_iteration_time(37, context);
+    ASSERT_TRUE(t.has_value());
+    EXPECT_EQ(*t, by_shape->iteration_time(shape)) << (profiled ? "profiled" : "roofline");
+    EXPECT_EQ(by_sums->lookup_stats().lookups, by_shape->lookup_stats().lookups);
+    EXPECT_EQ(by_sums->lookup_stats().interpolated_s, by_shape->lookup_stats().interpolated_s);
+    EXPECT_EQ(by_sums->lookup_stats().analytic_s, by_shape->lookup_stats().analytic_s);
+  }
+  // A sliding window needs each context: the caller must build the shape.
+  const Deployment windowed{&models_->get("gpt-oss-120b"), &gpus_->get("h100_sxm"), 2,
+                            Dtype::kBf16, Dtype::kBf16};
+  EXPECT_FALSE(make_roofline_cost_model(windowed, {})->decode_iteration_time(37, context));
+  EXPECT_FALSE(make_profiled_cost_model(windowed, {}, {})->decode_iteration_time(37, context));
 }
 
 }  // namespace
