@@ -27,6 +27,15 @@ struct Segment {
                                // prefill chunk that does not finish the prompt)
 };
 
+// A pass of `decodes` plain decode segments (query_tokens 1 each) whose context_tokens sum to
+// `context_tokens`, `logit_rows` of them sampled (1 each; CUDA-graph padding rows sample none):
+// all a cost model needs of such a batch. REQUIRES: 0 <= logit_rows <= decodes <= context_tokens.
+struct DecodePass {
+  int64_t decodes = 0;
+  int64_t context_tokens = 0;
+  int64_t logit_rows = 0;
+};
+
 // A forward pass. `segments` is reused by callers to avoid per-iteration allocation.
 struct BatchShape {
   std::vector<Segment> segments;
@@ -83,14 +92,12 @@ class IterationCostModel {
   virtual ~IterationCostModel() = default;
   // REQUIRES: !shape.empty(). Returns the wall time of the pass, including per-iteration overhead.
   virtual Duration iteration_time(const BatchShape& shape) const = 0;
-  // The time of a pass of `decodes` plain decode steps (query_tokens 1, logit_rows 1 each) whose
-  // context_tokens sum to `context_tokens`, without the segments: exactly iteration_time() of any
-  // such shape (and counted in lookup_stats() as it would count it), or nullopt where the model
-  // needs the segments themselves (a sliding window, batch-dependent engine costs); the caller
-  // then builds the shape. REQUIRES: 1 <= decodes <= context_tokens, and each context within
-  // the segment bounds. Lets steady decode advance without walking the batch every iteration.
-  virtual std::optional<Duration> decode_iteration_time(int64_t /*decodes*/,
-                                                        int64_t /*context_tokens*/) const {
+  // The time of a decode pass given by its sums, without the segments: exactly iteration_time()
+  // of any shape with those sums (and counted in lookup_stats() as it would count it), or nullopt
+  // where the model needs the segments themselves (a sliding window); the caller then builds
+  // the shape. REQUIRES: pass.decodes >= 1 and each context within the segment bounds. Lets
+  // steady decode advance without walking the batch every iteration.
+  virtual std::optional<Duration> decode_iteration_time(const DecodePass& /*pass*/) const {
     return std::nullopt;
   }
   virtual OperatorTimes breakdown(const BatchShape& shape) const = 0;

@@ -1378,10 +1378,9 @@ Duration ProfiledCostModel::iteration_time(const BatchShape& shape) const {
   return impl_->counted_time(detail::sum_segments(shape, impl_->shapes.window));
 }
 
-std::optional<Duration> ProfiledCostModel::decode_iteration_time(int64_t decodes,
-                                                                 int64_t context_tokens) const {
+std::optional<Duration> ProfiledCostModel::decode_iteration_time(const DecodePass& pass) const {
   if (impl_->shapes.window > 0) return std::nullopt;  // windowed sums need each context
-  return impl_->counted_time(detail::decode_sums(decodes, context_tokens));
+  return impl_->counted_time(detail::decode_sums(pass));
 }
 
 OperatorTimes ProfiledCostModel::breakdown(const BatchShape& shape) const {

@@ -105,8 +105,7 @@ class ProfiledCostModel final : public IterationCostModel {
   ~ProfiledCostModel() override;
 
   Duration iteration_time(const BatchShape& shape) const override;
-  std::optional<Duration> decode_iteration_time(int64_t decodes,
-                                                int64_t context_tokens) const override;
+  std::optional<Duration> decode_iteration_time(const DecodePass& pass) const override;
   OperatorTimes breakdown(const BatchShape& shape) const override;
   Duration peak_bound_time(const BatchShape& shape) const override;
   std::string describe() const override;  // includes calibration_note()

@@ -75,10 +75,9 @@ class RooflineCostModel final : public IterationCostModel {
     return counted(detail::sum_segments(shape, shapes_.window));
   }
 
-  std::optional<Duration> decode_iteration_time(int64_t decodes,
-                                                int64_t context_tokens) const override {
+  std::optional<Duration> decode_iteration_time(const DecodePass& pass) const override {
     if (shapes_.window > 0) return std::nullopt;  // windowed sums need each context
-    return counted(detail::decode_sums(decodes, context_tokens));
+    return counted(detail::decode_sums(pass));
   }
 
   LookupStats lookup_stats() const override { return stats_; }

@@ -394,19 +394,21 @@ BatchSums sum_segments(const BatchShape& shape, int64_t window) {
   return s;
 }
 
-BatchSums decode_sums(int64_t decodes, int64_t context_tokens) {
-  if (decodes < 1 || context_tokens < decodes) {
-    throw std::invalid_argument(fmt::format(
-        "decode pass of {} requests with {} context tokens in all", decodes, context_tokens));
+BatchSums decode_sums(const DecodePass& pass) {
+  if (pass.decodes < 1 || pass.context_tokens < pass.decodes || pass.logit_rows < 0 ||
+      pass.logit_rows > pass.decodes) {
+    throw std::invalid_argument(
+        fmt::format("decode pass of {} requests with {} context tokens in all and {} logit rows",
+                    pass.decodes, pass.context_tokens, pass.logit_rows));
   }
   // Per segment (q = 1, k its context): k key positions, k + 1 KV tokens (k read, 1 written).
   BatchSums s;
-  s.tokens = static_cast<double>(decodes);
-  s.logit_rows = static_cast<double>(decodes);
+  s.tokens = static_cast<double>(pass.decodes);
+  s.logit_rows = static_cast<double>(pass.logit_rows);
   s.has_decode = true;
-  s.decode_key_positions = static_cast<double>(context_tokens);
-  s.decode_kv_tokens = static_cast<double>(context_tokens + decodes);
-  s.decode_query_tokens = static_cast<double>(decodes);
+  s.decode_key_positions = static_cast<double>(pass.context_tokens);
+  s.decode_kv_tokens = static_cast<double>(pass.context_tokens + pass.decodes);
+  s.decode_query_tokens = static_cast<double>(pass.decodes);
   return s;
 }
 

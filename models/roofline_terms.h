@@ -229,10 +229,10 @@ struct BatchSums {
 // With window > 0 the window_* sums are filled too: a query at position j (1-based) attends to
 // min(j, window) keys; a segment reads min(context, query + window - 1) KV tokens.
 BatchSums sum_segments(const BatchShape& shape, int64_t window = 0);
-// sum_segments() of `decodes` decode segments (query 1, one logit row) whose contexts sum to
-// `context_tokens`, with window = 0: the same fields, without the segments. Throws
-// std::invalid_argument unless 1 <= decodes <= context_tokens.
-BatchSums decode_sums(int64_t decodes, int64_t context_tokens);
+// sum_segments() of the decode segments `pass` sums up, with window = 0: the same fields, without
+// the segments. Throws std::invalid_argument unless 0 <= logit_rows <= decodes <= context_tokens
+// and decodes >= 1.
+BatchSums decode_sums(const DecodePass& pass);
 
 // Roofline time of one attention kernel family over the given sums (seconds); latent_rows feed
 // MLA's latent GEMM.

@@ -16,9 +16,17 @@ class EngineCostModel final : public IterationCostModel {
       : gpu_(std::move(gpu)), runtime_(std::move(runtime)) {}
 
   Duration iteration_time(const BatchShape& shape) const override {
-    const Duration gpu = scaled(gpu_->iteration_time(padded(shape)), shape);
-    const Duration cpu = cpu_cost(shape);
-    return runtime_.cpu.overlapped ? std::max(gpu, cpu) : gpu + cpu;
+    return with_cpu(scaled(gpu_->iteration_time(padded(shape)), prefill_tokens(shape)),
+                    cpu_cost(shape));
+  }
+
+  // The decode pass padded as padded() pads its shape: rows of context 1 that sample nothing.
+  std::optional<Duration> decode_iteration_time(const DecodePass& pass) const override {
+    const int64_t target = runtime_.graphs.padded(pass.decodes, /*decode_only=*/true);
+    const std::optional<Duration> gpu = gpu_->decode_iteration_time(
+        {target, pass.context_tokens + (target - pass.decodes), pass.logit_rows});
+    if (!gpu) return std::nullopt;
+    return with_cpu(scaled(*gpu, /*prefill_tokens=*/0), runtime_.cpu.cost(pass.decodes, pass.decodes));
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
@@ -26,7 +34,7 @@ class EngineCostModel final : public IterationCostModel {
     for (Duration* d : {&t.qkv_gemm, &t.o_gemm, &t.mlp_gemm, &t.attention_prefill,
                         &t.attention_decode, &t.norms_elementwise, &t.allreduce, &t.lm_head,
                         &t.overhead}) {
-      *d = scaled(*d, shape);
+      *d = scaled(*d, prefill_tokens(shape));
     }
     const Duration gpu = t.total();
     const Duration cpu = cpu_cost(shape);
@@ -45,12 +53,21 @@ class EngineCostModel final : public IterationCostModel {
   LookupStats lookup_stats() const override { return gpu_->lookup_stats(); }
 
  private:
-  Duration scaled(Duration gpu, const BatchShape& shape) const {
-    if (runtime_.gpu_scale.identity()) return gpu;
-    int64_t prefill_tokens = 0;
+  // The pass's wall time: CPU work overlapped with the GPU's or after it.
+  Duration with_cpu(Duration gpu, Duration cpu) const {
+    return runtime_.cpu.overlapped ? std::max(gpu, cpu) : gpu + cpu;
+  }
+
+  static int64_t prefill_tokens(const BatchShape& shape) {
+    int64_t tokens = 0;
     for (const Segment& s : shape.segments) {
-      if (s.query_tokens > 1) prefill_tokens += s.query_tokens;
+      if (s.query_tokens > 1) tokens += s.query_tokens;
     }
+    return tokens;
+  }
+
+  Duration scaled(Duration gpu, int64_t prefill_tokens) const {
+    if (runtime_.gpu_scale.identity()) return gpu;
     return Duration{std::llround(static_cast<double>(gpu.count()) *
                                  runtime_.gpu_scale.factor(prefill_tokens))};
   }

@@ -1115,7 +1115,7 @@ struct Engine::Impl {
       inst.stats.peak_used_blocks =
           std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
       const models::IterationCostModel& cost = *inst.setup.cost_model;
-      const std::optional<Duration> from_sums = cost.decode_iteration_time(decodes, context_sum);
+      const std::optional<Duration> from_sums = cost.decode_iteration_time({decodes, context_sum, decodes});
       const Duration d = from_sums ? *from_sums : cost.iteration_time(inst.shape);
       if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
       inst.batch_interference_ns = 0;

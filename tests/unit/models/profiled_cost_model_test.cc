@@ -466,7 +466,7 @@ TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
     context += c;
   }
   const detail::BatchSums a = detail::sum_segments(shape);
-  const detail::BatchSums b = detail::decode_sums(37, context);
+  const detail::BatchSums b = detail::decode_sums({37, context, 37});
   for (auto f : {&detail::BatchSums::tokens, &detail::BatchSums::logit_rows,
                  &detail::BatchSums::prefill_key_positions, &detail::BatchSums::prefill_kv_tokens,
                  &detail::BatchSums::prefill_query_tokens, &detail::BatchSums::decode_key_positions,
@@ -481,8 +481,9 @@ TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
   }
   EXPECT_EQ(a.has_decode, b.has_decode);
   EXPECT_EQ(a.has_prefill, b.has_prefill);
-  EXPECT_THROW(detail::decode_sums(0, 10), std::invalid_argument);
-  EXPECT_THROW(detail::decode_sums(5, 4), std::invalid_argument);
+  EXPECT_THROW(detail::decode_sums({0, 10, 0}), std::invalid_argument);
+  EXPECT_THROW(detail::decode_sums({5, 4, 5}), std::invalid_argument);
+  EXPECT_THROW(detail::decode_sums({5, 40, 6}), std::invalid_argument);
 
   const Deployment dep = deployment("llama-3.1-8b", "h100_sxm", 2);
   for (const bool profiled : {true, false}) {
@@ -490,7 +491,7 @@ TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
                                    : make_roofline_cost_model(dep, {});
     const auto by_sums = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
                                   : make_roofline_cost_model(dep, {});
-    const std::optional<Duration> t = by_sums->decode_iteration_time(37, context);
+    const std::optional<Duration> t = by_sums->decode_iteration_time({37, context, 37});
     ASSERT_TRUE(t.has_value());
     EXPECT_EQ(*t, by_shape->iteration_time(shape)) << (profiled ? "profiled" : "roofline");
     EXPECT_EQ(by_sums->lookup_stats().lookups, by_shape->lookup_stats().lookups);
@@ -500,8 +501,8 @@ TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
   // A sliding window needs each context: the caller must build the shape.
   const Deployment windowed{&models_->get("gpt-oss-120b"), &gpus_->get("h100_sxm"), 2,
                             Dtype::kBf16, Dtype::kBf16};
-  EXPECT_FALSE(make_roofline_cost_model(windowed, {})->decode_iteration_time(37, context));
-  EXPECT_FALSE(make_profiled_cost_model(windowed, {}, {})->decode_iteration_time(37, context));
+  EXPECT_FALSE(make_roofline_cost_model(windowed, {})->decode_iteration_time({37, context, 37}));
+  EXPECT_FALSE(make_profiled_cost_model(windowed, {}, {})->decode_iteration_time({37, context, 37}));
 }
 
 }  // namespace

@@ -95,6 +95,33 @@ TEST(EngineCostModel, RejectsUnsortedCaptureSizesAndNegativeCosts) {
   EXPECT_THROW(make_engine_cost_model(gpu_model(), rt), std::invalid_argument);
 }
 
+// A decode pass priced from its sums (steady decode) pads, scales and adds the CPU exactly as the
+// pass priced from its segments, in both CPU modes, padded or not.
+TEST(EngineCostModel, ADecodePassFromItsSumsCostsWhatItsShapeCosts) {
+  for (const bool overlapped : {false, true}) {
+    EngineRuntime rt;
+    rt.name = "test";
+    rt.graphs.capture_sizes = {1, 2, 4, 8};
+    rt.cpu.per_iteration = std::chrono::microseconds(500);
+    rt.cpu.per_request_ns = 10'000;
+    rt.cpu.per_token_ns = 1'000;
+    rt.cpu.overlapped = overlapped;
+    rt.gpu_scale.decode = 0.8;
+    const auto engine = make_engine_cost_model(gpu_model(), rt);
+    for (const int n : {1, 5, 8, 9}) {
+      BatchShape shape;
+      int64_t context = 0;
+      for (int i = 0; i < n; ++i) {
+        shape.segments.push_back({1, 700 + 37 * i, 1});
+        context += 700 + 37 * i;
+      }
+      const std::optional<Duration> from_sums = engine->decode_iteration_time({n, context, n});
+      ASSERT_TRUE(from_sums.has_value());
+      EXPECT_EQ(*from_sums, engine->iteration_time(shape)) << n << " overlapped " << overlapped;
+    }
+  }
+}
+
 TEST(GpuTimeScale, DecodePassesTakeTheDecodeFactorAndPrefillBlendsTowardThePrefillFactor) {
   GpuTimeScale scale;
   scale.decode = 0.8;
