@@ -50,7 +50,16 @@ bool is_valid_tp(const ModelSpec& model, int tp) {
   return model.num_kv_heads >= tp ? model.num_kv_heads % tp == 0 : tp % model.num_kv_heads == 0;
 }
 
-std::string expert_parallel_error(const ModelSpec& model, int tp, int ep) {
+std::string expert_parallel_error(const ModelSpec& model, int tp, int ep, int attention_dp) {
+  if (attention_dp < 1) {
+    return fmt::format("{}: attention data-parallel degree attention_dp={} must be at least 1",
+                       model.key, attention_dp);
+  }
+  if (attention_dp > 1 && !model.moe) {
+    return fmt::format("{}: attention data parallelism (attention_dp={}) needs a MoE model; a dense "
+                       "model's data-parallel ranks are separate instances (cluster.instances)",
+                       model.key, attention_dp);
+  }
   if (ep == 1) return "";
   if (ep < 1) return fmt::format("{}: expert-parallel degree ep={} must be at least 1", model.key, ep);
   if (!model.moe) {
@@ -61,7 +70,12 @@ std::string expert_parallel_error(const ModelSpec& model, int tp, int ep) {
     return fmt::format("{}: ep={} does not divide its {} routed experts", model.key, ep,
                        model.moe->num_experts);
   }
-  if (tp % ep != 0) {
+  if (attention_dp > 1 && (tp * attention_dp) % ep != 0) {
+    return fmt::format("{}: ep={} must divide tp x attention_dp = {} x {} (the experts are split "
+                       "over the instance's GPUs)",
+                       model.key, ep, tp, attention_dp);
+  }
+  if (attention_dp == 1 && tp % ep != 0) {
     return fmt::format("{}: ep={} must divide tp={} (the experts are split inside the instance's "
                        "TP GPUs)",
                        model.key, ep, tp);
@@ -70,7 +84,10 @@ std::string expert_parallel_error(const ModelSpec& model, int tp, int ep) {
 }
 
 std::string parallelism_label(const Deployment& d) {
-  return d.ep > 1 ? fmt::format("tp{} ep{}", d.tp, d.ep) : fmt::format("tp{}", d.tp);
+  std::string label = fmt::format("tp{}", d.tp);
+  if (d.attention_dp > 1) label += fmt::format(" dp{}", d.attention_dp);
+  if (d.ep > 1) label += fmt::format(" ep{}", d.ep);
+  return label;
 }
 
 void validate_deployment(const Deployment& deployment) {
@@ -92,7 +109,8 @@ void validate_deployment(const Deployment& deployment) {
         m.key, dtype_name(deployment.weight_dtype), gpu.key, gpu.name));
   }
   const int tp = deployment.tp;
-  if (const std::string e = expert_parallel_error(m, tp, deployment.ep); !e.empty()) {
+  if (const std::string e = expert_parallel_error(m, tp, deployment.ep, deployment.attention_dp);
+      !e.empty()) {
     throw CapacityError(e);
   }
   if (is_valid_tp(m, tp)) {

@@ -59,6 +59,15 @@ struct Deployment {
   // replicated on every rank, each rank runs its experts on the tokens routed to them, and the
   // layer's all-reduce combines them (the TensorRT-LLM / vLLM layout without attention DP).
   int ep = 1;
+  // Attention data parallelism of a MoE model (TensorRT-LLM's enable_attention_dp, SGLang's
+  // --enable-dp-attention): the instance is attention_dp ranks of `tp` GPUs each (tp x attention_dp
+  // GPUs in all). Each rank holds the attention and dense weights (sharded by tp), its own
+  // requests and their KV; the routed experts are split over all the instance's GPUs, ep ways
+  // (ep divides tp x attention_dp), and see every rank's tokens (gathered before the MoE layer,
+  // scattered after it). 1: no attention DP. Built by make_attention_dp_cost_model().
+  int attention_dp = 1;
+
+  int gpus() const { return tp * attention_dp; }
 };
 
 // Per-operator time of one forward pass, summed over layers.
@@ -119,10 +128,12 @@ int64_t kv_bytes_per_token_per_rank_layer(const ModelSpec& model, int tp, Dtype 
 // True when `tp` can shard `model`: tp >= 1, tp divides num_attention_heads, and either tp
 // divides num_kv_heads (num_kv_heads >= tp) or num_kv_heads divides tp (replicated KV heads).
 bool is_valid_tp(const ModelSpec& model, int tp);
-// Why `ep` cannot split `model`'s experts inside `tp` GPUs ("" when it can): ep >= 1, and with
-// ep > 1 a MoE model whose num_experts ep divides, and ep dividing tp.
-std::string expert_parallel_error(const ModelSpec& model, int tp, int ep);
-// The deployment's parallelism as cost-model descriptions print it: "tp4", or "tp4 ep2".
+// Why `ep` cannot split `model`'s experts inside the instance's tp x attention_dp GPUs ("" when it
+// can): ep >= 1, and with ep > 1 a MoE model whose num_experts ep divides, and ep dividing
+// tp x attention_dp; attention_dp >= 1, and above 1 a MoE model.
+std::string expert_parallel_error(const ModelSpec& model, int tp, int ep, int attention_dp = 1);
+// The deployment's parallelism as cost-model descriptions print it: "tp4", "tp4 ep2", or with
+// attention DP "tp1 dp8 ep8".
 std::string parallelism_label(const Deployment& d);
 
 // Throws std::invalid_argument when the model or GPU pointer is null or kv_dtype is not a KV

@@ -19,6 +19,11 @@
 //  - Sliding-window layers keep at most sliding_window tokens of each sequence: their KV is
 //    reserved up front for max_num_seqs sequences (window_kv_reserve_bytes) rather than paged.
 //  - Weights: quantised dtypes include their block scales (weight_bytes_per_element, hardware.h).
+//  - Attention data parallelism (Deployment::attention_dp = D): every rank of tp GPUs holds the
+//    weights other than the routed experts (sharded by tp); the routed experts, per MoE layer
+//    num_experts x (gated ? 3 : 2) x hidden x expert_intermediate parameters, are spread over
+//    all tp x D GPUs. Each rank keeps its own KV pool: the instance has D times the blocks of one
+//    GPU's pool.
 #include "models/memory_model.h"
 
 #include <algorithm>
@@ -56,16 +61,31 @@ void check_params(const MemoryParams& p) {
 }
 
 
+// Routed-expert parameters of a MoE model (0 for a dense one), at most param_count.
+int64_t routed_expert_params(const ModelSpec& m) {
+  if (!m.moe) return 0;
+  const int64_t per_expert =
+      (m.gated_mlp ? 3 : 2) * m.hidden_size * m.moe->expert_intermediate_size;
+  return std::min(m.param_count,
+                  per_expert * m.moe->num_experts * static_cast<int64_t>(m.moe->num_moe_layers));
+}
+
 // Computes the plan without checking that it leaves room for a KV block.
 MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   const ModelSpec& m = *d.model;
   MemoryPlan plan;
-  plan.label = fmt::format("{} on {} x {} (tp{}, {} weights, {} KV)", m.key, d.tp, d.gpu->key, d.tp,
-                           dtype_name(d.weight_dtype), dtype_name(d.kv_dtype));
+  plan.label = fmt::format("{} on {} x {} ({}, {} weights, {} KV)", m.key, d.gpus(), d.gpu->key,
+                           parallelism_label(d), dtype_name(d.weight_dtype), dtype_name(d.kv_dtype));
   plan.gpu_memory_bytes = d.gpu->memory_bytes;
   plan.usable_bytes =
       std::llround(static_cast<double>(d.gpu->memory_bytes) * p.gpu_memory_utilization);
-  plan.weight_bytes_per_gpu = weight_bytes(m.param_count, d.weight_dtype, d.tp);
+  if (d.attention_dp > 1) {
+    const int64_t experts = routed_expert_params(m);
+    plan.weight_bytes_per_gpu = weight_bytes(m.param_count - experts, d.weight_dtype, d.tp) +
+                                weight_bytes(experts, d.weight_dtype, d.gpus());
+  } else {
+    plan.weight_bytes_per_gpu = weight_bytes(m.param_count, d.weight_dtype, d.tp);
+  }
   plan.activation_reserve_bytes = activation_reserve_bytes(d, p);
   plan.runtime_overhead_bytes =
       p.runtime_overhead_bytes > 0 ? p.runtime_overhead_bytes : kDefaultRuntimeOverheadBytes;
@@ -97,6 +117,7 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   plan.block_size = p.block_size;
   const int64_t block_bytes = p.block_size * plan.kv_bytes_per_token_per_gpu;
   plan.num_blocks = plan.kv_pool_bytes_per_gpu > 0 ? plan.kv_pool_bytes_per_gpu / block_bytes : 0;
+  plan.num_blocks *= d.attention_dp;  // one pool per attention-DP rank
   return plan;
 }
 
@@ -124,7 +145,7 @@ int smallest_fitting_tp(const Deployment& d, const MemoryParams& p) {
       static_cast<double>(weight_bytes(m.param_count, d.weight_dtype, 1)) / 1e9;
   std::string what = fmt::format(
       "{} ({:.1f} GB of {} weights) does not fit on {} x {} ({:.1f} GiB, {:.0f} % usable): ", m.key,
-      total_weights_gb, dtype_name(d.weight_dtype), d.tp, d.gpu->key,
+      total_weights_gb, dtype_name(d.weight_dtype), d.gpus(), d.gpu->key,
       static_cast<double>(plan.gpu_memory_bytes) / kGib, p.gpu_memory_utilization * 100);
   if (plan.weight_bytes_per_gpu > plan.usable_bytes) {
     what += fmt::format("needs {:.1f} GiB per GPU for weights alone at tp={}",

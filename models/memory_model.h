@@ -44,7 +44,9 @@ struct MemoryPlan {
   int64_t window_kv_reserve_bytes = 0;
   int64_t kv_pool_bytes_per_gpu = 0;
   int64_t block_size = 0;
-  int64_t num_blocks = 0;  // KV blocks of the instance (same count on every TP rank)
+  // KV blocks of the instance (same count on every TP rank; with attention DP, the sum of the
+  // ranks' pools).
+  int64_t num_blocks = 0;
 
   int64_t max_kv_tokens() const { return num_blocks * block_size; }
 };

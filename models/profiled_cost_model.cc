@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "models/attention_dp.h"
 #include "models/profile_interpolation.h"
 #include "models/roofline_terms.h"
 #include "sim/core/error.h"
@@ -1414,6 +1415,11 @@ std::string ProfiledCostModel::describe() const {
 std::unique_ptr<IterationCostModel> make_profiled_cost_model(
     const Deployment& d, const std::vector<profiles::Profile>& gpu_profiles,
     const ProfiledParams& p) {
+  if (d.attention_dp > 1) {
+    return make_attention_dp_cost_model(d, [&](const Deployment& plain) {
+      return make_profiled_cost_model(plain, gpu_profiles, p);
+    });
+  }
   return std::make_unique<ProfiledCostModel>(d, gpu_profiles, p);
 }
 

@@ -45,6 +45,7 @@
 
 #include <fmt/format.h>
 
+#include "models/attention_dp.h"
 #include "models/cost_model.h"
 #include "models/roofline_terms.h"
 #include "sim/core/error.h"
@@ -127,6 +128,11 @@ class RooflineCostModel final : public IterationCostModel {
 
 std::unique_ptr<IterationCostModel> make_roofline_cost_model(const Deployment& deployment,
                                                              const RooflineParams& params) {
+  if (deployment.attention_dp > 1) {
+    return make_attention_dp_cost_model(deployment, [&](const Deployment& plain) {
+      return make_roofline_cost_model(plain, params);
+    });
+  }
   return std::make_unique<RooflineCostModel>(deployment, params);
 }
 

@@ -131,6 +131,10 @@ double expected_touched_experts(double routed, double experts, double experts_pe
 }
 
 RankShapes rank_shapes(const Deployment& d) {
+  if (d.attention_dp != 1) {
+    throw std::invalid_argument(fmt::format(
+        "rank shapes of a plain deployment asked for attention_dp={}", d.attention_dp));
+  }
   const ModelSpec& m = *d.model;
   const double t = d.tp;
   RankShapes s;

@@ -110,6 +110,8 @@ struct RankShapes {
   int tp = 1;
 };
 
+// REQUIRES: d.attention_dp == 1 (attention DP composes two plain deployments: attention_dp.h);
+// throws std::invalid_argument otherwise.
 RankShapes rank_shapes(const Deployment& d);
 
 // The expected largest of `ep` i.i.d. standard normal draws (Blom's approximation of the top order

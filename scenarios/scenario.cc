@@ -478,7 +478,9 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       if (auto g = r.string("gpu", std::nullopt, catalogs.gpus.keys())) s.cluster.gpu = *g;
       s.cluster.instances = r.integer("instances", int64_t{1}, 1, kMaxInstances).value_or(1);
       s.cluster.tp = static_cast<int>(r.integer("tp", int64_t{1}, 1, 64).value_or(1));
-      s.cluster.ep = static_cast<int>(r.integer("ep", int64_t{1}, 1, 64).value_or(1));
+      s.cluster.ep = static_cast<int>(r.integer("ep", int64_t{1}, 1, 256).value_or(1));
+      s.cluster.attention_dp =
+          static_cast<int>(r.integer("attention_dp", int64_t{1}, 1, 256).value_or(1));
       s.cluster.weight_dtype =
           models::parse_dtype(r.string("weight_dtype", std::string("bf16"), models::weight_dtype_names()).value_or("bf16"));
       s.cluster.kv_dtype =
@@ -644,6 +646,12 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
                                         "remove cluster.instances and cluster.tp",
                                         s.policy.type));
     }
+    if (s.cluster.attention_dp > 1) {
+      issues.add("cluster.attention_dp",
+                 fmt::format("attention data parallelism is modelled for one kind of instance; "
+                             "policy {} lays out its own instance groups, so leave it at 1",
+                             s.policy.type));
+    }
     const sim::ClusterLayout layout = sim::cluster_policies().get(s.policy.type).make(s.policy.params);
     int64_t total = 0;
     for (const auto& g : layout.groups) {
@@ -685,6 +693,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     plan.count = s.cluster.instances;
     plan.tp = s.cluster.tp;
     plan.ep = s.cluster.ep;
+    plan.attention_dp = s.cluster.attention_dp;
     const ParamValues& p = s.policy.params;
     models::MemoryParams& m = plan.memory_params;
     if (p.contains("block_size")) m.block_size = p.get_int("block_size");
@@ -711,9 +720,15 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     const auto& model_spec = catalogs.models.get(s.model);
     const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
     for (GroupPlan& g : s.groups) {
-      const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
-                                   s.cluster.kv_dtype, g.ep};
-      if (const std::string e = models::expert_parallel_error(model_spec, g.tp, g.ep);
+      const models::Deployment dep{&model_spec, &gpu_spec,         g.tp, s.cluster.weight_dtype,
+                                   s.cluster.kv_dtype, g.ep, g.attention_dp};
+      if (const std::string e = models::expert_parallel_error(model_spec, g.tp, 1, g.attention_dp);
+          !e.empty()) {
+        issues.add("cluster.attention_dp", e);
+        continue;
+      }
+      if (const std::string e =
+              models::expert_parallel_error(model_spec, g.tp, g.ep, g.attention_dp);
           !e.empty()) {
         // A disaggregated layout's own knob (ep_prefill / ep_decode), else cluster.ep.
         issues.add(g.ep_from_policy ? fmt::format("policy.ep_{}", sim::role_name(g.role))
@@ -1024,7 +1039,7 @@ sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model,
                               std::shared_ptr<const models::IterationCostModel> cost) {
   sim::InstanceSetup setup;
   setup.gpu = s.cluster.gpu;
-  setup.tp = g.tp;
+  setup.tp = g.gpus_per_instance();
   setup.role = g.role;
   setup.kv_bytes_per_token = model.kv_bytes_per_token(s.cluster.kv_dtype);
   setup.cost_model = std::move(cost);
@@ -1032,8 +1047,9 @@ sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model,
   setup.block_size = g.memory.block_size;
   setup.prefix_cache_kind = s.cluster.prefix_cache_kind;
   setup.dram_kv_bytes = static_cast<int64_t>(s.cluster.kv_dram_gib * kBytesPerGib);
-  setup.dram_link = {gpu.pcie_bytes_per_s_per_direction * g.tp, s.network.intra_node_latency};
-  setup.remote_link = {s.network.inter_node_gbps_per_gpu * 1e9 / 8 * g.tp,
+  setup.dram_link = {gpu.pcie_bytes_per_s_per_direction * g.gpus_per_instance(),
+                     s.network.intra_node_latency};
+  setup.remote_link = {s.network.inter_node_gbps_per_gpu * 1e9 / 8 * g.gpus_per_instance(),
                        s.network.inter_node_latency};
   return setup;
 }
@@ -1077,7 +1093,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     auto& cost = cost_by_tp[{g.tp, g.ep}];
     if (!cost) {
       const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype,
-                                   g.ep};
+                                   g.ep, g.attention_dp};
       cost = make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce}, dep, root);
       if (s.engine) {
         const policies::EngineSetup& e =

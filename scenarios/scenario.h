@@ -59,6 +59,10 @@ struct ClusterSpec {
   // Expert-parallel degree of a MoE model's experts inside every instance's TP GPUs
   // (models::Deployment::ep); must divide each group's tp and the model's routed experts.
   int ep = 1;
+  // Attention data-parallel ranks of a MoE model in every instance (models::Deployment::
+  // attention_dp): an instance is tp x attention_dp GPUs, ep then divides that product. Not with
+  // a cluster policy's layouts (disaggregation) yet.
+  int attention_dp = 1;
   models::Dtype weight_dtype = models::Dtype::kBf16;
   models::Dtype kv_dtype = models::Dtype::kBf16;
   // Automatic prefix caching on every instance (sim::InstanceSetup::prefix_caching); an engine
@@ -98,6 +102,9 @@ struct GroupPlan {
   int tp = 1;
   int ep = 1;                 // expert-parallel degree inside each instance
   bool ep_from_policy = false;  // set by the cluster policy's own knob, not cluster.ep
+  int attention_dp = 1;       // attention data-parallel ranks of tp GPUs in each instance
+
+  int gpus_per_instance() const { return tp * attention_dp; }
   models::MemoryParams memory_params;  // what sizes the group's memory plan
   models::MemoryPlan memory;
 };

@@ -173,6 +173,40 @@ TEST(GoldenMoe, DisaggregatedPoolsKeepTheirOwnExpertParallelism) {
             base.instances[2].cost_model->iteration_time(decode));
 }
 
+// Attention data parallelism: an instance of 8 one-GPU ranks counts 8 GPUs, keeps 8 KV pools, and
+// with MLA (a latent every rank of a TP group would replicate) holds several times the KV tokens
+// of the same GPUs under TP 8. A run charges its GPU-seconds on all 8 GPUs.
+TEST(GoldenMoe, AttentionDataParallelRanksKeepTheirOwnKvAndCountEveryGpu) {
+  const auto root = scenarios::DataRoot::discover();
+  const scenarios::Json doc = scenarios::Json::parse(R"({
+    "model": "deepseek-v3",
+    "cluster": {"gpu": "b200_sxm", "tp": 1, "attention_dp": 8, "ep": 8,
+                "weight_dtype": "fp8_block", "kv_dtype": "fp8"},
+    "policy": {"type": "coloc", "max_num_seqs": 512},
+    "workload": {"type": "generated", "arrival": {"rate": 4.0}, "count": 40,
+                 "lengths": {"type": "fixed", "prompt": 1000, "output": 20}},
+    "output": {"sample_interval": "0s"}})");
+  const scenarios::Scenario s = scenarios::parse_scenario(doc, "t.json", ".", root);
+  ASSERT_EQ(s.groups.size(), 1u);
+  EXPECT_EQ(s.groups[0].gpus_per_instance(), 8);
+  scenarios::Json tp8 = doc;
+  tp8["cluster"]["tp"] = 8;
+  tp8["cluster"]["attention_dp"] = 1;
+  const scenarios::Scenario t = scenarios::parse_scenario(tp8, "t.json", ".", root);
+  const double ratio = static_cast<double>(s.groups[0].memory.num_blocks) /
+                       static_cast<double>(t.groups[0].memory.num_blocks);
+  // 8 pools of whole latents, each somewhat smaller: every rank holds the 17 B parameters
+  // outside the routed experts, which TP 8 shards.
+  EXPECT_GT(ratio, 6.0);
+  EXPECT_LT(ratio, 8.0);
+  const scenarios::EngineInputs in = scenarios::build_engine_inputs(s, root);
+  EXPECT_NE(in.instances[0].cost_model->describe().find("attention DP tp1 dp8 ep8"),
+            std::string::npos);
+  const app::RunOutcome o = app::run_scenario(s, root, app::RunOptions{});
+  EXPECT_EQ(o.result.requests_finished, 40);
+  EXPECT_EQ(o.result.num_gpus, 8);
+}
+
 TEST(Capacity, BisectionBracketsTheLargestRateMeetingTheSlo) {
   const auto root = scenarios::DataRoot::discover();
   app::CapacityOptions options;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "models/attention_dp.h"
 #include "models/cost_model.h"
 #include "models/hardware.h"
 #include "models/memory_model.h"
@@ -180,6 +181,107 @@ TEST(TinyMoe, ExpertParallelLayoutsThatCannotSplitAreErrors) {
                CapacityError);
   m.moe.reset();
   EXPECT_NE(expert_parallel_error(m, 2, 2).find("needs a MoE model"), std::string::npos);
+}
+
+// ---- attention data parallelism ----
+
+TEST(AttentionDp, RanksTakeSegmentsInTurnToTheLeastLoaded) {
+  BatchShape shape;
+  shape.segments = {{100, 100, 1}, {1, 50, 1}, {1, 60, 1}, {1, 70, 1}, {30, 40, 0}, {1, 80, 1}};
+  std::vector<BatchShape> ranks;
+  split_over_ranks(shape, 3, &ranks);
+  ASSERT_EQ(ranks.size(), 3u);
+  // prefill 100 -> rank 0; the decodes fill ranks 1 and 2 (1 token each), then rank 1 (fewest
+  // tokens, ties to the fewest segments, then the lowest index); the 30-token chunk to rank 2;
+  // the last decode to rank 1 (2 tokens against 31 and 100).
+  ASSERT_EQ(ranks[0].segments.size(), 1u);
+  EXPECT_EQ(ranks[0].segments[0].query_tokens, 100);
+  ASSERT_EQ(ranks[1].segments.size(), 3u);
+  EXPECT_EQ(ranks[1].segments[0].context_tokens, 50);
+  EXPECT_EQ(ranks[1].segments[1].context_tokens, 70);
+  EXPECT_EQ(ranks[1].segments[2].context_tokens, 80);
+  ASSERT_EQ(ranks[2].segments.size(), 2u);
+  EXPECT_EQ(ranks[2].segments[0].context_tokens, 60);
+  EXPECT_EQ(ranks[2].segments[1].query_tokens, 30);
+  split_over_ranks(shape, 8, &ranks);  // more ranks than segments: two stay empty
+  EXPECT_EQ(std::count_if(ranks.begin(), ranks.end(), [](const BatchShape& r) { return r.empty(); }),
+            2);
+  EXPECT_THROW(split_over_ranks(shape, 0, &ranks), std::invalid_argument);
+}
+
+// Four ranks of one GPU, experts split four ways: each rank's attention, dense MLP, norms and LM
+// head on its own requests (the slowest rank counts), the experts on every rank's tokens, and one
+// all-reduce's volume of all the tokens per MoE layer for dispatch and combine.
+TEST(AttentionDp, APassIsTheSlowestRankPlusTheExpertsOfEveryToken) {
+  const ModelSpec m = tiny_moe();
+  const GpuSpec g = unit_gpu();
+  RooflineParams p;
+  p.iteration_overhead = Duration{1000};
+  const Deployment d{&m, &g, 1, Dtype::kBf16, Dtype::kBf16, /*ep=*/4, /*attention_dp=*/4};
+  EXPECT_EQ(d.gpus(), 4);
+  EXPECT_EQ(parallelism_label(d), "tp1 dp4 ep4");
+  const auto adp = make_roofline_cost_model(d, p);
+  const auto rank = make_roofline_cost_model({&m, &g, 1, Dtype::kBf16, Dtype::kBf16}, p);
+  const auto experts = make_roofline_cost_model({&m, &g, 4, Dtype::kBf16, Dtype::kBf16, 4}, p);
+
+  BatchShape pass;  // 7 decodes: ranks hold 2, 2, 2 and 1 of them
+  for (int i = 0; i < 7; ++i) pass.segments.push_back({1, 100 + i, 1});
+  BatchShape busiest;  // rank 2: the third and seventh decodes, the longest contexts of the pairs
+  busiest.segments = {pass.segments[2], pass.segments[6]};
+  OperatorTimes want = rank->breakdown(busiest);
+  want.mlp_gemm = experts->breakdown(pass).mlp_gemm;
+  // tp1 ranks have no all-reduce; the experts' model counts 2 per layer on both layers, the
+  // dispatch and combine one on the one MoE layer: a quarter of it.
+  EXPECT_EQ(rank->breakdown(busiest).allreduce, Duration{0});
+  want.allreduce = experts->breakdown(pass).allreduce / 4;
+  EXPECT_EQ(adp->breakdown(pass).total(), want.total());
+  EXPECT_EQ(adp->iteration_time(pass), want.total());
+  EXPECT_GT(adp->lookup_stats().lookups, 0);
+  EXPECT_NE(adp->describe().find("attention DP tp1 dp4 ep4"), std::string::npos);
+
+  // One long prompt on one rank sets the pass's time however few tokens the others have.
+  BatchShape mixed = pass;
+  mixed.segments.insert(mixed.segments.begin(), Segment{500, 500, 1});
+  BatchShape long_rank;
+  long_rank.segments = {mixed.segments[0]};
+  EXPECT_GE(adp->iteration_time(mixed),
+            rank->breakdown(long_rank).total() - rank->breakdown(long_rank).mlp_gemm);
+}
+
+TEST(AttentionDp, WeightsAndKvPerRank) {
+  ModelSpec m = tiny_moe();
+  // Routed experts: 1 MoE layer x 4 experts x 3 x 64 x 32 = 24,576 parameters.
+  m.param_count = 100'000;
+  GpuSpec g = unit_gpu();
+  g.memory_bytes = int64_t{1} << 30;
+  MemoryParams mp;
+  mp.runtime_overhead_bytes = 1;
+  const Deployment tp4{&m, &g, 4, Dtype::kBf16, Dtype::kBf16, 4};
+  const Deployment dp4{&m, &g, 1, Dtype::kBf16, Dtype::kBf16, 4, 4};
+  const MemoryPlan a = plan_memory(tp4, mp);
+  const MemoryPlan b = plan_memory(dp4, mp);
+  EXPECT_EQ(a.weight_bytes_per_gpu, 100'000 * 2 / 4);
+  EXPECT_EQ(b.weight_bytes_per_gpu, (100'000 - 24'576) * 2 + 24'576 * 2 / 4);
+  // Each rank keeps all KV heads of its requests (2 KV heads x 16 x 2 B x 2 layers), and the
+  // instance has the four ranks' pools.
+  EXPECT_EQ(b.kv_bytes_per_token_per_gpu, 2 * 2 * 16 * 2 * 2);
+  const int64_t rank_blocks = b.kv_pool_bytes_per_gpu / (b.block_size * b.kv_bytes_per_token_per_gpu);
+  EXPECT_EQ(b.num_blocks, 4 * rank_blocks);
+  EXPECT_NE(b.label.find("on 4 x unit (tp1 dp4 ep4"), std::string::npos) << b.label;
+}
+
+TEST(AttentionDp, LayoutsThatCannotSplitAreErrors) {
+  ModelSpec m = tiny_moe();
+  const GpuSpec g = unit_gpu();
+  EXPECT_EQ(expert_parallel_error(m, 1, 4, 4), "");
+  EXPECT_EQ(expert_parallel_error(m, 2, 4, 2), "");  // ep 4 over 2 x 2 GPUs
+  EXPECT_NE(expert_parallel_error(m, 1, 4, 2).find("must divide tp x attention_dp = 1 x 2"),
+            std::string::npos);
+  EXPECT_NE(expert_parallel_error(m, 1, 1, 0).find("must be at least 1"), std::string::npos);
+  EXPECT_THROW(make_roofline_cost_model(Deployment{&m, &g, 1, Dtype::kBf16, Dtype::kBf16, 4, 2}, {}),
+               CapacityError);
+  m.moe.reset();
+  EXPECT_NE(expert_parallel_error(m, 1, 1, 2).find("needs a MoE model"), std::string::npos);
 }
 
 class CatalogModels : public CatalogFixture {

@@ -1,0 +1,43 @@
+// Attention data parallelism (Deployment::attention_dp): one instance of attention_dp ranks, each
+// with its own requests, whose MoE layers run together.
+//
+// Contract: a pass of the instance is given as one BatchShape (every rank's segments); the model
+// splits it over the ranks (split_over_ranks), prices each rank's share on a plain deployment of
+// one rank (tp GPUs, no attention DP, no expert parallelism) and the experts on a plain deployment
+// of all the instance's GPUs (tp x attention_dp, ep), and returns
+//   max over ranks of (rank pass - its MLP - its MLP all-reduces)
+//   + the experts' MLP over all the pass's tokens + their dispatch and combine,
+// since every MoE layer waits for the slowest rank's attention. The dispatch and combine (an
+// all-gather of every rank's hidden states before the MoE layer and a reduce-scatter after it)
+// move what one all-reduce of all the tokens moves, on the MoE layers. The experts' deployment
+// also prices the shared experts and a MoE model's dense layers, sharded over every GPU rather than
+// replicated per rank: the same FLOPs per GPU, fewer weight bytes read (documented
+// approximation). The ranks are balanced as split_over_ranks() places requests; an engine's
+// own placement may be less even. Deterministic; lookup_stats() sums both inner models'.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "models/cost_model.h"
+
+namespace servesim::models {
+
+// Splits `shape` over `ranks` attention-DP ranks: each segment in turn goes to the rank with the
+// fewest query tokens so far (ties: fewest segments, then the lowest index), so decode steps
+// spread evenly and prefill chunks balance. `out` is resized to `ranks` shapes, some possibly
+// empty. REQUIRES: ranks >= 1.
+void split_over_ranks(const BatchShape& shape, int ranks, std::vector<BatchShape>* out);
+
+// Builds plain cost models (attention_dp 1) of a deployment: make_profiled_cost_model or
+// make_roofline_cost_model with their other arguments bound.
+using PlainCostModelFactory =
+    std::function<std::unique_ptr<IterationCostModel>(const Deployment& plain)>;
+
+// The model above for `d` (d.attention_dp > 1; validate_deployment() must accept it). Throws as
+// validate_deployment() and the factory do.
+std::unique_ptr<IterationCostModel> make_attention_dp_cost_model(
+    const Deployment& d, const PlainCostModelFactory& make_plain);
+
+}  // namespace servesim::models
