@@ -86,6 +86,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     r.tp = optional_count(tp);
     r.pp = optional_count(pp);
     r.attention_dp = optional_count(adp);
+    r.concurrency *= r.attention_dp;  // batch_size is per attention-DP rank
     r.moe_tp = optional_count(moe_tp);
     r.moe_ep = optional_count(moe_ep);
     r.ttft_ms = csv.non_negative(ttft);
@@ -161,9 +162,11 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
     why = fmt::format("{} weights are not modelled", quant);
   } else if (r.pp > 1) {
     why = "pipeline parallelism is not modelled";
-  } else if (r.attention_dp > 1) {
-    why = "attention data parallelism is not modelled";
-  } else if (r.moe_ep > 1 && r.moe_tp * r.moe_ep != r.tp) {
+  } else if (r.attention_dp > 1 && r.moe_tp * r.moe_ep != r.tp * r.attention_dp) {
+    why = fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {} x "
+                      "attention_dp {}",
+                      r.moe_tp, r.moe_ep, r.tp, r.attention_dp);
+  } else if (r.attention_dp == 1 && r.moe_ep > 1 && r.moe_tp * r.moe_ep != r.tp) {
     why = fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {}", r.moe_tp,
                       r.moe_ep, r.tp);
   } else if (r.concurrency < 1) {
@@ -181,8 +184,11 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
   scenarios::Json engine = {{"type", m.engine}};
   if (!r.backend_version.empty()) engine["version"] = r.backend_version;
   if (bench.deployment == BenchmarkTemplate::Deployment::kAiconfigurator) {
-    const int64_t mbs = std::max<int64_t>(128, r.concurrency);
-    const int64_t budget = mbs + r.isl + 1500;
+    // The generator's per-engine limits; with attention DP they are per rank, and the one
+    // scheduler servesim runs for the instance holds every rank's share.
+    const int64_t ranks = r.attention_dp;
+    const int64_t mbs = std::max<int64_t>(128, r.concurrency / ranks) * ranks;
+    const int64_t budget = mbs + (r.isl + 1500) * ranks;
     if (m.engine == "vllm") {
       engine["max_num_seqs"] = mbs;
       engine["max_num_batched_tokens"] = budget;
@@ -192,7 +198,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
       engine["cuda_graph_max_bs"] = mbs;
       engine["enable_mixed_chunk"] = true;
       engine["chunked_prefill_size"] = -1;
-      engine["max_prefill_tokens"] = r.isl + 1500;
+      engine["max_prefill_tokens"] = (r.isl + 1500) * ranks;
     } else if (m.engine == "trtllm") {
       const int64_t block = 32;  // tokens_per_block: max_num_tokens is rounded up to it
       engine["max_batch_size"] = mbs;
@@ -205,7 +211,8 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
       {"name", r.id},
       {"description", fmt::format("measured run {} (line {}): {} {} on {} x {}, ISL {} / OSL {}, "
                                   "concurrency {}; measured TTFT {:.1f} ms, TPOT {:.2f} ms",
-                                  r.id, r.line, r.backend, r.backend_version, r.tp, r.system,
+                                  r.id, r.line, r.backend, r.backend_version, r.tp * r.attention_dp,
+                                  r.system,
                                   r.isl, r.osl, r.concurrency, r.ttft_ms, r.tpot_ms)},
       {"seed", bench.seed},
       {"model", m.model},
@@ -215,6 +222,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
         {"instances", 1},
         {"tp", r.tp},
         {"ep", r.moe_ep},
+        {"attention_dp", r.attention_dp},
         {"weight_dtype", m.weight_dtype},
         {"kv_dtype", kv_dtype}}},
       {"workload",

@@ -25,6 +25,9 @@ struct MeasuredRun {
   std::string id;    // the row's `id`
   std::string backend, backend_version, model_path, system, precision, gemm_quant_mode, mode;
   std::string moe_quant_mode;  // the experts' weights (optional column; "" when absent)
+  // concurrency: the benchmark's closed-loop clients. Upstream's batch_size is that count, except
+  // with attention data parallelism, where it is per rank (its silicon_concurrency is batch_size
+  // x attention_dp_size): read_measured_runs() multiplies it out.
   int64_t isl = 0, osl = 0, concurrency = 0;
   int64_t tp = 1, pp = 1, attention_dp = 1, moe_tp = 1, moe_ep = 1;
   double ttft_ms = 0, tpot_ms = 0;  // measured means

@@ -214,8 +214,11 @@ int64_t forward_activation_bytes(const Deployment& d, int64_t tokens) {
 }
 
 int64_t activation_reserve_bytes(const Deployment& d, const MemoryParams& p) {
-  return forward_activation_bytes(d, p.max_num_batched_tokens) +
-         p.max_num_seqs * d.model->vocab_size * kLogitBytes;
+  // With attention DP the instance's token budget and sequence limit are the ranks' together, and
+  // each GPU runs one rank's share.
+  const int64_t ranks = d.attention_dp;
+  return forward_activation_bytes(d, (p.max_num_batched_tokens + ranks - 1) / ranks) +
+         (p.max_num_seqs + ranks - 1) / ranks * d.model->vocab_size * kLogitBytes;
 }
 
 MemoryPlan plan_memory(const Deployment& deployment, const MemoryParams& params) {

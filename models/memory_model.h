@@ -66,7 +66,8 @@ MemoryPlan plan_memory(const Deployment& deployment, const MemoryParams& params)
 int64_t forward_activation_bytes(const Deployment& deployment, int64_t tokens);
 
 // Estimated per-GPU activation reserve: what vLLM's profiling pass peaks at for a
-// max_num_batched_tokens dummy batch plus the sampler's fp32 logits (see memory_model.cc).
+// max_num_batched_tokens dummy batch plus the sampler's fp32 logits (see memory_model.cc); with
+// attention DP, for one rank's share of both limits (the instance's divided by attention_dp).
 int64_t activation_reserve_bytes(const Deployment& deployment, const MemoryParams& params);
 
 // Share of the KV budget (the pool plus the activation reserve carved out of it) that the

@@ -188,6 +188,34 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   }
 }
 
+// Attention-DP rows: upstream's batch_size is per rank (line 1551: gpt-oss-120b on 4 B200 ranks,
+// batch_size 8, experts moe_tp 4 x moe_ep 1; its silicon_concurrency is 32), the generator's
+// engine limits are per rank, and the scenario is one instance of 4 ranks.
+TEST(MeasuredRuns, AttentionDataParallelRowsRunAsOneInstanceOfRanks) {
+  policies::register_builtin_policies();
+  const auto runs = read_measured_runs(shipped_csv());
+  const auto& cat = scenarios::Catalogs::get(root());
+  const MeasuredRun& r = row_at_line(runs, 1551);
+  EXPECT_EQ(r.attention_dp, 4);
+  EXPECT_EQ(r.concurrency, 32);
+  const MappedRun m = map_measured_run(r, cat, BenchmarkTemplate{});
+  ASSERT_TRUE(m.mapped()) << m.skip_reason;
+  EXPECT_EQ(m.scenario.at("cluster").at("tp"), 1);
+  EXPECT_EQ(m.scenario.at("cluster").at("attention_dp"), 4);
+  EXPECT_EQ(m.scenario.at("cluster").at("ep"), 1);
+  EXPECT_EQ(m.scenario.at("workload").at("concurrency"), 32);
+  EXPECT_EQ(m.scenario.at("engine").at("max_batch_size"), 4 * 128);
+  const scenarios::Scenario s = scenarios::parse_scenario(m.scenario, "row", "", root());
+  EXPECT_EQ(s.groups.at(0).gpus_per_instance(), 4);
+  // A layout whose experts do not cover the ranks' GPUs says why it is skipped.
+  MeasuredRun bad = r;
+  bad.moe_tp = 2;
+  const MappedRun skipped = map_measured_run(bad, cat, BenchmarkTemplate{});
+  EXPECT_FALSE(skipped.mapped());
+  EXPECT_NE(skipped.skip_reason.find("is not the row's tp 1 x attention_dp 4"), std::string::npos)
+      << skipped.skip_reason;
+}
+
 TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {
   // A TensorRT-LLM row (Llama-3.1-8B, TP 1), a vLLM row (Qwen3-32B, TP 8), a disaggregated row.
   const std::string csv = csv_with_lines("study", {2, 906, 1122});
