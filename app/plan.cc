@@ -429,13 +429,15 @@ double plan_bound(const scenarios::Scenario& s, const scenarios::DataRoot& root)
   int64_t instances = 0;
   for (const scenarios::GroupPlan& g : s.groups) {
     const std::string dkey =
-        fmt::format("{}|{}|{}|{}|ep{}|{}|{}|{}|{}", wkey, s.model, s.cluster.gpu, g.tp, g.ep,
+        fmt::format("{}|{}|{}|{}|ep{}|dp{}|{}|{}|{}|{}", wkey, s.model, s.cluster.gpu, g.tp, g.ep,
+                    g.attention_dp,
                     models::dtype_name(s.cluster.weight_dtype), models::dtype_name(s.cluster.kv_dtype),
                     s.cost_type, s.resolved.at("cost_model").dump());
     auto wit = cache.work.find(dkey);
     if (wit == cache.work.end()) {
       const models::Deployment dep{&catalogs.models.get(s.model), &catalogs.gpus.get(s.cluster.gpu),
-                                   g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype, g.ep};
+                                   g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype, g.ep,
+                                   g.attention_dp};
       const auto cost = scenarios::make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce},
                                                    dep, root);
       // All requests in one pass: the loosest packing, so each real iteration (which costs at
@@ -571,7 +573,7 @@ void prune_config(const PlanSpec& p, PlanConfig& c, const SloCriteria& criteria,
     return;
   }
   c.num_gpus = 0;
-  for (const auto& g : s.groups) c.num_gpus += g.count * g.tp;
+  for (const auto& g : s.groups) c.num_gpus += g.count * g.gpus_per_instance();
   if (c.gpu.empty()) c.gpu = s.cluster.gpu;
   set_cost(p, c);
   if (p.gpu_budget > 0 && c.num_gpus > p.gpu_budget) {

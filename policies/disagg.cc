@@ -64,10 +64,16 @@ const ParamSchema& disagg_schema() {
        1.0, 64.0},
       {"ep_prefill", ParamType::kInt, int64_t{0}, "GPUs",
        "expert-parallel degree of a MoE model inside a prefill instance (0: cluster.ep)", {}, 0.0,
-       64.0},
+       256.0},
       {"ep_decode", ParamType::kInt, int64_t{0}, "GPUs",
        "expert-parallel degree of a MoE model inside a decode instance (0: cluster.ep)", {}, 0.0,
-       64.0},
+       256.0},
+      {"attention_dp_prefill", ParamType::kInt, int64_t{1}, "ranks",
+       "attention data-parallel ranks of tp_prefill GPUs in a prefill instance (MoE models)", {},
+       1.0, 256.0},
+      {"attention_dp_decode", ParamType::kInt, int64_t{1}, "ranks",
+       "attention data-parallel ranks of tp_decode GPUs in a decode instance (MoE models)", {},
+       1.0, 256.0},
       {"prefill_max_tokens", ParamType::kInt, int64_t{8192}, "tokens",
        "prompt tokens per prefill batch (DistServe's L_m)", {}, 1.0, {}},
       {"prefill_max_batch_size", ParamType::kInt, int64_t{64}, "requests",
@@ -109,6 +115,7 @@ sim::ClusterLayout make_disagg_layout(const ParamValues& v) {
   prefill.count = v.get_int("num_prefill");
   prefill.tp = static_cast<int>(v.get_int("tp_prefill"));
   prefill.ep = static_cast<int>(v.get_int("ep_prefill"));
+  prefill.attention_dp = static_cast<int>(v.get_int("attention_dp_prefill"));
   prefill.max_num_batched_tokens = pp.max_tokens;
   prefill.max_num_seqs = pp.max_batch_size;
   prefill.make_batching = [pp](const sim::InstanceContext&) { return make_prefill_only_batcher(pp); };
@@ -125,6 +132,7 @@ sim::ClusterLayout make_disagg_layout(const ParamValues& v) {
   decode.count = v.get_int("num_decode");
   decode.tp = static_cast<int>(v.get_int("tp_decode"));
   decode.ep = static_cast<int>(v.get_int("ep_decode"));
+  decode.attention_dp = static_cast<int>(v.get_int("attention_dp_decode"));
   decode.max_num_batched_tokens = dp.max_num_batched_tokens;
   decode.max_num_seqs = dp.max_num_seqs;
   decode.make_batching = [dp](const sim::InstanceContext&) { return make_coloc(dp); };

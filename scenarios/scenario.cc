@@ -5,6 +5,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -648,8 +649,9 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     }
     if (s.cluster.attention_dp > 1) {
       issues.add("cluster.attention_dp",
-                 fmt::format("attention data parallelism is modelled for one kind of instance; "
-                             "policy {} lays out its own instance groups, so leave it at 1",
+                 fmt::format("policy {} lays out its own instance groups: set attention data "
+                             "parallelism with its knobs (disagg: attention_dp_prefill, "
+                             "attention_dp_decode), or leave cluster.attention_dp at 1",
                              s.policy.type));
     }
     const sim::ClusterLayout layout = sim::cluster_policies().get(s.policy.type).make(s.policy.params);
@@ -661,6 +663,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       plan.tp = g.tp;
       plan.ep = g.ep > 0 ? g.ep : s.cluster.ep;
       plan.ep_from_policy = g.ep > 0;
+      plan.attention_dp = g.attention_dp;
       plan.memory_params.block_size = g.block_size;
       plan.memory_params.gpu_memory_utilization = g.gpu_memory_utilization;
       plan.memory_params.max_num_batched_tokens = g.max_num_batched_tokens;
@@ -669,7 +672,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       total += g.count;
     }
     int64_t gpus = 0;
-    for (const auto& g : layout.groups) gpus += g.count * g.tp;
+    for (const auto& g : layout.groups) gpus += g.count * g.tp * g.attention_dp;
     if (total > kMaxInstances) {
       issues.add("policy", fmt::format("policy {} lays out {} instances, more than the {} a "
                                        "cluster may hold",
@@ -724,7 +727,9 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
                                    s.cluster.kv_dtype, g.ep, g.attention_dp};
       if (const std::string e = models::expert_parallel_error(model_spec, g.tp, 1, g.attention_dp);
           !e.empty()) {
-        issues.add("cluster.attention_dp", e);
+        issues.add(s.cluster_policy ? fmt::format("policy.attention_dp_{}", sim::role_name(g.role))
+                                    : std::string("cluster.attention_dp"),
+                   e);
         continue;
       }
       if (const std::string e =
@@ -1083,14 +1088,14 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
                                  ? nullptr
                                  : &sim::batching_policies().get(s.policy.type);
 
-  // One cost model per (tp, ep) layout of the groups.
-  std::map<std::pair<int, int>, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
+  // One cost model per (tp, ep, attention_dp) layout of the groups.
+  std::map<std::tuple<int, int, int>, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
   std::map<int, policies::EngineSetup> engine_by_tp;  // with an engine model
   auto placement = std::make_shared<Placement>();
   std::vector<sim::InstanceContext> contexts;  // cluster policies only
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
     const GroupPlan& g = s.groups[gi];
-    auto& cost = cost_by_tp[{g.tp, g.ep}];
+    auto& cost = cost_by_tp[{g.tp, g.ep, g.attention_dp}];
     if (!cost) {
       const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype,
                                    g.ep, g.attention_dp};
@@ -1126,7 +1131,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
         setup.max_prompt_tokens = s.policy.params.get_int("max_num_batched_tokens");
       }
       in.instances.push_back(std::move(setup));
-      placement->add(g.tp);
+      placement->add(g.gpus_per_instance());
     }
   }
   if (layout && layout->make_router) {
@@ -1154,9 +1159,10 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       for (size_t gi = 0; gi < s.groups.size(); ++gi) {
         const GroupPlan& g = s.groups[gi];
         if (g.role != role) continue;
-        sim::InstanceSetup setup = base_setup(s, model, gpu, g, cost_by_tp.at({g.tp, g.ep}));
+        sim::InstanceSetup setup =
+            base_setup(s, model, gpu, g, cost_by_tp.at({g.tp, g.ep, g.attention_dp}));
         setup.batching = shared_layout->groups[gi].make_batching(context_for(s, setup, index));
-        placement->add(g.tp);
+        placement->add(g.gpus_per_instance());
         return setup;
       }
       throw std::invalid_argument(fmt::format("policy {} has no {} instances to add",

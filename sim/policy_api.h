@@ -175,6 +175,9 @@ struct InstanceGroup {
   int64_t count = 1;
   int tp = 1;
   int ep = 0;  // expert-parallel degree of a MoE model inside each instance (0: cluster.ep)
+  // Attention data-parallel ranks of tp GPUs in each instance (models::Deployment::attention_dp):
+  // an instance is tp x attention_dp GPUs.
+  int attention_dp = 1;
   // Sizes the group's memory plan (activation reserve and KV blocks).
   int64_t block_size = 16;
   double gpu_memory_utilization = 0.9;

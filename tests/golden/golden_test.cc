@@ -207,6 +207,40 @@ TEST(GoldenMoe, AttentionDataParallelRanksKeepTheirOwnKvAndCountEveryGpu) {
   EXPECT_EQ(o.result.num_gpus, 8);
 }
 
+// Disaggregated pools with their own attention DP: the decode pool of 16-rank instances and the
+// prefill pool of TP-4 instances each get their layout's cost model, and the GPUs add up.
+TEST(GoldenMoe, DisaggregatedPoolsTakeTheirOwnAttentionDataParallelism) {
+  const auto root = scenarios::DataRoot::discover();
+  scenarios::Json doc = scenarios::Json::parse(R"({
+    "model": "deepseek-r1",
+    "cluster": {"gpu": "gb200_nvl72", "weight_dtype": "fp8_block", "kv_dtype": "fp8"},
+    "policy": {"type": "disagg", "num_prefill": 2, "num_decode": 1, "tp_prefill": 4,
+               "ep_prefill": 4, "tp_decode": 1, "attention_dp_decode": 16, "ep_decode": 16},
+    "workload": {"type": "generated", "arrival": {"rate": 2.0}, "count": 20,
+                 "lengths": {"type": "fixed", "prompt": 2000, "output": 20}},
+    "output": {"sample_interval": "0s"}})");
+  const scenarios::Scenario s = scenarios::parse_scenario(doc, "t.json", ".", root);
+  ASSERT_EQ(s.groups.size(), 2u);
+  EXPECT_EQ(s.groups[0].gpus_per_instance(), 4);
+  EXPECT_EQ(s.groups[1].gpus_per_instance(), 16);
+  const scenarios::EngineInputs in = scenarios::build_engine_inputs(s, root);
+  ASSERT_EQ(in.instances.size(), 3u);
+  EXPECT_NE(in.instances[0].cost_model->describe().find("tp4 ep4"), std::string::npos);
+  EXPECT_NE(in.instances[2].cost_model->describe().find("attention DP tp1 dp16 ep16"),
+            std::string::npos);
+  const app::RunOutcome o = app::run_scenario(s, root, app::RunOptions{});
+  EXPECT_EQ(o.result.requests_finished, 20);
+  EXPECT_EQ(o.result.num_gpus, 2 * 4 + 16);
+  // Experts that cannot cover a pool's ranks name that pool's knob.
+  doc["policy"]["attention_dp_decode"] = 3;
+  try {
+    scenarios::parse_scenario(doc, "t.json", ".", root);
+    ADD_FAILURE() << "ep 16 over 3 ranks accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("policy.ep_decode"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Capacity, BisectionBracketsTheLargestRateMeetingTheSlo) {
   const auto root = scenarios::DataRoot::discover();
   app::CapacityOptions options;
