@@ -242,22 +242,26 @@ void print_stats_row(std::ostream& out, const std::string& label, const ErrorSta
                      pct(e.tpot_within_25), pct(e.both_within_25));
 }
 
-// The table of one set of predictions: per engine x GPU x model, then dense and MoE totals.
+// The table of one set of predictions: per engine x GPU x model, then the totals of aggregated
+// dense and MoE rows, and of disaggregated rows.
 void print_table(std::ostream& out, const std::string& title, const std::vector<Scored>& scored) {
   out << "\n" << title << "\n";
   print_header(out);
   std::map<std::string, std::vector<const Scored*>> groups;
-  std::vector<const Scored*> dense, moe;
+  std::vector<const Scored*> dense, moe, disaggregated;
   for (const Scored& s : scored) {
     if (!s.pred.ok) continue;
     groups[(s.row->moe ? "~" : "") + s.row->group()].push_back(&s);
-    (s.row->moe ? moe : dense).push_back(&s);
+    (s.row->disaggregated() ? disaggregated : s.row->moe ? moe : dense).push_back(&s);
   }
   for (const auto& [key, rows] : groups) {
     print_stats_row(out, key[0] == '~' ? key.substr(1) + " (MoE)" : key, stats_of(rows));
   }
-  if (!dense.empty()) print_stats_row(out, "all dense rows", stats_of(dense));
-  if (!moe.empty()) print_stats_row(out, "all MoE rows", stats_of(moe));
+  if (!dense.empty()) print_stats_row(out, "all dense rows (aggregated)", stats_of(dense));
+  if (!moe.empty()) print_stats_row(out, "all MoE rows (aggregated)", stats_of(moe));
+  if (!disaggregated.empty()) {
+    print_stats_row(out, "all disaggregated rows", stats_of(disaggregated));
+  }
 }
 
 std::string gpu_class_of(const MappedRun& m, const scenarios::Catalogs& cat) {
@@ -481,11 +485,17 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
   for (const auto& [n, why] : reasons) out << fmt::format("    {:>5}  {}\n", n, why);
   const bool jitter = client_jitter.count() > 0;
   out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients ({}), {} x c "
-                     "requests after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
+                     "requests{} after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
                      jitter ? fmt::format("each send delayed by a uniform draw below {}",
                                           options.bench.client_jitter)
                             : std::string("sending the instant a response ends"),
-                     options.bench.requests_per_client, options.bench.warmup_per_client,
+                     options.bench.requests_per_client,
+                     options.bench.max_measured_requests > 0
+                         ? fmt::format(" (at most {} and at least {} rounds)",
+                                       options.bench.max_measured_requests,
+                                       BenchmarkTemplate::kMinMeasuredRounds)
+                         : std::string(),
+                     options.bench.warmup_per_client,
                      options.bench.dataset_entries > 0
                          ? fmt::format("prompts from {} dataset entries",
                                        options.bench.dataset_entries)
@@ -531,7 +541,9 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
     // Groups of dense rows by (engine, GPU class).
     std::map<std::pair<std::string, std::string>, std::vector<size_t>> groups;
     for (size_t i = 0; i < todo.size(); ++i) {
-      if (!todo[i]->moe) groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
+      if (todo[i]->calibrates()) {
+        groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
+      }
     }
     held_out.resize(todo.size());
     in_sample.resize(todo.size());
@@ -597,10 +609,10 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
       size_t k = 0;
       for (size_t i : members) in_sample[i] = {todo[i], todo_index[i], preds[k++]};
     }
-    // MoE rows: predicted with their engine's dense calibration of the GPU class (held out by
-    // construction: no MoE row is in any fit).
+    // MoE and disaggregated rows: predicted with their engine's dense calibration of the GPU
+    // class (held out by construction: none is in any fit).
     for (size_t i = 0; i < todo.size(); ++i) {
-      if (!todo[i]->moe) continue;
+      if (todo[i]->calibrates()) continue;
       const models::EngineCalibration* c =
           fitted.find(todo[i]->engine, gpu_class_of(*todo[i], cat));
       if (!c) c = fitted.find(todo[i]->engine, "hopper");
@@ -630,7 +642,7 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
                 in_sample);
     std::vector<const Scored*> dense;
     for (const Scored& s : held_out) {
-      if (!s.row->moe && s.pred.ok) dense.push_back(&s);
+      if (s.row->calibrates() && s.pred.ok) dense.push_back(&s);
     }
     const ErrorStats e = stats_of(dense);
     if (e.rows == 0) {

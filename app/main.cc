@@ -818,6 +818,11 @@ int main(int argc, char** argv) {
                        "measured requests per benchmark client")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  fidelity->add_option("--max-requests", fidelity_options.bench.max_measured_requests,
+                       "at most this many measured requests per row, in whole rounds of its "
+                       "clients and at least 4 rounds (0: requests-per-client x clients always)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
   fidelity->add_option("--warmup-per-client", fidelity_options.bench.warmup_per_client,
                        "warm-up requests per benchmark client")
       ->capture_default_str()

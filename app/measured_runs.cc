@@ -1,6 +1,7 @@
 #include "app/measured_runs.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 
 #include <fmt/format.h>
@@ -39,6 +40,67 @@ std::string model_stem(const std::string& id) {
   return s;
 }
 
+// Why a disaggregated row's pools cannot be laid out ("" when they can).
+std::string disaggregated_layout_error(const MeasuredRun& r) {
+  for (const auto& [name, pool] : {std::pair<const char*, const PoolLayout&>{"prefill", r.prefill},
+                                   std::pair<const char*, const PoolLayout&>{"decode", r.decode}}) {
+    if (pool.workers < 1) return fmt::format("disaggregated row without {}_num_workers", name);
+    if (pool.pp > 1) return fmt::format("pipeline parallelism ({} pool) is not modelled", name);
+    if (pool.moe_ep > 1 && pool.moe_tp * pool.moe_ep != pool.tp * pool.attention_dp) {
+      return fmt::format("{} pool: expert parallelism moe_tp {} x moe_ep {} is not its tp {} x "
+                         "attention_dp {}",
+                         name, pool.moe_tp, pool.moe_ep, pool.tp, pool.attention_dp);
+    }
+  }
+  if (r.concurrency < 1) return "no concurrency (silicon_concurrency or decode batch) given";
+  return "";
+}
+
+// A disaggregated row's scenario: servesim's disagg policy with the row's pools. Batch limits
+// are per attention-DP rank in the CSV and per instance in servesim; a prefill instance takes
+// batch x (ISL + 1500) tokens per pass, as the aggregated mapping's budget.
+scenarios::Json disaggregated_scenario(const MeasuredRun& r, const MappedRun& m,
+                                       const std::string& kv_dtype, const BenchmarkTemplate& bench) {
+  const PoolLayout& p = r.prefill;
+  const PoolLayout& d = r.decode;
+  const int64_t prefill_batch = std::max<int64_t>(1, p.batch) * p.attention_dp;
+  return {
+      {"name", r.id},
+      {"description",
+       fmt::format("measured run {} (line {}): {} disaggregated on {}: {} prefill x {} GPUs, {} "
+                   "decode x {} GPUs, ISL {} / OSL {}, concurrency {}; measured TTFT {:.1f} ms, "
+                   "TPOT {:.2f} ms",
+                   r.id, r.line, r.backend, r.system, p.workers, p.tp * p.attention_dp, d.workers,
+                   d.tp * d.attention_dp, r.isl, r.osl, r.concurrency, r.ttft_ms, r.tpot_ms)},
+      {"seed", bench.seed},
+      {"model", m.model},
+      {"cluster", {{"gpu", m.gpu}, {"weight_dtype", m.weight_dtype}, {"kv_dtype", kv_dtype}}},
+      {"policy",
+       {{"type", "disagg"},
+        {"num_prefill", p.workers},
+        {"tp_prefill", p.tp},
+        {"attention_dp_prefill", p.attention_dp},
+        {"ep_prefill", p.moe_ep},
+        {"num_decode", d.workers},
+        {"tp_decode", d.tp},
+        {"attention_dp_decode", d.attention_dp},
+        {"ep_decode", d.moe_ep},
+        {"prefill_max_batch_size", prefill_batch},
+        {"prefill_max_tokens", prefill_batch * (r.isl + 1500)},
+        {"decode_max_num_seqs", std::max<int64_t>(1, d.batch) * d.attention_dp}}},
+      {"workload",
+       {{"type", "benchmark"},
+        {"concurrency", r.concurrency},
+        {"num_requests", bench.rounds_for(r.concurrency) * r.concurrency},
+        {"warmup_requests", bench.warmup_per_client * r.concurrency},
+        {"drain_after_warmup", true},
+        {"think_time_jitter", bench.client_jitter},
+        {"isl", r.isl},
+        {"osl", r.osl}}},
+      {"output", {{"sample_interval", "0s"}}},
+  };
+}
+
 }  // namespace
 
 std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
@@ -60,6 +122,16 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   const int adp = csv.require("attention_dp_size", kExpectedColumns);
   const int moe_tp = csv.require("moe_tp_size", kExpectedColumns);
   const int moe_ep = csv.require("moe_ep_size", kExpectedColumns);
+  const int source = csv.find("silicon_data_source");  // optional
+  // Disaggregated pools (optional columns, in this order per pool).
+  static constexpr const char* kPoolFields[] = {"num_workers", "batch_size", "tp_size", "pp_size",
+                                                "attention_dp_size", "moe_tp_size", "moe_ep_size"};
+  std::array<std::array<int, 7>, 2> pool_columns{};
+  for (size_t p = 0; p < 2; ++p) {
+    for (size_t f = 0; f < 7; ++f) {
+      pool_columns[p][f] = csv.find(fmt::format("{}_{}", p == 0 ? "prefill" : "decode", kPoolFields[f]));
+    }
+  }
   const int ttft = csv.require("silicon_ttft_ms", kExpectedColumns);
   const int tpot = csv.require("silicon_tpot_ms", kExpectedColumns);
   // Parallelism columns are empty in disaggregated rows (their prefill_/decode_ columns hold
@@ -87,6 +159,33 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     r.pp = optional_count(pp);
     r.attention_dp = optional_count(adp);
     r.concurrency *= r.attention_dp;  // batch_size is per attention-DP rank
+    for (size_t p = 0; p < 2; ++p) {
+      PoolLayout& pool = p == 0 ? r.prefill : r.decode;
+      const auto& cols = pool_columns[p];
+      auto count_or = [&](int column, int64_t absent) {
+        return column < 0 || csv.field(column).empty() ? absent : optional_count(column);
+      };
+      pool.workers = count_or(cols[0], 0);
+      pool.batch = count_or(cols[1], 0);
+      pool.tp = count_or(cols[2], 1);
+      pool.pp = count_or(cols[3], 1);
+      pool.attention_dp = count_or(cols[4], 1);
+      pool.moe_tp = count_or(cols[5], 1);
+      pool.moe_ep = count_or(cols[6], 1);
+    }
+    if (r.mode == "disagg") {
+      r.concurrency = r.decode.batch * r.decode.workers * r.decode.attention_dp;
+      if (source >= 0) {
+        const std::string text = csv.text(source);
+        const std::string key = "silicon_concurrency=";
+        if (const size_t at = text.find(key); at != std::string::npos) {
+          const size_t from = at + key.size();
+          size_t to = from;
+          while (to < text.size() && std::isdigit(static_cast<unsigned char>(text[to]))) ++to;
+          if (to > from && to - from <= 9) r.concurrency = std::stoll(text.substr(from, to - from));
+        }
+      }
+    }
     r.moe_tp = optional_count(moe_tp);
     r.moe_ep = optional_count(moe_ep);
     r.ttft_ms = csv.non_negative(ttft);
@@ -99,9 +198,16 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   return out;
 }
 
+int64_t BenchmarkTemplate::rounds_for(int64_t concurrency) const {
+  if (max_measured_requests <= 0 || concurrency < 1) return requests_per_client;
+  const int64_t capped = std::max(kMinMeasuredRounds, max_measured_requests / concurrency);
+  return std::min(requests_per_client, capped);
+}
+
 std::string MappedRun::group() const {
-  return fmt::format("{} / {} / {}", engine.empty() ? run.backend : engine,
-                     gpu.empty() ? run.system : gpu, model.empty() ? run.model_path : model);
+  return fmt::format("{} / {} / {}{}", engine.empty() ? run.backend : engine,
+                     gpu.empty() ? run.system : gpu, model.empty() ? run.model_path : model,
+                     run.mode == "disagg" ? " disagg" : "");
 }
 
 std::string catalog_model_for(const std::string& hf_id, const models::ModelCatalog& catalog) {
@@ -148,8 +254,9 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
   const std::string kv_dtype =
       m.weight_dtype == "bf16" || m.weight_dtype == "int4_wo" ? "bf16" : "fp8";
   std::string& why = m.skip_reason;
-  if (r.mode != "agg") {
-    why = "disaggregated deployment (only aggregated rows are mapped)";
+  const bool disagg = r.mode == "disagg";
+  if (!disagg && r.mode != "agg") {
+    why = fmt::format("deployment mode \"{}\" (agg or disagg)", r.mode);
   } else if (m.engine.empty()) {
     why = fmt::format("no engine model \"{}\" (known: {})", r.backend,
                       policies::engine_models().valid_names());
@@ -160,6 +267,8 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
                       r.model_path);
   } else if (m.weight_dtype.empty()) {
     why = fmt::format("{} weights are not modelled", quant);
+  } else if (disagg) {
+    why = disaggregated_layout_error(r);
   } else if (r.pp > 1) {
     why = "pipeline parallelism is not modelled";
   } else if (r.attention_dp > 1 && r.moe_tp * r.moe_ep != r.tp * r.attention_dp) {
@@ -174,6 +283,15 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
   }
   if (!why.empty()) return m;
   const auto& entry = policies::engine_models().get(m.engine);
+  scenarios::Json engine = {{"type", m.engine}};
+  if (disagg) {
+    // Disaggregated rows name the serving runtime's release (Dynamo's), not the engine's: the
+    // newest engine defaults servesim knows apply.
+    m.scenario = disaggregated_scenario(r, m, kv_dtype, bench);
+    m.scenario["engine"] = engine;
+    if (bench.dataset_entries > 0) m.scenario["workload"]["dataset_entries"] = bench.dataset_entries;
+    return m;
+  }
   try {
     policies::resolve_engine_version(entry.versions, r.backend_version, "engine.version");
   } catch (const ConfigError&) {
@@ -181,7 +299,6 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
                       r.backend_version);
     return m;
   }
-  scenarios::Json engine = {{"type", m.engine}};
   if (!r.backend_version.empty()) engine["version"] = r.backend_version;
   if (bench.deployment == BenchmarkTemplate::Deployment::kAiconfigurator) {
     // The generator's per-engine limits; with attention DP they are per rank, and the one
@@ -228,7 +345,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
       {"workload",
        {{"type", "benchmark"},
         {"concurrency", r.concurrency},
-        {"num_requests", bench.requests_per_client * r.concurrency},
+        {"num_requests", bench.rounds_for(r.concurrency) * r.concurrency},
         {"warmup_requests", bench.warmup_per_client * r.concurrency},
         {"drain_after_warmup", true},
         {"think_time_jitter", bench.client_jitter},

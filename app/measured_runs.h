@@ -20,6 +20,13 @@
 
 namespace servesim::app {
 
+// One pool of a disaggregated row (the CSV's prefill_* / decode_* columns).
+struct PoolLayout {
+  int64_t workers = 0;  // instances; 0: not given
+  int64_t batch = 0;    // batch limit per attention-DP rank; 0: not given
+  int64_t tp = 1, pp = 1, attention_dp = 1, moe_tp = 1, moe_ep = 1;
+};
+
 struct MeasuredRun {
   long line = 0;     // 1-based line in the CSV
   std::string id;    // the row's `id`
@@ -29,7 +36,10 @@ struct MeasuredRun {
   // with attention data parallelism, where it is per rank (its silicon_concurrency is batch_size
   // x attention_dp_size): read_measured_runs() multiplies it out.
   int64_t isl = 0, osl = 0, concurrency = 0;
+  // With disaggregation (mode "disagg") the clients are silicon_concurrency in
+  // silicon_data_source, or else the decode pool's batch x workers x attention_dp.
   int64_t tp = 1, pp = 1, attention_dp = 1, moe_tp = 1, moe_ep = 1;
+  PoolLayout prefill, decode;  // disaggregated rows (optional columns)
   double ttft_ms = 0, tpot_ms = 0;  // measured means
 };
 
@@ -55,6 +65,15 @@ struct BenchmarkTemplate {
   enum class Deployment { kAiconfigurator, kEngineDefaults };
   int64_t requests_per_client = 20;
   int64_t warmup_per_client = 2;
+  // At most this many measured requests per row, in whole rounds of the clients, and never fewer
+  // than kMinMeasuredRounds rounds (0: no cap): the rows of thousands of clients would otherwise
+  // replay 20 x c = 160,000 requests where the means have long settled. Rows of up to
+  // max_measured_requests / requests_per_client clients (1,000 by default) are unaffected.
+  int64_t max_measured_requests = 20'000;
+  static constexpr int64_t kMinMeasuredRounds = 4;
+
+  // Measured requests of each of `concurrency` clients under the cap.
+  int64_t rounds_for(int64_t concurrency) const;
   // aiperf's --num-dataset-entries: prompts drawn from this many entries (repeats hit the engines'
   // prefix caches); 0 = every prompt unique.
   int64_t dataset_entries = 0;
@@ -75,6 +94,10 @@ struct MappedRun {
   scenarios::Json scenario;
 
   bool mapped() const { return skip_reason.empty(); }
+  bool disaggregated() const { return run.mode == "disagg"; }
+  // A row the engine calibration is fitted on (and whose held-out error the targets name): a
+  // dense model served aggregated. MoE and disaggregated rows are only ever predicted.
+  bool calibrates() const { return !moe && !disaggregated(); }
   // "vllm / h100_sxm / qwen3-32b"
   std::string group() const;
 };

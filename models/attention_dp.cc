@@ -1,6 +1,7 @@
 #include "models/attention_dp.h"
 
 #include <algorithm>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 
@@ -8,22 +9,35 @@
 
 namespace servesim::models {
 
-void split_over_ranks(const BatchShape& shape, int ranks, std::vector<BatchShape>* out) {
+void assign_ranks(const BatchShape& shape, int ranks, std::vector<int32_t>* rank_of) {
   if (ranks < 1) throw std::invalid_argument(fmt::format("{} attention-DP ranks", ranks));
+  rank_of->assign(shape.segments.size(), 0);
+  std::vector<int64_t> tokens(static_cast<size_t>(ranks), 0);
+  // Decode steps, one token each, dealt in turn.
+  int32_t next = 0;
+  for (size_t i = 0; i < shape.segments.size(); ++i) {
+    if (shape.segments[i].query_tokens != 1) continue;
+    (*rank_of)[i] = next;
+    ++tokens[static_cast<size_t>(next)];
+    next = next + 1 == ranks ? 0 : next + 1;
+  }
+  // Prompt chunks, in order, each to the rank with the fewest tokens (the lowest index on a tie).
+  for (size_t i = 0; i < shape.segments.size(); ++i) {
+    if (shape.segments[i].query_tokens == 1) continue;
+    const auto least = static_cast<int32_t>(std::min_element(tokens.begin(), tokens.end()) -
+                                            tokens.begin());
+    (*rank_of)[i] = least;
+    tokens[static_cast<size_t>(least)] += shape.segments[i].query_tokens;
+  }
+}
+
+void split_over_ranks(const BatchShape& shape, int ranks, std::vector<BatchShape>* out) {
+  std::vector<int32_t> rank_of;
+  assign_ranks(shape, ranks, &rank_of);
   out->resize(static_cast<size_t>(ranks));
   for (BatchShape& r : *out) r.clear();
-  std::vector<int64_t> tokens(static_cast<size_t>(ranks), 0);
-  for (const Segment& seg : shape.segments) {
-    size_t best = 0;
-    for (size_t r = 1; r < tokens.size(); ++r) {
-      if (tokens[r] < tokens[best] ||
-          (tokens[r] == tokens[best] &&
-           (*out)[r].segments.size() < (*out)[best].segments.size())) {
-        best = r;
-      }
-    }
-    tokens[best] += seg.query_tokens;
-    (*out)[best].segments.push_back(seg);
+  for (size_t i = 0; i < shape.segments.size(); ++i) {
+    (*out)[static_cast<size_t>(rank_of[i])].segments.push_back(shape.segments[i]);
   }
 }
 
@@ -41,33 +55,15 @@ class AttentionDpCostModel final : public IterationCostModel {
         experts_(std::move(experts)) {}
 
   Duration iteration_time(const BatchShape& shape) const override {
+    const BatchShape& slowest = slowest_rank(shape);
     // Counted in the inner models' statistics as the passes they price.
-    for (const BatchShape& r : split(shape)) {
-      if (!r.empty()) rank_->iteration_time(r);
-    }
+    rank_->iteration_time(slowest);
     experts_->iteration_time(shape);
-    return breakdown(shape).total();
+    return compose(slowest, shape).total();
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
-    OperatorTimes slowest;
-    bool any = false;
-    for (const BatchShape& r : split(shape)) {
-      if (r.empty()) continue;
-      OperatorTimes t = rank_->breakdown(r);
-      t.mlp_gemm = Duration{0};
-      t.allreduce = t.allreduce / 2;  // the attention's all-reduce stays; the MLP's is replaced
-      if (!any || t.total() > slowest.total()) slowest = t;
-      any = true;
-    }
-    if (!any) throw std::invalid_argument("iteration cost requested for an empty batch");
-    const OperatorTimes moe = experts_->breakdown(shape);
-    slowest.mlp_gemm = moe.mlp_gemm;
-    // Dispatch + combine on the MoE layers: one all-reduce's volume of all the tokens (the
-    // experts' model counts two all-reduces per layer, on every layer).
-    slowest.allreduce += Duration{static_cast<int64_t>(
-        static_cast<double>(moe.allreduce.count()) * moe_layer_share_ / 2)};
-    return slowest;
+    return compose(slowest_rank(shape), shape);
   }
 
   // The experts' deployment spreads everything, attention included, over every GPU: no rank of
@@ -89,9 +85,43 @@ class AttentionDpCostModel final : public IterationCostModel {
   }
 
  private:
-  const std::vector<BatchShape>& split(const BatchShape& shape) const {
-    split_over_ranks(shape, ranks_, &scratch_);
+  // The segments of the rank that takes longest: the most query tokens, then the most context
+  // tokens (attention, GEMMs and norms grow with both), then the lowest index.
+  const BatchShape& slowest_rank(const BatchShape& shape) const {
+    if (shape.empty()) throw std::invalid_argument("iteration cost requested for an empty batch");
+    assign_ranks(shape, ranks_, &rank_of_);
+    tokens_.assign(static_cast<size_t>(ranks_), 0);
+    context_.assign(static_cast<size_t>(ranks_), 0);
+    for (size_t i = 0; i < shape.segments.size(); ++i) {
+      const auto r = static_cast<size_t>(rank_of_[i]);
+      tokens_[r] += shape.segments[i].query_tokens;
+      context_[r] += shape.segments[i].context_tokens;
+    }
+    size_t slowest = 0;
+    for (size_t r = 1; r < tokens_.size(); ++r) {
+      if (std::tie(tokens_[r], context_[r]) > std::tie(tokens_[slowest], context_[slowest])) {
+        slowest = r;
+      }
+    }
+    scratch_.clear();
+    for (size_t i = 0; i < shape.segments.size(); ++i) {
+      if (static_cast<size_t>(rank_of_[i]) == slowest) scratch_.segments.push_back(shape.segments[i]);
+    }
     return scratch_;
+  }
+
+  // The slowest rank's pass without its MLP (the attention's all-reduce stays, the MLP's goes),
+  // plus the experts' MLP over every token and the dispatch + combine on the MoE layers: one
+  // all-reduce's volume of all the tokens (the experts' model counts two all-reduces per layer,
+  // on every layer).
+  OperatorTimes compose(const BatchShape& slowest, const BatchShape& shape) const {
+    OperatorTimes t = rank_->breakdown(slowest);
+    t.allreduce = t.allreduce / 2;
+    const OperatorTimes moe = experts_->breakdown(shape);
+    t.mlp_gemm = moe.mlp_gemm;
+    t.allreduce += Duration{static_cast<int64_t>(static_cast<double>(moe.allreduce.count()) *
+                                                 moe_layer_share_ / 2)};
+    return t;
   }
 
   int ranks_;
@@ -99,7 +129,9 @@ class AttentionDpCostModel final : public IterationCostModel {
   double moe_layer_share_;
   std::unique_ptr<IterationCostModel> rank_;
   std::unique_ptr<IterationCostModel> experts_;
-  mutable std::vector<BatchShape> scratch_;
+  mutable std::vector<int32_t> rank_of_;
+  mutable std::vector<int64_t> tokens_, context_;
+  mutable BatchShape scratch_;
 };
 
 }  // namespace

@@ -5,9 +5,11 @@
 // splits it over the ranks (split_over_ranks), prices each rank's share on a plain deployment of
 // one rank (tp GPUs, no attention DP, no expert parallelism) and the experts on a plain deployment
 // of all the instance's GPUs (tp x attention_dp, ep), and returns
-//   max over ranks of (rank pass - its MLP - its MLP all-reduces)
+//   the slowest rank's pass - its MLP - its MLP all-reduces
 //   + the experts' MLP over all the pass's tokens + their dispatch and combine,
-// since every MoE layer waits for the slowest rank's attention. The dispatch and combine (an
+// since every MoE layer waits for the slowest rank's attention. The slowest rank is the one with
+// the most query tokens, then the most context tokens (its pass grows with both), so that only
+// one rank is priced per pass. The dispatch and combine (an
 // all-gather of every rank's hidden states before the MoE layer and a reduce-scatter after it)
 // move what one all-reduce of all the tokens moves, on the MoE layers. The experts' deployment
 // also prices the shared experts and a MoE model's dense layers, sharded over every GPU rather than
@@ -24,10 +26,13 @@
 
 namespace servesim::models {
 
-// Splits `shape` over `ranks` attention-DP ranks: each segment in turn goes to the rank with the
-// fewest query tokens so far (ties: fewest segments, then the lowest index), so decode steps
-// spread evenly and prefill chunks balance. `out` is resized to `ranks` shapes, some possibly
-// empty. REQUIRES: ranks >= 1.
+// The rank of each segment of `shape` over `ranks` attention-DP ranks: decode steps (one query
+// token) are dealt in turn, rank 0 first, so every rank holds as many as the others or one less;
+// then each prompt chunk, in order, goes to the rank with the fewest query tokens so far (the
+// lowest index on a tie). O(segments + chunks x ranks). Throws std::invalid_argument unless
+// ranks >= 1.
+void assign_ranks(const BatchShape& shape, int ranks, std::vector<int32_t>* rank_of);
+// The same split as shapes: `out` is resized to `ranks` shapes, some possibly empty.
 void split_over_ranks(const BatchShape& shape, int ranks, std::vector<BatchShape>* out);
 
 // Builds plain cost models (attention_dp 1) of a deployment: make_profiled_cost_model or

@@ -145,10 +145,31 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   // The scenario parses as servesim run would read it.
   EXPECT_NO_THROW(scenarios::parse_scenario(m.scenario, "row", "", root()));
 
-  // A disaggregated row is skipped with its reason.
+  // A disaggregated row maps to the disagg policy with its pools (line 2: DeepSeek-V3 on GB200,
+  // one prefill worker of 8 attention-DP ranks with experts over 8, one decode worker of 32 ranks
+  // with experts over 32, batch 64 per decode rank; silicon_concurrency 2048, capped to 9 rounds).
   const MappedRun disagg = map_measured_run(runs.front(), cat, bench);
-  EXPECT_FALSE(disagg.mapped());
-  EXPECT_NE(disagg.skip_reason.find("disaggregated"), std::string::npos);
+  ASSERT_TRUE(disagg.mapped()) << disagg.skip_reason;
+  EXPECT_EQ(disagg.group(), "trtllm / gb200_nvl72 / deepseek-v3 disagg");
+  EXPECT_FALSE(disagg.calibrates());
+  const scenarios::Json& pol = disagg.scenario.at("policy");
+  EXPECT_EQ(pol.at("type"), "disagg");
+  EXPECT_EQ(pol.at("num_prefill"), 1);
+  EXPECT_EQ(pol.at("tp_prefill"), 1);
+  EXPECT_EQ(pol.at("attention_dp_prefill"), 8);
+  EXPECT_EQ(pol.at("ep_prefill"), 8);
+  EXPECT_EQ(pol.at("num_decode"), 1);
+  EXPECT_EQ(pol.at("attention_dp_decode"), 32);
+  EXPECT_EQ(pol.at("ep_decode"), 32);
+  EXPECT_EQ(pol.at("decode_max_num_seqs"), 64 * 32);
+  EXPECT_EQ(disagg.scenario.at("workload").at("concurrency"), 2048);
+  EXPECT_EQ(disagg.scenario.at("workload").at("num_requests"), 9 * 2048);
+  EXPECT_FALSE(disagg.scenario.at("engine").contains("version"));  // a Dynamo release
+  EXPECT_NO_THROW(scenarios::parse_scenario(disagg.scenario, "row", "", root()));
+  // Without worker counts (gpt-oss-120b on GB200, line 1407) it is skipped with its reason.
+  const MappedRun bare = map_measured_run(row_at_line(runs, 1407), cat, bench);
+  EXPECT_FALSE(bare.mapped());
+  EXPECT_NE(bare.skip_reason.find("without prefill_num_workers"), std::string::npos);
   // MoE rows map as they ran: gpt-oss-120b's 4-bit experts on FP4 tensor cores on the B200, as
   // weight-only 4-bit on the H200 (no FP4 cores); DeepSeek-V3's block-scaled FP8 experts stay
   // block-scaled. Dense rows keep the calibration's mapping: FP4 is skipped, FP8 flavours are fp8.
@@ -216,9 +237,23 @@ TEST(MeasuredRuns, AttentionDataParallelRowsRunAsOneInstanceOfRanks) {
       << skipped.skip_reason;
 }
 
+// Thousands of clients replay whole rounds up to the cap, never fewer than 4; up to 1,000 clients
+// the template's 20 rounds stand.
+TEST(BenchmarkTemplateCap, LargeConcurrenciesReplayFewerWholeRounds) {
+  BenchmarkTemplate b;
+  EXPECT_EQ(b.rounds_for(8), 20);
+  EXPECT_EQ(b.rounds_for(1000), 20);
+  EXPECT_EQ(b.rounds_for(1001), 19);
+  EXPECT_EQ(b.rounds_for(2048), 9);
+  EXPECT_EQ(b.rounds_for(8192), 4);
+  b.max_measured_requests = 0;
+  EXPECT_EQ(b.rounds_for(8192), 20);
+}
+
 TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {
-  // A TensorRT-LLM row (Llama-3.1-8B, TP 1), a vLLM row (Qwen3-32B, TP 8), a disaggregated row.
-  const std::string csv = csv_with_lines("study", {2, 906, 1122});
+  // A TensorRT-LLM row (Llama-3.1-8B, TP 1), a vLLM row (Qwen3-32B, TP 8), a disaggregated row
+  // without worker counts (skipped).
+  const std::string csv = csv_with_lines("study", {1407, 906, 1122});
   const fs::path db = fs::temp_directory_path() / "servesim_fidelity_study.db";
   fs::remove(db);
   FidelityOptions options;
@@ -230,7 +265,7 @@ TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {
   ASSERT_EQ(run_fidelity(csv, options, root(), second), 0) << second.str();
   const std::string a = first.str(), b = second.str();
   EXPECT_NE(a.find("mapped to scenarios: 2 (2 dense, 0 MoE)"), std::string::npos) << a;
-  EXPECT_NE(a.find("disaggregated deployment"), std::string::npos) << a;
+  EXPECT_NE(a.find("disaggregated row without prefill_num_workers"), std::string::npos) << a;
   // The same predictions twice (the tables, not the wall time).
   const size_t ta = a.find("Predictions with"), tb = b.find("Predictions with");
   ASSERT_NE(ta, std::string::npos);
@@ -241,10 +276,10 @@ TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {
       "SELECT line, status, predicted_ttft_ms > 0, predicted_tpot_ms > 0 FROM fidelity_row "
       "ORDER BY line");
   ASSERT_EQ(rows.rows.size(), 3u);
-  // Lines of the small CSV: 2 (disaggregated), 3 (shipped line 906), 4 (shipped line 1122).
-  EXPECT_EQ(rows.rows[0], (std::vector<std::string>{"2", "skipped", "NULL", "NULL"}));  // not predicted
+  // Lines of the small CSV, in the shipped order: 2 (shipped line 906), 3 (1122), 4 (1407).
+  EXPECT_EQ(rows.rows[0], (std::vector<std::string>{"2", "ok", "1", "1"}));
   EXPECT_EQ(rows.rows[1], (std::vector<std::string>{"3", "ok", "1", "1"}));
-  EXPECT_EQ(rows.rows[2], (std::vector<std::string>{"4", "ok", "1", "1"}));
+  EXPECT_EQ(rows.rows[2], (std::vector<std::string>{"4", "skipped", "NULL", "NULL"}));  // not predicted
 }
 
 // The fits start from a neutral point, never from the calibration in effect (fitted on every

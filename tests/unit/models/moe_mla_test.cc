@@ -185,28 +185,32 @@ TEST(TinyMoe, ExpertParallelLayoutsThatCannotSplitAreErrors) {
 
 // ---- attention data parallelism ----
 
-TEST(AttentionDp, RanksTakeSegmentsInTurnToTheLeastLoaded) {
+TEST(AttentionDp, DecodesAreDealtInTurnAndChunksGoToTheLeastLoaded) {
   BatchShape shape;
   shape.segments = {{100, 100, 1}, {1, 50, 1}, {1, 60, 1}, {1, 70, 1}, {30, 40, 0}, {1, 80, 1}};
   std::vector<BatchShape> ranks;
   split_over_ranks(shape, 3, &ranks);
   ASSERT_EQ(ranks.size(), 3u);
-  // prefill 100 -> rank 0; the decodes fill ranks 1 and 2 (1 token each), then rank 1 (fewest
-  // tokens, ties to the fewest segments, then the lowest index); the 30-token chunk to rank 2;
-  // the last decode to rank 1 (2 tokens against 31 and 100).
-  ASSERT_EQ(ranks[0].segments.size(), 1u);
-  EXPECT_EQ(ranks[0].segments[0].query_tokens, 100);
-  ASSERT_EQ(ranks[1].segments.size(), 3u);
-  EXPECT_EQ(ranks[1].segments[0].context_tokens, 50);
-  EXPECT_EQ(ranks[1].segments[1].context_tokens, 70);
-  EXPECT_EQ(ranks[1].segments[2].context_tokens, 80);
+  // Decodes 50, 60, 70, 80 to ranks 0, 1, 2, 0; then the 100-token chunk to rank 1 (1 token
+  // against 2 and 1: the lowest index of the least loaded), the 30-token chunk to rank 2. Each
+  // rank keeps the batch's order.
+  ASSERT_EQ(ranks[0].segments.size(), 2u);
+  EXPECT_EQ(ranks[0].segments[0].context_tokens, 50);
+  EXPECT_EQ(ranks[0].segments[1].context_tokens, 80);
+  ASSERT_EQ(ranks[1].segments.size(), 2u);
+  EXPECT_EQ(ranks[1].segments[0].query_tokens, 100);
+  EXPECT_EQ(ranks[1].segments[1].context_tokens, 60);
   ASSERT_EQ(ranks[2].segments.size(), 2u);
-  EXPECT_EQ(ranks[2].segments[0].context_tokens, 60);
+  EXPECT_EQ(ranks[2].segments[0].context_tokens, 70);
   EXPECT_EQ(ranks[2].segments[1].query_tokens, 30);
   split_over_ranks(shape, 8, &ranks);  // more ranks than segments: two stay empty
   EXPECT_EQ(std::count_if(ranks.begin(), ranks.end(), [](const BatchShape& r) { return r.empty(); }),
             2);
   EXPECT_THROW(split_over_ranks(shape, 0, &ranks), std::invalid_argument);
+}
+
+Duration rank_iteration(const IterationCostModel& m, const BatchShape& shape) {
+  return m.iteration_time(shape);
 }
 
 // Four ranks of one GPU, experts split four ways: each rank's attention, dense MLP, norms and LM
@@ -228,6 +232,12 @@ TEST(AttentionDp, APassIsTheSlowestRankPlusTheExpertsOfEveryToken) {
   for (int i = 0; i < 7; ++i) pass.segments.push_back({1, 100 + i, 1});
   BatchShape busiest;  // rank 2: the third and seventh decodes, the longest contexts of the pairs
   busiest.segments = {pass.segments[2], pass.segments[6]};
+  BatchShape other;  // rank 0, as many tokens and fewer context tokens: not the one priced
+  other.segments = {pass.segments[0], pass.segments[4]};
+  EXPECT_LT(rank_iteration(*make_roofline_cost_model({&m, &g, 1, Dtype::kBf16, Dtype::kBf16}, p),
+                           other),
+            rank_iteration(*make_roofline_cost_model({&m, &g, 1, Dtype::kBf16, Dtype::kBf16}, p),
+                           busiest));
   OperatorTimes want = rank->breakdown(busiest);
   want.mlp_gemm = experts->breakdown(pass).mlp_gemm;
   // tp1 ranks have no all-reduce; the experts' model counts 2 per layer on both layers, the
