@@ -262,7 +262,8 @@ TEST(PlanDllm, PrunesWhatCannotFitAndReproducesWithRun) {
 // Every config of the small LLM plan, at the target rate: `servesim run` of the emitted scenario
 // gives the fingerprint the plan stored.
 // The shipped DeepSeek-R1 plan searches expert parallelism with the layouts: a config whose ep
-// does not divide its TP degree is pruned with the reason, every other one is simulated.
+// does not divide its TP degree is pruned with the reason, every other one is simulated. Its
+// wide-EP decode pools of attention-DP ranks count tp x attention_dp GPUs each.
 TEST(PlanMoe, ExpertParallelAxisPrunesLayoutsItCannotSplit) {
   const auto root = scenarios::DataRoot::discover();
   const app::PlanSpec spec =
@@ -270,14 +271,26 @@ TEST(PlanMoe, ExpertParallelAxisPrunesLayoutsItCannotSplit) {
   const app::SloCriteria criteria = app::SloCriteria::parse(
       spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
   std::vector<app::PlanConfig> configs = app::expand_plan(spec);
-  ASSERT_EQ(configs.size(), 2u * 3 * 4 * 2 * 2 + 2 * 4 * 2);
+  ASSERT_EQ(configs.size(), 2u * 3 * 4 * 2 * 2 + 3 * (2 * 3 * 2) + 2 * 4 * 2);
   std::vector<ConfigIssue> issues;
   std::map<std::string, bool> reported;
-  int cannot_split = 0, runnable_ep16 = 0;
+  int cannot_split = 0, runnable_ep16 = 0, wide_ep = 0;
   for (app::PlanConfig& c : configs) {
     SCOPED_TRACE(c.label);
     app::prune_config(spec, c, criteria, root, issues, reported);
     ASSERT_TRUE(issues.empty());
+    if (c.label.find("attention_dp_decode=32") != std::string::npos) {
+      // tp_prefill=T num_prefill=P num_decode=D: P x T + D x 32 GPUs.
+      const auto value = [&](const std::string& key) {
+        const size_t at = c.label.find(key + "=");
+        return std::stoi(c.label.substr(at + key.size() + 1));
+      };
+      EXPECT_EQ(c.num_gpus, value("num_prefill") * value("tp_prefill") + value("num_decode") * 32);
+      if (c.num_gpus <= 72) {
+        EXPECT_NE(c.status, app::ConfigStatus::kPruned) << c.reason;
+        ++wide_ep;
+      }
+    }
     if (c.label.find("ep=16") == std::string::npos) continue;
     if (c.label.find("tp=8 ") != std::string::npos) {  // coloc tp 8 with ep 16
       EXPECT_EQ(c.status, app::ConfigStatus::kPruned);
@@ -290,6 +303,7 @@ TEST(PlanMoe, ExpertParallelAxisPrunesLayoutsItCannotSplit) {
   }
   EXPECT_EQ(cannot_split, 4);
   EXPECT_EQ(runnable_ep16, 4);
+  EXPECT_GT(wide_ep, 0);
 }
 
 TEST(PlanReproduction, EmittedScenariosRunToTheStoredResults) {
