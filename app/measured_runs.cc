@@ -40,6 +40,20 @@ std::string model_stem(const std::string& id) {
   return s;
 }
 
+// The benchmark that measured `r`, as a scenario's workload section.
+scenarios::Json benchmark_workload(const MeasuredRun& r, const BenchmarkTemplate& bench) {
+  scenarios::Json w = {{"type", "benchmark"},
+                       {"concurrency", r.concurrency},
+                       {"num_requests", bench.rounds_for(r.concurrency) * r.concurrency},
+                       {"warmup_requests", bench.warmup_per_client * r.concurrency},
+                       {"drain_after_warmup", true},
+                       {"think_time_jitter", bench.client_jitter},
+                       {"isl", r.isl},
+                       {"osl", r.osl}};
+  if (bench.dataset_entries > 0) w["dataset_entries"] = bench.dataset_entries;
+  return w;
+}
+
 // Why a disaggregated row's pools cannot be laid out ("" when they can).
 std::string disaggregated_layout_error(const MeasuredRun& r) {
   for (const auto& [name, pool] : {std::pair<const char*, const PoolLayout&>{"prefill", r.prefill},
@@ -88,15 +102,7 @@ scenarios::Json disaggregated_scenario(const MeasuredRun& r, const MappedRun& m,
         {"prefill_max_batch_size", prefill_batch},
         {"prefill_max_tokens", prefill_batch * (r.isl + 1500)},
         {"decode_max_num_seqs", std::max<int64_t>(1, d.batch) * d.attention_dp}}},
-      {"workload",
-       {{"type", "benchmark"},
-        {"concurrency", r.concurrency},
-        {"num_requests", bench.rounds_for(r.concurrency) * r.concurrency},
-        {"warmup_requests", bench.warmup_per_client * r.concurrency},
-        {"drain_after_warmup", true},
-        {"think_time_jitter", bench.client_jitter},
-        {"isl", r.isl},
-        {"osl", r.osl}}},
+      {"workload", benchmark_workload(r, bench)},
       {"output", {{"sample_interval", "0s"}}},
   };
 }
@@ -289,7 +295,6 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
     // newest engine defaults servesim knows apply.
     m.scenario = disaggregated_scenario(r, m, kv_dtype, bench);
     m.scenario["engine"] = engine;
-    if (bench.dataset_entries > 0) m.scenario["workload"]["dataset_entries"] = bench.dataset_entries;
     return m;
   }
   try {
@@ -342,18 +347,9 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
         {"attention_dp", r.attention_dp},
         {"weight_dtype", m.weight_dtype},
         {"kv_dtype", kv_dtype}}},
-      {"workload",
-       {{"type", "benchmark"},
-        {"concurrency", r.concurrency},
-        {"num_requests", bench.rounds_for(r.concurrency) * r.concurrency},
-        {"warmup_requests", bench.warmup_per_client * r.concurrency},
-        {"drain_after_warmup", true},
-        {"think_time_jitter", bench.client_jitter},
-        {"isl", r.isl},
-        {"osl", r.osl}}},
+      {"workload", benchmark_workload(r, bench)},
       {"output", {{"sample_interval", "0s"}}},
   };
-  if (bench.dataset_entries > 0) m.scenario["workload"]["dataset_entries"] = bench.dataset_entries;
   return m;
 }
 

@@ -52,13 +52,19 @@ TEST(CudaGraphSpec, PadsToTheSmallestCapturedSizeUpToTheLargest) {
   EXPECT_EQ(g.padded(5, false), 8);
 }
 
-TEST(EngineCostModel, APaddedDecodeBatchCostsItsCapturedSizeAndTheCpuIsAdded) {
+// Graphs captured at 1, 2, 4 and 8; CPU 500 us + 10 us per request + 1 us per token.
+EngineRuntime padded_runtime() {
   EngineRuntime rt;
   rt.name = "test";
   rt.graphs.capture_sizes = {1, 2, 4, 8};
   rt.cpu.per_iteration = std::chrono::microseconds(500);
   rt.cpu.per_request_ns = 10'000;
   rt.cpu.per_token_ns = 1'000;
+  return rt;
+}
+
+TEST(EngineCostModel, APaddedDecodeBatchCostsItsCapturedSizeAndTheCpuIsAdded) {
+  const EngineRuntime rt = padded_runtime();
   const auto inner = gpu_model();
   const auto engine = make_engine_cost_model(inner, rt);
   BatchShape five = decodes(5, 1000);
@@ -99,12 +105,7 @@ TEST(EngineCostModel, RejectsUnsortedCaptureSizesAndNegativeCosts) {
 // pass priced from its segments, in both CPU modes, padded or not.
 TEST(EngineCostModel, ADecodePassFromItsSumsCostsWhatItsShapeCosts) {
   for (const bool overlapped : {false, true}) {
-    EngineRuntime rt;
-    rt.name = "test";
-    rt.graphs.capture_sizes = {1, 2, 4, 8};
-    rt.cpu.per_iteration = std::chrono::microseconds(500);
-    rt.cpu.per_request_ns = 10'000;
-    rt.cpu.per_token_ns = 1'000;
+    EngineRuntime rt = padded_runtime();
     rt.cpu.overlapped = overlapped;
     rt.gpu_scale.decode = 0.8;
     const auto engine = make_engine_cost_model(gpu_model(), rt);
