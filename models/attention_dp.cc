@@ -1,11 +1,14 @@
 #include "models/attention_dp.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 #include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "models/roofline_terms.h"
 
 namespace servesim::models {
 
@@ -46,13 +49,27 @@ namespace {
 class AttentionDpCostModel final : public IterationCostModel {
  public:
   AttentionDpCostModel(const Deployment& d, std::unique_ptr<IterationCostModel> rank,
-                       std::unique_ptr<IterationCostModel> experts)
+                       std::unique_ptr<IterationCostModel> experts, const RooflineParams& link)
       : ranks_(d.attention_dp),
         label_(parallelism_label(d)),
-        moe_layer_share_(static_cast<double>(d.model->num_moe_layers()) /
-                         static_cast<double>(d.model->num_layers)),
         rank_(std::move(rank)),
-        experts_(std::move(experts)) {}
+        experts_(std::move(experts)) {
+    const ModelSpec& m = *d.model;
+    const double ep = d.ep;
+    const double k = m.moe->experts_per_token;
+    const double groups = ep * (1 - std::pow(1 - 1 / ep, k));
+    const int moe_tp = d.gpus() / d.ep;
+    // One copy per expert group over the instance's link, the rest to the group's other TP
+    // shards over the group's own link.
+    const double seconds_per_byte =
+        groups * (1 / (d.gpu->tp_link_bytes_per_s(d.gpus()) * link.link_efficiency) +
+                  (moe_tp - 1) / (d.gpu->tp_link_bytes_per_s(moe_tp) * link.link_efficiency));
+    const double moe_layers = m.num_moe_layers();
+    // Per token of the slowest rank: its TP group shares the sends; 2 bytes out, 2 back.
+    a2a_s_per_token_ = moe_layers * static_cast<double>(m.hidden_size) * 2 *
+                       detail::kActivationBytes / d.tp * seconds_per_byte;
+    a2a_fixed_s_ = moe_layers * 2 * to_seconds(link.allreduce_latency);
+  }
 
   Duration iteration_time(const BatchShape& shape) const override {
     const BatchShape& slowest = slowest_rank(shape);
@@ -111,22 +128,21 @@ class AttentionDpCostModel final : public IterationCostModel {
   }
 
   // The slowest rank's pass without its MLP (the attention's all-reduce stays, the MLP's goes),
-  // plus the experts' MLP over every token and the dispatch + combine on the MoE layers: one
-  // all-reduce's volume of all the tokens (the experts' model counts two all-reduces per layer,
-  // on every layer).
+  // plus the experts' MLP over every token, plus the dispatch and combine of the slowest rank's
+  // tokens (counted with the all-reduces: the pass's communication).
   OperatorTimes compose(const BatchShape& slowest, const BatchShape& shape) const {
     OperatorTimes t = rank_->breakdown(slowest);
     t.allreduce = t.allreduce / 2;
-    const OperatorTimes moe = experts_->breakdown(shape);
-    t.mlp_gemm = moe.mlp_gemm;
-    t.allreduce += Duration{static_cast<int64_t>(static_cast<double>(moe.allreduce.count()) *
-                                                 moe_layer_share_ / 2)};
+    t.mlp_gemm = experts_->breakdown(shape).mlp_gemm;
+    t.allreduce += duration_from_seconds(
+        a2a_fixed_s_ + a2a_s_per_token_ * static_cast<double>(slowest.total_query_tokens()));
     return t;
   }
 
   int ranks_;
   std::string label_;
-  double moe_layer_share_;
+  double a2a_s_per_token_ = 0;  // dispatch + combine on every MoE layer, per token of a rank
+  double a2a_fixed_s_ = 0;      // their latencies
   std::unique_ptr<IterationCostModel> rank_;
   std::unique_ptr<IterationCostModel> experts_;
   mutable std::vector<int32_t> rank_of_;
@@ -137,7 +153,7 @@ class AttentionDpCostModel final : public IterationCostModel {
 }  // namespace
 
 std::unique_ptr<IterationCostModel> make_attention_dp_cost_model(
-    const Deployment& d, const PlainCostModelFactory& make_plain) {
+    const Deployment& d, const PlainCostModelFactory& make_plain, const RooflineParams& link) {
   validate_deployment(d);
   if (d.attention_dp < 2) {
     throw std::invalid_argument(fmt::format("attention_dp={}: no attention data parallelism to model",
@@ -149,7 +165,8 @@ std::unique_ptr<IterationCostModel> make_attention_dp_cost_model(
   Deployment experts = d;
   experts.tp = d.gpus();
   experts.attention_dp = 1;
-  return std::make_unique<AttentionDpCostModel>(d, make_plain(rank), make_plain(experts));
+  detail::check_roofline_params(link);
+  return std::make_unique<AttentionDpCostModel>(d, make_plain(rank), make_plain(experts), link);
 }
 
 }  // namespace servesim::models

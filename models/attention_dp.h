@@ -9,9 +9,16 @@
 //   + the experts' MLP over all the pass's tokens + their dispatch and combine,
 // since every MoE layer waits for the slowest rank's attention. The slowest rank is the one with
 // the most query tokens, then the most context tokens (its pass grows with both), so that only
-// one rank is priced per pass. The dispatch and combine (an
-// all-gather of every rank's hidden states before the MoE layer and a reduce-scatter after it)
-// move what one all-reduce of all the tokens moves, on the MoE layers. The experts' deployment
+// one rank is priced per pass. Dispatch and combine, per MoE layer, are an all-to-all: each of the
+// slowest rank's tokens (per GPU of its TP group) goes, as 16-bit hidden states, to the GPUs
+// holding its experts and comes back the same way: one copy to each of the
+//   g = ep x (1 - (1 - 1/ep)^k) expert-parallel groups it reaches (expected distinct groups of
+//   k random experts), on the link between the instance's GPUs (GpuSpec::tp_link_bytes_per_s at
+//   tp x attention_dp GPUs), and g x (moe_tp - 1) copies to the groups' other TP shards
+//   (moe_tp = tp x attention_dp / ep) on the link of moe_tp GPUs,
+// both at link_efficiency, plus two collective latencies; the measured NCCL all-to-all tables are
+// not used yet. With every expert on every GPU (ep 1) that is an all-gather and a reduce-scatter
+// of the rank's tokens. The experts' deployment
 // also prices the shared experts and a MoE model's dense layers, sharded over every GPU rather than
 // replicated per rank: the same FLOPs per GPU, fewer weight bytes read (documented
 // approximation). The ranks are balanced as split_over_ranks() places requests; an engine's
@@ -40,9 +47,10 @@ void split_over_ranks(const BatchShape& shape, int ranks, std::vector<BatchShape
 using PlainCostModelFactory =
     std::function<std::unique_ptr<IterationCostModel>(const Deployment& plain)>;
 
-// The model above for `d` (d.attention_dp > 1; validate_deployment() must accept it). Throws as
+// The model above for `d` (d.attention_dp > 1; validate_deployment() must accept it); `link`
+// gives the link efficiency and collective latency of the dispatch and combine. Throws as
 // validate_deployment() and the factory do.
 std::unique_ptr<IterationCostModel> make_attention_dp_cost_model(
-    const Deployment& d, const PlainCostModelFactory& make_plain);
+    const Deployment& d, const PlainCostModelFactory& make_plain, const RooflineParams& link);
 
 }  // namespace servesim::models

@@ -1418,7 +1418,7 @@ std::unique_ptr<IterationCostModel> make_profiled_cost_model(
   if (d.attention_dp > 1) {
     return make_attention_dp_cost_model(d, [&](const Deployment& plain) {
       return make_profiled_cost_model(plain, gpu_profiles, p);
-    });
+    }, p.roofline);
   }
   return std::make_unique<ProfiledCostModel>(d, gpu_profiles, p);
 }

@@ -131,7 +131,7 @@ std::unique_ptr<IterationCostModel> make_roofline_cost_model(const Deployment& d
   if (deployment.attention_dp > 1) {
     return make_attention_dp_cost_model(deployment, [&](const Deployment& plain) {
       return make_roofline_cost_model(plain, params);
-    });
+    }, params);
   }
   return std::make_unique<RooflineCostModel>(deployment, params);
 }

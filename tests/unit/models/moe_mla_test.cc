@@ -214,8 +214,8 @@ Duration rank_iteration(const IterationCostModel& m, const BatchShape& shape) {
 }
 
 // Four ranks of one GPU, experts split four ways: each rank's attention, dense MLP, norms and LM
-// head on its own requests (the slowest rank counts), the experts on every rank's tokens, and one
-// all-reduce's volume of all the tokens per MoE layer for dispatch and combine.
+// head on its own requests (the slowest rank counts), the experts on every rank's tokens, and the
+// slowest rank's tokens sent to their experts' GPUs and back on each MoE layer.
 TEST(AttentionDp, APassIsTheSlowestRankPlusTheExpertsOfEveryToken) {
   const ModelSpec m = tiny_moe();
   const GpuSpec g = unit_gpu();
@@ -240,12 +240,20 @@ TEST(AttentionDp, APassIsTheSlowestRankPlusTheExpertsOfEveryToken) {
                            busiest));
   OperatorTimes want = rank->breakdown(busiest);
   want.mlp_gemm = experts->breakdown(pass).mlp_gemm;
-  // tp1 ranks have no all-reduce; the experts' model counts 2 per layer on both layers, the
-  // dispatch and combine one on the one MoE layer: a quarter of it.
+  // tp1 ranks have no all-reduce. Dispatch + combine: top-2 of 4 expert-parallel groups reach
+  // 4 x (1 - (3/4)^2) = 1.75 of them (one GPU each); each of the rank's 2 tokens sends 64 x 2 B
+  // there and gets as much back, over the unit GPU's 1 B/s link at 70 % efficiency, on the one
+  // MoE layer, plus two 8-us latencies.
   EXPECT_EQ(rank->breakdown(busiest).allreduce, Duration{0});
-  want.allreduce = experts->breakdown(pass).allreduce / 4;
+  want.allreduce = duration_from_seconds(2 * 1.75 * 64 * 2 * 2 / 0.7 + 2 * 8e-6);
   EXPECT_EQ(adp->breakdown(pass).total(), want.total());
   EXPECT_EQ(adp->iteration_time(pass), want.total());
+  // Every expert on every GPU (ep 1, experts sharded 4 ways): each token goes to one group and its
+  // 3 other shards, an all-gather and a reduce-scatter of the rank's 2 tokens.
+  const auto gathered =
+      make_roofline_cost_model({&m, &g, 1, Dtype::kBf16, Dtype::kBf16, /*ep=*/1, /*dp=*/4}, p);
+  EXPECT_EQ(gathered->breakdown(pass).allreduce,
+            duration_from_seconds(2 * (1 + 3) * 64 * 2 * 2 / 0.7 + 2 * 8e-6));
   EXPECT_GT(adp->lookup_stats().lookups, 0);
   EXPECT_NE(adp->describe().find("attention DP tp1 dp4 ep4"), std::string::npos);
 
