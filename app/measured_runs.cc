@@ -109,6 +109,13 @@ scenarios::Json disaggregated_scenario(const MeasuredRun& r, const MappedRun& m,
 
 }  // namespace
 
+// Upper bounds far above any real deployment that keep every product the mapping forms
+// (clients x rounds, batch x ranks x tokens) far from int64 overflow.
+constexpr int64_t kMaxDegree = 4096;  // GPUs, ranks or workers of one kind
+constexpr int64_t kMaxBatch = 1'000'000;
+constexpr int64_t kMaxTokens = int64_t{1} << 24;
+constexpr int64_t kMaxClients = 10'000'000;
+
 std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   profiles::CsvReader csv(path);
   const int id = csv.require("id", kExpectedColumns);
@@ -140,10 +147,18 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   }
   const int ttft = csv.require("silicon_ttft_ms", kExpectedColumns);
   const int tpot = csv.require("silicon_tpot_ms", kExpectedColumns);
+  auto bounded = [&csv](int column, int64_t min, int64_t max) {
+    const int64_t value = csv.integer(column, min);
+    if (value > max) {
+      csv.fail(fmt::format("column {}: expected an integer <= {}, found {}",
+                           csv.header()[static_cast<size_t>(column)], max, value));
+    }
+    return value;
+  };
   // Parallelism columns are empty in disaggregated rows (their prefill_/decode_ columns hold
   // them) and where upstream left the default of 1.
-  auto optional_count = [&csv](int column) -> int64_t {
-    return csv.field(column).empty() ? 1 : std::max<int64_t>(1, csv.integer(column, 0));
+  auto optional_count = [&csv, &bounded](int column, int64_t max = kMaxDegree) -> int64_t {
+    return csv.field(column).empty() ? 1 : std::max<int64_t>(1, bounded(column, 0, max));
   };
   std::vector<MeasuredRun> out;
   while (csv.next()) {
@@ -158,9 +173,9 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     r.gemm_quant_mode = csv.text(quant);
     if (moe_quant >= 0) r.moe_quant_mode = csv.text(moe_quant);
     r.mode = csv.non_empty(mode);
-    r.isl = csv.integer(isl, 1);
-    r.osl = csv.integer(osl, 1);
-    r.concurrency = csv.field(batch).empty() ? 0 : csv.integer(batch, 1);
+    r.isl = bounded(isl, 1, kMaxTokens);
+    r.osl = bounded(osl, 1, kMaxTokens);
+    r.concurrency = csv.field(batch).empty() ? 0 : bounded(batch, 1, kMaxBatch);
     r.tp = optional_count(tp);
     r.pp = optional_count(pp);
     r.attention_dp = optional_count(adp);
@@ -172,7 +187,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
         return column < 0 || csv.field(column).empty() ? absent : optional_count(column);
       };
       pool.workers = count_or(cols[0], 0);
-      pool.batch = count_or(cols[1], 0);
+      pool.batch = cols[1] < 0 || csv.field(cols[1]).empty() ? 0 : optional_count(cols[1], kMaxBatch);
       pool.tp = count_or(cols[2], 1);
       pool.pp = count_or(cols[3], 1);
       pool.attention_dp = count_or(cols[4], 1);
@@ -191,6 +206,11 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
           if (to > from && to - from <= 9) r.concurrency = std::stoll(text.substr(from, to - from));
         }
       }
+    }
+    if (r.concurrency > kMaxClients) {
+      csv.fail(fmt::format("{} benchmark clients (batch size x ranks x workers, or "
+                           "silicon_concurrency); at most {}",
+                           r.concurrency, kMaxClients));
     }
     r.moe_tp = optional_count(moe_tp);
     r.moe_ep = optional_count(moe_ep);

@@ -96,6 +96,38 @@ TEST(MeasuredRuns, ABadFieldNamesItsLineAndColumn) {
   }
 }
 
+// Counts beyond any deployment are refused at the line that holds them, before any product of
+// them can overflow: a batch size, a parallel degree, and clients multiplied out of a
+// disaggregated row's decode pool.
+TEST(MeasuredRuns, HugeCountsAreRefusedWithTheirBound) {
+  const fs::path p = fs::temp_directory_path() / "servesim_fidelity_huge.csv";
+  const std::string header =
+      "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
+      "gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,"
+      "moe_ep_size,prefill_batch_size,prefill_num_workers,prefill_tp_size,prefill_pp_size,"
+      "prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,"
+      "decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,"
+      "decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms";
+  const auto expect_refused = [&](const std::string& row, const std::string& want) {
+    std::ofstream(p) << header << "\n" << row << "\n";
+    try {
+      read_measured_runs(p.string());
+      ADD_FAILURE() << "accepted " << row;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  expect_refused("a,,trtllm,1,m,h100_sxm,fp8,agg,1024,1024,fp8,,4611686018427387904,1,1,4,1,1,"
+                 ",,,,,,,,,,,,,,10,1",
+                 "batch_size: expected an integer <= 1000000");
+  expect_refused("a,,trtllm,1,m,h100_sxm,fp8,agg,1024,1024,fp8,,8,1,1,9000,1,1,"
+                 ",,,,,,,,,,,,,,10,1",
+                 "attention_dp_size: expected an integer <= 4096");
+  expect_refused("a,,trtllm,1,m,gb200,fp8,disagg,1024,1024,fp8,fp8,,,,,,,"
+                 "1,1,1,1,8,1,8,1000000,4096,1,1,32,1,32,10,1",
+                 "benchmark clients");
+}
+
 TEST(MeasuredRuns, AMissingColumnIsNamedWithTheExpectedHeader) {
   const fs::path p = fs::temp_directory_path() / "servesim_fidelity_nocol.csv";
   std::ofstream(p) << "id,backend\nx,vllm\n";
