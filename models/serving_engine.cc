@@ -16,8 +16,7 @@ class EngineCostModel final : public IterationCostModel {
       : gpu_(std::move(gpu)), runtime_(std::move(runtime)) {}
 
   Duration iteration_time(const BatchShape& shape) const override {
-    return with_cpu(scaled(gpu_->iteration_time(padded(shape)), prefill_tokens(shape)),
-                    cpu_cost(shape));
+    return with_cpu(scaled(gpu_->iteration_time(padded(shape)), shape), cpu_cost(shape));
   }
 
   // The decode pass padded as padded() pads its shape: rows of context 1 that sample nothing.
@@ -26,15 +25,19 @@ class EngineCostModel final : public IterationCostModel {
     const std::optional<Duration> gpu = gpu_->decode_iteration_time(
         {target, pass.context_tokens + (target - pass.decodes), pass.logit_rows});
     if (!gpu) return std::nullopt;
-    return with_cpu(scaled(*gpu, /*prefill_tokens=*/0), runtime_.cpu.cost(pass.decodes, pass.decodes));
+    return with_cpu(scaled_for(*gpu, /*prefill_tokens=*/0),
+                    runtime_.cpu.cost(pass.decodes, pass.decodes));
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
     OperatorTimes t = gpu_->breakdown(padded(shape));
-    for (Duration* d : {&t.qkv_gemm, &t.o_gemm, &t.mlp_gemm, &t.attention_prefill,
-                        &t.attention_decode, &t.norms_elementwise, &t.allreduce, &t.lm_head,
-                        &t.overhead}) {
-      *d = scaled(*d, prefill_tokens(shape));
+    if (!runtime_.gpu_scale.identity()) {
+      const int64_t prefill = prefill_tokens(shape);
+      for (Duration* d : {&t.qkv_gemm, &t.o_gemm, &t.mlp_gemm, &t.attention_prefill,
+                          &t.attention_decode, &t.norms_elementwise, &t.allreduce, &t.lm_head,
+                          &t.overhead}) {
+        *d = scaled_for(*d, prefill);
+      }
     }
     const Duration gpu = t.total();
     const Duration cpu = cpu_cost(shape);
@@ -66,10 +69,15 @@ class EngineCostModel final : public IterationCostModel {
     return tokens;
   }
 
-  Duration scaled(Duration gpu, int64_t prefill_tokens) const {
+  // The GPU time of a pass with `prefill_tokens` prompt tokens under the engine's GPU scale.
+  Duration scaled_for(Duration gpu, int64_t prefill_tokens) const {
     if (runtime_.gpu_scale.identity()) return gpu;
     return Duration{std::llround(static_cast<double>(gpu.count()) *
                                  runtime_.gpu_scale.factor(prefill_tokens))};
+  }
+  // The same for `shape`, counting its prompt tokens only when a scale applies.
+  Duration scaled(Duration gpu, const BatchShape& shape) const {
+    return runtime_.gpu_scale.identity() ? gpu : scaled_for(gpu, prefill_tokens(shape));
   }
 
   Duration cpu_cost(const BatchShape& shape) const {
