@@ -71,16 +71,17 @@ class AttentionDpCostModel final : public IterationCostModel {
     a2a_fixed_s_ = moe_layers * 2 * to_seconds(link.allreduce_latency);
   }
 
+  // Counted in the inner models' statistics as the passes they price.
   Duration iteration_time(const BatchShape& shape) const override {
     const BatchShape& slowest = slowest_rank(shape);
-    // Counted in the inner models' statistics as the passes they price.
-    rank_->iteration_time(slowest);
-    experts_->iteration_time(shape);
-    return compose(slowest, shape).total();
+    return compose(rank_->counted_breakdown(slowest), experts_->counted_breakdown(shape),
+                   slowest)
+        .total();
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
-    return compose(slowest_rank(shape), shape);
+    const BatchShape& slowest = slowest_rank(shape);
+    return compose(rank_->breakdown(slowest), experts_->breakdown(shape), slowest);
   }
 
   // The experts' deployment spreads everything, attention included, over every GPU: no rank of
@@ -127,16 +128,17 @@ class AttentionDpCostModel final : public IterationCostModel {
     return scratch_;
   }
 
-  // The slowest rank's pass without its MLP (the attention's all-reduce stays, the MLP's goes),
-  // plus the experts' MLP over every token, plus the dispatch and combine of the slowest rank's
-  // tokens (counted with the all-reduces: the pass's communication).
-  OperatorTimes compose(const BatchShape& slowest, const BatchShape& shape) const {
-    OperatorTimes t = rank_->breakdown(slowest);
-    t.allreduce = t.allreduce / 2;
-    t.mlp_gemm = experts_->breakdown(shape).mlp_gemm;
-    t.allreduce += duration_from_seconds(
+  // The slowest rank's pass (`rank`, of the segments `slowest`) without its MLP (the attention's
+  // all-reduce stays, the MLP's goes), plus the experts' MLP over every token (`experts`), plus
+  // the dispatch and combine of the slowest rank's tokens (counted with the all-reduces: the
+  // pass's communication).
+  OperatorTimes compose(OperatorTimes rank, const OperatorTimes& experts,
+                        const BatchShape& slowest) const {
+    rank.allreduce = rank.allreduce / 2;
+    rank.mlp_gemm = experts.mlp_gemm;
+    rank.allreduce += duration_from_seconds(
         a2a_fixed_s_ + a2a_s_per_token_ * static_cast<double>(slowest.total_query_tokens()));
-    return t;
+    return rank;
   }
 
   int ranks_;

@@ -110,6 +110,12 @@ class IterationCostModel {
     return std::nullopt;
   }
   virtual OperatorTimes breakdown(const BatchShape& shape) const = 0;
+  // breakdown(), counted in lookup_stats() as iteration_time() counts the same pass. Models whose
+  // breakdown sums to iteration_time() price the pass once; this default prices it twice.
+  virtual OperatorTimes counted_breakdown(const BatchShape& shape) const {
+    iteration_time(shape);
+    return breakdown(shape);
+  }
   // A lower bound on iteration_time(): peak FLOP/s and peak bandwidth, no overhead. Used by
   // analytic checks (simulated throughput may never beat it).
   virtual Duration peak_bound_time(const BatchShape& shape) const = 0;

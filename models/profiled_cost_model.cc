@@ -323,8 +323,8 @@ struct ProfiledCostModel::Impl {
     return predicted;
   }
   Parts evaluate(const detail::BatchSums& s) const;
-  // evaluate() as iteration_time() reports it, counted in `stats`.
-  Duration counted_time(const detail::BatchSums& s) const;
+  // evaluate(), counted in `stats` as iteration_time() counts it.
+  OperatorTimes counted(const detail::BatchSums& s) const;
   void attention(const detail::BatchSums& s, Parts* out) const;
   // MLA models: the roofline at the achievable rates, clamped to the peak (no MLA tables).
   void mla_attention(const detail::BatchSums& s, Parts* out) const;
@@ -1366,22 +1366,26 @@ ProfiledCostModel::ProfiledCostModel(const Deployment& d,
 
 ProfiledCostModel::~ProfiledCostModel() = default;
 
-Duration ProfiledCostModel::Impl::counted_time(const detail::BatchSums& s) const {
+OperatorTimes ProfiledCostModel::Impl::counted(const detail::BatchSums& s) const {
   const Parts p = evaluate(s);
   stats.interpolated_s += p.split[kInterpolated];
   stats.extrapolated_s += p.split[kExtrapolated];
   stats.analytic_s += p.split[kAnalytic];
   stats.lookups += p.lookups;
-  return to_operator_times(p).total();
+  return to_operator_times(p);
 }
 
 Duration ProfiledCostModel::iteration_time(const BatchShape& shape) const {
-  return impl_->counted_time(detail::sum_segments(shape, impl_->shapes.window));
+  return impl_->counted(detail::sum_segments(shape, impl_->shapes.window)).total();
+}
+
+OperatorTimes ProfiledCostModel::counted_breakdown(const BatchShape& shape) const {
+  return impl_->counted(detail::sum_segments(shape, impl_->shapes.window));
 }
 
 std::optional<Duration> ProfiledCostModel::decode_iteration_time(const DecodePass& pass) const {
   if (impl_->shapes.window > 0) return std::nullopt;  // windowed sums need each context
-  return impl_->counted_time(detail::decode_sums(pass));
+  return impl_->counted(detail::decode_sums(pass)).total();
 }
 
 OperatorTimes ProfiledCostModel::breakdown(const BatchShape& shape) const {

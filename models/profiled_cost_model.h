@@ -107,6 +107,7 @@ class ProfiledCostModel final : public IterationCostModel {
   Duration iteration_time(const BatchShape& shape) const override;
   std::optional<Duration> decode_iteration_time(const DecodePass& pass) const override;
   OperatorTimes breakdown(const BatchShape& shape) const override;
+  OperatorTimes counted_breakdown(const BatchShape& shape) const override;
   Duration peak_bound_time(const BatchShape& shape) const override;
   std::string describe() const override;  // includes calibration_note()
   LookupStats lookup_stats() const override;

@@ -73,12 +73,16 @@ class RooflineCostModel final : public IterationCostModel {
   }
 
   Duration iteration_time(const BatchShape& shape) const override {
+    return counted(detail::sum_segments(shape, shapes_.window)).total();
+  }
+
+  OperatorTimes counted_breakdown(const BatchShape& shape) const override {
     return counted(detail::sum_segments(shape, shapes_.window));
   }
 
   std::optional<Duration> decode_iteration_time(const DecodePass& pass) const override {
     if (shapes_.window > 0) return std::nullopt;  // windowed sums need each context
-    return counted(detail::decode_sums(pass));
+    return counted(detail::decode_sums(pass)).total();
   }
 
   LookupStats lookup_stats() const override { return stats_; }
@@ -105,10 +109,10 @@ class RooflineCostModel final : public IterationCostModel {
   }
 
  private:
-  // The pass's time at the achievable rates, counted in stats_ (every lookup is analytic).
-  Duration counted(const detail::BatchSums& sums) const {
-    const Duration t = detail::evaluate(rates_, sums).total();
-    stats_.analytic_s += to_seconds(t);
+  // The pass at the achievable rates, counted in stats_ (every lookup is analytic).
+  OperatorTimes counted(const detail::BatchSums& sums) const {
+    const OperatorTimes t = detail::evaluate(rates_, sums);
+    stats_.analytic_s += to_seconds(t.total());
     ++stats_.lookups;
     return t;
   }
