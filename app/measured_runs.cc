@@ -183,11 +183,11 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     for (size_t p = 0; p < 2; ++p) {
       PoolLayout& pool = p == 0 ? r.prefill : r.decode;
       const auto& cols = pool_columns[p];
-      auto count_or = [&](int column, int64_t absent) {
-        return column < 0 || csv.field(column).empty() ? absent : optional_count(column);
+      auto count_or = [&](int column, int64_t absent, int64_t max = kMaxDegree) {
+        return column < 0 || csv.field(column).empty() ? absent : optional_count(column, max);
       };
       pool.workers = count_or(cols[0], 0);
-      pool.batch = cols[1] < 0 || csv.field(cols[1]).empty() ? 0 : optional_count(cols[1], kMaxBatch);
+      pool.batch = count_or(cols[1], 0, kMaxBatch);
       pool.tp = count_or(cols[2], 1);
       pool.pp = count_or(cols[3], 1);
       pool.attention_dp = count_or(cols[4], 1);
@@ -233,7 +233,7 @@ int64_t BenchmarkTemplate::rounds_for(int64_t concurrency) const {
 std::string MappedRun::group() const {
   return fmt::format("{} / {} / {}{}", engine.empty() ? run.backend : engine,
                      gpu.empty() ? run.system : gpu, model.empty() ? run.model_path : model,
-                     run.mode == "disagg" ? " disagg" : "");
+                     disaggregated() ? " disagg" : "");
 }
 
 std::string catalog_model_for(const std::string& hf_id, const models::ModelCatalog& catalog) {

@@ -34,10 +34,10 @@ struct MeasuredRun {
   std::string moe_quant_mode;  // the experts' weights (optional column; "" when absent)
   // concurrency: the benchmark's closed-loop clients. Upstream's batch_size is that count, except
   // with attention data parallelism, where it is per rank (its silicon_concurrency is batch_size
-  // x attention_dp_size): read_measured_runs() multiplies it out.
+  // x attention_dp_size): read_measured_runs() multiplies it out. With disaggregation (mode
+  // "disagg") the clients are silicon_concurrency in silicon_data_source, or else the decode
+  // pool's batch x workers x attention_dp.
   int64_t isl = 0, osl = 0, concurrency = 0;
-  // With disaggregation (mode "disagg") the clients are silicon_concurrency in
-  // silicon_data_source, or else the decode pool's batch x workers x attention_dp.
   int64_t tp = 1, pp = 1, attention_dp = 1, moe_tp = 1, moe_ep = 1;
   PoolLayout prefill, decode;  // disaggregated rows (optional columns)
   double ttft_ms = 0, tpot_ms = 0;  // measured means

@@ -38,9 +38,9 @@ std::string format_fingerprint(uint64_t fingerprint) { return fmt::format("{:016
 
 namespace {
 
-// Keeps every record (a MemorySink) and asks the run's watch, when there is one, whether to stop.
-// Keeps the run's records for the summary, the miss breakdown and the database; time-series
-// samples only when `keep_samples` (a database or the caller reads them: nothing else does).
+// Keeps the run's records (a MemorySink) for the summary, the miss breakdown and the database,
+// time-series samples only when `keep_samples` (a database or the caller reads them: nothing else
+// does), and asks the run's watch, when there is one, whether to stop.
 class WatchedSink : public reports::MemorySink {
  public:
   WatchedSink(RunWatch* watch, bool keep_samples) : watch_(watch), keep_samples_(keep_samples) {}

@@ -723,7 +723,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     const auto& model_spec = catalogs.models.get(s.model);
     const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
     for (GroupPlan& g : s.groups) {
-      const models::Deployment dep{&model_spec, &gpu_spec,         g.tp, s.cluster.weight_dtype,
+      const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
                                    s.cluster.kv_dtype, g.ep, g.attention_dp};
       if (const std::string e = models::expert_parallel_error(model_spec, g.tp, 1, g.attention_dp);
           !e.empty()) {

@@ -1010,9 +1010,8 @@ struct Engine::Impl {
   // kSchedule event. When the instance is in steady decode (every running request a plain decode
   // step, nothing waiting, no hand-off pending, no prefix-cache keys left to register, and its
   // policy agrees), runs its next iterations here, each exactly as on_schedule() and
-  // on_batch_done() would: the same
-  // KV blocks, cost-model call, token times, statistics, and the kSchedule and kBatchDone events
-  // counted and hashed into the fingerprint as if popped. It stops
+  // on_batch_done() would: the same KV blocks, cost-model call, token times, statistics, and the
+  // kSchedule and kBatchDone events counted and hashed into the fingerprint as if popped. It stops
   // - before an iteration whose new KV blocks are not free (the policy preempts): a kSchedule
   //   event is queued at that iteration's start, as stepping would;
   // - at the iteration that ends at or after the next queued event, or makes a request finish:
@@ -1074,10 +1073,9 @@ struct Engine::Impl {
       lag = 0;
     };
     // A step needs a new block where its context outgrows the blocks held (by one token: the KV
-    // always holds the computed tokens).
-    // caps[pos]: the tokens its held blocks take (blocks * block_size); context_sum: the sum of
-    // the segments' contexts, which is all the cost model needs of a decode batch (it grows by
-    // the batch size each iteration).
+    // always holds the computed tokens); caps[pos] is the tokens its held blocks take (blocks *
+    // block_size). context_sum, the sum of the segments' contexts, is all the cost model needs of
+    // a decode batch (it grows by the batch size each iteration).
     std::vector<int32_t>& crossers = ff_crossers_;
     std::vector<int64_t>& caps = ff_caps_;
     crossers.clear();
