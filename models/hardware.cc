@@ -142,6 +142,9 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
   if (auto it = doc.find("hf_id"); it != doc.end() && it->is_string()) {
     spec.hf_id = it->get<std::string>();
   }
+  if (doc.contains("checkpoint_quantization")) {
+    spec.checkpoint_quantization = reader.string(doc, root, "checkpoint_quantization");
+  }
   spec.hidden_size = reader.positive_integer(doc, root, "hidden_size");
   spec.num_layers = reader.positive_int(doc, root, "num_layers");
   spec.num_attention_heads = reader.positive_int(doc, root, "num_attention_heads");
@@ -254,13 +257,14 @@ struct DtypeInfo {
 };
 
 // Block scales: fp8_block one fp32 (4 B) per 128 x 128 weights; nvfp4 one FP8 (1 B) per 16
-// weights; int4_wo one 16-bit scale per 128 weights.
+// weights; int4_wo one 16-bit scale per 128 weights; mxfp4 one E8M0 (1 B) per 32 weights.
 constexpr DtypeInfo kDtypes[] = {
     {Dtype::kBf16, "bf16", {2, 1}},
     {Dtype::kFp8, "fp8", {1, 1}},
     {Dtype::kFp8Block, "fp8_block", {128 * 128 + 4, 128 * 128}},
     {Dtype::kNvfp4, "nvfp4", {16 / 2 + 1, 16}},
     {Dtype::kInt4Wo, "int4_wo", {128 / 2 + 2, 128}},
+    {Dtype::kMxfp4, "mxfp4", {32 / 2 + 1, 32}},
 };
 
 const DtypeInfo& info(Dtype d) {
@@ -317,6 +321,7 @@ double GpuSpec::peak_flops_per_s(Dtype d) const {
       return fp4_flops_per_s;
     case Dtype::kBf16:
     case Dtype::kInt4Wo:
+    case Dtype::kMxfp4:
       break;
   }
   return bf16_flops_per_s;
@@ -332,6 +337,7 @@ double GpuSpec::measured_matmul_flops_per_s(Dtype d) const {
       return 0;
     case Dtype::kBf16:
     case Dtype::kInt4Wo:
+    case Dtype::kMxfp4:
       break;
   }
   return measured_matmul_bf16_flops_per_s;

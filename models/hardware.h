@@ -21,12 +21,15 @@ namespace servesim::models {
 //              tensor-core math (Blackwell); a GPU without FP4 tensor cores is refused
 //   int4_wo    weight-only INT4, one 16-bit scale per 128 weights: 4.125 bits per weight streamed
 //              from memory, dequantised to 16-bit math at the BF16 rate
-enum class Dtype { kBf16, kFp8, kFp8Block, kNvfp4, kInt4Wo };
+//   mxfp4      OCP MX FP4 checkpoints (gpt-oss): FP4 E2M1 weights, one E8M0 scale per 32
+//              weights (4.25 bits), run weight-only with 16-bit activations (the engines' W4A16
+//              MXFP4 MoE kernels) at the BF16 rate on every GPU
+enum class Dtype { kBf16, kFp8, kFp8Block, kNvfp4, kInt4Wo, kMxfp4 };
 // Bytes of one element of a KV cache or 16-bit tensor: 2 for bf16, 1 for fp8 and fp8_block.
 // REQUIRES: is_kv_dtype(d) or d == kFp8Block.
 int64_t dtype_bytes(Dtype d);
 bool is_kv_dtype(Dtype d);            // bf16 or fp8
-const char* dtype_name(Dtype d);      // "bf16", "fp8", "fp8_block", "nvfp4", "int4_wo"
+const char* dtype_name(Dtype d);      // "bf16", "fp8", "fp8_block", "nvfp4", "int4_wo", "mxfp4"
 Dtype parse_dtype(const std::string& name);  // throws std::invalid_argument listing valid names
 std::vector<std::string> weight_dtype_names();  // every dtype, in enum order
 std::vector<std::string> kv_dtype_names();      // "bf16", "fp8"
@@ -68,7 +71,7 @@ struct GpuSpec {
   double tdp_w = 0;
   double price_usd_per_hour = 0;  // indicative on-demand price
 
-  // Dense tensor-core peak for GEMMs whose weights are in `d`: bf16 and int4_wo at the BF16 rate,
+  // Dense tensor-core peak for GEMMs whose weights are in `d`: bf16, int4_wo and mxfp4 at the BF16 rate,
   // fp8 and fp8_block at the FP8 rate, nvfp4 at the FP4 rate. FP8 on a GPU without FP8 tensor
   // cores (A100) runs as weight-only FP8 at the BF16 rate, so the BF16 peak is returned; nvfp4 on
   // a GPU without FP4 returns 0 (validate_deployment refuses it).
@@ -115,6 +118,9 @@ struct ModelSpec {
   std::string key;  // catalog key, e.g. "llama-3.1-8b"
   std::string name;
   std::string hf_id;  // Hugging Face id, e.g. "meta-llama/Llama-3.1-8B"; empty when unknown
+  // How the published checkpoint is quantized (its config's quantization_config.quant_method,
+  // e.g. "fp8" for DeepSeek-V3, "mxfp4" for gpt-oss); empty for a 16-bit checkpoint.
+  std::string checkpoint_quantization;
   int64_t hidden_size = 0;
   int num_layers = 0;
   int num_attention_heads = 0;

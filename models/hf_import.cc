@@ -643,6 +643,17 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   doc["param_count_breakdown"] = breakdown;
   doc["kv_cache_bytes_per_token_16bit"] = layers * kv_elements_per_layer * 2;
   doc["weights_bytes_16bit"] = 2 * counts.total();
+  if (const Json* quant = in.find("quantization_config")) {
+    if (!quant->is_object()) {
+      in.fail("quantization_config", "expected an object, got " + render(*quant));
+    }
+    const Json* method = JsonFieldReader<Json>::find_optional(*quant, "quant_method");
+    if (method == nullptr || !method->is_string() || method->get<std::string>().empty()) {
+      in.fail("quantization_config.quant_method",
+              "expected a non-empty string (e.g. \"fp8\", \"mxfp4\")");
+    }
+    doc["checkpoint_quantization"] = method->get<std::string>();
+  }
   if (!approximations.empty()) {
     doc["cost_model_approximations"] = approximations;
   }

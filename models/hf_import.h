@@ -20,7 +20,8 @@
 //   qk_rope_head_dim, v_head_dim; head_dim = qk_nope + qk_rope) for MLA models, "attention_window"
 //   (sliding_window, num_sliding_layers) when layer_types has sliding_attention layers, and in
 //   "moe" shared_expert_intermediate_size (DeepSeek: n_shared_experts * moe_intermediate_size)
-//   and num_moe_layers when some layers are dense. kv_cache_bytes_per_token_16bit is
+//   and num_moe_layers when some layers are dense; "checkpoint_quantization" is the config's
+//   quantization_config.quant_method (e.g. "fp8", "mxfp4") when it has one. kv_cache_bytes_per_token_16bit is
 //   num_layers * 2 * kv_heads * head_dim * 2, or num_layers * (kv_lora_rank + qk_rope) * 2 for MLA.
 // - Errors throw InputError naming the config file, the config key and what was expected (a
 //   missing MLA field names that key). A config whose architecture servesim's cost model cannot

@@ -124,6 +124,8 @@ const char* gemm_dtype(Dtype d) {
       return "nvfp4";
     case Dtype::kInt4Wo:
       return "int4_wo";
+    case Dtype::kMxfp4:
+      return "mxfp4";
     case Dtype::kBf16:
       break;
   }
@@ -168,8 +170,8 @@ BuiltTable<Table> shared_table(const profiles::Profile& prof, const std::string&
 
 // Peak FLOP/s of a table dtype string on `gpu` (0 = unknown: no clamp).
 double table_peak_flops(const GpuSpec& gpu, const std::string& dtype) {
-  if (dtype == "bf16" || dtype == "fp16") {
-    return gpu.bf16_flops_per_s;
+  if (dtype == "bf16" || dtype == "fp16" || dtype == "int4_wo" || dtype == "mxfp4") {
+    return gpu.bf16_flops_per_s;  // weight-only kernels: 16-bit math
   }
   if (dtype == "fp8_e4m3" || dtype == "fp8_block") {
     return gpu.peak_flops_per_s(Dtype::kFp8);
@@ -228,7 +230,7 @@ struct ProfiledCostModel::Impl {
       }
       return {interp::gemm_reference(fit, m, n, k, weight_bytes), false};
     }
-    // A weight dtype no measured table has (fp8_block, nvfp4, int4_wo without rows): the fit is
+    // A weight dtype no measured table has (fp8_block, nvfp4, int4_wo, mxfp4 without rows): the fit is
     // a roofline transferred to that dtype's rate, reported as extrapolated.
     bool dtype_extrapolated = false;
     Kind kind(const Lookup& l) const {

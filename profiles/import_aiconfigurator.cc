@@ -260,7 +260,7 @@ void import_moe(const std::string& path, const AiconfiguratorImportOptions& opti
     rows.add(std::move(r));
   }
   notes->counted("moe", unknown, "moe_dtype",
-                 " (weight-only quantized MoE; no servesim dtype for it)");
+                 " (no servesim dtype for it)");
   if (!keep.empty()) {
     notes->add("moe", fmt::format("only routing distribution {} kept (to keep the repository "
                                   "small; the data set also has the others)",

@@ -203,7 +203,8 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   EXPECT_FALSE(bare.mapped());
   EXPECT_NE(bare.skip_reason.find("without prefill_num_workers"), std::string::npos);
   // MoE rows map as they ran: gpt-oss-120b's 4-bit experts on FP4 tensor cores on the B200, as
-  // weight-only 4-bit on the H200 (no FP4 cores); DeepSeek-V3's block-scaled FP8 experts stay
+  // its checkpoint's weight-only MXFP4 on the H200 (no FP4 cores; 16-bit math and KV, as in
+  // the engines' W4A16 kernels); DeepSeek-V3's block-scaled FP8 experts stay
   // block-scaled. Dense rows keep the calibration's mapping: FP4 is skipped, FP8 flavours are fp8.
   std::map<std::string, int64_t> seen;
   for (const MeasuredRun& r : runs) {
@@ -212,7 +213,7 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
     std::string want;
     if (r.model_path == "openai/gpt-oss-120b" && r.system == "h200_sxm") {
       EXPECT_EQ(g.model, "gpt-oss-120b");
-      want = "int4_wo";
+      want = "mxfp4";
     } else if (r.model_path == "openai/gpt-oss-120b" && r.system == "b200_sxm") {
       want = "nvfp4";
     } else if (r.model_path == "deepseek-ai/DeepSeek-V3" && r.moe_quant_mode == "fp8_block") {
@@ -231,12 +232,12 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
     EXPECT_EQ(g.weight_dtype, want) << r.line;
     if (g.mapped()) {
       EXPECT_EQ(g.scenario.at("cluster").at("weight_dtype"), want) << r.line;
-      EXPECT_EQ(g.scenario.at("cluster").at("kv_dtype"), want == "int4_wo" ? "bf16" : "fp8")
+      EXPECT_EQ(g.scenario.at("cluster").at("kv_dtype"), want == "mxfp4" ? "bf16" : "fp8")
           << r.line;
     }
     ++seen[want];
   }
-  for (const char* kind : {"int4_wo", "nvfp4", "fp8_block", "fp8", "dense nvfp4"}) {
+  for (const char* kind : {"mxfp4", "nvfp4", "fp8_block", "fp8", "dense nvfp4"}) {
     EXPECT_GT(seen[kind], 0) << kind;
   }
 }

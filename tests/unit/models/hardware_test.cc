@@ -61,11 +61,16 @@ TEST(DtypeTest, BytesNamesAndParsing) {
   EXPECT_STREQ(dtype_name(Dtype::kFp8), "fp8");
   EXPECT_EQ(parse_dtype("fp8"), Dtype::kFp8);
   EXPECT_EQ(parse_dtype("bf16"), Dtype::kBf16);
+  // MXFP4: 4-bit E2M1 + one E8M0 byte per 32 weights = 4.25 bits; weight-only, BF16 math.
+  EXPECT_EQ(parse_dtype("mxfp4"), Dtype::kMxfp4);
+  EXPECT_EQ(weight_bytes_per_element(Dtype::kMxfp4).num, 17);
+  EXPECT_EQ(weight_bytes_per_element(Dtype::kMxfp4).den, 32);
+  EXPECT_EQ(weight_bytes(32, Dtype::kMxfp4, 1), 17);
   try {
     parse_dtype("int4");
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown dtype \"int4\"; valid values are: bf16, fp8, fp8_block, nvfp4, int4_wo");
+    EXPECT_STREQ(e.what(), "unknown dtype \"int4\"; valid values are: bf16, fp8, fp8_block, nvfp4, int4_wo, mxfp4");
   }
 }
 

@@ -354,6 +354,29 @@ TEST(HfImportErrors, WrongTypeNamesTheKeyAndTheValue) {
             "c.json: num_key_value_heads: expected a divisor of num_attention_heads (4), got 3");
 }
 
+// A quantized checkpoint's quant_method is kept as checkpoint_quantization (the catalog loads it);
+// a 16-bit checkpoint has none; a quantization_config without a method is refused.
+TEST(HfImportQuantization, CheckpointQuantizationFromQuantMethod) {
+  Json config = tiny_llama();
+  EXPECT_FALSE(import_hf_config(config, options_for("c.json", "k")).contains(
+      "checkpoint_quantization"));
+  config["quantization_config"] = Json::parse(R"({"quant_method": "mxfp4"})");
+  EXPECT_EQ(import_hf_config(config, options_for("c.json", "k"))["checkpoint_quantization"],
+            "mxfp4");
+  config["quantization_config"] = Json::parse(R"({"weight_block_size": [128, 128]})");
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
+            "c.json: quantization_config.quant_method: expected a non-empty string (e.g. "
+            "\"fp8\", \"mxfp4\")");
+  config["quantization_config"] = 4;
+  EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
+            "c.json: quantization_config: expected an object, got 4");
+  // The shipped catalog: gpt-oss-120b is published in MXFP4, DeepSeek-V3 in block FP8.
+  const ModelCatalog cat = ModelCatalog::load(kCatalogDir);
+  EXPECT_EQ(cat.get("gpt-oss-120b").checkpoint_quantization, "mxfp4");
+  EXPECT_EQ(cat.get("deepseek-v3").checkpoint_quantization, "fp8");
+  EXPECT_EQ(cat.get("qwen3-32b").checkpoint_quantization, "");
+}
+
 TEST(HfImportErrors, UnknownModelTypeListsTheSupportedOnes) {
   Json config = tiny_llama();
   config["model_type"] = "phi3";

@@ -139,6 +139,37 @@ TEST_F(ProfiledTest, MoeExpertsFromAGemmTablePayOneLaunchPerLayer) {
   EXPECT_LT(mlp, 3 * bound) << mlp << " s of MoE against a " << bound << " s peak bound";
 }
 
+// mxfp4 weights (gpt-oss's checkpoint) price the experts from the W4A16 MXFP4 MoE table where a
+// GPU has one for the shape (B200, moe_tp 1), exactly as measured at a table point; elsewhere
+// (H200) from the GEMM tables transferred to 16-bit math, counted as extrapolated.
+TEST_F(ProfiledTest, Mxfp4ExpertsUseTheirMoeTableWhereMeasured) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const auto source_of_moe = [](const IterationCostModel& m) {
+    for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(m).diagnostics().sources) {
+      if (s.rfind("moe_mlp:", 0) == 0) return s;
+    }
+    return std::string();
+  };
+  const auto b200 = load_profiled_cost_model(
+      deployment("gpt-oss-120b", "b200_sxm", 1, Dtype::kMxfp4), *gpus_, "profiles");
+  EXPECT_NE(source_of_moe(*b200).find("moe mxfp4/2880/2880/4/128/1/1/balanced"), std::string::npos)
+      << source_of_moe(*b200);
+  const auto h200 = load_profiled_cost_model(
+      deployment("gpt-oss-120b", "h200_sxm", 1, Dtype::kMxfp4), *gpus_, "profiles");
+  EXPECT_EQ(source_of_moe(*h200), "moe_mlp: expert GEMMs from the gemm table (no moe rows)");
+  // 128 decode steps route 512 rows over 128 experts: one table row of 128 tokens (balanced rows
+  // spread them over min(128, 512) experts, as many as random routing touches within 2 %).
+  const BatchShape step = decodes(128, 1000);
+  const double mlp = seconds(b200->breakdown(step).mlp_gemm);
+  const double table_s = 1363.083e-6 * 36;  // moe.csv: mxfp4,128,...,balanced, 36 MoE layers
+  EXPECT_GT(mlp, 0.98 * table_s);
+  EXPECT_LT(mlp, 1.10 * table_s);  // plus the router GEMM
+  h200->iteration_time(step);
+  EXPECT_GT(h200->lookup_stats().extrapolated_s, 0);
+}
+
 TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";

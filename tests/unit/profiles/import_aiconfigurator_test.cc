@@ -26,7 +26,7 @@ std::string write_system(const TempDir& tmp, bool with_balanced_moe = true) {
             "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency\n" + d +
                 ",gemm,vllm_default,bfloat16,4,4096,4096,0.0123\n" + d +
                 ",gemm,vllm_default,fp8,4,4096,4096,0.02\n" + d +
-                ",gemm,vllm_default,int4_wo,4,4096,4096,0.01\n" + d +
+                ",gemm,vllm_default,w4a8_awq,4,4096,4096,0.01\n" + d +
                 ",gemm,vllm_default,bfloat16,8,4096,4096,0.010\n" + d +
                 ",gemm,vllm_default,bfloat16,8,4096,4096,0.030\n" + d +
                 ",gemm,vllm_default,bfloat16,8,4096,4096,0.011\n");
@@ -46,7 +46,10 @@ std::string write_system(const TempDir& tmp, bool with_balanced_moe = true) {
       d + ",moe,vllm_fused_moe,bfloat16,16,4096,14336,2,8,1,1,power_law_1.01,0.5\n" + d +
       ",moe,vllm_fused_moe,fp8,16,4096,14336,2,8,1,1,power_law_1.2,0.6\n";
   if (with_balanced_moe) {
-    moe += d + ",moe,vllm_fused_moe,bfloat16,16,4096,14336,2,8,1,1,balanced,0.4\n";
+    moe += d + ",moe,vllm_fused_moe,bfloat16,16,4096,14336,2,8,1,1,balanced,0.4\n" + d +
+           ",moe,vllm_mxfp4_moe,w4a16_mxfp4,16,2880,2880,4,128,1,1,balanced,0.07\n" + d +
+           ",moe,vllm_marlin_moe,int4_wo,16,4096,1536,8,128,1,1,balanced,0.09\n" + d +
+           ",moe,vllm_w4a8_moe,w4a8_awq,16,4096,1536,8,128,1,1,balanced,0.08\n";
   }
   tmp.write(v + "moe_perf.csv", moe);
   tmp.write(v + "custom_allreduce_perf.csv",
@@ -95,7 +98,7 @@ TEST(ImportAiconfigurator, GemmMillisecondsToMicrosecondsAndDtypeNames) {
   EXPECT_EQ(row_key(p.gemm[2]), "bf16,8,4096,4096");
   EXPECT_DOUBLE_EQ(p.gemm[2].latency_us, 11.0);
   const std::string& note = p.meta.skipped.at("gemm");
-  EXPECT_NE(note.find("1 rows with gemm_dtype int4_wo dropped"), std::string::npos) << note;
+  EXPECT_NE(note.find("1 rows with gemm_dtype w4a8_awq dropped"), std::string::npos) << note;
   EXPECT_NE(note.find("2 repeated measurements"), std::string::npos) << note;
 }
 
@@ -148,15 +151,23 @@ TEST(ImportAiconfigurator, CollectiveElementsBecomeBytes) {
 TEST(ImportAiconfigurator, MoeKeepsBalancedWhereItExists) {
   TempDir tmp;
   Profile p = import_aiconfigurator(write_system(tmp)).at(0);
-  ASSERT_EQ(p.moe.size(), 1u);
+  ASSERT_EQ(p.moe.size(), 3u);
   EXPECT_EQ(p.moe[0].distribution, "balanced");
   EXPECT_EQ(row_key(p.moe[0]), "bf16,16,4096,14336,2,8,1,1,balanced");
   EXPECT_DOUBLE_EQ(p.moe[0].latency_us, 400.0);
+  // The weight-only kernels keep their own dtypes: W4A16 MXFP4 (gpt-oss) and Marlin INT4; a
+  // dtype servesim has no name for is dropped and counted.
+  EXPECT_EQ(row_key(p.moe[1]), "mxfp4,16,2880,2880,4,128,1,1,balanced");
+  EXPECT_DOUBLE_EQ(p.moe[1].latency_us, 70.0);
+  EXPECT_EQ(row_key(p.moe[2]), "int4_wo,16,4096,1536,8,128,1,1,balanced");
+  EXPECT_NE(p.meta.skipped.at("moe").find("1 rows with moe_dtype w4a8_awq dropped"),
+            std::string::npos)
+      << p.meta.skipped.at("moe");
 
   AiconfiguratorImportOptions all;
   all.all_moe_distributions = true;
   Profile q = import_aiconfigurator(tmp.path("aic/a100_sxm"), all).at(0);
-  EXPECT_EQ(q.moe.size(), 3u);
+  EXPECT_EQ(q.moe.size(), 5u);
   EXPECT_EQ(q.moe[1].dtype, "fp8_e4m3");
 }
 

@@ -143,7 +143,11 @@ TEST(Names, CanonicalDtypes) {
   EXPECT_EQ(canonical_dtype("fp8_block"), "fp8_block");
   EXPECT_EQ(canonical_dtype("nvfp4"), "nvfp4");
   EXPECT_EQ(canonical_dtype("int8"), "int8");
-  EXPECT_EQ(canonical_dtype("int4_wo"), "");
+  // Weight-only MoE kernels: Marlin INT4 and W4A16 MXFP4 (gpt-oss).
+  EXPECT_EQ(canonical_dtype("int4_wo"), "int4_wo");
+  EXPECT_EQ(canonical_dtype("w4a16_mxfp4"), "mxfp4");
+  EXPECT_EQ(canonical_dtype("mxfp4"), "mxfp4");
+  EXPECT_EQ(canonical_dtype("w4a8_awq"), "");
   EXPECT_EQ(canonical_dtype("BF16"), "");
 }
 
