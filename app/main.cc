@@ -79,13 +79,17 @@ void print_deployment(std::FILE* out, const scenarios::Scenario& s,
              models::dtype_name(s.cluster.weight_dtype), models::dtype_name(s.cluster.kv_dtype));
   fmt::print(out, "policy     {} / router {}\n", s.policy.type, s.router.type);
   for (const auto& g : s.groups) {
-    fmt::print(out, "instances  {} x {} (tp {}{}{}): {} KV blocks of {} tokens each ({} tokens)\n",
+    fmt::print(out, "instances  {} x {} (tp {}{}{}{}): {} KV blocks of {} tokens each ({} tokens)\n",
                g.count, sim::role_name(g.role), g.tp,
                g.attention_dp > 1
                    ? fmt::format(", attention DP {}: {} GPUs", g.attention_dp, g.gpus_per_instance())
                    : "",
-               g.ep > 1 ? fmt::format(", ep {}", g.ep) : "", g.memory.num_blocks,
-               g.memory.block_size, g.memory.max_kv_tokens());
+               g.ep > 1 ? fmt::format(", ep {}", g.ep) : "",
+               g.pp > 1 ? fmt::format(", {} pipeline stages: {} GPUs, run as {} engine instances "
+                                      "sharing the KV",
+                                      g.pp, g.gpus_per_instance(), g.pp)
+                        : "",
+               g.memory.num_blocks, g.memory.block_size, g.memory.max_kv_tokens());
   }
 }
 

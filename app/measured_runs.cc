@@ -303,8 +303,8 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
     why = fmt::format("{} weights are not modelled", quant);
   } else if (disagg) {
     why = disaggregated_layout_error(r);
-  } else if (r.pp > 1) {
-    why = "pipeline parallelism is not modelled";
+  } else if (r.pp > 1 && r.attention_dp > 1) {
+    why = "pipeline parallelism with attention data parallelism is not modelled";
   } else if (r.attention_dp > 1 && r.moe_tp * r.moe_ep != r.tp * r.attention_dp) {
     why = fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {} x "
                       "attention_dp {}",
@@ -361,7 +361,8 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
       {"name", r.id},
       {"description", fmt::format("measured run {} (line {}): {} {} on {} x {}, ISL {} / OSL {}, "
                                   "concurrency {}; measured TTFT {:.1f} ms, TPOT {:.2f} ms",
-                                  r.id, r.line, r.backend, r.backend_version, r.tp * r.attention_dp,
+                                  r.id, r.line, r.backend, r.backend_version,
+                                  r.tp * r.attention_dp * r.pp,
                                   r.system,
                                   r.isl, r.osl, r.concurrency, r.ttft_ms, r.tpot_ms)},
       {"seed", bench.seed},
@@ -378,6 +379,7 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
       {"workload", benchmark_workload(r, bench)},
       {"output", {{"sample_interval", "0s"}}},
   };
+  if (r.pp > 1) m.scenario["cluster"]["pp"] = r.pp;  // each stage tp GPUs (pipeline.h)
   return m;
 }
 

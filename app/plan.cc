@@ -429,15 +429,15 @@ double plan_bound(const scenarios::Scenario& s, const scenarios::DataRoot& root)
   int64_t instances = 0;
   for (const scenarios::GroupPlan& g : s.groups) {
     const std::string dkey =
-        fmt::format("{}|{}|{}|{}|ep{}|dp{}|{}|{}|{}|{}", wkey, s.model, s.cluster.gpu, g.tp, g.ep,
-                    g.attention_dp,
+        fmt::format("{}|{}|{}|{}|ep{}|dp{}|pp{}|{}|{}|{}|{}", wkey, s.model, s.cluster.gpu, g.tp,
+                    g.ep, g.attention_dp, g.pp,
                     models::dtype_name(s.cluster.weight_dtype), models::dtype_name(s.cluster.kv_dtype),
                     s.cost_type, s.resolved.at("cost_model").dump());
     auto wit = cache.work.find(dkey);
     if (wit == cache.work.end()) {
       const models::Deployment dep{&catalogs.models.get(s.model), &catalogs.gpus.get(s.cluster.gpu),
                                    g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype, g.ep,
-                                   g.attention_dp};
+                                   g.attention_dp, g.pp};
       const auto cost = scenarios::make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce},
                                                    dep, root);
       // All requests in one pass: the loosest packing, so each real iteration (which costs at
@@ -454,15 +454,17 @@ double plan_bound(const scenarios::Scenario& s, const scenarios::DataRoot& root)
     const double tp = wit->second.first / n, td = wit->second.second / n;
     const bool prefills = g.role != sim::InstanceRole::kDecode || decode_prefills;
     const bool decodes = g.role != sim::InstanceRole::kPrefill;
+    // A pipeline's pp micro-batch slots each run a whole pass at a time.
+    const auto slots = static_cast<double>(g.engine_instances());
     if (prefills) {
-      cap_prefill += tp > 0 ? g.count / tp : 1e300;
+      cap_prefill += tp > 0 ? slots / tp : 1e300;
       min_tp = std::min(min_tp, tp);
     }
     if (decodes) {
-      cap_decode += td > 0 ? g.count / td : 1e300;
+      cap_decode += td > 0 ? slots / td : 1e300;
       min_td = std::min(min_td, td);
     }
-    instances += g.count;
+    instances += g.engine_instances();
   }
   if (min_tp > 1e299 || min_td > 1e299) return 0;
   const double total = min_tp + min_td > 0 ? instances / (min_tp + min_td) : 1e300;

@@ -83,9 +83,24 @@ std::string expert_parallel_error(const ModelSpec& model, int tp, int ep, int at
   return "";
 }
 
+std::string pipeline_parallel_error(const ModelSpec& model, int pp, int attention_dp) {
+  if (pp < 1 || pp > model.num_layers) {
+    return fmt::format("{}: pipeline-parallel degree pp={} must be in [1, {}] (one stage holds at "
+                       "least one of the model's {} layers)",
+                       model.key, pp, model.num_layers, model.num_layers);
+  }
+  if (pp > 1 && attention_dp > 1) {
+    return fmt::format("{}: pipeline parallelism (pp={}) with attention data parallelism "
+                       "(attention_dp={}) is not modelled; use one of them",
+                       model.key, pp, attention_dp);
+  }
+  return "";
+}
+
 std::string parallelism_label(const Deployment& d) {
   std::string label = fmt::format("tp{}", d.tp);
   if (d.attention_dp > 1) label += fmt::format(" dp{}", d.attention_dp);
+  if (d.pp > 1) label += fmt::format(" pp{}", d.pp);
   if (d.ep > 1) label += fmt::format(" ep{}", d.ep);
   return label;
 }
@@ -110,6 +125,10 @@ void validate_deployment(const Deployment& deployment) {
   }
   const int tp = deployment.tp;
   if (const std::string e = expert_parallel_error(m, tp, deployment.ep, deployment.attention_dp);
+      !e.empty()) {
+    throw CapacityError(e);
+  }
+  if (const std::string e = pipeline_parallel_error(m, deployment.pp, deployment.attention_dp);
       !e.empty()) {
     throw CapacityError(e);
   }

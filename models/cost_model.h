@@ -66,8 +66,15 @@ struct Deployment {
   // (ep divides tp x attention_dp), and see every rank's tokens (gathered before the MoE layer,
   // scattered after it). 1: no attention DP. Built by make_attention_dp_cost_model().
   int attention_dp = 1;
+  // Pipeline parallelism: the model's layers split into pp stages of tp GPUs each (tp x pp GPUs).
+  // Each GPU holds the weights of its stage's layers; micro-batches flow through the stages, so a
+  // pass takes the whole model's time plus the activations' hand-offs between stages, while pp
+  // passes are in flight at once (make_pipeline_cost_model(), pipeline.h; the scenario runs each
+  // pipeline as pp engine instances, its micro-batch slots). 1: no pipeline parallelism. Not with
+  // attention_dp > 1.
+  int pp = 1;
 
-  int gpus() const { return tp * attention_dp; }
+  int gpus() const { return tp * attention_dp * pp; }
 };
 
 // Per-operator time of one forward pass, summed over layers.
@@ -138,8 +145,11 @@ bool is_valid_tp(const ModelSpec& model, int tp);
 // can): ep >= 1, and with ep > 1 a MoE model whose num_experts ep divides, and ep dividing
 // tp x attention_dp; attention_dp >= 1, and above 1 a MoE model.
 std::string expert_parallel_error(const ModelSpec& model, int tp, int ep, int attention_dp = 1);
-// The deployment's parallelism as cost-model descriptions print it: "tp4", "tp4 ep2", or with
-// attention DP "tp1 dp8 ep8".
+// Why `pp` pipeline stages cannot split `model` ("" when they can): 1 <= pp <= num_layers, and
+// not together with attention data parallelism.
+std::string pipeline_parallel_error(const ModelSpec& model, int pp, int attention_dp = 1);
+// The deployment's parallelism as cost-model descriptions print it: "tp4", "tp4 ep2", with
+// attention DP "tp1 dp8 ep8", with pipeline stages "tp8 pp2".
 std::string parallelism_label(const Deployment& d);
 
 // Throws std::invalid_argument when the model or GPU pointer is null or kv_dtype is not a KV

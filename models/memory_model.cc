@@ -19,6 +19,11 @@
 //  - Sliding-window layers keep at most sliding_window tokens of each sequence: their KV is
 //    reserved up front for max_num_seqs sequences (window_kv_reserve_bytes) rather than paged.
 //  - Weights: quantised dtypes include their block scales (weight_bytes_per_element, hardware.h).
+//  - Pipeline parallelism (Deployment::pp = P): a stage of tp GPUs holds ceil(L / P) of the L
+//    layers (the heaviest stage sets the plan): that share of the weights (embeddings and LM head
+//    spread with the layers, an approximation) and the KV of those layers only, so one GPU's pool
+//    holds P times the tokens of a whole-model GPU with the same free memory; num_blocks is the
+//    pipeline's, its micro-batch slots share it.
 //  - Attention data parallelism (Deployment::attention_dp = D): every rank of tp GPUs holds the
 //    weights other than the routed experts (sharded by tp); the routed experts, per MoE layer
 //    num_experts x (gated ? 3 : 2) x hidden x expert_intermediate parameters, are spread over
@@ -83,6 +88,11 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
     const int64_t experts = routed_expert_params(m);
     plan.weight_bytes_per_gpu = weight_bytes(m.param_count - experts, d.weight_dtype, d.tp) +
                                 weight_bytes(experts, d.weight_dtype, d.gpus());
+  } else if (d.pp > 1) {
+    // The stage with the most layers (ceil(L / pp) of them) holds that share of every weight.
+    const int64_t stage_layers = (m.num_layers + d.pp - 1) / d.pp;
+    plan.weight_bytes_per_gpu =
+        weight_bytes(m.param_count, d.weight_dtype, d.tp) * stage_layers / m.num_layers;
   } else {
     plan.weight_bytes_per_gpu = weight_bytes(m.param_count, d.weight_dtype, d.tp);
   }
@@ -90,9 +100,11 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   plan.runtime_overhead_bytes =
       p.runtime_overhead_bytes > 0 ? p.runtime_overhead_bytes : kDefaultRuntimeOverheadBytes;
   const int64_t layer_kv = kv_bytes_per_token_per_rank_layer(m, d.tp, d.kv_dtype);
-  plan.kv_bytes_per_token_per_gpu = static_cast<int64_t>(m.num_full_attention_layers()) * layer_kv;
+  // A pipeline stage keeps the KV of its own layers only (at most ceil(layers / pp) of each kind).
+  const auto stage_share = [&](int64_t layers) { return (layers + d.pp - 1) / d.pp; };
+  plan.kv_bytes_per_token_per_gpu = stage_share(m.num_full_attention_layers()) * layer_kv;
   plan.window_kv_reserve_bytes =
-      static_cast<int64_t>(m.num_sliding_layers) * layer_kv * m.sliding_window * p.max_num_seqs;
+      stage_share(m.num_sliding_layers) * layer_kv * m.sliding_window * p.max_num_seqs;
   plan.rule = p.rule;
   const int64_t after_weights = plan.usable_bytes - plan.weight_bytes_per_gpu -
                                 plan.runtime_overhead_bytes - plan.window_kv_reserve_bytes;
@@ -118,6 +130,8 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   const int64_t block_bytes = p.block_size * plan.kv_bytes_per_token_per_gpu;
   plan.num_blocks = plan.kv_pool_bytes_per_gpu > 0 ? plan.kv_pool_bytes_per_gpu / block_bytes : 0;
   plan.num_blocks *= d.attention_dp;  // one pool per attention-DP rank
+  // Every stage holds every token of the pipeline (for its own layers): num_blocks is the
+  // pipeline's, shared by its pp micro-batch slots (pipeline.h).
   return plan;
 }
 
@@ -138,6 +152,11 @@ int smallest_fitting_tp(const Deployment& d, const MemoryParams& p) {
   return 0;
 }
 
+// "tp=4", or with pipeline stages "tp=4 pp=2" (the error texts' parallelism).
+std::string degrees(const Deployment& d) {
+  return d.pp > 1 ? fmt::format("tp={} pp={}", d.tp, d.pp) : fmt::format("tp={}", d.tp);
+}
+
 [[noreturn]] void throw_does_not_fit(const Deployment& d, const MemoryParams& p,
                                      const MemoryPlan& plan) {
   const ModelSpec& m = *d.model;
@@ -148,16 +167,16 @@ int smallest_fitting_tp(const Deployment& d, const MemoryParams& p) {
       total_weights_gb, dtype_name(d.weight_dtype), d.gpus(), d.gpu->key,
       static_cast<double>(plan.gpu_memory_bytes) / kGib, p.gpu_memory_utilization * 100);
   if (plan.weight_bytes_per_gpu > plan.usable_bytes) {
-    what += fmt::format("needs {:.1f} GiB per GPU for weights alone at tp={}",
-                        static_cast<double>(plan.weight_bytes_per_gpu) / kGib, d.tp);
+    what += fmt::format("needs {:.1f} GiB per GPU for weights alone at {}",
+                        static_cast<double>(plan.weight_bytes_per_gpu) / kGib, degrees(d));
   } else {
     what += fmt::format(
         "needs {:.1f} GiB weights + {:.2f} GiB activation reserve + {:.2f} GiB runtime overhead "
-        "+ {:.1f} MiB for one KV block per GPU at tp={}, but only {:.1f} GiB is usable",
+        "+ {:.1f} MiB for one KV block per GPU at {}, but only {:.1f} GiB is usable",
         static_cast<double>(plan.weight_bytes_per_gpu) / kGib,
         static_cast<double>(plan.activation_reserve_bytes) / kGib,
         static_cast<double>(plan.runtime_overhead_bytes) / kGib,
-        static_cast<double>(plan.block_size * plan.kv_bytes_per_token_per_gpu) / kMib, d.tp,
+        static_cast<double>(plan.block_size * plan.kv_bytes_per_token_per_gpu) / kMib, degrees(d),
         static_cast<double>(plan.usable_bytes) / kGib);
   }
   const int better_tp = smallest_fitting_tp(d, p);

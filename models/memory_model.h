@@ -45,7 +45,7 @@ struct MemoryPlan {
   int64_t kv_pool_bytes_per_gpu = 0;
   int64_t block_size = 0;
   // KV blocks of the instance (same count on every TP rank; with attention DP, the sum of the
-  // ranks' pools).
+  // ranks' pools; with pipeline stages, the pipeline's, shared by its pp micro-batch slots).
   int64_t num_blocks = 0;
 
   int64_t max_kv_tokens() const { return num_blocks * block_size; }

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "models/attention_dp.h"
+#include "models/pipeline.h"
 #include "models/profile_interpolation.h"
 #include "models/roofline_terms.h"
 #include "sim/core/error.h"
@@ -1425,6 +1426,13 @@ std::unique_ptr<IterationCostModel> make_profiled_cost_model(
     return make_attention_dp_cost_model(d, [&](const Deployment& plain) {
       return make_profiled_cost_model(plain, gpu_profiles, p);
     }, p.roofline);
+  }
+  if (d.pp > 1) {
+    Deployment whole = d;
+    whole.pp = 1;
+    validate_deployment(d);
+    return make_pipeline_cost_model(d, make_profiled_cost_model(whole, gpu_profiles, p),
+                                    p.roofline);
   }
   return std::make_unique<ProfiledCostModel>(d, gpu_profiles, p);
 }

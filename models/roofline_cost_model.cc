@@ -46,6 +46,7 @@
 #include <fmt/format.h>
 
 #include "models/attention_dp.h"
+#include "models/pipeline.h"
 #include "models/cost_model.h"
 #include "models/roofline_terms.h"
 #include "sim/core/error.h"
@@ -136,6 +137,12 @@ std::unique_ptr<IterationCostModel> make_roofline_cost_model(const Deployment& d
     return make_attention_dp_cost_model(deployment, [&](const Deployment& plain) {
       return make_roofline_cost_model(plain, params);
     }, params);
+  }
+  if (deployment.pp > 1) {
+    Deployment whole = deployment;
+    whole.pp = 1;
+    validate_deployment(deployment);
+    return make_pipeline_cost_model(deployment, make_roofline_cost_model(whole, params), params);
   }
   return std::make_unique<RooflineCostModel>(deployment, params);
 }

@@ -482,6 +482,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       s.cluster.ep = static_cast<int>(r.integer("ep", int64_t{1}, 1, 256).value_or(1));
       s.cluster.attention_dp =
           static_cast<int>(r.integer("attention_dp", int64_t{1}, 1, 256).value_or(1));
+      s.cluster.pp = static_cast<int>(r.integer("pp", int64_t{1}, 1, 64).value_or(1));
       s.cluster.weight_dtype =
           models::parse_dtype(r.string("weight_dtype", std::string("bf16"), models::weight_dtype_names()).value_or("bf16"));
       s.cluster.kv_dtype =
@@ -654,6 +655,11 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
                              "attention_dp_decode), or leave cluster.attention_dp at 1",
                              s.policy.type));
     }
+    if (s.cluster.pp > 1) {
+      issues.add("cluster.pp", fmt::format("policy {} lays out its own instance groups, which "
+                                           "have no pipeline stages; leave cluster.pp at 1",
+                                           s.policy.type));
+    }
     const sim::ClusterLayout layout = sim::cluster_policies().get(s.policy.type).make(s.policy.params);
     int64_t total = 0;
     for (const auto& g : layout.groups) {
@@ -697,6 +703,13 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     plan.tp = s.cluster.tp;
     plan.ep = s.cluster.ep;
     plan.attention_dp = s.cluster.attention_dp;
+    plan.pp = s.cluster.pp;
+    if (plan.engine_instances() > kMaxInstances) {
+      issues.add("cluster.pp",
+                 fmt::format("{} instances of {} pipeline stages run as {} engine instances, more "
+                             "than the {} a cluster may hold",
+                             plan.count, plan.pp, plan.engine_instances(), kMaxInstances));
+    }
     const ParamValues& p = s.policy.params;
     models::MemoryParams& m = plan.memory_params;
     if (p.contains("block_size")) m.block_size = p.get_int("block_size");
@@ -724,7 +737,12 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
     for (GroupPlan& g : s.groups) {
       const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
-                                   s.cluster.kv_dtype, g.ep, g.attention_dp};
+                                   s.cluster.kv_dtype, g.ep, g.attention_dp, g.pp};
+      if (const std::string e = models::pipeline_parallel_error(model_spec, g.pp, g.attention_dp);
+          !e.empty()) {
+        issues.add("cluster.pp", e);
+        continue;
+      }
       if (const std::string e = models::expert_parallel_error(model_spec, g.tp, 1, g.attention_dp);
           !e.empty()) {
         issues.add(s.cluster_policy ? fmt::format("policy.attention_dp_{}", sim::role_name(g.role))
@@ -744,6 +762,11 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       try {
         models::make_roofline_cost_model(dep, s.cost);
         g.memory = models::plan_memory(dep, g.memory_params);
+        if (g.memory.num_blocks < g.pp) {
+          issues.add("cluster.pp", fmt::format("{} KV blocks cannot be shared by {} micro-batch "
+                                               "slots; use fewer pipeline stages",
+                                               g.memory.num_blocks, g.pp));
+        }
       } catch (const CapacityError& e) {
         issues.add(s.cluster_policy ? "policy" : "cluster", e.what());
       }
@@ -1044,17 +1067,17 @@ sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model,
                               std::shared_ptr<const models::IterationCostModel> cost) {
   sim::InstanceSetup setup;
   setup.gpu = s.cluster.gpu;
-  setup.tp = g.gpus_per_instance();
+  setup.tp = g.gpus_per_slot();
   setup.role = g.role;
   setup.kv_bytes_per_token = model.kv_bytes_per_token(s.cluster.kv_dtype);
   setup.cost_model = std::move(cost);
-  setup.num_blocks = g.memory.num_blocks;
+  setup.num_blocks = g.memory.num_blocks / g.pp;  // a pipeline's slots share its KV
   setup.block_size = g.memory.block_size;
   setup.prefix_cache_kind = s.cluster.prefix_cache_kind;
   setup.dram_kv_bytes = static_cast<int64_t>(s.cluster.kv_dram_gib * kBytesPerGib);
-  setup.dram_link = {gpu.pcie_bytes_per_s_per_direction * g.gpus_per_instance(),
+  setup.dram_link = {gpu.pcie_bytes_per_s_per_direction * g.gpus_per_slot(),
                      s.network.intra_node_latency};
-  setup.remote_link = {s.network.inter_node_gbps_per_gpu * 1e9 / 8 * g.gpus_per_instance(),
+  setup.remote_link = {s.network.inter_node_gbps_per_gpu * 1e9 / 8 * g.gpus_per_slot(),
                        s.network.inter_node_latency};
   return setup;
 }
@@ -1088,17 +1111,18 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
                                  ? nullptr
                                  : &sim::batching_policies().get(s.policy.type);
 
-  // One cost model per (tp, ep, attention_dp) layout of the groups.
-  std::map<std::tuple<int, int, int>, std::shared_ptr<const models::IterationCostModel>> cost_by_tp;
+  // One cost model per (tp, ep, attention_dp, pp) layout of the groups.
+  std::map<std::tuple<int, int, int, int>, std::shared_ptr<const models::IterationCostModel>>
+      cost_by_tp;
   std::map<int, policies::EngineSetup> engine_by_tp;  // with an engine model
   auto placement = std::make_shared<Placement>();
   std::vector<sim::InstanceContext> contexts;  // cluster policies only
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
     const GroupPlan& g = s.groups[gi];
-    auto& cost = cost_by_tp[{g.tp, g.ep, g.attention_dp}];
+    auto& cost = cost_by_tp[{g.tp, g.ep, g.attention_dp, g.pp}];
     if (!cost) {
       const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype,
-                                   g.ep, g.attention_dp};
+                                   g.ep, g.attention_dp, g.pp};
       cost = make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce}, dep, root);
       if (s.engine) {
         const policies::EngineSetup& e =
@@ -1109,7 +1133,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     }
     if (!in.cost_model) in.cost_model = cost;
     const policies::EngineSetup* engine = s.engine ? &engine_by_tp.at(g.tp) : nullptr;
-    for (int64_t i = 0; i < g.count; ++i) {
+    for (int64_t i = 0; i < g.engine_instances(); ++i) {
       sim::InstanceSetup setup = base_setup(s, model, gpu, g, cost);
       setup.prefix_caching = engine ? engine->prefix_caching : s.cluster.prefix_caching;
       if (engine) setup.frontend = engine->frontend;
@@ -1131,7 +1155,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
         setup.max_prompt_tokens = s.policy.params.get_int("max_num_batched_tokens");
       }
       in.instances.push_back(std::move(setup));
-      placement->add(g.gpus_per_instance());
+      placement->add(g.gpus_per_slot());
     }
   }
   if (layout && layout->make_router) {
@@ -1160,9 +1184,9 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
         const GroupPlan& g = s.groups[gi];
         if (g.role != role) continue;
         sim::InstanceSetup setup =
-            base_setup(s, model, gpu, g, cost_by_tp.at({g.tp, g.ep, g.attention_dp}));
+            base_setup(s, model, gpu, g, cost_by_tp.at({g.tp, g.ep, g.attention_dp, g.pp}));
         setup.batching = shared_layout->groups[gi].make_batching(context_for(s, setup, index));
-        placement->add(g.gpus_per_instance());
+        placement->add(g.gpus_per_slot());
         return setup;
       }
       throw std::invalid_argument(fmt::format("policy {} has no {} instances to add",

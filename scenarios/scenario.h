@@ -63,6 +63,10 @@ struct ClusterSpec {
   // attention_dp): an instance is tp x attention_dp GPUs, ep then divides that product. Not with
   // a cluster policy's layouts (disaggregation) yet.
   int attention_dp = 1;
+  // Pipeline stages of every instance (models::Deployment::pp): an instance is tp x pp GPUs and
+  // runs as pp engine instances, its micro-batch slots (models/pipeline.h). Not with a cluster
+  // policy's layouts, nor with attention_dp.
+  int pp = 1;
   models::Dtype weight_dtype = models::Dtype::kBf16;
   models::Dtype kv_dtype = models::Dtype::kBf16;
   // Automatic prefix caching on every instance (sim::InstanceSetup::prefix_caching); an engine
@@ -103,8 +107,12 @@ struct GroupPlan {
   int ep = 1;                 // expert-parallel degree inside each instance
   bool ep_from_policy = false;  // set by the cluster policy's own knob, not cluster.ep
   int attention_dp = 1;       // attention data-parallel ranks of tp GPUs in each instance
+  int pp = 1;                 // pipeline stages of tp GPUs in each instance
 
-  int gpus_per_instance() const { return tp * attention_dp; }
+  int gpus_per_instance() const { return tp * attention_dp * pp; }
+  // An instance runs as pp engine instances (micro-batch slots), each charged this many GPUs.
+  int gpus_per_slot() const { return tp * attention_dp; }
+  int64_t engine_instances() const { return count * pp; }
   models::MemoryParams memory_params;  // what sizes the group's memory plan
   models::MemoryPlan memory;
 };

@@ -241,6 +241,51 @@ TEST(GoldenMoe, DisaggregatedPoolsTakeTheirOwnAttentionDataParallelism) {
   }
 }
 
+// Pipeline parallelism: an instance of 2 stages of TP 4 counts 8 GPUs and runs as 2 engine
+// instances (micro-batch slots) sharing its KV; each slot's pass is the TP-4 pass plus one
+// hand-off, so a pipeline serves about as much as two TP-4 replicas, with more KV per GPU (each
+// stage holds half the weights). A run charges its GPU-seconds on all 8 GPUs.
+TEST(GoldenPipeline, StagesRunAsMicroBatchSlotsSharingTheKv) {
+  const auto root = scenarios::DataRoot::discover();
+  const scenarios::Json doc = scenarios::Json::parse(R"({
+    "model": "llama-3.1-70b",
+    "cluster": {"gpu": "h100_sxm", "tp": 4, "pp": 2},
+    "policy": {"type": "coloc"},
+    "workload": {"type": "generated", "arrival": {"rate": 4.0}, "count": 200,
+                 "lengths": {"type": "fixed", "prompt": 1000, "output": 50}},
+    "output": {"sample_interval": "0s"}})");
+  const scenarios::Scenario s = scenarios::parse_scenario(doc, "t.json", ".", root);
+  ASSERT_EQ(s.groups.size(), 1u);
+  EXPECT_EQ(s.groups[0].gpus_per_instance(), 8);
+  EXPECT_EQ(s.groups[0].engine_instances(), 2);
+  scenarios::Json replicas = doc;
+  replicas["cluster"]["pp"] = 1;
+  replicas["cluster"]["instances"] = 2;
+  const scenarios::Scenario r = scenarios::parse_scenario(replicas, "t.json", ".", root);
+  // Per GPU the stage holds half the weights and half the layers' KV per token.
+  EXPECT_LT(s.groups[0].memory.weight_bytes_per_gpu, r.groups[0].memory.weight_bytes_per_gpu);
+  EXPECT_EQ(2 * s.groups[0].memory.kv_bytes_per_token_per_gpu,
+            r.groups[0].memory.kv_bytes_per_token_per_gpu);
+  const scenarios::EngineInputs in = scenarios::build_engine_inputs(s, root);
+  const scenarios::EngineInputs rin = scenarios::build_engine_inputs(r, root);
+  ASSERT_EQ(in.instances.size(), 2u);
+  EXPECT_EQ(in.instances[0].num_blocks, s.groups[0].memory.num_blocks / 2);
+  EXPECT_GT(in.instances[0].num_blocks, rin.instances[0].num_blocks);
+  EXPECT_EQ(in.instances[0].tp, 4);
+  EXPECT_NE(in.instances[0].cost_model->describe().find("pipeline tp4 pp2"), std::string::npos);
+  models::BatchShape step;
+  for (int i = 0; i < 32; ++i) step.segments.push_back({1, 1000, 1});
+  const Duration piped = in.instances[0].cost_model->iteration_time(step);
+  const Duration plain = rin.instances[0].cost_model->iteration_time(step);
+  EXPECT_GT(piped, plain);
+  EXPECT_LT(piped, plain + Duration{100'000});  // one hand-off of 32 tokens: tens of us
+  const app::RunOutcome o = app::run_scenario(s, root, app::RunOptions{});
+  const app::RunOutcome ro = app::run_scenario(r, root, app::RunOptions{});
+  EXPECT_EQ(o.result.requests_finished, 200);
+  EXPECT_EQ(o.result.num_gpus, 8);
+  EXPECT_NEAR(o.result.gpu_seconds / ro.result.gpu_seconds, 1.0, 0.02);
+}
+
 TEST(Capacity, BisectionBracketsTheLargestRateMeetingTheSlo) {
   const auto root = scenarios::DataRoot::discover();
   app::CapacityOptions options;

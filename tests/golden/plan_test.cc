@@ -306,6 +306,35 @@ TEST(PlanMoe, ExpertParallelAxisPrunesLayoutsItCannotSplit) {
   EXPECT_GT(wide_ep, 0);
 }
 
+// Pipeline stages as a grid axis: a config holds instances x tp x pp GPUs, one whose stage cannot
+// hold its share of the weights with a KV block (Llama-3.1-70B's 2 stages on one A100 each: the
+// roofline bound prunes it before, or the memory plan) is pruned, and the others are simulated.
+TEST(PlanPipeline, PipelineAxisCountsEveryStage) {
+  const auto root = scenarios::DataRoot::discover();
+  const app::PlanSpec spec = app::load_plan("scenarios/plans/llama70b_azure_conv.plan.json", root);
+  const app::SloCriteria criteria = app::SloCriteria::parse(
+      spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
+  std::vector<app::PlanConfig> configs = app::expand_plan(spec);
+  std::vector<ConfigIssue> issues;
+  std::map<std::string, bool> reported;
+  int pipelines = 0, runnable = 0;
+  for (app::PlanConfig& c : configs) {
+    if (c.label.find("coloc_pipeline") == std::string::npos) continue;
+    SCOPED_TRACE(c.label);
+    ++pipelines;
+    const auto value = [&](const std::string& key) {
+      const size_t at = c.label.find(" " + key + "=");
+      return std::stoi(c.label.substr(at + key.size() + 2));
+    };
+    app::prune_config(spec, c, criteria, root, issues, reported);
+    ASSERT_TRUE(issues.empty());
+    EXPECT_EQ(c.num_gpus, value("instances") * value("tp") * value("pp"));
+    if (c.status != app::ConfigStatus::kPruned) ++runnable;
+  }
+  EXPECT_EQ(pipelines, 3 * 2 * 3 * 2);  // GPUs x pp x tp x instances
+  EXPECT_GT(runnable, 20);
+}
+
 TEST(PlanReproduction, EmittedScenariosRunToTheStoredResults) {
   const fs::path dir = temp_dir("reproduce");
   Json doc = Json::parse(read_file("tests/golden/plans/small.plan.json"));
