@@ -677,6 +677,11 @@ int main(int argc, char** argv) {
   models_import->add_option("--license", models_options.license,
                             "license note recorded in the file, e.g. Apache-2.0");
   models_import->add_flag("--force", models_options.force, "replace an existing model of that key");
+  models_import->add_option("--expert-routing", models_options.expert_routing,
+                            "a MoE model's default expert routing: random, balanced or "
+                            "power_law_<alpha> (e.g. power_law_1.2)");
+  models_import->add_option("--expert-routing-note", models_options.expert_routing_note,
+                            "where that routing estimate comes from, recorded in the file");
   models_import->add_flag("--allow-approximate", models_options.allow_approximate,
                           "import MoE shared experts and dense layers between MoE layers, which "
                           "the cost model leaves out of iteration time (weights stay exact)");

@@ -94,7 +94,14 @@ int run_models_import(const std::string& config_path, const ModelsImportOptions&
   import_options.source = options.source;
   import_options.license_note = options.license;
   import_options.allow_approximate = options.allow_approximate;
-  const nlohmann::ordered_json doc = models::import_hf_config(config, import_options);
+  import_options.expert_routing = options.expert_routing;
+  import_options.expert_routing_note = options.expert_routing_note;
+  nlohmann::ordered_json doc;
+  try {
+    doc = models::import_hf_config(config, import_options);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(config_path, 0, fmt::format("--expert-routing: {}", e.what()));
+  }
 
   const std::string dir = options.out_dir.empty() ? root.model_catalog_dir() : options.out_dir;
   const models::WrittenModel written = models::write_catalog_model(doc, key, dir, options.force);

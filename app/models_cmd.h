@@ -20,6 +20,8 @@ struct ModelsImportOptions {
   std::string license;  // license note; empty: a note to check the model's own license
   bool force = false;   // replace an existing file of the same key
   bool allow_approximate = false;  // see models::HfImportOptions::allow_approximate
+  std::string expert_routing;       // a MoE model's default routing, e.g. power_law_1.2
+  std::string expert_routing_note;  // where that estimate comes from
 };
 
 // Imports `config_path` into the catalog folder and prints the model added and how to use it.

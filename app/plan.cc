@@ -429,15 +429,16 @@ double plan_bound(const scenarios::Scenario& s, const scenarios::DataRoot& root)
   int64_t instances = 0;
   for (const scenarios::GroupPlan& g : s.groups) {
     const std::string dkey =
-        fmt::format("{}|{}|{}|{}|ep{}|dp{}|pp{}|{}|{}|{}|{}", wkey, s.model, s.cluster.gpu, g.tp,
+        fmt::format("{}|{}|{}|{}|ep{}|dp{}|pp{}|{}|{}|{}|{}|{}", wkey, s.model, s.cluster.gpu, g.tp,
                     g.ep, g.attention_dp, g.pp,
+                    s.cluster.expert_routing ? s.cluster.expert_routing->name() : "",
                     models::dtype_name(s.cluster.weight_dtype), models::dtype_name(s.cluster.kv_dtype),
                     s.cost_type, s.resolved.at("cost_model").dump());
     auto wit = cache.work.find(dkey);
     if (wit == cache.work.end()) {
       const models::Deployment dep{&catalogs.models.get(s.model), &catalogs.gpus.get(s.cluster.gpu),
                                    g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype, g.ep,
-                                   g.attention_dp, g.pp};
+                                   g.attention_dp, g.pp, s.cluster.expert_routing};
       const auto cost = scenarios::make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce},
                                                    dep, root);
       // All requests in one pass: the loosest packing, so each real iteration (which costs at

@@ -102,6 +102,9 @@ std::string parallelism_label(const Deployment& d) {
   if (d.attention_dp > 1) label += fmt::format(" dp{}", d.attention_dp);
   if (d.pp > 1) label += fmt::format(" pp{}", d.pp);
   if (d.ep > 1) label += fmt::format(" ep{}", d.ep);
+  if (d.model != nullptr && d.model->moe && d.routing().kind != ExpertRouting::Kind::kRandom) {
+    label += fmt::format(" {} routing", d.routing().name());
+  }
   return label;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "models/expert_routing.h"
 #include "models/hardware.h"
 #include "sim/core/time.h"
 
@@ -73,8 +74,14 @@ struct Deployment {
   // pipeline as pp engine instances, its micro-batch slots). 1: no pipeline parallelism. Not with
   // attention_dp > 1.
   int pp = 1;
+  // How a MoE model's tokens spread over its experts (expert_routing.h): sets the busiest
+  // expert-parallel rank's rows and the experts a pass reaches. Unset: the model's own default
+  // (ModelSpec::expert_routing). Ignored for dense models.
+  std::optional<ExpertRouting> expert_routing;
 
   int gpus() const { return tp * attention_dp * pp; }
+  // expert_routing, else the model's default. REQUIRES: model != nullptr.
+  ExpertRouting routing() const { return expert_routing ? *expert_routing : model->expert_routing; }
 };
 
 // Per-operator time of one forward pass, summed over layers.

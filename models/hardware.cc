@@ -145,6 +145,14 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Js
   if (doc.contains("checkpoint_quantization")) {
     spec.checkpoint_quantization = reader.string(doc, root, "checkpoint_quantization");
   }
+  if (doc.contains("expert_routing")) {
+    try {
+      spec.expert_routing =
+          parse_expert_routing(reader.string(doc, root, "expert_routing"));
+    } catch (const std::invalid_argument& e) {
+      reader.fail("expert_routing", e.what());
+    }
+  }
   spec.hidden_size = reader.positive_integer(doc, root, "hidden_size");
   spec.num_layers = reader.positive_int(doc, root, "num_layers");
   spec.num_attention_heads = reader.positive_int(doc, root, "num_attention_heads");

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "models/expert_routing.h"
+
 namespace servesim::models {
 
 // Numeric formats. Weights take any of them; the KV cache bf16 or fp8 (is_kv_dtype).
@@ -121,6 +123,9 @@ struct ModelSpec {
   // How the published checkpoint is quantized (its config's quantization_config.quant_method,
   // e.g. "fp8" for DeepSeek-V3, "mxfp4" for gpt-oss); empty for a 16-bit checkpoint.
   std::string checkpoint_quantization;
+  // How its tokens spread over the experts by default (MoE models; expert_routing.h): a
+  // published estimate where the catalog file gives one ("expert_routing"), else random.
+  ExpertRouting expert_routing;
   int64_t hidden_size = 0;
   int num_layers = 0;
   int num_attention_heads = 0;

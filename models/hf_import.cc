@@ -657,6 +657,16 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   if (!approximations.empty()) {
     doc["cost_model_approximations"] = approximations;
   }
+  if (!options.expert_routing.empty()) {
+    if (moe.is_null()) {
+      throw std::invalid_argument(
+          fmt::format("expert routing {} given for a dense model", options.expert_routing));
+    }
+    doc["expert_routing"] = parse_expert_routing(options.expert_routing).name();
+    if (!options.expert_routing_note.empty()) {
+      doc["expert_routing_note"] = options.expert_routing_note;
+    }
+  }
   doc["source"] = source;
   doc["license_note"] = license_note;
   doc["derived_fields_note"] =

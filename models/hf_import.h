@@ -49,6 +49,11 @@ struct HfImportOptions {
   std::string source;        // provenance; empty: "<hf_id> config.json, imported from <file>"
   std::string license_note;  // empty: a note to check the model's own license
   bool allow_approximate = false;  // import parts the cost model approximates (see above)
+  // A MoE model's default expert routing (expert_routing.h), e.g. "power_law_1.2", with where the
+  // estimate comes from; written as "expert_routing" / "expert_routing_note" when set. Throws
+  // std::invalid_argument for a dense model or a name parse_expert_routing() does not accept.
+  std::string expert_routing;
+  std::string expert_routing_note;
 };
 
 // The model_type values import_hf_config accepts, sorted.

@@ -264,6 +264,9 @@ struct ProfiledCostModel::Impl {
   // MoE layer table (key into moe_table), or experts through gate_up/down GEMMs.
   const interp::CurveTable* moe_table = nullptr;
   bool moe_table_balanced = false;  // its rows spread tokens evenly over the experts
+  // Its rows measure the deployment's own power-law routing at the busiest rank (num_tokens =
+  // the pass's tokens, the skew included).
+  bool moe_table_own_routing = false;
   std::string moe_key;
   // Attention.
   interp::HeadConfig heads;
@@ -572,7 +575,10 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
   }
   if (shapes.moe) {
     pick_gemm("moe_router", shapes.experts, shapes.hidden, 2, act16, &router);
-    // The fused MoE layer table: balanced routing, else the mildest power law.
+    // The fused MoE layer table: rows measured under the deployment's own power-law routing,
+    // else balanced routing, else the mildest power law.
+    const bool power_law = d.routing().kind == ExpertRouting::Kind::kPowerLaw;
+    const std::string own_routing = d.routing().name();
     const std::string dtype = gemm_dtype(d.weight_dtype);
     for (const profiles::Profile* prof : order) {
       std::vector<interp::CurveTable::Row> rows;
@@ -585,7 +591,9 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
             r.moe_tp != d.tp / d.ep || r.moe_ep != d.ep) {
           continue;
         }
-        const double alpha = r.distribution == "balanced" ? 0 : power_law_alpha(r.distribution);
+        const double alpha = power_law && r.distribution == own_routing ? -1
+                             : r.distribution == "balanced"              ? 0
+                                                                         : power_law_alpha(r.distribution);
         if (alpha < best_alpha) {
           best_alpha = alpha;
           best_dist = r.distribution;
@@ -609,6 +617,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
       curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
       moe_table = curve_tables.back().get();
       moe_table_balanced = best_dist == "balanced";
+      moe_table_own_routing = power_law && best_dist == own_routing;
       diag.sources.push_back(
           fmt::format("moe_mlp: moe {} from {}", moe_key, describe_profile(prof)));
       break;
@@ -1113,14 +1122,17 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
     const double moe_layers = shapes.moe_layers;
     gemm(router, m, moe_layers, &mlp);
     // The busiest rank of the expert-parallel group sets the time (every rank at ep = 1).
-    const double routed = detail::busiest_rank_routed_rows(m, shapes.experts_per_token, shapes.ep,
-                                                           shapes.ep_max_score);
-    const double touched = detail::expected_touched_experts(routed, shapes.experts,
-                                                            shapes.experts_per_token, shapes.ep);
-    if (moe_table != nullptr) {
+    const RankLoad load = shapes.expert_load->busiest(m);
+    const double routed = load.routed_rows;
+    const double touched = load.touched_experts;
+    if (moe_table != nullptr && moe_table_own_routing) {
+      // Measured under this routing, its busiest rank included: the pass's tokens as they are.
+      const Lookup l = moe_table->predict(moe_key, m);
+      mlp.add(moe_layers * l.seconds, kind_of(l));
+    } else if (moe_table != nullptr) {
       // The table's rows are loads of num_tokens tokens: the busiest rank's load is that of
       // routed / (k / ep) tokens. A balanced row spreads them over min(E/ep, routed) experts, so
-      // it reads the weights of more experts than random routing reaches (`touched`): scaled by
+      // it reads the weights of more experts than the routing reaches (`touched`): scaled by
       // that ratio (the weight-bound part dominates while they differ).
       const Lookup l = moe_table->predict(moe_key, routed * shapes.ep / shapes.experts_per_token);
       const double spread =

@@ -159,7 +159,8 @@ RankShapes rank_shapes(const Deployment& d) {
     s.experts = m.moe->num_experts;
     s.experts_per_token = m.moe->experts_per_token;
     s.ep = d.ep;
-    s.ep_max_score = expected_max_normal_score(d.ep);
+    s.expert_load = std::make_shared<const ExpertLoadModel>(
+        d.routing(), m.moe->num_experts, m.moe->experts_per_token, d.ep);
     // Per rank, routed rows * I/t in total whatever ep: ep splits the experts, not their work.
     intermediate = static_cast<double>(m.moe->expert_intermediate_size) * d.ep / t;
     active_intermediate = m.moe->experts_per_token * intermediate / d.ep;
@@ -223,7 +224,7 @@ Rates make_rates(const RankShapes& s, const Throughputs& x) {
     r.experts = s.experts;
     r.experts_per_token = s.experts_per_token;
     r.ep = s.ep;
-    r.ep_max_score = s.ep_max_score;
+    r.expert_load = s.expert_load;
     r.router = make_gemm(s.moe_layers, s.experts, s.hidden, kActivationBytes, x.bf16_flops_per_s,
                          bw, x.launch_s);
     r.expert_gate_up = gemm(s.moe_layers, s.gate_up_n, s.gate_up_k);
@@ -453,8 +454,9 @@ double mlp_time(const Rates& r, double rows) {
     return r.gate_up.time(rows) + r.down.time(rows);
   }
   // The busiest rank of the expert-parallel group sets the time (every rank at ep = 1).
-  const double routed = busiest_rank_routed_rows(rows, r.experts_per_token, r.ep, r.ep_max_score);
-  const double experts = expected_touched_experts(routed, r.experts, r.experts_per_token, r.ep);
+  const RankLoad load = r.expert_load->busiest(rows);
+  const double routed = load.routed_rows;
+  const double experts = load.touched_experts;
   const GemmTerm& gu = r.expert_gate_up;
   const GemmTerm& dn = r.expert_down;
   double t = r.router.time(rows) +

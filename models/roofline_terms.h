@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 
 #include "models/cost_model.h"
 
@@ -87,7 +88,7 @@ struct RankShapes {
   bool moe = false;
   double experts = 0, experts_per_token = 0;
   int ep = 1;                 // expert-parallel degree: each rank holds experts / ep of them
-  double ep_max_score = 0;    // expected_max_normal_score(ep)
+  std::shared_ptr<const ExpertLoadModel> expert_load;  // the busiest rank's load (MoE only)
   double moe_layers = 0, dense_layers = 0;       // MoE models only
   double shared_gate_up_n = 0, shared_down_k = 0;  // shared expert; 0 = none
   double dense_gate_up_n = 0, dense_down_k = 0;    // a MoE model's dense layers
@@ -185,7 +186,7 @@ struct Rates {
   bool has_shared_expert = false, has_dense_layers = false;  // MoE models
   double experts = 0, experts_per_token = 0;
   int ep = 1;
-  double ep_max_score = 0;
+  std::shared_ptr<const ExpertLoadModel> expert_load;  // MoE only
 };
 
 Rates make_rates(const RankShapes& s, const Throughputs& x);

@@ -31,9 +31,10 @@ namespace servesim::profiles {
 inline constexpr const char* kAiconfiguratorCommit = "095f58a5";
 
 struct AiconfiguratorImportOptions {
-  // false: keep only MoE rows of routing distribution "balanced" where the GPU has any, else
-  // "power_law_1.01" (what profiles/ commits, to keep the repository small); true: keep all.
-  bool all_moe_distributions = false;
+  // true (what profiles/ commits): keep the MoE rows of every routing distribution ("balanced",
+  // "power_law_1.01", "power_law_1.2"; a deployment's expert routing picks its own); false: only
+  // "balanced" where the GPU has any, else "power_law_1.01".
+  bool all_moe_distributions = true;
 };
 
 std::vector<Profile> import_aiconfigurator(const std::string& system_dir);

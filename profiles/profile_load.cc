@@ -343,7 +343,7 @@ nlohmann::json load_meta(const std::string& path, Profile* p) {
 
 }  // namespace
 
-Profile load_profile(const std::string& dir) {
+Profile load_profile(const std::string& dir, const LoadOptions& options) {
   Profile p;
   p.dir = dir;
   fs::path root(dir);
@@ -363,6 +363,7 @@ Profile load_profile(const std::string& dir) {
     if (it == tables.end()) {
       continue;  // absent table; unknown table names are ignored (FORMAT.md versioning)
     }
+    if (name == "moe" && !options.moe) continue;
     std::string file = it->get<std::string>();
     fs::path path = root / file;
     if (file.empty() || !fs::is_regular_file(path)) {
@@ -385,7 +386,8 @@ Profile load_profile(const std::string& dir) {
   return p;
 }
 
-std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const std::string& gpu) {
+std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const std::string& gpu,
+                                       const LoadOptions& options) {
   std::vector<std::string> dirs;
   fs::path base = fs::path(profiles_root) / gpu;
   std::error_code ec;
@@ -401,7 +403,7 @@ std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const s
   std::vector<Profile> profiles;
   profiles.reserve(dirs.size());
   for (const std::string& d : dirs) {
-    profiles.push_back(load_profile(d));
+    profiles.push_back(load_profile(d, options));
   }
   return profiles;
 }

@@ -131,11 +131,17 @@ struct Profile {
   std::map<std::string, int64_t> unknown_dtype_rows;
 };
 
+// Which tables load_profile() reads (the others stay empty).
+struct LoadOptions {
+  bool moe = true;  // false: skip the MoE table (the largest; a dense model never reads it)
+};
+
 // Loads one profile directory. Throws InputError (file:line) on malformed content.
-Profile load_profile(const std::string& dir);
+Profile load_profile(const std::string& dir, const LoadOptions& options = {});
 
 // Every profile directory under `profiles_root`/`gpu`/ (sorted by name); empty if none.
-std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const std::string& gpu);
+std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const std::string& gpu,
+                                       const LoadOptions& options = {});
 
 // GPU keys that have at least one profile directory under `profiles_root`.
 std::vector<std::string> profiled_gpus(const std::string& profiles_root);

@@ -9,15 +9,18 @@
 namespace servesim::scenarios {
 namespace fs = std::filesystem;
 
-const std::vector<profiles::Profile>& gpu_profiles(const DataRoot& root, const std::string& gpu) {
+const std::vector<profiles::Profile>& gpu_profiles(const DataRoot& root, const std::string& gpu,
+                                                   bool with_moe) {
   static std::mutex mutex;
-  static std::map<std::pair<std::string, std::string>, std::vector<profiles::Profile>> cache;
+  static std::map<std::tuple<std::string, std::string, bool>, std::vector<profiles::Profile>> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  auto key = std::make_pair(root.root, gpu);
+  auto key = std::make_tuple(root.root, gpu, with_moe);
   auto it = cache.find(key);
   if (it == cache.end()) {
+    profiles::LoadOptions options;
+    options.moe = with_moe;
     it = cache.emplace(key, profiles::load_gpu_profiles((fs::path(root.root) / "profiles").string(),
-                                                        gpu))
+                                                        gpu, options))
              .first;
   }
   return it->second;
@@ -30,13 +33,14 @@ std::unique_ptr<models::IterationCostModel> make_cost_model(const CostModelChoic
   models::ProfiledParams p;
   p.roofline = choice.roofline;
   p.custom_allreduce = choice.custom_allreduce;
-  const std::vector<profiles::Profile>* tables = &gpu_profiles(root, deployment.gpu->key);
+  const bool moe = deployment.model->moe.has_value();
+  const std::vector<profiles::Profile>* tables = &gpu_profiles(root, deployment.gpu->key, moe);
   if (tables->empty()) {
     const Catalogs& cat = Catalogs::get(root);
     const auto donor = models::pick_donor_gpu(
         *deployment.gpu, cat.gpus, profiles::profiled_gpus((fs::path(root.root) / "profiles").string()));
     if (donor) {
-      tables = &gpu_profiles(root, *donor);
+      tables = &gpu_profiles(root, *donor, moe);
       p.tables_gpu = &cat.gpus.get(*donor);
     }
   }

@@ -13,7 +13,9 @@
 namespace servesim::scenarios {
 
 // Every profile directory of `gpu` under <root>/profiles (cached; empty when there is none).
-const std::vector<profiles::Profile>& gpu_profiles(const DataRoot& root, const std::string& gpu);
+// with_moe = false leaves the MoE tables out (a dense model's cost model never reads them).
+const std::vector<profiles::Profile>& gpu_profiles(const DataRoot& root, const std::string& gpu,
+                                                   bool with_moe = true);
 
 // The scenario's `cost_model` section.
 struct CostModelChoice {

@@ -483,6 +483,15 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       s.cluster.attention_dp =
           static_cast<int>(r.integer("attention_dp", int64_t{1}, 1, 256).value_or(1));
       s.cluster.pp = static_cast<int>(r.integer("pp", int64_t{1}, 1, 64).value_or(1));
+      // "" (absent): the model's catalog default, resolved below.
+      if (const std::string routing = r.string("expert_routing", std::string()).value_or("");
+          !routing.empty()) {
+        try {
+          s.cluster.expert_routing = models::parse_expert_routing(routing);
+        } catch (const std::invalid_argument& e) {
+          issues.add("cluster.expert_routing", e.what());
+        }
+      }
       s.cluster.weight_dtype =
           models::parse_dtype(r.string("weight_dtype", std::string("bf16"), models::weight_dtype_names()).value_or("bf16"));
       s.cluster.kv_dtype =
@@ -735,9 +744,19 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   if (issues.empty()) {
     const auto& model_spec = catalogs.models.get(s.model);
     const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
+    if (model_spec.moe) {
+      resolved["cluster"]["expert_routing"] =
+          s.cluster.expert_routing.value_or(model_spec.expert_routing).name();
+    } else if (s.cluster.expert_routing) {
+      issues.add("cluster.expert_routing",
+                 fmt::format("{} is a dense model: it has no experts to route to", s.model));
+    } else {
+      resolved["cluster"].erase("expert_routing");
+    }
     for (GroupPlan& g : s.groups) {
       const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
-                                   s.cluster.kv_dtype, g.ep, g.attention_dp, g.pp};
+                                   s.cluster.kv_dtype, g.ep, g.attention_dp, g.pp,
+                                   s.cluster.expert_routing};
       if (const std::string e = models::pipeline_parallel_error(model_spec, g.pp, g.attention_dp);
           !e.empty()) {
         issues.add("cluster.pp", e);
@@ -1122,7 +1141,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     auto& cost = cost_by_tp[{g.tp, g.ep, g.attention_dp, g.pp}];
     if (!cost) {
       const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype,
-                                   g.ep, g.attention_dp, g.pp};
+                                   g.ep, g.attention_dp, g.pp, s.cluster.expert_routing};
       cost = make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce}, dep, root);
       if (s.engine) {
         const policies::EngineSetup& e =

@@ -67,6 +67,9 @@ struct ClusterSpec {
   // runs as pp engine instances, its micro-batch slots (models/pipeline.h). Not with a cluster
   // policy's layouts, nor with attention_dp.
   int pp = 1;
+  // How a MoE model's tokens spread over its experts (models/expert_routing.h); unset: the model's
+  // catalog default (resolved shows the routing in effect).
+  std::optional<models::ExpertRouting> expert_routing;
   models::Dtype weight_dtype = models::Dtype::kBf16;
   models::Dtype kv_dtype = models::Dtype::kBf16;
   // Automatic prefix caching on every instance (sim::InstanceSetup::prefix_caching); an engine

@@ -133,6 +133,8 @@ TEST(HfImportRoundTrip, EveryShippedConfigReproducesItsCatalogFile) {
     o.hf_id = stored["hf_id"].get<std::string>();
     o.source = stored["source"].get<std::string>();
     o.license_note = stored["license_note"].get<std::string>();
+    o.expert_routing = stored.value("expert_routing", "");
+    o.expert_routing_note = stored.value("expert_routing_note", "");
     const Json got = import_hf_config(stored["raw_config"], o);
     for (const char* key : {"param_count", "param_count_active_per_token", "param_count_breakdown",
                             "kv_cache_bytes_per_token_16bit", "weights_bytes_16bit"}) {

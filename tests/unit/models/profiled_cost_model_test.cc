@@ -170,6 +170,33 @@ TEST_F(ProfiledTest, Mxfp4ExpertsUseTheirMoeTableWhereMeasured) {
   EXPECT_GT(h200->lookup_stats().extrapolated_s, 0);
 }
 
+// The deployment's expert routing picks the MoE table's rows: Qwen3-235B-A22B's catalog default
+// (power_law_1.2) the rows measured under that skew, priced at the pass's own token count;
+// random routing the balanced rows at the busiest rank's load. The skewed kernels are slower
+// for a large prefill (the busiest rank holds more than its share) at the same tokens.
+TEST_F(ProfiledTest, ExpertRoutingPicksTheMoeRowsMeasuredUnderIt) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const auto source_of_moe = [](const IterationCostModel& m) {
+    for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(m).diagnostics().sources) {
+      if (s.rfind("moe_mlp:", 0) == 0) return s;
+    }
+    return std::string();
+  };
+  Deployment d = deployment("qwen3-235b-a22b", "h100_sxm", 8, Dtype::kFp8, Dtype::kFp8);
+  d.ep = 8;
+  const auto skewed = load_profiled_cost_model(d, *gpus_, "profiles");
+  EXPECT_NE(source_of_moe(*skewed).find("/power_law_1.2 from"), std::string::npos)
+      << source_of_moe(*skewed);
+  d.expert_routing = parse_expert_routing("random");
+  const auto random = load_profiled_cost_model(d, *gpus_, "profiles");
+  EXPECT_NE(source_of_moe(*random).find("/balanced from"), std::string::npos)
+      << source_of_moe(*random);
+  const BatchShape big = prefill(8192);
+  EXPECT_GT(seconds(skewed->breakdown(big).mlp_gemm), 1.05 * seconds(random->breakdown(big).mlp_gemm));
+}
+
 TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";

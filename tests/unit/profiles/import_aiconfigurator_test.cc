@@ -150,7 +150,9 @@ TEST(ImportAiconfigurator, CollectiveElementsBecomeBytes) {
 
 TEST(ImportAiconfigurator, MoeKeepsBalancedWhereItExists) {
   TempDir tmp;
-  Profile p = import_aiconfigurator(write_system(tmp)).at(0);
+  AiconfiguratorImportOptions one;
+  one.all_moe_distributions = false;
+  Profile p = import_aiconfigurator(write_system(tmp), one).at(0);
   ASSERT_EQ(p.moe.size(), 3u);
   EXPECT_EQ(p.moe[0].distribution, "balanced");
   EXPECT_EQ(row_key(p.moe[0]), "bf16,16,4096,14336,2,8,1,1,balanced");
@@ -164,16 +166,17 @@ TEST(ImportAiconfigurator, MoeKeepsBalancedWhereItExists) {
             std::string::npos)
       << p.meta.skipped.at("moe");
 
-  AiconfiguratorImportOptions all;
-  all.all_moe_distributions = true;
-  Profile q = import_aiconfigurator(tmp.path("aic/a100_sxm"), all).at(0);
+  // By default every routing distribution is kept.
+  Profile q = import_aiconfigurator(tmp.path("aic/a100_sxm")).at(0);
   EXPECT_EQ(q.moe.size(), 5u);
   EXPECT_EQ(q.moe[1].dtype, "fp8_e4m3");
 }
 
 TEST(ImportAiconfigurator, MoeFallsBackToPowerLaw101) {
   TempDir tmp;
-  Profile p = import_aiconfigurator(write_system(tmp, false)).at(0);
+  AiconfiguratorImportOptions one;
+  one.all_moe_distributions = false;
+  Profile p = import_aiconfigurator(write_system(tmp, false), one).at(0);
   ASSERT_EQ(p.moe.size(), 1u);
   EXPECT_EQ(p.moe[0].distribution, "power_law_1.01");
   EXPECT_NE(p.meta.skipped.at("moe").find("1 rows with distribution power_law_1.2 dropped"),

@@ -27,14 +27,14 @@ struct Committed {
 // Every profile directory under profiles/ with its row counts (profiles/README.md).
 const std::vector<Committed>& committed() {
   static const std::vector<Committed> kDirs = {
-      {"profiles/a100_80gb_sxm/aiconfigurator_vllm", "aiconfigurator", 9240, 5049, 5431, 573, 3180,
+      {"profiles/a100_80gb_sxm/aiconfigurator_vllm", "aiconfigurator", 9240, 5049, 5431, 573, 6360,
        0, 0, 0},
       {"profiles/a100_80gb_sxm/vidur", "vidur", 26346, 0, 0, 8937, 0, 54023, 0, 0},
       {"profiles/a100_80gb_sxm/vidur_pairwise_nvlink", "vidur", 0, 0, 0, 6480, 0, 0, 0, 0},
       {"profiles/a40/vidur", "vidur", 17871, 0, 0, 1986, 0, 32375, 0, 0},
-      {"profiles/b200_sxm/aiconfigurator_vllm", "aiconfigurator", 114566, 20184, 16908, 573, 17604,
+      {"profiles/b200_sxm/aiconfigurator_vllm", "aiconfigurator", 114566, 20184, 16908, 573, 53036,
        0, 0, 0},
-      {"profiles/h100_sxm/aiconfigurator_vllm", "aiconfigurator", 26040, 10098, 10870, 573, 11415, 0,
+      {"profiles/h100_sxm/aiconfigurator_vllm", "aiconfigurator", 26040, 10098, 10870, 573, 34099, 0,
        0, 0},
       {"profiles/h100_sxm/servesim_harness_llada-8b-instruct", "servesim-profile", 150, 114, 95, 0,
        0, 0, 30, 0},
@@ -44,9 +44,9 @@ const std::vector<Committed>& committed() {
        0, 0, 0, 30, 0},
       {"profiles/h100_sxm/vidur", "vidur", 17871, 0, 0, 4965, 0, 32375, 0, 0},
       {"profiles/h100_sxm/vidur_pairwise_nvlink", "vidur", 0, 0, 0, 3972, 0, 0, 0, 0},
-      {"profiles/h200_sxm/aiconfigurator_vllm", "aiconfigurator", 101010, 10098, 10870, 573, 11416,
+      {"profiles/h200_sxm/aiconfigurator_vllm", "aiconfigurator", 101010, 10098, 10870, 573, 34094,
        0, 0, 0},
-      {"profiles/l40s/aiconfigurator_vllm", "aiconfigurator", 18480, 10098, 10867, 573, 6359, 0, 0,
+      {"profiles/l40s/aiconfigurator_vllm", "aiconfigurator", 18480, 10098, 10867, 573, 12718, 0, 0,
        0},
   };
   return kDirs;
