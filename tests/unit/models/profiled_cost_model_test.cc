@@ -50,6 +50,14 @@ class ProfiledTest : public CatalogFixture {
   }
 
   static double seconds(Duration d) { return to_seconds(d); }
+
+  // Where a profiled model's MoE layer time comes from (its "moe_mlp:" source line).
+  static std::string moe_source(const IterationCostModel& m) {
+    for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(m).diagnostics().sources) {
+      if (s.rfind("moe_mlp:", 0) == 0) return s;
+    }
+    return std::string();
+  }
 };
 
 // A small synthetic H100 profile: GEMM rows for the Llama-3.1-8B tp1 shapes on m = 1..4096.
@@ -146,19 +154,13 @@ TEST_F(ProfiledTest, Mxfp4ExpertsUseTheirMoeTableWhereMeasured) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
   }
-  const auto source_of_moe = [](const IterationCostModel& m) {
-    for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(m).diagnostics().sources) {
-      if (s.rfind("moe_mlp:", 0) == 0) return s;
-    }
-    return std::string();
-  };
   const auto b200 = load_profiled_cost_model(
       deployment("gpt-oss-120b", "b200_sxm", 1, Dtype::kMxfp4), *gpus_, "profiles");
-  EXPECT_NE(source_of_moe(*b200).find("moe mxfp4/2880/2880/4/128/1/1/balanced"), std::string::npos)
-      << source_of_moe(*b200);
+  EXPECT_NE(moe_source(*b200).find("moe mxfp4/2880/2880/4/128/1/1/balanced"), std::string::npos)
+      << moe_source(*b200);
   const auto h200 = load_profiled_cost_model(
       deployment("gpt-oss-120b", "h200_sxm", 1, Dtype::kMxfp4), *gpus_, "profiles");
-  EXPECT_EQ(source_of_moe(*h200), "moe_mlp: expert GEMMs from the gemm table (no moe rows)");
+  EXPECT_EQ(moe_source(*h200), "moe_mlp: expert GEMMs from the gemm table (no moe rows)");
   // 128 decode steps route 512 rows over 128 experts: one table row of 128 tokens (balanced rows
   // spread them over min(128, 512) experts, as many as random routing touches within 2 %).
   const BatchShape step = decodes(128, 1000);
@@ -178,21 +180,15 @@ TEST_F(ProfiledTest, ExpertRoutingPicksTheMoeRowsMeasuredUnderIt) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
   }
-  const auto source_of_moe = [](const IterationCostModel& m) {
-    for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(m).diagnostics().sources) {
-      if (s.rfind("moe_mlp:", 0) == 0) return s;
-    }
-    return std::string();
-  };
   Deployment d = deployment("qwen3-235b-a22b", "h100_sxm", 8, Dtype::kFp8, Dtype::kFp8);
   d.ep = 8;
   const auto skewed = load_profiled_cost_model(d, *gpus_, "profiles");
-  EXPECT_NE(source_of_moe(*skewed).find("/power_law_1.2 from"), std::string::npos)
-      << source_of_moe(*skewed);
+  EXPECT_NE(moe_source(*skewed).find("/power_law_1.2 from"), std::string::npos)
+      << moe_source(*skewed);
   d.expert_routing = parse_expert_routing("random");
   const auto random = load_profiled_cost_model(d, *gpus_, "profiles");
-  EXPECT_NE(source_of_moe(*random).find("/balanced from"), std::string::npos)
-      << source_of_moe(*random);
+  EXPECT_NE(moe_source(*random).find("/balanced from"), std::string::npos)
+      << moe_source(*random);
   const BatchShape big = prefill(8192);
   EXPECT_GT(seconds(skewed->breakdown(big).mlp_gemm), 1.05 * seconds(random->breakdown(big).mlp_gemm));
 }
