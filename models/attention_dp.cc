@@ -49,11 +49,13 @@ namespace {
 class AttentionDpCostModel final : public IterationCostModel {
  public:
   AttentionDpCostModel(const Deployment& d, std::unique_ptr<IterationCostModel> rank,
-                       std::unique_ptr<IterationCostModel> experts, const RooflineParams& link)
+                       std::unique_ptr<IterationCostModel> experts, const RooflineParams& link,
+                       AllToAllTime measured)
       : ranks_(d.attention_dp),
         label_(parallelism_label(d)),
         rank_(std::move(rank)),
-        experts_(std::move(experts)) {
+        experts_(std::move(experts)),
+        measured_(std::move(measured)) {
     const ModelSpec& m = *d.model;
     const double ep = d.ep;
     const double k = m.moe->experts_per_token;
@@ -69,6 +71,9 @@ class AttentionDpCostModel final : public IterationCostModel {
     a2a_s_per_token_ = moe_layers * static_cast<double>(m.hidden_size) * 2 *
                        detail::kActivationBytes / d.tp * seconds_per_byte;
     a2a_fixed_s_ = moe_layers * 2 * to_seconds(link.allreduce_latency);
+    moe_layers_ = moe_layers;
+    a2a_bytes_per_token_ = static_cast<double>(m.hidden_size) * detail::kActivationBytes / d.tp *
+                           groups * moe_tp;
   }
 
   // Counted in the inner models' statistics as the passes they price.
@@ -91,8 +96,9 @@ class AttentionDpCostModel final : public IterationCostModel {
   }
 
   std::string describe() const override {
-    return fmt::format("attention DP {}: each of {} ranks {}; experts {}", label_, ranks_,
-                       rank_->describe(), experts_->describe());
+    return fmt::format("attention DP {}: each of {} ranks {}; experts {}; dispatch and combine {}",
+                       label_, ranks_, rank_->describe(), experts_->describe(),
+                       measured_ ? "from the measured NCCL all-to-all" : "on the link model");
   }
 
   LookupStats lookup_stats() const override {
@@ -136,8 +142,11 @@ class AttentionDpCostModel final : public IterationCostModel {
                         const BatchShape& slowest) const {
     rank.allreduce = rank.allreduce / 2;
     rank.mlp_gemm = experts.mlp_gemm;
-    rank.allreduce += duration_from_seconds(
-        a2a_fixed_s_ + a2a_s_per_token_ * static_cast<double>(slowest.total_query_tokens()));
+    const auto tokens = static_cast<double>(slowest.total_query_tokens());
+    std::optional<double> measured;
+    if (measured_) measured = measured_(a2a_bytes_per_token_ * tokens);
+    rank.allreduce += duration_from_seconds(measured ? moe_layers_ * 2 * *measured
+                                                     : a2a_fixed_s_ + a2a_s_per_token_ * tokens);
     return rank;
   }
 
@@ -145,8 +154,11 @@ class AttentionDpCostModel final : public IterationCostModel {
   std::string label_;
   double a2a_s_per_token_ = 0;  // dispatch + combine on every MoE layer, per token of a rank
   double a2a_fixed_s_ = 0;      // their latencies
+  double moe_layers_ = 0;
+  double a2a_bytes_per_token_ = 0;  // one direction, per GPU, per token of the slowest rank
   std::unique_ptr<IterationCostModel> rank_;
   std::unique_ptr<IterationCostModel> experts_;
+  AllToAllTime measured_;  // empty: the link model
   mutable std::vector<int32_t> rank_of_;
   mutable std::vector<int64_t> tokens_, context_;
   mutable BatchShape scratch_;
@@ -155,7 +167,8 @@ class AttentionDpCostModel final : public IterationCostModel {
 }  // namespace
 
 std::unique_ptr<IterationCostModel> make_attention_dp_cost_model(
-    const Deployment& d, const PlainCostModelFactory& make_plain, const RooflineParams& link) {
+    const Deployment& d, const PlainCostModelFactory& make_plain, const RooflineParams& link,
+    AllToAllTime measured_all_to_all) {
   validate_deployment(d);
   if (d.attention_dp < 2) {
     throw std::invalid_argument(fmt::format("attention_dp={}: no attention data parallelism to model",
@@ -168,7 +181,8 @@ std::unique_ptr<IterationCostModel> make_attention_dp_cost_model(
   experts.tp = d.gpus();
   experts.attention_dp = 1;
   detail::check_roofline_params(link);
-  return std::make_unique<AttentionDpCostModel>(d, make_plain(rank), make_plain(experts), link);
+  return std::make_unique<AttentionDpCostModel>(d, make_plain(rank), make_plain(experts), link,
+                                                std::move(measured_all_to_all));
 }
 
 }  // namespace servesim::models

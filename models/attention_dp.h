@@ -16,9 +16,11 @@
 //   k random experts), on the link between the instance's GPUs (GpuSpec::tp_link_bytes_per_s at
 //   tp x attention_dp GPUs), and g x (moe_tp - 1) copies to the groups' other TP shards
 //   (moe_tp = tp x attention_dp / ep) on the link of moe_tp GPUs,
-// both at link_efficiency, plus two collective latencies; the measured NCCL all-to-all tables are
-// not used yet. With every expert on every GPU (ep 1) that is an all-gather and a reduce-scatter
-// of the rank's tokens. The experts' deployment
+// both at link_efficiency, plus two collective latencies. Where the GPU's profile measured NCCL's
+// all-to-all on tp x attention_dp GPUs of one node (make_profiled_cost_model passes it as
+// `measured_all_to_all`), each direction is that measurement instead, at a message of
+// tokens / tp x hidden x 2 B x g x moe_tp per GPU (every copy the link model counts). With every
+// expert on every GPU (ep 1) that is an all-gather and a reduce-scatter of the rank's tokens. The experts' deployment
 // also prices the shared experts and a MoE model's dense layers, sharded over every GPU rather than
 // replicated per rank: the same FLOPs per GPU, fewer weight bytes read (documented
 // approximation). The ranks are balanced as split_over_ranks() places requests; an engine's
@@ -27,6 +29,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "models/cost_model.h"
@@ -47,10 +50,16 @@ void split_over_ranks(const BatchShape& shape, int ranks, std::vector<BatchShape
 using PlainCostModelFactory =
     std::function<std::unique_ptr<IterationCostModel>(const Deployment& plain)>;
 
+// Seconds of one measured all-to-all among the instance's GPUs in which each GPU sends `bytes` in
+// all (its share to every other GPU together), or nullopt where nothing was measured.
+using AllToAllTime = std::function<std::optional<double>(double bytes)>;
+
 // The model above for `d` (d.attention_dp > 1; validate_deployment() must accept it); `link`
-// gives the link efficiency and collective latency of the dispatch and combine. Throws as
+// gives the link efficiency and collective latency of the dispatch and combine, and
+// `measured_all_to_all` (may be empty) the measured all-to-all that replaces them. Throws as
 // validate_deployment() and the factory do.
 std::unique_ptr<IterationCostModel> make_attention_dp_cost_model(
-    const Deployment& d, const PlainCostModelFactory& make_plain, const RooflineParams& link);
+    const Deployment& d, const PlainCostModelFactory& make_plain, const RooflineParams& link,
+    AllToAllTime measured_all_to_all = {});
 
 }  // namespace servesim::models

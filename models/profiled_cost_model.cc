@@ -1431,13 +1431,38 @@ std::string ProfiledCostModel::describe() const {
                      to_ms(m.params.roofline.iteration_overhead));
 }
 
+namespace {
+
+// NCCL's all-to-all among `gpus` GPUs of one node as the first profile that measured it gives it
+// (16-bit rows, by message bytes per GPU); empty when none did.
+AllToAllTime measured_all_to_all(const std::vector<profiles::Profile>& gpu_profiles, int gpus) {
+  for (const profiles::Profile& prof : gpu_profiles) {
+    std::vector<interp::CurveTable::Row> rows;
+    const std::string key = interp::collective_key("alltoall", "16bit", gpus, 1);
+    for (const profiles::CollectiveRow& r : prof.collective) {
+      if (r.op == "alltoall" && r.num_gpus == gpus && r.nodes == 1 &&
+          (r.dtype == "bf16" || r.dtype == "fp16")) {
+        rows.push_back({key, static_cast<double>(r.message_bytes), r.latency_us * 1e-6});
+      }
+    }
+    if (rows.size() < 2) continue;
+    auto table = std::make_shared<const interp::CurveTable>(rows);
+    return [table, key](double bytes) -> std::optional<double> {
+      return table->predict(key, std::max(bytes, 1.0)).seconds;
+    };
+  }
+  return {};
+}
+
+}  // namespace
+
 std::unique_ptr<IterationCostModel> make_profiled_cost_model(
     const Deployment& d, const std::vector<profiles::Profile>& gpu_profiles,
     const ProfiledParams& p) {
   if (d.attention_dp > 1) {
-    return make_attention_dp_cost_model(d, [&](const Deployment& plain) {
-      return make_profiled_cost_model(plain, gpu_profiles, p);
-    }, p.roofline);
+    return make_attention_dp_cost_model(
+        d, [&](const Deployment& plain) { return make_profiled_cost_model(plain, gpu_profiles, p); },
+        p.roofline, measured_all_to_all(gpu_profiles, d.gpus()));
   }
   if (d.pp > 1) {
     Deployment whole = d;

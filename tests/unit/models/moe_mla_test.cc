@@ -266,6 +266,39 @@ TEST(AttentionDp, APassIsTheSlowestRankPlusTheExpertsOfEveryToken) {
             rank->breakdown(long_rank).total() - rank->breakdown(long_rank).mlp_gemm);
 }
 
+// A measured all-to-all (the GPU's NCCL table) replaces the link model: each direction of each
+// MoE layer is one all-to-all of the slowest rank's tokens, 64 x 2 B per token per copy, 1.75
+// expert groups reached (ep 4, top 2), one GPU each.
+TEST(AttentionDp, MeasuredAllToAllReplacesTheLinkModel) {
+  const ModelSpec m = tiny_moe();
+  const GpuSpec g = unit_gpu();
+  const Deployment d{&m, &g, 1, Dtype::kBf16, Dtype::kBf16, /*ep=*/4, /*attention_dp=*/4};
+  std::vector<double> asked;
+  const auto measured = [&](double bytes) -> std::optional<double> {
+    asked.push_back(bytes);
+    return 1e-5 + bytes * 1e-9;
+  };
+  const PlainCostModelFactory plain = [](const Deployment& p) {
+    return make_roofline_cost_model(p, {});
+  };
+  const auto a = make_attention_dp_cost_model(d, plain, {}, measured);
+  const auto linked = make_attention_dp_cost_model(d, plain, {});
+  BatchShape pass;  // 7 decodes: the slowest rank holds 2
+  for (int i = 0; i < 7; ++i) pass.segments.push_back({1, 100 + i, 1});
+  const double bytes = 2 * 64 * 2 * 1.75;
+  const Duration want = linked->breakdown(pass).allreduce -
+                        duration_from_seconds(2 * 1.75 * 64 * 2 * 2 / 0.7 + 2 * 8e-6) +
+                        duration_from_seconds(2 * (1e-5 + bytes * 1e-9));
+  EXPECT_EQ(a->breakdown(pass).allreduce, want);
+  ASSERT_FALSE(asked.empty());
+  EXPECT_DOUBLE_EQ(asked.back(), bytes);
+  EXPECT_NE(a->describe().find("from the measured NCCL all-to-all"), std::string::npos);
+  // Nothing measured at this size: the link model.
+  const auto none = make_attention_dp_cost_model(
+      d, plain, {}, [](double) -> std::optional<double> { return std::nullopt; });
+  EXPECT_EQ(none->iteration_time(pass), linked->iteration_time(pass));
+}
+
 TEST(AttentionDp, WeightsAndKvPerRank) {
   ModelSpec m = tiny_moe();
   // Routed experts: 1 MoE layer x 4 experts x 3 x 64 x 32 = 24,576 parameters.

@@ -193,6 +193,24 @@ TEST_F(ProfiledTest, ExpertRoutingPicksTheMoeRowsMeasuredUnderIt) {
   EXPECT_GT(seconds(skewed->breakdown(big).mlp_gemm), 1.05 * seconds(random->breakdown(big).mlp_gemm));
 }
 
+// Attention DP prices dispatch and combine from the GPU's measured NCCL all-to-all where it has
+// rows for the instance's GPU count (2 to 8 GPUs of one node), else on the link model.
+TEST_F(ProfiledTest, AttentionDpUsesTheMeasuredAllToAllWhereItHasTheGpuCount) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  Deployment d = deployment("gpt-oss-120b", "b200_sxm", 1, Dtype::kNvfp4, Dtype::kFp8);
+  d.attention_dp = 4;
+  d.ep = 4;
+  const auto four = load_profiled_cost_model(d, *gpus_, "profiles");
+  EXPECT_NE(four->describe().find("dispatch and combine from the measured NCCL all-to-all"),
+            std::string::npos);
+  d.attention_dp = 16;
+  d.ep = 16;
+  const auto sixteen = load_profiled_cost_model(d, *gpus_, "profiles");
+  EXPECT_NE(sixteen->describe().find("dispatch and combine on the link model"), std::string::npos);
+}
+
 TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
