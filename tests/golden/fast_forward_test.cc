@@ -86,6 +86,8 @@ TEST(FastForward, ChangesNoStoredMetricOnGoldenAndShippedScenarios) {
                    "slo.tbt_p99=20ms"}});
   runs.push_back({"scenarios/quickstart.json", {"policy.gpu_memory_utilization=0.23"}});
   runs.push_back({"scenarios/quickstart.json", {"policy.mode=prefill_priority"}});
+  // Pipelines of 2 stages: each runs as 2 micro-batch slots priced with the hand-offs.
+  runs.push_back({"scenarios/quickstart.json", {"cluster.pp=2"}});
   runs.push_back({"scenarios/dopd/bursty_static.json", {}});
   // An elastic cluster: instances added and drained on the controller's ticks.
   runs.push_back({"scenarios/dopd/bursty_dyn_load.json", {}});
