@@ -62,6 +62,7 @@ std::string moe_summary(const models::ModelSpec& m, const nlohmann::ordered_json
   } else {
     text += fmt::format(", {} of {} layers", moe.at("num_moe_layers").get<int64_t>(), m.num_layers);
   }
+  text += fmt::format(", {} routing by default", m.expert_routing.name());
   return text;
 }
 
