@@ -45,11 +45,6 @@ void assign_ranks(const BatchShape& shape, int ranks, std::vector<int32_t>* rank
 // The same split as shapes: `out` is resized to `ranks` shapes, some possibly empty.
 void split_over_ranks(const BatchShape& shape, int ranks, std::vector<BatchShape>* out);
 
-// Builds plain cost models (attention_dp 1) of a deployment: make_profiled_cost_model or
-// make_roofline_cost_model with their other arguments bound.
-using PlainCostModelFactory =
-    std::function<std::unique_ptr<IterationCostModel>(const Deployment& plain)>;
-
 // Seconds of one measured all-to-all among the instance's GPUs in which each GPU sends `bytes` in
 // all (its share to every other GPU together), or nullopt where nothing was measured.
 using AllToAllTime = std::function<std::optional<double>(double bytes)>;

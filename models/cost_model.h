@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -135,6 +136,12 @@ class IterationCostModel {
   virtual Duration peak_bound_time(const BatchShape& shape) const = 0;
   virtual std::string describe() const = 0;
 };
+
+// Builds plain cost models (attention_dp 1, pp 1) of a deployment: make_profiled_cost_model or
+// make_roofline_cost_model with their other arguments bound. The attention-DP and pipeline
+// models (attention_dp.h, pipeline.h) compose the plain models they build with it.
+using PlainCostModelFactory =
+    std::function<std::unique_ptr<IterationCostModel>(const Deployment& plain)>;
 
 // Key/value heads held by one TP rank: num_kv_heads / tp, or 1 when there are fewer KV heads than
 // ranks (each rank then keeps a replica of one KV head, as vLLM does).

@@ -84,15 +84,16 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   plan.gpu_memory_bytes = d.gpu->memory_bytes;
   plan.usable_bytes =
       std::llround(static_cast<double>(d.gpu->memory_bytes) * p.gpu_memory_utilization);
+  // Layers of `layers` on the pipeline stage that holds the most of them: ceil(layers / pp).
+  const auto stage_share = [&](int64_t layers) -> int64_t { return (layers + d.pp - 1) / d.pp; };
   if (d.attention_dp > 1) {
     const int64_t experts = routed_expert_params(m);
     plan.weight_bytes_per_gpu = weight_bytes(m.param_count - experts, d.weight_dtype, d.tp) +
                                 weight_bytes(experts, d.weight_dtype, d.gpus());
   } else if (d.pp > 1) {
-    // The stage with the most layers (ceil(L / pp) of them) holds that share of every weight.
-    const int64_t stage_layers = (m.num_layers + d.pp - 1) / d.pp;
+    // The stage with the most layers holds that share of every weight.
     plan.weight_bytes_per_gpu =
-        weight_bytes(m.param_count, d.weight_dtype, d.tp) * stage_layers / m.num_layers;
+        weight_bytes(m.param_count, d.weight_dtype, d.tp) * stage_share(m.num_layers) / m.num_layers;
   } else {
     plan.weight_bytes_per_gpu = weight_bytes(m.param_count, d.weight_dtype, d.tp);
   }
@@ -100,8 +101,7 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   plan.runtime_overhead_bytes =
       p.runtime_overhead_bytes > 0 ? p.runtime_overhead_bytes : kDefaultRuntimeOverheadBytes;
   const int64_t layer_kv = kv_bytes_per_token_per_rank_layer(m, d.tp, d.kv_dtype);
-  // A pipeline stage keeps the KV of its own layers only (at most ceil(layers / pp) of each kind).
-  const auto stage_share = [&](int64_t layers) { return (layers + d.pp - 1) / d.pp; };
+  // A pipeline stage keeps the KV of its own layers only.
   plan.kv_bytes_per_token_per_gpu = stage_share(m.num_full_attention_layers()) * layer_kv;
   plan.window_kv_reserve_bytes =
       stage_share(m.num_sliding_layers) * layer_kv * m.sliding_window * p.max_num_seqs;

@@ -72,15 +72,15 @@ class PipelineCostModel final : public IterationCostModel {
 }  // namespace
 
 std::unique_ptr<IterationCostModel> make_pipeline_cost_model(
-    const Deployment& d, std::unique_ptr<IterationCostModel> whole_model,
-    const RooflineParams& link) {
+    const Deployment& d, const PlainCostModelFactory& make_plain, const RooflineParams& link) {
   validate_deployment(d);
   if (d.pp < 2) {
     throw std::invalid_argument(fmt::format("pp={}: no pipeline stages to model", d.pp));
   }
-  if (!whole_model) throw std::invalid_argument("pipeline cost model needs the whole model's");
   detail::check_roofline_params(link);
-  return std::make_unique<PipelineCostModel>(d, std::move(whole_model), link);
+  Deployment whole = d;
+  whole.pp = 1;
+  return std::make_unique<PipelineCostModel>(d, make_plain(whole), link);
 }
 
 }  // namespace servesim::models

@@ -21,12 +21,11 @@
 
 namespace servesim::models {
 
-// The model above for `d` (d.pp > 1; validate_deployment() must accept it): `stage_model` prices
-// the whole model's pass on d.tp GPUs (d with pp = 1); `link` gives the hand-off latency and the
-// link efficiency. Throws std::invalid_argument on a null inner model or d.pp < 2, and as
-// validate_deployment().
+// The model above for `d` (d.pp > 1; validate_deployment() must accept it): `make_plain` builds the
+// model of the whole pass on d.tp GPUs (d with pp = 1); `link` gives the hand-off latency and the
+// link efficiency. Throws std::invalid_argument for d.pp < 2, and as validate_deployment() and the
+// factory do.
 std::unique_ptr<IterationCostModel> make_pipeline_cost_model(
-    const Deployment& d, std::unique_ptr<IterationCostModel> whole_model,
-    const RooflineParams& link);
+    const Deployment& d, const PlainCostModelFactory& make_plain, const RooflineParams& link);
 
 }  // namespace servesim::models

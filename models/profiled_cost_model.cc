@@ -1465,11 +1465,9 @@ std::unique_ptr<IterationCostModel> make_profiled_cost_model(
         p.roofline, measured_all_to_all(gpu_profiles, d.gpus()));
   }
   if (d.pp > 1) {
-    Deployment whole = d;
-    whole.pp = 1;
-    validate_deployment(d);
-    return make_pipeline_cost_model(d, make_profiled_cost_model(whole, gpu_profiles, p),
-                                    p.roofline);
+    return make_pipeline_cost_model(
+        d, [&](const Deployment& plain) { return make_profiled_cost_model(plain, gpu_profiles, p); },
+        p.roofline);
   }
   return std::make_unique<ProfiledCostModel>(d, gpu_profiles, p);
 }

@@ -139,10 +139,9 @@ std::unique_ptr<IterationCostModel> make_roofline_cost_model(const Deployment& d
     }, params);
   }
   if (deployment.pp > 1) {
-    Deployment whole = deployment;
-    whole.pp = 1;
-    validate_deployment(deployment);
-    return make_pipeline_cost_model(deployment, make_roofline_cost_model(whole, params), params);
+    return make_pipeline_cost_model(deployment, [&](const Deployment& plain) {
+      return make_roofline_cost_model(plain, params);
+    }, params);
   }
   return std::make_unique<RooflineCostModel>(deployment, params);
 }

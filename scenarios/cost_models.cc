@@ -14,6 +14,10 @@ const std::vector<profiles::Profile>& gpu_profiles(const DataRoot& root, const s
   static std::mutex mutex;
   static std::map<std::tuple<std::string, std::string, bool>, std::vector<profiles::Profile>> cache;
   std::lock_guard<std::mutex> lock(mutex);
+  // Tables loaded with the MoE rows serve a dense model as well: never load the GPU's twice.
+  if (auto full = cache.find(std::make_tuple(root.root, gpu, true)); full != cache.end()) {
+    return full->second;
+  }
   auto key = std::make_tuple(root.root, gpu, with_moe);
   auto it = cache.find(key);
   if (it == cache.end()) {

@@ -130,7 +130,9 @@ TEST(Pipeline, LayoutsThatCannotSplitAreErrors) {
   d.pp = 5;
   EXPECT_THROW(make_roofline_cost_model(d, {}), CapacityError);
   d.pp = 1;
-  EXPECT_THROW(make_pipeline_cost_model(d, make_roofline_cost_model(d, {}), {}),
+  EXPECT_THROW(make_pipeline_cost_model(
+                   d, [](const Deployment& plain) { return make_roofline_cost_model(plain, {}); },
+                   {}),
                std::invalid_argument);
 }
 
