@@ -124,6 +124,16 @@ class IterationCostModel {
   virtual std::optional<Duration> decode_iteration_time(const DecodePass& /*pass*/) const {
     return std::nullopt;
   }
+  // The time of a pass of the plain decode segments `run` sums up, listed first, then the
+  // segments of `rest`: exactly iteration_time() of that whole shape (and counted as it would
+  // count it), or nullopt, having counted nothing, where the model needs every segment (the
+  // caller then builds the whole shape). REQUIRES: as decode_iteration_time() for `run`, and
+  // `rest` not empty. Lets a batch of many decode steps and a few prompt chunks be priced without
+  // listing the decode steps.
+  virtual std::optional<Duration> mixed_iteration_time(const DecodePass& /*run*/,
+                                                       const BatchShape& /*rest*/) const {
+    return std::nullopt;
+  }
   virtual OperatorTimes breakdown(const BatchShape& shape) const = 0;
   // breakdown(), counted in lookup_stats() as iteration_time() counts the same pass. Models whose
   // breakdown sums to iteration_time() price the pass once; this default prices it twice.

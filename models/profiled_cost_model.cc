@@ -1403,6 +1403,12 @@ std::optional<Duration> ProfiledCostModel::decode_iteration_time(const DecodePas
   return impl_->counted(detail::decode_sums(pass)).total();
 }
 
+std::optional<Duration> ProfiledCostModel::mixed_iteration_time(const DecodePass& run,
+                                                                const BatchShape& rest) const {
+  if (impl_->shapes.window > 0) return std::nullopt;
+  return impl_->counted(detail::mixed_sums(run, rest)).total();
+}
+
 OperatorTimes ProfiledCostModel::breakdown(const BatchShape& shape) const {
   return to_operator_times(impl_->evaluate(detail::sum_segments(shape, impl_->shapes.window)));
 }

@@ -86,6 +86,11 @@ class RooflineCostModel final : public IterationCostModel {
     return counted(detail::decode_sums(pass)).total();
   }
 
+  std::optional<Duration> mixed_iteration_time(const DecodePass& run, const BatchShape& rest) const override {
+    if (shapes_.window > 0) return std::nullopt;
+    return counted(detail::mixed_sums(run, rest)).total();
+  }
+
   LookupStats lookup_stats() const override { return stats_; }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {

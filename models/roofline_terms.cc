@@ -417,6 +417,20 @@ BatchSums decode_sums(const DecodePass& pass) {
   return s;
 }
 
+BatchSums mixed_sums(const DecodePass& run, const BatchShape& rest) {
+  BatchSums s = sum_segments(rest);
+  const BatchSums d = decode_sums(run);
+  // Only the fields a decode segment adds to; its key positions and KV tokens are integers, so
+  // adding them here gives what one pass over every segment would.
+  s.tokens += d.tokens;
+  s.logit_rows += d.logit_rows;
+  s.has_decode = true;
+  s.decode_key_positions += d.decode_key_positions;
+  s.decode_kv_tokens += d.decode_kv_tokens;
+  s.decode_query_tokens += d.decode_query_tokens;
+  return s;
+}
+
 double attention_time(const AttentionTerm& a, double positions, double kv_tokens,
                       double query_tokens, double latent_rows) {
   double t = std::max(a.flop_s * positions, a.kv_s * kv_tokens + a.query_s * query_tokens) +

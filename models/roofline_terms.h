@@ -236,6 +236,9 @@ BatchSums sum_segments(const BatchShape& shape, int64_t window = 0);
 // the segments. Throws std::invalid_argument unless 0 <= logit_rows <= decodes <= context_tokens
 // and decodes >= 1.
 BatchSums decode_sums(const DecodePass& pass);
+// sum_segments() of the decode segments `run` sums up followed by `rest`, with window = 0: the
+// same fields (exact: integer sums below 2^53). Throws as decode_sums() and sum_segments() do.
+BatchSums mixed_sums(const DecodePass& run, const BatchShape& rest);
 
 // Roofline time of one attention kernel family over the given sums (seconds); latent_rows feed
 // MLA's latent GEMM.

@@ -76,6 +76,18 @@ class Decision {
     plan_.scheduled.push_back({seq.id, tokens, reserve});
   }
 
+  // Schedules the view's decode run (running[0, run.count), each for one token) when its new
+  // blocks fit the free ones: exactly what schedule_running(seq, 1) of each in turn would plan,
+  // none needing a preemption. Returns the requests scheduled (run.count, or 0 when the blocks do
+  // not fit or there is no run). REQUIRES: nothing scheduled or preempted yet.
+  int64_t schedule_decode_run() {
+    const sim::DecodeRun* run = view_.decode_run;
+    if (run == nullptr || run->count == 0 || run->new_blocks > free_) return 0;
+    free_ -= run->new_blocks;
+    plan_.decode_run = true;
+    return run->count;
+  }
+
   // Admits a waiting request (computed_tokens == 0, no blocks) and schedules `tokens` of it.
   void admit(const SeqView& seq, int64_t tokens, int64_t reserve = 0) {
     plan_.admit.push_back(seq.id);
@@ -123,6 +135,9 @@ class Coloc : public sim::BatchingPolicy {
            static_cast<int64_t>(view.running->size()) <= p_.max_num_batched_tokens;
   }
 
+  // unified_v1 and stall_free schedule the running decode steps first, in running order.
+  bool plans_decode_runs() const override { return p_.mode != ColocParams::Mode::kPrefillPriority; }
+
   void on_batch_done(const InstanceView& view, Duration measured) override {
     if (p_.latency_table && last_.plen + last_.dnum > 0) {
       p_.latency_table->observe(last_.plen, last_.ctx, last_.dnum, last_.prefix, measured);
@@ -156,10 +171,10 @@ class Coloc : public sim::BatchingPolicy {
   void stall_free(const InstanceView& view, Decision& d) {
     block_size_ = view.block_size;
     const auto& running = *view.running;
-    int64_t used = 0;
-    // Phase 1: decodes, FCFS.
-    int64_t decode_ctx = 0;
-    for (size_t pos = 0; pos < running.size(); ++pos) {
+    // Phase 1: decodes, FCFS: the leading run at once when its blocks fit, then one at a time.
+    int64_t used = d.schedule_decode_run();
+    int64_t decode_ctx = used > 0 ? view.decode_run->context_sum : 0;
+    for (size_t pos = static_cast<size_t>(used); pos < running.size(); ++pos) {
       if (!d.alive(pos) || !running[pos].is_decode()) continue;
       const SeqView& r = running[pos];
       if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + 1))) break;
@@ -242,8 +257,12 @@ class Coloc : public sim::BatchingPolicy {
   void unified_v1(const InstanceView& view, Decision& d) {
     block_size_ = view.block_size;
     const auto& running = *view.running;
-    int64_t used = 0;
-    for (size_t pos = 0; pos < running.size() && used < p_.max_num_batched_tokens; ++pos) {
+    // The leading decode steps take one token each, at once when they fit the budget and their
+    // blocks the free ones (else one at a time, preempting where they must).
+    int64_t used = view.decode_run != nullptr && view.decode_run->count <= p_.max_num_batched_tokens
+                       ? d.schedule_decode_run()
+                       : 0;
+    for (size_t pos = static_cast<size_t>(used); pos < running.size() && used < p_.max_num_batched_tokens; ++pos) {
       if (!d.alive(pos)) continue;
       const SeqView& r = running[pos];
       int64_t n = r.remaining_tokens();

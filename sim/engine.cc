@@ -85,8 +85,15 @@ struct InstanceState {
   bool schedule_pending = false;
   SimTime batch_start{};
   SimTime batch_end{};
+  // The running batch: running[0, batch_decodes) each take a one-token decode step (a decode run),
+  // then the items of `batch`.
+  int64_t batch_decodes = 0;
   std::vector<BatchItem> batch;
-  models::BatchShape shape;
+  models::BatchShape shape;  // of `batch` only, when batch_decodes > 0
+  // The decode run on_schedule() last showed the policy (InstanceView::decode_run), and the
+  // positions in it whose step needs new KV blocks.
+  DecodeRun decode_run;
+  std::vector<int32_t> run_crossers;
   // Of the running batch's time, the shares of its prompt tokens and of its recomputed tokens (0
   // unless it mixes them with one-token decode steps): what each of its decode steps is charged
   // (RequestRecord::interference_ns, recompute_ns).
@@ -215,10 +222,14 @@ struct Engine::Impl {
 
   RunResult result;
   int64_t pending_gap_ = -1, pending_gaps_ = 0;  // add_gap(): the run not yet in result.tbt_ns
+  // config.slo.tbt_p99 in ns (no objective: the largest gap), for record_token().
+  int64_t tbt_objective_ns_ = std::numeric_limits<int64_t>::max();
+  models::BatchShape run_shape_;  // batch_time(): a whole shape, for models that need one
   // fast_forward(): positions in `running` of the requests whose next step needs a new KV block,
-  // and the tokens each one's held blocks take.
+  // the tokens each one's held blocks take, and each one's context in the current iteration.
   std::vector<int32_t> ff_crossers_;
   std::vector<int64_t> ff_caps_;
+  std::vector<int64_t> ff_contexts_;
   bool stopped = false;
 
   // Elastic clusters: observations since the controller's previous tick, and GPUs held.
@@ -235,6 +246,7 @@ struct Engine::Impl {
         decode_router(std::move(dr)),
         workload(std::move(w)),
         listener(l) {
+    if (config.slo.tbt_p99) tbt_objective_ns_ = config.slo.tbt_p99->count();
     if (setups.empty()) throw std::invalid_argument("engine needs at least one instance");
     if (!router) throw std::invalid_argument("engine needs a router");
     for (auto& s : setups) {
@@ -571,8 +583,9 @@ struct Engine::Impl {
 
   // ---- batching ----
 
-  void reindex_running(InstanceState& inst) {
-    for (size_t p = 0; p < inst.running.size(); ++p) {
+  // Sets running_pos of running[from..].
+  void reindex_running(InstanceState& inst, size_t from = 0) {
+    for (size_t p = from; p < inst.running.size(); ++p) {
       requests[static_cast<size_t>(inst.running[p].id)].running_pos = static_cast<int32_t>(p);
     }
   }
@@ -592,11 +605,15 @@ struct Engine::Impl {
                                        now.time_since_epoch().count(), what));
   }
 
-  void apply_preemptions(size_t i, InstanceState& inst, const BatchPlan& plan) {
+  // `protected_run`: running[0, protected_run) is the decode run the plan schedules.
+  void apply_preemptions(size_t i, InstanceState& inst, const BatchPlan& plan, int64_t protected_run) {
     if (plan.preempt.empty()) return;
     for (RequestId id : plan.preempt) {
       const int32_t pos = running_pos_of(inst, id);
       if (pos == kNotRunning) bad_plan(i, fmt::format("preempts request {} that is not running", id));
+      if (pos < protected_run) {
+        bad_plan(i, fmt::format("preempts request {} of the decode run it schedules", id));
+      }
       SeqView& seq = inst.running[static_cast<size_t>(pos)];
       RequestState& rs = requests[static_cast<size_t>(id)];
       release_blocks(inst, seq.blocks, id);
@@ -647,7 +664,7 @@ struct Engine::Impl {
   // it does not use, plus what earlier hits saved).
   void reuse_cached_prefixes(InstanceState& inst, BatchPlan& plan) {
     if (!inst.setup.prefix_caching || plan.admit.empty()) return;
-    int64_t slack = inst.free_blocks;
+    int64_t slack = inst.free_blocks - (plan.decode_run ? inst.decode_run.new_blocks : 0);
     for (const ScheduledSeq& s : plan.scheduled) {
       const int32_t pos = running_pos_of(inst, s.id);
       if (pos != kNotRunning) slack -= new_blocks_for(inst, inst.running[static_cast<size_t>(pos)], s);
@@ -803,12 +820,54 @@ struct Engine::Impl {
     prefix_states.erase(it);
   }
 
+  // Fills inst.decode_run and inst.run_crossers from the head of inst.running.
+  void find_decode_run(InstanceState& inst) {
+    DecodeRun& run = inst.decode_run;
+    run = {};
+    inst.run_crossers.clear();
+    const int64_t block_size = inst.setup.block_size;
+    for (const SeqView& seq : inst.running) {
+      if (seq.split_tokens != 0 || !seq.is_decode()) break;
+      const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, block_size);
+      if (extra > 0) {
+        run.new_blocks += extra;
+        inst.run_crossers.push_back(static_cast<int32_t>(run.count));
+      }
+      run.context_sum += seq.computed_tokens + 1;
+      run.count++;
+    }
+  }
+
+  // The cost model's time for the planned batch: the decode run (`run` steps) and inst.shape.
+  Duration batch_time(InstanceState& inst, int64_t run) {
+    const models::IterationCostModel& cost = *inst.setup.cost_model;
+    if (run == 0) return cost.iteration_time(inst.shape);
+    const models::DecodePass pass{run, inst.decode_run.context_sum, run};
+    const std::optional<Duration> from_sums = inst.shape.empty()
+                                                  ? cost.decode_iteration_time(pass)
+                                                  : cost.mixed_iteration_time(pass, inst.shape);
+    if (from_sums) return *from_sums;
+    // The model needs every segment: the run's first, as if the plan had listed them.
+    models::BatchShape& whole = run_shape_;
+    whole.clear();
+    for (int64_t pos = 0; pos < run; ++pos) {
+      whole.segments.push_back({1, inst.running[static_cast<size_t>(pos)].computed_tokens + 1, 1});
+    }
+    whole.segments.insert(whole.segments.end(), inst.shape.segments.begin(), inst.shape.segments.end());
+    return cost.iteration_time(whole);
+  }
+
   void on_schedule(size_t i) {
     InstanceState& inst = instances[i];
     inst.schedule_pending = false;
     if (inst.busy) return;
     if (inst.running.empty() && inst.waiting.empty()) return;
-    const InstanceView view = instance_view(i);
+    InstanceView view = instance_view(i);
+    const bool offers_run = !inst.setup.kv_reserved_only && inst.setup.batching->plans_decode_runs();
+    if (offers_run) {
+      find_decode_run(inst);
+      view.decode_run = &inst.decode_run;
+    }
     BatchPlan& plan = inst.plan;
     plan.clear();
     const bool has_batch = inst.setup.batching->next_batch(view, plan);
@@ -835,22 +894,40 @@ struct Engine::Impl {
       return;
     }
     if (plan.empty()) bad_plan(i, "returned a batch but an empty plan");
-    apply_preemptions(i, inst, plan);
+    int64_t run = 0;  // the decode run's steps, running[0, run)
+    if (plan.decode_run) {
+      if (!offers_run || inst.decode_run.count == 0) {
+        bad_plan(i, "schedules a decode run the view did not offer");
+      }
+      run = inst.decode_run.count;
+    }
+    apply_preemptions(i, inst, plan, run);
     apply_admissions(i, inst, plan);
     reuse_cached_prefixes(inst, plan);
 
     // A batch its policy prices needs no shape for the cost model.
     const std::optional<Duration> priced = inst.setup.batching->batch_time(instance_view(i), plan);
-    // Validate the work and allocate KV.
+    // Validate the work and allocate KV: the decode run's blocks (found by find_decode_run, and
+    // still the same: nothing before it was preempted), then each listed request's.
     inst.batch.clear();
     inst.shape.clear();
+    inst.batch_decodes = run;
     int64_t new_blocks = 0;
+    if (plan.decode_run) {
+      for (const int32_t pos : inst.run_crossers) {
+        SeqView& seq = inst.running[static_cast<size_t>(pos)];
+        const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, inst.setup.block_size);
+        seq.blocks += extra;
+        new_blocks += extra;
+      }
+    }
     // Tokens of one-token decode steps, of first-time prompt computation, and of recomputation
     // after a preemption, for the interference shares.
-    int64_t decode_tokens = 0, prompt_tokens = 0, recompute_tokens = 0;
+    int64_t decode_tokens = run, prompt_tokens = 0, recompute_tokens = 0;
     for (ScheduledSeq& s : plan.scheduled) {
       const int32_t pos = running_pos_of(inst, s.id);
       if (pos == kNotRunning) bad_plan(i, fmt::format("schedules request {} that is not running", s.id));
+      if (pos < run) bad_plan(i, fmt::format("schedules request {} of its decode run again", s.id));
       SeqView& seq = inst.running[static_cast<size_t>(pos)];
       if (s.tokens < 1 || s.tokens > seq.remaining_tokens()) {
         bad_plan(i, fmt::format("request {}: {} tokens scheduled, {} remaining", s.id, s.tokens,
@@ -878,12 +955,12 @@ struct Engine::Impl {
     take_blocks(inst, new_blocks);
     inst.stats.peak_used_blocks =
         std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
-    if (inst.batch.empty()) {
+    if (inst.batch.empty() && run == 0) {
       // A plan that only preempted: ask again at once (the freed KV may admit work).
       request_schedule(i);
       return;
     }
-    Duration d = priced ? *priced : inst.setup.cost_model->iteration_time(inst.shape);
+    Duration d = priced ? *priced : batch_time(inst, run);
     if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
     if (inst.batch_load_ns != 0) {
       d += Duration(inst.batch_load_ns);
@@ -892,7 +969,7 @@ struct Engine::Impl {
     }
     // Apportioned by tokens (pricing the decode steps alone instead gives the same miss causes
     // within 0.5 % on the DOPD bursty replay, at a second cost-model call per mixed iteration).
-    const double per_token_ns = decode_tokens > 0 && decode_tokens < static_cast<int64_t>(inst.batch.size())
+    const double per_token_ns = decode_tokens > 0 && decode_tokens < run + static_cast<int64_t>(inst.batch.size())
                                     ? static_cast<double>(d.count()) /
                                           static_cast<double>(decode_tokens + prompt_tokens + recompute_tokens)
                                     : 0.0;
@@ -920,28 +997,61 @@ struct Engine::Impl {
     pending_gaps_ = 0;
   }
 
-  void record_token(RequestId id, RequestState& rs, int64_t t_ns) {
+  // Inlined: called for every token of every request, mostly with its previous token known.
+  [[gnu::always_inline]] void record_token(RequestId id, RequestState& rs, int64_t t_ns) {
     if (rs.last_token_ns >= 0) {
       const int64_t gap = t_ns - rs.last_token_ns;
       if (!rs.warmup) add_gap(gap);
       rs.max_tbt_ns = std::max(rs.max_tbt_ns, gap);
-      if (config.slo.tbt_p99 && gap > config.slo.tbt_p99->count()) rs.tbt_violations++;
+      if (gap > tbt_objective_ns_) rs.tbt_violations++;
     } else {
-      rs.first_token_ns = t_ns;
-      extras[static_cast<size_t>(id)].prefill_instance = rs.instance;
-      if (listener) {
-        listener->on_first_token(id, t_ns);
-        if (listener->stop_requested()) stopped = true;
-      }
+      record_first_token(id, rs, t_ns);
     }
     rs.last_token_ns = t_ns;
     if (config.record_token_times) token_times[static_cast<size_t>(id)].push_back(t_ns);
+  }
+  [[gnu::noinline]] void record_first_token(RequestId id, RequestState& rs, int64_t t_ns) {
+    rs.first_token_ns = t_ns;
+    extras[static_cast<size_t>(id)].prefill_instance = rs.instance;
+    if (listener) {
+      listener->on_first_token(id, t_ns);
+      if (listener->stop_requested()) stopped = true;
+    }
   }
 
   InstanceView instance_view(size_t i) const {
     const InstanceState& inst = instances[i];
     return {now, static_cast<int32_t>(i), inst.setup.block_size, inst.setup.num_blocks,
             inst.free_blocks, &inst.running, &inst.waiting};
+  }
+
+  // on_batch_done() of the batch's decode run: what its loop over the batch does for each of
+  // running[0, batch_decodes), every one a one-token decode step that samples and stays. Returns
+  // whether one of them finished.
+  bool advance_decode_run(InstanceState& inst, int64_t t_ns) {
+    const int64_t run = inst.batch_decodes;
+    const bool charged = (inst.batch_interference_ns | inst.batch_recompute_ns) != 0;
+    const int64_t block_size = inst.setup.block_size;
+    bool any_finished = false;
+    inst.stats.decode_tokens += run;
+    for (int64_t pos = 0; pos < run; ++pos) {
+      SeqView& seq = inst.running[static_cast<size_t>(pos)];
+      seq.computed_tokens++;
+      RequestState& rs = requests[static_cast<size_t>(seq.id)];
+      if (charged) {
+        RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+        x.interference_ns += inst.batch_interference_ns;
+        x.recompute_ns += inst.batch_recompute_ns;
+      }
+      // (The general loop's other case, prompt tokens computed, is not one of a decode step.)
+      if (inst.setup.prefix_caching && seq.computed_tokens % block_size == 0) {
+        register_computed_blocks(inst, seq);
+      }
+      seq.generated_tokens++;
+      record_token(seq.id, rs, t_ns);
+      any_finished |= seq.generated_tokens == seq.output_tokens;
+    }
+    return any_finished;
   }
 
   void on_batch_done(size_t i) {
@@ -952,6 +1062,7 @@ struct Engine::Impl {
     inst.stats.iterations++;
     inst.stats.busy_ns += (now - inst.batch_start).count();
     bool any_leaving = false;
+    if (inst.batch_decodes > 0) any_leaving = advance_decode_run(inst, t_ns);
     for (const BatchItem& item : inst.batch) {
       SeqView& seq = inst.running[static_cast<size_t>(item.running_pos)];
       if (item.tokens > 1) {
@@ -986,18 +1097,25 @@ struct Engine::Impl {
     }
     flush_gaps();
     if (any_leaving) {
-      for (SeqView& seq : inst.running) {
+      size_t first_gone = inst.running.size();
+      for (size_t pos = 0; pos < inst.running.size(); ++pos) {
+        SeqView& seq = inst.running[pos];
         if (seq.generated_tokens == seq.output_tokens) {
           finish(i, inst, seq);
-          seq.id = -1;
         } else if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
           requests[static_cast<size_t>(seq.id)].running_pos = kNotRunning;
           handoffs.push_back({seq, static_cast<int32_t>(i), now, inst.batch_start, 0});
-          seq.id = -1;
+        } else {
+          continue;
         }
+        seq.id = -1;
+        first_gone = std::min(first_gone, pos);
       }
-      std::erase_if(inst.running, [](const SeqView& s) { return s.id < 0; });
-      reindex_running(inst);
+      // Those before the first that left keep their positions.
+      const auto gone = std::remove_if(inst.running.begin() + static_cast<std::ptrdiff_t>(first_gone),
+                                       inst.running.end(), [](const SeqView& s) { return s.id < 0; });
+      inst.running.erase(gone, inst.running.end());
+      reindex_running(inst, first_gone);
     }
     if (!fast_forward(i)) request_schedule(i);
     if (!handoffs.empty()) start_transfers();
@@ -1026,11 +1144,30 @@ struct Engine::Impl {
     }
     const SimTime horizon = queue.empty() ? SimTime::max() : queue.top().time;
     if (horizon <= now) return false;
-    // Iterations until the first request finishes (that iteration included).
+    const int64_t block_size = inst.setup.block_size;
+    // Iterations until the first request finishes (that iteration included). A step needs a new
+    // block where its context outgrows the blocks held (by one token: the KV always holds the
+    // computed tokens): contexts[pos] is running[pos]'s context in the current iteration
+    // (computed_tokens + 1), caps[pos] the tokens its held blocks take (blocks * block_size),
+    // crossers the positions whose context exceeds it. context_sum, the sum of the contexts, is
+    // all the cost model needs of a decode batch (it grows by the batch size each iteration).
     int64_t to_first_finish = std::numeric_limits<int64_t>::max();
-    for (const SeqView& seq : inst.running) {
+    const size_t decodes = inst.running.size();
+    std::vector<int64_t>& contexts = ff_contexts_;
+    std::vector<int64_t>& caps = ff_caps_;
+    std::vector<int32_t>& crossers = ff_crossers_;
+    contexts.resize(decodes);
+    caps.resize(decodes);
+    crossers.clear();
+    int64_t context_sum = 0;
+    for (size_t pos = 0; pos < decodes; ++pos) {
+      const SeqView& seq = inst.running[pos];
       if (!seq.is_decode() || seq.split_tokens > 0) return false;
       to_first_finish = std::min(to_first_finish, seq.output_tokens - seq.generated_tokens);
+      contexts[pos] = seq.computed_tokens + 1;
+      caps[pos] = seq.blocks * block_size;
+      context_sum += contexts[pos];
+      if (contexts[pos] > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
     }
     if (!inst.setup.batching->plans_steady_decode(instance_view(i))) return false;
     // With prefix caching, decode steps register nothing unless a request's hash ids cover its
@@ -1042,21 +1179,13 @@ struct Engine::Impl {
       }
     }
     const int32_t target = static_cast<int32_t>(i);
-    const int64_t block_size = inst.setup.block_size;
-    // The batch and its shape, as on_schedule() builds them; only the contexts change from one
-    // iteration to the next.
+    // The batch: every running request's decode step (a decode run), as on_schedule() plans it.
     inst.batch.clear();
-    inst.shape.clear();
-    for (size_t pos = 0; pos < inst.running.size(); ++pos) {
-      const SeqView& seq = inst.running[pos];
-      inst.batch.push_back({static_cast<int32_t>(pos), 1});
-      inst.shape.segments.push_back({1, seq.computed_tokens + 1, 1});
-    }
-    std::vector<models::Segment>& segments = inst.shape.segments;
+    inst.batch_decodes = static_cast<int64_t>(decodes);
     // From the second iteration on, every running request's previous token came at the
     // iteration's start, so every gap is the iteration's duration: the tokens are recorded for the
     // whole batch at once and each request's state is brought up to date when the span ends
-    // (settle). segments[pos].context_tokens stays computed_tokens + 1 of the current iteration.
+    // (settle). contexts[pos] stays computed_tokens + 1 of the current iteration.
     int64_t lag = 0;  // tokens each request computed and sampled that its state does not show yet
     int64_t lag_last_ns = 0, lag_max_gap = 0, lag_violations = 0;
     int64_t measured_requests = -1;  // not warm-up: their gaps go into the TBT histogram
@@ -1072,25 +1201,10 @@ struct Engine::Impl {
       }
       lag = 0;
     };
-    // A step needs a new block where its context outgrows the blocks held (by one token: the KV
-    // always holds the computed tokens); caps[pos] is the tokens its held blocks take (blocks *
-    // block_size). context_sum, the sum of the segments' contexts, is all the cost model needs of
-    // a decode batch (it grows by the batch size each iteration).
-    std::vector<int32_t>& crossers = ff_crossers_;
-    std::vector<int64_t>& caps = ff_caps_;
-    crossers.clear();
-    caps.clear();
-    int64_t context_sum = 0;
-    for (size_t pos = 0; pos < inst.running.size(); ++pos) {
-      caps.push_back(inst.running[pos].blocks * block_size);
-      context_sum += segments[pos].context_tokens;
-      if (segments[pos].context_tokens > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
-    }
-    const auto decodes = static_cast<int64_t>(segments.size());
     for (bool first = true;; first = false) {
       int64_t new_blocks = 0;
       for (const int32_t pos : crossers) {
-        new_blocks += extra_blocks_for(segments[pos].context_tokens, inst.running[pos].blocks, block_size);
+        new_blocks += extra_blocks_for(contexts[pos], inst.running[pos].blocks, block_size);
       }
       if (new_blocks > inst.free_blocks) {
         settle();
@@ -1104,7 +1218,7 @@ struct Engine::Impl {
       if (new_blocks > 0) {
         for (const int32_t pos : crossers) {
           SeqView& seq = inst.running[pos];
-          seq.blocks += extra_blocks_for(segments[pos].context_tokens, seq.blocks, block_size);
+          seq.blocks += extra_blocks_for(contexts[pos], seq.blocks, block_size);
           caps[pos] = seq.blocks * block_size;
         }
         take_blocks(inst, new_blocks);
@@ -1113,8 +1227,9 @@ struct Engine::Impl {
       inst.stats.peak_used_blocks =
           std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
       const models::IterationCostModel& cost = *inst.setup.cost_model;
-      const std::optional<Duration> from_sums = cost.decode_iteration_time({decodes, context_sum, decodes});
-      const Duration d = from_sums ? *from_sums : cost.iteration_time(inst.shape);
+      const auto n = static_cast<int64_t>(decodes);
+      const std::optional<Duration> from_sums = cost.decode_iteration_time({n, context_sum, n});
+      const Duration d = from_sums ? *from_sums : cost.iteration_time(decode_shape(inst.shape, contexts));
       if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
       inst.batch_interference_ns = 0;
       inst.batch_recompute_ns = 0;
@@ -1136,10 +1251,10 @@ struct Engine::Impl {
       inst.stats.decode_tokens += static_cast<int64_t>(inst.running.size());
       const int64_t t_ns = now.time_since_epoch().count();
       crossers.clear();
-      for (size_t pos = 0; pos < segments.size(); ++pos) {
-        if (++segments[pos].context_tokens > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
+      for (size_t pos = 0; pos < decodes; ++pos) {
+        if (++contexts[pos] > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
       }
-      context_sum += decodes;
+      context_sum += static_cast<int64_t>(decodes);
       if (first || config.record_token_times) {
         for (SeqView& seq : inst.running) {
           seq.computed_tokens++;
@@ -1163,6 +1278,13 @@ struct Engine::Impl {
       }
       to_first_finish--;
     }
+  }
+
+  // `shape` set to one sampled decode segment per context, for a model that needs the segments.
+  static const models::BatchShape& decode_shape(models::BatchShape& shape, const std::vector<int64_t>& contexts) {
+    shape.clear();
+    for (const int64_t context : contexts) shape.segments.push_back({1, context, 1});
+    return shape;
   }
 
   // Chunked transfer: the KV of `tokens` new tokens leaves for `dst` as soon as they are computed;

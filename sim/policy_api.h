@@ -53,6 +53,9 @@ class BatchingPolicy {
   // on_steady_decode_step() where it would have called next_batch(). Default false: the engine
   // asks at every iteration.
   virtual bool plans_steady_decode(const InstanceView& view) const { return false; }
+  // True: the engine fills InstanceView::decode_run for next_batch(), and the policy may schedule
+  // those requests with BatchPlan::decode_run instead of listing them. Default false.
+  virtual bool plans_decode_runs() const { return false; }
   // Called for each batch the engine plans itself in steady decode (above), with the view
   // next_batch() would have had: a policy whose state next_batch() would have moved (SGLang's
   // decaying new-token ratio) moves it here, exactly as next_batch() would for that batch.

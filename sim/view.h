@@ -89,6 +89,15 @@ struct SeqView {
   bool is_decode() const { return generated_tokens > 0 && remaining_tokens() == 1; }
 };
 
+// The running requests at the head of an instance's running list that are each a one-token
+// decode step of a request that stays (SeqView::is_decode() with split_tokens == 0): what a policy
+// that schedules them all, in order, needs to know of them (BatchPlan::decode_run).
+struct DecodeRun {
+  int64_t count = 0;         // running[0, count) are such steps; running[count] is not
+  int64_t new_blocks = 0;    // KV blocks they need, together, to take their step
+  int64_t context_sum = 0;   // sum of their contexts after the step (computed_tokens + 1)
+};
+
 // An instance's state as its batching policy sees it.
 struct InstanceView {
   SimTime now{};
@@ -98,6 +107,8 @@ struct InstanceView {
   int64_t free_blocks = 0;
   const std::vector<SeqView>* running = nullptr;  // admission order
   const std::deque<SeqView>* waiting = nullptr;   // FCFS; preempted requests re-enter at the head
+  // Set only for a policy that asks for it (BatchingPolicy::plans_decode_runs()); null otherwise.
+  const DecodeRun* decode_run = nullptr;
 };
 
 // One request's work in the next batch.
@@ -119,13 +130,19 @@ struct BatchPlan {
   // Work of this step; every id must be running after admission. May be empty only when the plan
   // only preempts.
   std::vector<ScheduledSeq> scheduled;
+  // True: every request of the view's decode_run (which must be set and non-empty) also takes its
+  // one-token step, first, exactly as if each were listed at the front of `scheduled` in running
+  // order; none of them may be preempted, and `scheduled` must not list them. Saves listing (and
+  // the engine re-checking) the bulk of a batch one request at a time.
+  bool decode_run = false;
 
   void clear() {
     preempt.clear();
     admit.clear();
     scheduled.clear();
+    decode_run = false;
   }
-  bool empty() const { return preempt.empty() && admit.empty() && scheduled.empty(); }
+  bool empty() const { return preempt.empty() && admit.empty() && scheduled.empty() && !decode_run; }
 };
 
 // An instance's load as the cluster router sees it.
