@@ -90,10 +90,14 @@ struct InstanceState {
   int64_t batch_decodes = 0;
   std::vector<BatchItem> batch;
   models::BatchShape shape;  // of `batch` only, when batch_decodes > 0
-  // The decode run on_schedule() last showed the policy (InstanceView::decode_run), and the
-  // positions in it whose step needs new KV blocks.
+  // The leading decode run of `running` (InstanceView::decode_run), the positions in it whose step
+  // needs new KV blocks, and the fewest tokens any of its requests has left to sample. Valid while
+  // run_ready: found by the batch-done that left `running` as it is (or by find_decode_run()), and
+  // dropped by whatever changes `running` after it.
   DecodeRun decode_run;
   std::vector<int32_t> run_crossers;
+  int64_t run_to_first_finish = 0;
+  bool run_ready = false;
   // Of the running batch's time, the shares of its prompt tokens and of its recomputed tokens (0
   // unless it mixes them with one-token decode steps): what each of its decode steps is charged
   // (RequestRecord::interference_ns, recompute_ns).
@@ -820,22 +824,39 @@ struct Engine::Impl {
     prefix_states.erase(it);
   }
 
-  // Fills inst.decode_run and inst.run_crossers from the head of inst.running.
-  void find_decode_run(InstanceState& inst) {
+  // Adds running[run.count] to the instance's decode run if it is a one-token decode step of a
+  // request that stays; returns whether it was.
+  bool extend_decode_run(InstanceState& inst) {
     DecodeRun& run = inst.decode_run;
-    run = {};
-    inst.run_crossers.clear();
-    const int64_t block_size = inst.setup.block_size;
-    for (const SeqView& seq : inst.running) {
-      if (seq.split_tokens != 0 || !seq.is_decode()) break;
-      const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, block_size);
-      if (extra > 0) {
-        run.new_blocks += extra;
-        inst.run_crossers.push_back(static_cast<int32_t>(run.count));
-      }
-      run.context_sum += seq.computed_tokens + 1;
-      run.count++;
+    const SeqView& seq = inst.running[static_cast<size_t>(run.count)];
+    if (seq.split_tokens != 0 || !seq.is_decode()) return false;
+    add_to_decode_run(inst, seq, static_cast<int32_t>(run.count));
+    return true;
+  }
+  // Adds `seq`, a decode step at position `pos` right after the run, to the instance's decode run.
+  static void add_to_decode_run(InstanceState& inst, const SeqView& seq, int32_t pos) {
+    DecodeRun& run = inst.decode_run;
+    const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, inst.setup.block_size);
+    if (extra > 0) {
+      run.new_blocks += extra;
+      inst.run_crossers.push_back(pos);
     }
+    run.context_sum += seq.computed_tokens + 1;
+    run.count++;
+    inst.run_to_first_finish = std::min(inst.run_to_first_finish, seq.output_tokens - seq.generated_tokens);
+  }
+  static void clear_decode_run(InstanceState& inst) {
+    inst.decode_run = {};
+    inst.run_crossers.clear();
+    inst.run_to_first_finish = std::numeric_limits<int64_t>::max();
+  }
+  // Makes the instance's decode run that of inst.running as it is, unless it already is.
+  void find_decode_run(InstanceState& inst) {
+    if (inst.run_ready) return;
+    clear_decode_run(inst);
+    while (inst.decode_run.count < static_cast<int64_t>(inst.running.size()) && extend_decode_run(inst)) {
+    }
+    inst.run_ready = true;
   }
 
   // The cost model's time for the planned batch: the decode run (`run` steps) and inst.shape.
@@ -871,6 +892,7 @@ struct Engine::Impl {
     BatchPlan& plan = inst.plan;
     plan.clear();
     const bool has_batch = inst.setup.batching->next_batch(view, plan);
+    if (has_batch) inst.run_ready = false;  // the plan changes `running`
     if (!has_batch) {
       if (!plan.empty()) bad_plan(i, "returned no batch but a non-empty plan");
       if (!inst.waiting.empty()) {
@@ -1027,12 +1049,18 @@ struct Engine::Impl {
 
   // on_batch_done() of the batch's decode run: what its loop over the batch does for each of
   // running[0, batch_decodes), every one a one-token decode step that samples and stays. Returns
-  // whether one of them finished.
+  // whether one of them finished. The instance's decode run becomes those that did not, at the
+  // positions they will have once the finished ones leave `running`: each is a decode step again.
   bool advance_decode_run(InstanceState& inst, int64_t t_ns) {
     const int64_t run = inst.batch_decodes;
     const bool charged = (inst.batch_interference_ns | inst.batch_recompute_ns) != 0;
     const int64_t block_size = inst.setup.block_size;
     bool any_finished = false;
+    int32_t finished = 0;
+    clear_decode_run(inst);
+    // The new run's sums, kept in locals for the loop.
+    DecodeRun next;
+    int64_t to_first_finish = std::numeric_limits<int64_t>::max();
     inst.stats.decode_tokens += run;
     for (int64_t pos = 0; pos < run; ++pos) {
       SeqView& seq = inst.running[static_cast<size_t>(pos)];
@@ -1049,8 +1077,24 @@ struct Engine::Impl {
       }
       seq.generated_tokens++;
       record_token(seq.id, rs, t_ns);
-      any_finished |= seq.generated_tokens == seq.output_tokens;
+      const int64_t left = seq.output_tokens - seq.generated_tokens;
+      if (left == 0) {
+        any_finished = true;
+        finished++;
+        continue;
+      }
+      // As add_to_decode_run().
+      const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, block_size);
+      if (extra > 0) {
+        next.new_blocks += extra;
+        inst.run_crossers.push_back(static_cast<int32_t>(pos) - finished);
+      }
+      next.context_sum += seq.computed_tokens + 1;
+      next.count++;
+      to_first_finish = std::min(to_first_finish, left);
     }
+    inst.decode_run = next;
+    inst.run_to_first_finish = to_first_finish;
     return any_finished;
   }
 
@@ -1117,6 +1161,13 @@ struct Engine::Impl {
       inst.running.erase(gone, inst.running.end());
       reindex_running(inst, first_gone);
     }
+    if (inst.batch_decodes > 0) {
+      // The decode run's survivors lead `running`; requests after them whose prompt this batch
+      // finished are decode steps now and may follow.
+      while (inst.decode_run.count < static_cast<int64_t>(inst.running.size()) && extend_decode_run(inst)) {
+      }
+      inst.run_ready = true;
+    }
     if (!fast_forward(i)) request_schedule(i);
     if (!handoffs.empty()) start_transfers();
     maybe_retire(i);
@@ -1145,30 +1196,10 @@ struct Engine::Impl {
     const SimTime horizon = queue.empty() ? SimTime::max() : queue.top().time;
     if (horizon <= now) return false;
     const int64_t block_size = inst.setup.block_size;
-    // Iterations until the first request finishes (that iteration included). A step needs a new
-    // block where its context outgrows the blocks held (by one token: the KV always holds the
-    // computed tokens): contexts[pos] is running[pos]'s context in the current iteration
-    // (computed_tokens + 1), caps[pos] the tokens its held blocks take (blocks * block_size),
-    // crossers the positions whose context exceeds it. context_sum, the sum of the contexts, is
-    // all the cost model needs of a decode batch (it grows by the batch size each iteration).
-    int64_t to_first_finish = std::numeric_limits<int64_t>::max();
+    // Steady decode: the decode run is every running request.
+    find_decode_run(inst);
     const size_t decodes = inst.running.size();
-    std::vector<int64_t>& contexts = ff_contexts_;
-    std::vector<int64_t>& caps = ff_caps_;
-    std::vector<int32_t>& crossers = ff_crossers_;
-    contexts.resize(decodes);
-    caps.resize(decodes);
-    crossers.clear();
-    int64_t context_sum = 0;
-    for (size_t pos = 0; pos < decodes; ++pos) {
-      const SeqView& seq = inst.running[pos];
-      if (!seq.is_decode() || seq.split_tokens > 0) return false;
-      to_first_finish = std::min(to_first_finish, seq.output_tokens - seq.generated_tokens);
-      contexts[pos] = seq.computed_tokens + 1;
-      caps[pos] = seq.blocks * block_size;
-      context_sum += contexts[pos];
-      if (contexts[pos] > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
-    }
+    if (inst.decode_run.count != static_cast<int64_t>(decodes)) return false;
     if (!inst.setup.batching->plans_steady_decode(instance_view(i))) return false;
     // With prefix caching, decode steps register nothing unless a request's hash ids cover its
     // answer (keys still to register: register_computed_blocks()); such instances step.
@@ -1179,6 +1210,25 @@ struct Engine::Impl {
       }
     }
     const int32_t target = static_cast<int32_t>(i);
+    // Iterations until the first request finishes (that iteration included). A step needs a new
+    // block where its context outgrows the blocks held (by one token: the KV always holds the
+    // computed tokens): crossers are the positions whose context in the current iteration
+    // exceeds what their blocks hold. From the second iteration on, contexts[pos] is that context
+    // and caps[pos] the tokens running[pos]'s blocks take (blocks * block_size); in the first,
+    // the decode run gives the crossers and each context is computed_tokens + 1. context_sum, the
+    // sum of the contexts, is all the cost model needs of a decode batch (it grows by the batch
+    // size each iteration).
+    int64_t to_first_finish = inst.run_to_first_finish;
+    int64_t context_sum = inst.decode_run.context_sum;
+    std::vector<int32_t>& crossers = ff_crossers_;
+    crossers.swap(inst.run_crossers);
+    inst.run_ready = false;  // the iterations below change `running`
+    std::vector<int64_t>& contexts = ff_contexts_;
+    std::vector<int64_t>& caps = ff_caps_;
+    bool per_position = false;  // contexts and caps filled
+    const auto context_of = [&](size_t pos) {
+      return per_position ? contexts[pos] : inst.running[pos].computed_tokens + 1;
+    };
     // The batch: every running request's decode step (a decode run), as on_schedule() plans it.
     inst.batch.clear();
     inst.batch_decodes = static_cast<int64_t>(decodes);
@@ -1204,7 +1254,7 @@ struct Engine::Impl {
     for (bool first = true;; first = false) {
       int64_t new_blocks = 0;
       for (const int32_t pos : crossers) {
-        new_blocks += extra_blocks_for(contexts[pos], inst.running[pos].blocks, block_size);
+        new_blocks += extra_blocks_for(context_of(static_cast<size_t>(pos)), inst.running[pos].blocks, block_size);
       }
       if (new_blocks > inst.free_blocks) {
         settle();
@@ -1218,8 +1268,8 @@ struct Engine::Impl {
       if (new_blocks > 0) {
         for (const int32_t pos : crossers) {
           SeqView& seq = inst.running[pos];
-          seq.blocks += extra_blocks_for(contexts[pos], seq.blocks, block_size);
-          caps[pos] = seq.blocks * block_size;
+          seq.blocks += extra_blocks_for(context_of(static_cast<size_t>(pos)), seq.blocks, block_size);
+          if (per_position) caps[pos] = seq.blocks * block_size;
         }
         take_blocks(inst, new_blocks);
       }
@@ -1229,7 +1279,7 @@ struct Engine::Impl {
       const models::IterationCostModel& cost = *inst.setup.cost_model;
       const auto n = static_cast<int64_t>(decodes);
       const std::optional<Duration> from_sums = cost.decode_iteration_time({n, context_sum, n});
-      const Duration d = from_sums ? *from_sums : cost.iteration_time(decode_shape(inst.shape, contexts));
+      const Duration d = from_sums ? *from_sums : cost.iteration_time(decode_shape(inst.shape, decodes, context_of));
       if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
       inst.batch_interference_ns = 0;
       inst.batch_recompute_ns = 0;
@@ -1251,8 +1301,21 @@ struct Engine::Impl {
       inst.stats.decode_tokens += static_cast<int64_t>(inst.running.size());
       const int64_t t_ns = now.time_since_epoch().count();
       crossers.clear();
-      for (size_t pos = 0; pos < decodes; ++pos) {
-        if (++contexts[pos] > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
+      if (!per_position) {
+        // The first iteration ended (no request's state has moved yet): the next contexts.
+        contexts.resize(decodes);
+        caps.resize(decodes);
+        for (size_t pos = 0; pos < decodes; ++pos) {
+          const SeqView& seq = inst.running[pos];
+          contexts[pos] = seq.computed_tokens + 2;
+          caps[pos] = seq.blocks * block_size;
+          if (contexts[pos] > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
+        }
+        per_position = true;
+      } else {
+        for (size_t pos = 0; pos < decodes; ++pos) {
+          if (++contexts[pos] > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
+        }
       }
       context_sum += static_cast<int64_t>(decodes);
       if (first || config.record_token_times) {
@@ -1280,10 +1343,13 @@ struct Engine::Impl {
     }
   }
 
-  // `shape` set to one sampled decode segment per context, for a model that needs the segments.
-  static const models::BatchShape& decode_shape(models::BatchShape& shape, const std::vector<int64_t>& contexts) {
+  // `shape` set to one sampled decode segment of context context_of(pos) for each pos < decodes,
+  // for a model that needs the segments.
+  template <typename ContextOf>
+  static const models::BatchShape& decode_shape(models::BatchShape& shape, size_t decodes,
+                                                const ContextOf& context_of) {
     shape.clear();
-    for (const int64_t context : contexts) shape.segments.push_back({1, context, 1});
+    for (size_t pos = 0; pos < decodes; ++pos) shape.segments.push_back({1, context_of(pos), 1});
     return shape;
   }
 
@@ -1377,6 +1443,7 @@ struct Engine::Impl {
     }
     rs.running_pos = static_cast<int32_t>(dst.running.size());
     dst.running.push_back(seq);
+    dst.run_ready = false;
     request_schedule(d);
     request_schedule(static_cast<size_t>(h.source));
     maybe_retire(static_cast<size_t>(h.source));
