@@ -20,23 +20,75 @@ namespace {
 
 bool known_dtype(const std::string& dtype) { return canonical_dtype(dtype) == dtype; }
 
-// Rejects a second row with the same key (FORMAT.md: a key appears at most once per file).
+// A hash of a row's key fields (row_key(): every column but latency_us), without formatting it.
+uint64_t mix_field(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+uint64_t field_hash(const std::string& s) { return std::hash<std::string_view>{}(s); }
+uint64_t field_hash(int64_t v) { return static_cast<uint64_t>(v); }
+template <typename... Fields>
+uint64_t fields_hash(const Fields&... fields) {
+  uint64_t h = 0;
+  ((h = mix_field(h, field_hash(fields))), ...);
+  return h;
+}
+uint64_t key_hash(const GemmRow& r) { return fields_hash(r.dtype, r.m, r.n, r.k); }
+uint64_t key_hash(const AttentionPrefillRow& r) {
+  return fields_hash(r.dtype, r.kv_dtype.empty() ? r.dtype : r.kv_dtype, r.batch, r.q_tokens,
+                     r.prefix_tokens, r.num_heads, r.num_kv_heads, r.head_dim, int64_t{r.causal});
+}
+uint64_t key_hash(const AttentionDecodeRow& r) {
+  return fields_hash(r.dtype, r.kv_dtype.empty() ? r.dtype : r.kv_dtype, r.batch, r.context_tokens,
+                     r.num_heads, r.num_kv_heads, r.head_dim);
+}
+uint64_t key_hash(const CollectiveRow& r) {
+  return fields_hash(r.op, r.dtype, r.num_gpus, r.message_bytes, r.nodes);
+}
+uint64_t key_hash(const MoeRow& r) {
+  return fields_hash(r.dtype, r.num_tokens, r.hidden_size, r.inter_size, r.topk, r.num_experts,
+                     r.moe_tp, r.moe_ep, r.distribution);
+}
+uint64_t key_hash(const ElementwiseRow& r) { return fields_hash(r.model, r.op, r.num_tokens, r.tp); }
+uint64_t key_hash(const MemcpyRow& r) { return fields_hash(r.kind, r.bytes); }
+uint64_t key_hash(const ForwardRow& r) {
+  return fields_hash(r.kind, r.batch, r.q_tokens, r.context_tokens, int64_t{r.graph});
+}
+
+// Rejects a second row with the same key (FORMAT.md: a key appears at most once per file). Rows
+// are compared by key_hash() as they are read and by row_key() only where hashes match, so the
+// keys of a file without repeats are never formatted.
+template <typename Row>
 class DuplicateCheck {
  public:
-  explicit DuplicateCheck(const CsvReader& csv) : csv_(csv) {}
-  void add(const std::string& key) {
-    auto [it, inserted] = first_line_.emplace(key, csv_.line());
-    if (!inserted) {
-      csv_.fail(fmt::format(
-          "expected each key (every column but latency_us) at most once, found {} again (first "
-          "on line {})",
-          key, it->second));
+  DuplicateCheck(const CsvReader& csv, const std::vector<Row>& rows) : csv_(csv), rows_(rows) {}
+  // Checks rows_.back(), read from the current line, against the rows added before it.
+  void add_last() {
+    const size_t index = rows_.size() - 1;
+    const uint64_t h = key_hash(rows_[index]);
+    const auto [begin, end] = first_.equal_range(h);
+    if (begin != end) {
+      const std::string key = row_key(rows_[index]);
+      for (auto it = begin; it != end; ++it) {
+        if (row_key(rows_[it->second.index]) == key) {
+          csv_.fail(fmt::format(
+              "expected each key (every column but latency_us) at most once, found {} again "
+              "(first on line {})",
+              key, it->second.line));
+        }
+      }
     }
+    first_.emplace(h, First{index, csv_.line()});
   }
 
  private:
+  struct First {
+    size_t index;  // into rows_
+    long line;
+  };
   const CsvReader& csv_;
-  std::unordered_map<std::string, long> first_line_;
+  const std::vector<Row>& rows_;
+  std::unordered_multimap<uint64_t, First> first_;
 };
 
 void load_gemm(const std::string& path, Profile* p) {
@@ -45,7 +97,7 @@ void load_gemm(const std::string& path, Profile* p) {
   int dtype = csv.require("dtype", expected), m = csv.require("m", expected),
       n = csv.require("n", expected), k = csv.require("k", expected),
       lat = csv.require("latency_us", expected);
-  DuplicateCheck dups(csv);
+  DuplicateCheck dups(csv, p->gemm);
   while (csv.next()) {
     GemmRow r;
     r.dtype = csv.text(dtype);
@@ -57,8 +109,8 @@ void load_gemm(const std::string& path, Profile* p) {
     r.n = csv.integer(n, 1);
     r.k = csv.integer(k, 1);
     r.latency_us = csv.non_negative(lat);
-    dups.add(row_key(r));
     p->gemm.push_back(std::move(r));
+    dups.add_last();
   }
 }
 
@@ -72,7 +124,7 @@ void load_prefill(const std::string& path, Profile* p) {
       heads = csv.require("num_heads", expected), kv_heads = csv.require("num_kv_heads", expected),
       head_dim = csv.require("head_dim", expected), causal = csv.require("causal", expected),
       lat = csv.require("latency_us", expected), kv_dtype = csv.find("kv_dtype");
-  DuplicateCheck dups(csv);
+  DuplicateCheck dups(csv, p->attention_prefill);
   while (csv.next()) {
     AttentionPrefillRow r;
     r.dtype = csv.text(dtype);
@@ -89,8 +141,8 @@ void load_prefill(const std::string& path, Profile* p) {
     r.head_dim = csv.small_integer(head_dim, 1);
     r.causal = csv.boolean(causal);
     r.latency_us = csv.non_negative(lat);
-    dups.add(row_key(r));
     p->attention_prefill.push_back(std::move(r));
+    dups.add_last();
   }
 }
 
@@ -102,7 +154,7 @@ void load_decode(const std::string& path, Profile* p) {
       batch = csv.require("batch", expected), context = csv.require("context_tokens", expected),
       heads = csv.require("num_heads", expected), kv_heads = csv.require("num_kv_heads", expected),
       head_dim = csv.require("head_dim", expected), lat = csv.require("latency_us", expected);
-  DuplicateCheck dups(csv);
+  DuplicateCheck dups(csv, p->attention_decode);
   while (csv.next()) {
     AttentionDecodeRow r;
     r.dtype = csv.text(dtype);
@@ -117,8 +169,8 @@ void load_decode(const std::string& path, Profile* p) {
     r.num_kv_heads = csv.small_integer(kv_heads, 1);
     r.head_dim = csv.small_integer(head_dim, 1);
     r.latency_us = csv.non_negative(lat);
-    dups.add(row_key(r));
     p->attention_decode.push_back(std::move(r));
+    dups.add_last();
   }
 }
 
@@ -128,7 +180,7 @@ void load_collective(const std::string& path, Profile* p) {
   int op = csv.require("op", expected), dtype = csv.require("dtype", expected),
       gpus = csv.require("num_gpus", expected), bytes = csv.require("message_bytes", expected),
       lat = csv.require("latency_us", expected), nodes = csv.find("nodes");
-  DuplicateCheck dups(csv);
+  DuplicateCheck dups(csv, p->collective);
   while (csv.next()) {
     CollectiveRow r;
     r.dtype = csv.text(dtype);
@@ -141,8 +193,8 @@ void load_collective(const std::string& path, Profile* p) {
     r.message_bytes = csv.integer(bytes, 1);
     r.nodes = nodes < 0 ? 1 : csv.small_integer(nodes, 1);
     r.latency_us = csv.non_negative(lat);
-    dups.add(row_key(r));
     p->collective.push_back(std::move(r));
+    dups.add_last();
   }
 }
 
@@ -156,7 +208,7 @@ void load_moe(const std::string& path, Profile* p) {
       topk = csv.require("topk", expected), experts = csv.require("num_experts", expected),
       moe_tp = csv.require("moe_tp", expected), moe_ep = csv.require("moe_ep", expected),
       dist = csv.require("distribution", expected), lat = csv.require("latency_us", expected);
-  DuplicateCheck dups(csv);
+  DuplicateCheck dups(csv, p->moe);
   while (csv.next()) {
     MoeRow r;
     r.dtype = csv.text(dtype);
@@ -173,8 +225,8 @@ void load_moe(const std::string& path, Profile* p) {
     r.moe_ep = csv.small_integer(moe_ep, 1);
     r.distribution = csv.non_empty(dist);
     r.latency_us = csv.non_negative(lat);
-    dups.add(row_key(r));
     p->moe.push_back(std::move(r));
+    dups.add_last();
   }
 }
 
@@ -184,7 +236,7 @@ void load_elementwise(const std::string& path, Profile* p) {
   int model = csv.require("model", expected), op = csv.require("op", expected),
       tokens = csv.require("num_tokens", expected), tp = csv.require("tp", expected),
       lat = csv.require("latency_us", expected);
-  DuplicateCheck dups(csv);
+  DuplicateCheck dups(csv, p->elementwise);
   while (csv.next()) {
     ElementwiseRow r;
     r.model = csv.non_empty(model);
@@ -192,8 +244,8 @@ void load_elementwise(const std::string& path, Profile* p) {
     r.num_tokens = csv.integer(tokens, 1);
     r.tp = csv.small_integer(tp, 1);
     r.latency_us = csv.non_negative(lat);
-    dups.add(row_key(r));
     p->elementwise.push_back(std::move(r));
+    dups.add_last();
   }
 }
 
@@ -202,14 +254,14 @@ void load_memcpy(const std::string& path, Profile* p) {
   CsvReader csv(path);
   int kind = csv.require("kind", expected), bytes = csv.require("bytes", expected),
       lat = csv.require("latency_us", expected);
-  DuplicateCheck dups(csv);
+  DuplicateCheck dups(csv, p->memcpy);
   while (csv.next()) {
     MemcpyRow r;
     r.kind = csv.non_empty(kind);
     r.bytes = csv.integer(bytes, 1);
     r.latency_us = csv.non_negative(lat);
-    dups.add(row_key(r));
     p->memcpy.push_back(std::move(r));
+    dups.add_last();
   }
 }
 
@@ -219,7 +271,7 @@ void load_forward(const std::string& path, Profile* p) {
   int kind = csv.require("kind", expected), batch = csv.require("batch", expected),
       q = csv.require("q_tokens", expected), context = csv.require("context_tokens", expected),
       graph = csv.require("graph", expected), lat = csv.require("latency_us", expected);
-  DuplicateCheck dups(csv);
+  DuplicateCheck dups(csv, p->forward);
   while (csv.next()) {
     ForwardRow r;
     r.kind = csv.non_empty(kind);
@@ -228,8 +280,8 @@ void load_forward(const std::string& path, Profile* p) {
     r.context_tokens = csv.integer(context, 0);
     r.graph = csv.boolean(graph);
     r.latency_us = csv.non_negative(lat);
-    dups.add(row_key(r));
     p->forward.push_back(std::move(r));
+    dups.add_last();
   }
 }
 

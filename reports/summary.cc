@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "sim/core/error.h"
 
@@ -22,23 +23,45 @@ T nearest_rank(const std::vector<T>& sorted, int64_t percent) {
   return sorted[nearest_rank_index(static_cast<int64_t>(sorted.size()), percent) - 1];
 }
 
-// Percentiles of per-request values in nanoseconds, reported in seconds. Sorts `ns` in place.
+// Percentiles of per-request values in nanoseconds, reported in seconds. Reorders `ns`.
 template <typename T>
 Percentiles percentiles_of(std::vector<T>& ns) {
   Percentiles p;
   if (ns.empty()) {
     return p;
   }
-  std::sort(ns.begin(), ns.end());
   long double sum = 0;
-  for (T v : ns) {
-    sum += v;
+  if constexpr (std::is_integral_v<T>) {
+    // Integer sums are exact in any order; each rank is selected from the values at or above the
+    // previous one, without sorting them all.
+    for (T v : ns) {
+      sum += v;
+    }
+    const auto n = static_cast<int64_t>(ns.size());
+    // The value of the given rank, read before the next selection reorders what follows it.
+    int64_t from = 0;
+    const auto select = [&](int64_t percent) {
+      const int64_t at = nearest_rank_index(n, percent) - 1;
+      std::nth_element(ns.begin() + from, ns.begin() + at, ns.end());
+      from = at;
+      return static_cast<double>(ns[static_cast<size_t>(at)]) * kNsToS;
+    };
+    p.p50 = select(50);
+    p.p90 = select(90);
+    p.p99 = select(99);
+    p.max = static_cast<double>(*std::max_element(ns.begin() + from, ns.end())) * kNsToS;
+  } else {
+    // Summed in sorted order, as the value has always been computed.
+    std::sort(ns.begin(), ns.end());
+    for (T v : ns) {
+      sum += v;
+    }
+    p.p50 = static_cast<double>(nearest_rank(ns, 50)) * kNsToS;
+    p.p90 = static_cast<double>(nearest_rank(ns, 90)) * kNsToS;
+    p.p99 = static_cast<double>(nearest_rank(ns, 99)) * kNsToS;
+    p.max = static_cast<double>(ns.back()) * kNsToS;
   }
-  p.p50 = static_cast<double>(nearest_rank(ns, 50)) * kNsToS;
-  p.p90 = static_cast<double>(nearest_rank(ns, 90)) * kNsToS;
-  p.p99 = static_cast<double>(nearest_rank(ns, 99)) * kNsToS;
   p.mean = static_cast<double>(sum / static_cast<long double>(ns.size())) * kNsToS;
-  p.max = static_cast<double>(ns.back()) * kNsToS;
   return p;
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -124,6 +125,30 @@ TEST(SummarizeTest, NearestRankOnHundredValues) {
   // Single-token requests have no TPOT: the distribution is empty.
   EXPECT_DOUBLE_EQ(s.tpot_s.p50, 0.0);
   EXPECT_DOUBLE_EQ(s.tpot_s.max, 0.0);
+}
+
+TEST(SummarizeTest, SelectedRanksMatchASortOnRepeatedValues) {
+  // Integer distributions are summarised by selecting ranks, not sorting: on every size from 1 to
+  // 300 with many repeated values (TTFT 1..7 ms) in a scrambled order, each rank and the maximum
+  // equal the nearest-rank values of the sorted list.
+  for (int64_t n = 1; n <= 300; ++n) {
+    std::vector<RequestRecord> requests;
+    std::vector<int64_t> ttfts;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t ttft = (i * 7919 + n) % 7 + 1;
+      ttfts.push_back(ttft);
+      requests.push_back(make_request(i, 0, 0, ttft, ttft + 1, 1, 2));
+    }
+    std::sort(ttfts.begin(), ttfts.end());
+    const auto rank = [&](int64_t percent) {
+      return static_cast<double>(ttfts[static_cast<size_t>(nearest_rank_index(n, percent) - 1)]) * 1e-3;
+    };
+    const RunSummary s = summarize(requests, LogHistogram{}, SloSpec{}, {});
+    EXPECT_DOUBLE_EQ(s.ttft_s.p50, rank(50)) << n;
+    EXPECT_DOUBLE_EQ(s.ttft_s.p90, rank(90)) << n;
+    EXPECT_DOUBLE_EQ(s.ttft_s.p99, rank(99)) << n;
+    EXPECT_DOUBLE_EQ(s.ttft_s.max, static_cast<double>(ttfts.back()) * 1e-3) << n;
+  }
 }
 
 TEST(SummarizeTest, TbtComesFromTheHistogram) {
