@@ -884,7 +884,8 @@ struct Engine::Impl {
     if (inst.busy) return;
     if (inst.running.empty() && inst.waiting.empty()) return;
     InstanceView view = instance_view(i);
-    const bool offers_run = !inst.setup.kv_reserved_only && inst.setup.batching->plans_decode_runs();
+    const bool offers_run = config.fast_forward && !inst.setup.kv_reserved_only &&
+                            inst.setup.batching->plans_decode_runs();
     if (offers_run) {
       find_decode_run(inst);
       view.decode_run = &inst.decode_run;
@@ -922,6 +923,7 @@ struct Engine::Impl {
         bad_plan(i, "schedules a decode run the view did not offer");
       }
       run = inst.decode_run.count;
+      result.decode_run_iterations++;
     }
     apply_preemptions(i, inst, plan, run);
     apply_admissions(i, inst, plan);
@@ -1284,6 +1286,7 @@ struct Engine::Impl {
       inst.batch_interference_ns = 0;
       inst.batch_recompute_ns = 0;
       result.fast_forwarded_iterations++;
+      result.decode_run_iterations++;
       if (now + d >= horizon || to_first_finish == 1) {
         settle();
         inst.busy = true;

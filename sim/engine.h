@@ -144,7 +144,10 @@ struct EngineConfig {
   // BatchingPolicy::plans_steady_decode) and no other event comes before its end, the engine runs
   // the iteration itself instead of through events and the policy. Every result is the same as
   // stepping (records, statistics, cost-model lookups, and the event fingerprint and count: the
-  // iterations' events are counted and hashed as if they had been queued). false: step always.
+  // iterations' events are counted and hashed as if they had been queued). Also decode runs: a
+  // policy that plans them (BatchingPolicy::plans_decode_runs) is shown the leading decode steps
+  // of the running list as one run (InstanceView::decode_run) and may schedule them as one
+  // (BatchPlan::decode_run), with the same results. false: step always, and list every request.
   bool fast_forward = true;
 };
 
@@ -180,6 +183,9 @@ struct RunResult {
   // Iterations the engine planned itself in steady decode (EngineConfig::fast_forward), of all the
   // instances' InstanceStats::iterations.
   int64_t fast_forwarded_iterations = 0;
+  // Iterations whose plan scheduled a decode run (EngineConfig::fast_forward), fast-forwarded
+  // ones included.
+  int64_t decode_run_iterations = 0;
   int64_t requests_total = 0;
   int64_t requests_finished = 0;
   int64_t requests_rejected = 0;    // could never run: KV pool too small or prompt too long

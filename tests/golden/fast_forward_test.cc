@@ -1,5 +1,5 @@
-// Exact fast-forward of steady decode (sim::EngineConfig::fast_forward, scenario key
-// output.fast_forward) changes no result: every golden scenario and a set of shipped ones, run
+// Exact fast-forward of steady decode and decode runs (sim::EngineConfig::fast_forward, scenario
+// key output.fast_forward) change no result: every golden scenario and a set of shipped ones, run
 // with it on and off, give the same event fingerprint and count, the same summary scalars to the
 // last bit, the same request, rejection and sample records field by field, the same per-instance
 // statistics, cost-model lookups and miss breakdown; what a results database stores is made of
@@ -108,7 +108,7 @@ TEST(FastForward, ChangesNoStoredMetricOnGoldenAndShippedScenarios) {
   // admissions and retractions with this KV pool (stepping over the decay changes the results).
   runs.push_back({"tests/golden/fast_forward/sglang_benchmark.json", {}});
   std::sort(runs.begin(), runs.end(), [](const Case& a, const Case& b) { return a.path < b.path; });
-  int64_t fast_forwarded_runs = 0;
+  int64_t fast_forwarded_runs = 0, mixed_run_runs = 0;
   for (const Case& c : runs) {
     SCOPED_TRACE(c.path);
     scenarios::Scenario s = scenarios::load_scenario(c.path, c.overrides, root);
@@ -117,7 +117,10 @@ TEST(FastForward, ChangesNoStoredMetricOnGoldenAndShippedScenarios) {
     s.output.fast_forward = false;
     const app::RunOutcome off = app::run_scenario(s, root, {});
     EXPECT_EQ(off.result.fast_forwarded_iterations, 0);
+    EXPECT_EQ(off.result.decode_run_iterations, 0);
     if (on.result.fast_forwarded_iterations > 0) fast_forwarded_runs++;
+    // Decode runs beyond the fast-forwarded iterations: batches that mixed them with prompts.
+    if (on.result.decode_run_iterations > on.result.fast_forwarded_iterations) mixed_run_runs++;
     if (c.expect_fast_forward) EXPECT_GT(on.result.fast_forwarded_iterations, 0);
     const Json a = everything(on), b = everything(off);
     for (auto it = b.begin(); it != b.end(); ++it) {
@@ -125,6 +128,7 @@ TEST(FastForward, ChangesNoStoredMetricOnGoldenAndShippedScenarios) {
     }
   }
   EXPECT_GE(fast_forwarded_runs, 14);
+  EXPECT_GE(mixed_run_runs, 14);
 }
 
 }  // namespace

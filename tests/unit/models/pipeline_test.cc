@@ -77,6 +77,12 @@ TEST(Pipeline, APassIsTheWholeModelPlusTheHandOffs) {
   const std::optional<Duration> fast = b->decode_iteration_time({3, 600, 3});
   ASSERT_TRUE(fast.has_value());
   EXPECT_EQ(*fast, b->iteration_time(decodes(3, 200)));
+  // And a mixed pass: the hand-offs carry the decode steps' tokens too.
+  BatchShape chunk;
+  chunk.segments.push_back({40, 40, 1});
+  const std::optional<Duration> mixed_fast = b->mixed_iteration_time({3, 600, 3}, chunk);
+  ASSERT_TRUE(mixed_fast.has_value());
+  EXPECT_EQ(*mixed_fast, b->iteration_time(mixed));
   EXPECT_NE(b->describe().find("pipeline tp2 pp2: 2 stages of"), std::string::npos)
       << b->describe();
   // Four stages: three hand-offs; past the NVLink domain (tp 4 x pp 4 = 16 GPUs) they cross

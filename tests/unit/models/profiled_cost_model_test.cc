@@ -577,5 +577,56 @@ TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
   EXPECT_FALSE(make_profiled_cost_model(windowed, {}, {})->decode_iteration_time({37, context, 37}));
 }
 
+// A batch of decode steps given by their sums and a few listed segments (prompt chunks, a decode
+// step that does not sample) is priced as the whole shape with the decode steps listed first: the
+// same sums field by field, the same duration, counted alike.
+TEST_F(ProfiledTest, MixedTimeFromSumsEqualsTheWholeShapesTime) {
+  BatchShape rest, whole;
+  int64_t context = 0;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 23; ++i) {
+    const auto c = static_cast<int64_t>(1 + rng() % 9000);
+    whole.segments.push_back({1, c, 1});
+    context += c;
+  }
+  rest.segments = {{512, 512, 0}, {300, 1324, 1}, {1, 77, 0}};
+  whole.segments.insert(whole.segments.end(), rest.segments.begin(), rest.segments.end());
+  const detail::BatchSums a = detail::sum_segments(whole);
+  const detail::BatchSums b = detail::mixed_sums({23, context, 23}, rest);
+  for (auto f : {&detail::BatchSums::tokens, &detail::BatchSums::logit_rows,
+                 &detail::BatchSums::prefill_key_positions, &detail::BatchSums::prefill_kv_tokens,
+                 &detail::BatchSums::prefill_query_tokens, &detail::BatchSums::decode_key_positions,
+                 &detail::BatchSums::decode_kv_tokens, &detail::BatchSums::decode_query_tokens,
+                 &detail::BatchSums::prefill_segments, &detail::BatchSums::prefill_k2,
+                 &detail::BatchSums::prefill_q2, &detail::BatchSums::prefill_qc}) {
+    EXPECT_EQ(a.*f, b.*f);
+  }
+  EXPECT_EQ(a.has_decode, b.has_decode);
+  EXPECT_EQ(a.has_prefill, b.has_prefill);
+  EXPECT_THROW(detail::mixed_sums({23, context, 23}, BatchShape{}), std::invalid_argument);
+  EXPECT_THROW(detail::mixed_sums({0, 10, 0}, rest), std::invalid_argument);
+
+  const Deployment dep = deployment("llama-3.1-8b", "h100_sxm", 2);
+  for (const bool profiled : {true, false}) {
+    const auto by_shape = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
+                                   : make_roofline_cost_model(dep, {});
+    const auto by_sums = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
+                                  : make_roofline_cost_model(dep, {});
+    const std::optional<Duration> t = by_sums->mixed_iteration_time({23, context, 23}, rest);
+    ASSERT_TRUE(t.has_value());
+    EXPECT_EQ(*t, by_shape->iteration_time(whole)) << (profiled ? "profiled" : "roofline");
+    EXPECT_EQ(by_sums->lookup_stats().lookups, by_shape->lookup_stats().lookups);
+    EXPECT_EQ(by_sums->lookup_stats().interpolated_s, by_shape->lookup_stats().interpolated_s);
+    EXPECT_EQ(by_sums->lookup_stats().analytic_s, by_shape->lookup_stats().analytic_s);
+  }
+  // A sliding window needs each context, and counts nothing when it declines.
+  const Deployment windowed{&models_->get("gpt-oss-120b"), &gpus_->get("h100_sxm"), 2,
+                            Dtype::kBf16, Dtype::kBf16};
+  const auto roofline = make_roofline_cost_model(windowed, {});
+  EXPECT_FALSE(roofline->mixed_iteration_time({23, context, 23}, rest));
+  EXPECT_EQ(roofline->lookup_stats().lookups, 0);
+  EXPECT_FALSE(make_profiled_cost_model(windowed, {}, {})->mixed_iteration_time({23, context, 23}, rest));
+}
+
 }  // namespace
 }  // namespace servesim::models

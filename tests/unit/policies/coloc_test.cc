@@ -528,3 +528,92 @@ TEST(ColocSchema, DeclaresTheKnobsWithTheirDefaults) {
 
 }  // namespace
 }  // namespace servesim::policies
+
+namespace servesim::policies {
+namespace {
+
+// The decode run the engine shows a policy (sim/view.h, DecodeRun): the leading one-token decode
+// steps of requests that stay.
+sim::DecodeRun decode_run_of(const Instance& inst) {
+  sim::DecodeRun run;
+  for (const sim::SeqView& s : inst.running) {
+    if (s.split_tokens != 0 || !s.is_decode()) break;
+    run.new_blocks += sim::extra_blocks_for(s.computed_tokens + 1, s.blocks, inst.block_size);
+    run.context_sum += s.computed_tokens + 1;
+    run.count++;
+  }
+  return run;
+}
+
+// Shown the decode run, unified_v1 and stall_free plan exactly what they plan without it: the
+// run's requests scheduled for one token each, first, then the same listed work, preemptions and
+// admissions. A run whose blocks do not fit the free ones (the policy must preempt) or whose
+// steps exceed unified_v1's budget is listed one request at a time, as without it.
+TEST(ColocDecodeRuns, PlanTheSameBatchAsListingEveryRequest) {
+  struct Case {
+    const char* what;
+    Instance inst;
+    int64_t budget;
+    bool run_unified_v1, run_stall_free;  // whether each mode schedules the run at once
+  };
+  std::vector<Case> cases;
+  {
+    Instance i;
+    i.free_blocks = 100;
+    i.running = {decode_seq(1, 100, 5, 7), decode_seq(2, 32, 1, 2), decode_seq(3, 50, 9, 4),
+                 partial_seq(4, 1500, 500, 32)};
+    i.waiting = {waiting_seq(5, 10)};
+    cases.push_back({"decodes, a partial prefill and a waiting prompt", i, 512, true, true});
+  }
+  {
+    Instance i;
+    i.free_blocks = 0;  // request 2's step needs a block: the tail is preempted
+    i.running = {decode_seq(1, 100, 5, 7), decode_seq(2, 32, 1, 2), partial_seq(3, 64, 16, 4)};
+    cases.push_back({"no free block for the run", i, 512, false, false});
+  }
+  {
+    Instance i;
+    i.running = {decode_seq(1, 100, 5, 7), decode_seq(2, 200, 1, 13), decode_seq(3, 50, 9, 4)};
+    // stall_free schedules every decode step whatever its budget.
+    cases.push_back({"more steps than unified_v1's budget", i, 2, false, true});
+  }
+  {
+    Instance i;
+    i.running = {partial_seq(1, 64, 16, 4), decode_seq(2, 100, 5, 7)};
+    cases.push_back({"a partial prefill first: no run", i, 512, false, false});
+  }
+  for (const Mode mode : {Mode::kUnifiedV1, Mode::kStallFree}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(c.what) + (mode == Mode::kStallFree ? " (stall_free)" : " (unified_v1)"));
+      const sim::DecodeRun run = decode_run_of(c.inst);
+      BatchPlan listed, with_run;
+      const auto policy = make_coloc(params(mode, c.budget));
+      const bool listed_batch = policy->next_batch(c.inst.view(), listed);
+      sim::InstanceView view = c.inst.view();
+      view.decode_run = &run;
+      const bool run_batch = make_coloc(params(mode, c.budget))->next_batch(view, with_run);
+      EXPECT_TRUE(policy->plans_decode_runs());
+      EXPECT_EQ(listed_batch, run_batch);
+      EXPECT_EQ(with_run.decode_run, mode == Mode::kStallFree ? c.run_stall_free : c.run_unified_v1);
+      BatchPlan expanded = with_run;
+      if (with_run.decode_run) {
+        expanded.decode_run = false;
+        expanded.scheduled.clear();
+        for (int64_t pos = 0; pos < run.count; ++pos) {
+          expanded.scheduled.push_back({c.inst.running[static_cast<size_t>(pos)].id, 1, 0});
+        }
+        expanded.scheduled.insert(expanded.scheduled.end(), with_run.scheduled.begin(),
+                                  with_run.scheduled.end());
+      }
+      EXPECT_EQ(expanded.preempt, listed.preempt);
+      EXPECT_EQ(expanded.admit, listed.admit);
+      EXPECT_EQ(scheduled(expanded), scheduled(listed));
+      EXPECT_EQ(check_plan(c.inst, expanded), "");
+    }
+  }
+  // Prefill-priority batches are prefill-only or decode-only: it plans no runs.
+  EXPECT_FALSE(make_coloc(params(Mode::kPrefillPriority, 512))->plans_decode_runs());
+}
+
+}  // namespace
+}  // namespace servesim::policies

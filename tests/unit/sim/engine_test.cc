@@ -686,6 +686,63 @@ TEST(EngineValidation, InvalidPlanIsReportedAsAPolicyBug) {
   }
 }
 
+// A policy that prefills every prompt in one step and then, once the engine offers a decode run,
+// breaks the decode-run contract (BatchPlan::decode_run) as `how` says.
+class BrokenDecodeRunPolicy : public BatchingPolicy {
+ public:
+  enum class How { kUnoffered, kPreemptsTheRun, kListsTheRunAgain };
+  explicit BrokenDecodeRunPolicy(How how) : how_(how) {}
+  bool plans_decode_runs() const override { return how_ != How::kUnoffered; }
+  bool next_batch(const InstanceView& view, BatchPlan& plan) override {
+    for (const SeqView& w : *view.waiting) {
+      plan.admit.push_back(w.id);
+      plan.scheduled.push_back({w.id, w.remaining_tokens(), 0});
+    }
+    const bool decoding = !view.running->empty() && (*view.running)[0].is_decode();
+    if (!decoding) return !plan.empty();
+    const RequestId first = (*view.running)[0].id;
+    switch (how_) {
+      case How::kUnoffered:
+        plan.decode_run = true;
+        break;
+      case How::kPreemptsTheRun:
+        plan.decode_run = true;
+        plan.preempt.push_back(first);
+        break;
+      case How::kListsTheRunAgain:
+        plan.decode_run = true;
+        plan.scheduled.push_back({first, 1, 0});
+        break;
+    }
+    return true;
+  }
+
+ private:
+  How how_;
+};
+
+TEST(EngineValidation, DecodeRunsBreakingTheirContractAreReportedAsPolicyBugs) {
+  using How = BrokenDecodeRunPolicy::How;
+  for (const auto& [how, message] :
+       std::vector<std::pair<How, std::string>>{
+           {How::kUnoffered, "schedules a decode run the view did not offer"},
+           {How::kPreemptsTheRun, "preempts request 0 of the decode run it schedules"},
+           {How::kListsTheRunAgain, "schedules request 0 of its decode run again"}}) {
+    std::vector<InstanceSetup> inst(1);
+    inst[0].cost_model = make_cost();
+    inst[0].num_blocks = 100;
+    inst[0].batching = std::make_unique<BrokenDecodeRunPolicy>(how);
+    Engine engine(EngineConfig{}, std::move(inst), policies::make_round_robin(),
+                  fixed_workload(1, 0, 10, 4, 1), nullptr);
+    try {
+      engine.run();
+      ADD_FAILURE() << "expected std::logic_error: " << message;
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace servesim::sim
 
