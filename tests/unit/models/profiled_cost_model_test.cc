@@ -525,20 +525,20 @@ TEST_F(ProfiledTest, RejectsBadInputs) {
 namespace servesim::models {
 namespace {
 
-// A decode batch's sums depend on its size and total context only: decode_sums() gives every
-// field sum_segments() gives for any such shape, and decode_iteration_time() the same duration
-// as iteration_time(), counted alike (a steady decode that skips the segments stays exact).
-TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
+// `n` sampled decode segments of seeded contexts in [1, 9000]; *context_sum their sum.
+BatchShape random_decodes(int n, uint64_t seed, int64_t* context_sum) {
   BatchShape shape;
-  int64_t context = 0;
-  std::mt19937_64 rng(7);
-  for (int i = 0; i < 37; ++i) {
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < n; ++i) {
     const auto c = static_cast<int64_t>(1 + rng() % 9000);
     shape.segments.push_back({1, c, 1});
-    context += c;
+    *context_sum += c;
   }
-  const detail::BatchSums a = detail::sum_segments(shape);
-  const detail::BatchSums b = detail::decode_sums({37, context, 37});
+  return shape;
+}
+
+// Every field of two batches' sums equal.
+void expect_same_sums(const detail::BatchSums& a, const detail::BatchSums& b) {
   for (auto f : {&detail::BatchSums::tokens, &detail::BatchSums::logit_rows,
                  &detail::BatchSums::prefill_key_positions, &detail::BatchSums::prefill_kv_tokens,
                  &detail::BatchSums::prefill_query_tokens, &detail::BatchSums::decode_key_positions,
@@ -553,23 +553,41 @@ TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
   }
   EXPECT_EQ(a.has_decode, b.has_decode);
   EXPECT_EQ(a.has_prefill, b.has_prefill);
-  EXPECT_THROW(detail::decode_sums({0, 10, 0}), std::invalid_argument);
-  EXPECT_THROW(detail::decode_sums({5, 4, 5}), std::invalid_argument);
-  EXPECT_THROW(detail::decode_sums({5, 40, 6}), std::invalid_argument);
+}
 
-  const Deployment dep = deployment("llama-3.1-8b", "h100_sxm", 2);
+// For the profiled and the roofline model of `dep`: `from_sums(model)` on one model gives the
+// duration iteration_time(whole) gives on another, and both count the same lookups.
+template <typename FromSums>
+void expect_whole_shape_time(const Deployment& dep, const BatchShape& whole, FromSums from_sums) {
   for (const bool profiled : {true, false}) {
     const auto by_shape = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
                                    : make_roofline_cost_model(dep, {});
     const auto by_sums = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
                                   : make_roofline_cost_model(dep, {});
-    const std::optional<Duration> t = by_sums->decode_iteration_time({37, context, 37});
+    const std::optional<Duration> t = from_sums(*by_sums);
     ASSERT_TRUE(t.has_value());
-    EXPECT_EQ(*t, by_shape->iteration_time(shape)) << (profiled ? "profiled" : "roofline");
+    EXPECT_EQ(*t, by_shape->iteration_time(whole)) << (profiled ? "profiled" : "roofline");
     EXPECT_EQ(by_sums->lookup_stats().lookups, by_shape->lookup_stats().lookups);
     EXPECT_EQ(by_sums->lookup_stats().interpolated_s, by_shape->lookup_stats().interpolated_s);
     EXPECT_EQ(by_sums->lookup_stats().analytic_s, by_shape->lookup_stats().analytic_s);
   }
+}
+
+// A decode batch's sums depend on its size and total context only: decode_sums() gives every
+// field sum_segments() gives for any such shape, and decode_iteration_time() the same duration
+// as iteration_time(), counted alike (a steady decode that skips the segments stays exact).
+TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
+  int64_t context = 0;
+  const BatchShape shape = random_decodes(37, 7, &context);
+  expect_same_sums(detail::sum_segments(shape), detail::decode_sums({37, context, 37}));
+  EXPECT_THROW(detail::decode_sums({0, 10, 0}), std::invalid_argument);
+  EXPECT_THROW(detail::decode_sums({5, 4, 5}), std::invalid_argument);
+  EXPECT_THROW(detail::decode_sums({5, 40, 6}), std::invalid_argument);
+
+  expect_whole_shape_time(deployment("llama-3.1-8b", "h100_sxm", 2), shape,
+                          [&](const IterationCostModel& m) {
+                            return m.decode_iteration_time({37, context, 37});
+                          });
   // A sliding window needs each context: the caller must build the shape.
   const Deployment windowed{&models_->get("gpt-oss-120b"), &gpus_->get("h100_sxm"), 2,
                             Dtype::kBf16, Dtype::kBf16};
@@ -581,44 +599,18 @@ TEST_F(ProfiledTest, DecodeTimeFromSumsEqualsTheShapesTime) {
 // step that does not sample) is priced as the whole shape with the decode steps listed first: the
 // same sums field by field, the same duration, counted alike.
 TEST_F(ProfiledTest, MixedTimeFromSumsEqualsTheWholeShapesTime) {
-  BatchShape rest, whole;
   int64_t context = 0;
-  std::mt19937_64 rng(11);
-  for (int i = 0; i < 23; ++i) {
-    const auto c = static_cast<int64_t>(1 + rng() % 9000);
-    whole.segments.push_back({1, c, 1});
-    context += c;
-  }
+  BatchShape rest, whole = random_decodes(23, 11, &context);
   rest.segments = {{512, 512, 0}, {300, 1324, 1}, {1, 77, 0}};
   whole.segments.insert(whole.segments.end(), rest.segments.begin(), rest.segments.end());
-  const detail::BatchSums a = detail::sum_segments(whole);
-  const detail::BatchSums b = detail::mixed_sums({23, context, 23}, rest);
-  for (auto f : {&detail::BatchSums::tokens, &detail::BatchSums::logit_rows,
-                 &detail::BatchSums::prefill_key_positions, &detail::BatchSums::prefill_kv_tokens,
-                 &detail::BatchSums::prefill_query_tokens, &detail::BatchSums::decode_key_positions,
-                 &detail::BatchSums::decode_kv_tokens, &detail::BatchSums::decode_query_tokens,
-                 &detail::BatchSums::prefill_segments, &detail::BatchSums::prefill_k2,
-                 &detail::BatchSums::prefill_q2, &detail::BatchSums::prefill_qc}) {
-    EXPECT_EQ(a.*f, b.*f);
-  }
-  EXPECT_EQ(a.has_decode, b.has_decode);
-  EXPECT_EQ(a.has_prefill, b.has_prefill);
+  expect_same_sums(detail::sum_segments(whole), detail::mixed_sums({23, context, 23}, rest));
   EXPECT_THROW(detail::mixed_sums({23, context, 23}, BatchShape{}), std::invalid_argument);
   EXPECT_THROW(detail::mixed_sums({0, 10, 0}, rest), std::invalid_argument);
 
-  const Deployment dep = deployment("llama-3.1-8b", "h100_sxm", 2);
-  for (const bool profiled : {true, false}) {
-    const auto by_shape = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
-                                   : make_roofline_cost_model(dep, {});
-    const auto by_sums = profiled ? make_profiled_cost_model(dep, {synthetic_h100_gemm()}, {})
-                                  : make_roofline_cost_model(dep, {});
-    const std::optional<Duration> t = by_sums->mixed_iteration_time({23, context, 23}, rest);
-    ASSERT_TRUE(t.has_value());
-    EXPECT_EQ(*t, by_shape->iteration_time(whole)) << (profiled ? "profiled" : "roofline");
-    EXPECT_EQ(by_sums->lookup_stats().lookups, by_shape->lookup_stats().lookups);
-    EXPECT_EQ(by_sums->lookup_stats().interpolated_s, by_shape->lookup_stats().interpolated_s);
-    EXPECT_EQ(by_sums->lookup_stats().analytic_s, by_shape->lookup_stats().analytic_s);
-  }
+  expect_whole_shape_time(deployment("llama-3.1-8b", "h100_sxm", 2), whole,
+                          [&](const IterationCostModel& m) {
+                            return m.mixed_iteration_time({23, context, 23}, rest);
+                          });
   // A sliding window needs each context, and counts nothing when it declines.
   const Deployment windowed{&models_->get("gpt-oss-120b"), &gpus_->get("h100_sxm"), 2,
                             Dtype::kBf16, Dtype::kBf16};
