@@ -228,7 +228,7 @@ struct Engine::Impl {
   int64_t pending_gap_ = -1, pending_gaps_ = 0;  // add_gap(): the run not yet in result.tbt_ns
   // config.slo.tbt_p99 in ns (no objective: the largest gap), for record_token().
   int64_t tbt_objective_ns_ = std::numeric_limits<int64_t>::max();
-  models::BatchShape run_shape_;  // batch_time(): a whole shape, for models that need one
+  models::BatchShape run_shape_;  // price_batch(): a whole shape, for models that need one
   // fast_forward(): positions in `running` of the requests whose next step needs a new KV block,
   // the tokens each one's held blocks take, and each one's context in the current iteration.
   std::vector<int32_t> ff_crossers_;
@@ -860,7 +860,7 @@ struct Engine::Impl {
   }
 
   // The cost model's time for the planned batch: the decode run (`run` steps) and inst.shape.
-  Duration batch_time(InstanceState& inst, int64_t run) {
+  Duration price_batch(InstanceState& inst, int64_t run) {
     const models::IterationCostModel& cost = *inst.setup.cost_model;
     if (run == 0) return cost.iteration_time(inst.shape);
     const models::DecodePass pass{run, inst.decode_run.context_sum, run};
@@ -984,7 +984,7 @@ struct Engine::Impl {
       request_schedule(i);
       return;
     }
-    Duration d = priced ? *priced : batch_time(inst, run);
+    Duration d = priced ? *priced : price_batch(inst, run);
     if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
     if (inst.batch_load_ns != 0) {
       d += Duration(inst.batch_load_ns);
