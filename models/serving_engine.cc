@@ -29,6 +29,24 @@ class EngineCostModel final : public IterationCostModel {
                     runtime_.cpu.cost(pass.decodes, pass.decodes));
   }
 
+  // The whole shape (the run's segments, then `rest`) padded as padded() pads it: the padding
+  // rows go after `rest`.
+  std::optional<Duration> mixed_iteration_time(const DecodePass& run, const BatchShape& rest) const override {
+    const int64_t tokens = run.decodes + rest.total_query_tokens();
+    const auto segments = run.decodes + static_cast<int64_t>(rest.segments.size());
+    const int64_t target = runtime_.graphs.padded(tokens, /*decode_only=*/tokens == segments);
+    const BatchShape* gpu_rest = &rest;
+    if (target != tokens) {
+      scratch_.segments.assign(rest.segments.begin(), rest.segments.end());
+      scratch_.segments.resize(rest.segments.size() + static_cast<size_t>(target - tokens),
+                               Segment{1, 1, 0});
+      gpu_rest = &scratch_;
+    }
+    const std::optional<Duration> gpu = gpu_->mixed_iteration_time(run, *gpu_rest);
+    if (!gpu) return std::nullopt;
+    return with_cpu(scaled(*gpu, rest), runtime_.cpu.cost(segments, tokens));
+  }
+
   OperatorTimes breakdown(const BatchShape& shape) const override {
     OperatorTimes t = gpu_->breakdown(padded(shape));
     if (!runtime_.gpu_scale.identity()) {

@@ -123,6 +123,37 @@ TEST(EngineCostModel, ADecodePassFromItsSumsCostsWhatItsShapeCosts) {
   }
 }
 
+// A pass of decode steps given by their sums and listed segments (a prompt chunk, or decode steps
+// that do not sample) costs what the whole shape costs: padded (mixed batches too, where the
+// engine pads them), scaled by its prompt tokens, with the CPU of every request.
+TEST(EngineCostModel, AMixedPassFromItsSumsCostsWhatItsShapeCosts) {
+  for (const bool overlapped : {false, true}) {
+    for (const bool pad_mixed : {false, true}) {
+      EngineRuntime rt = padded_runtime();
+      rt.cpu.overlapped = overlapped;
+      rt.graphs.pad_mixed = pad_mixed;
+      rt.gpu_scale.decode = 0.8;
+      rt.gpu_scale.prefill = 0.6;
+      const auto engine = make_engine_cost_model(gpu_model(), rt);
+      for (const int n : {1, 2, 5}) {
+        for (const BatchShape& rest : {decodes(1, 90), BatchShape{{{3, 40, 1}}}}) {
+          BatchShape whole;
+          int64_t context = 0;
+          for (int i = 0; i < n; ++i) {
+            whole.segments.push_back({1, 700 + 37 * i, 1});
+            context += 700 + 37 * i;
+          }
+          whole.segments.insert(whole.segments.end(), rest.segments.begin(), rest.segments.end());
+          const std::optional<Duration> from_sums = engine->mixed_iteration_time({n, context, n}, rest);
+          ASSERT_TRUE(from_sums.has_value());
+          EXPECT_EQ(*from_sums, engine->iteration_time(whole))
+              << n << " overlapped " << overlapped << " pad_mixed " << pad_mixed;
+        }
+      }
+    }
+  }
+}
+
 TEST(GpuTimeScale, DecodePassesTakeTheDecodeFactorAndPrefillBlendsTowardThePrefillFactor) {
   GpuTimeScale scale;
   scale.decode = 0.8;
