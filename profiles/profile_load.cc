@@ -8,7 +8,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unordered_map>
 
 #include "profiles/profile_csv.h"
 #include "profiles/profile_meta_keys.h"
@@ -56,39 +55,54 @@ uint64_t key_hash(const ForwardRow& r) {
 }
 
 // Rejects a second row with the same key (FORMAT.md: a key appears at most once per file). Rows
-// are compared by key_hash() as they are read and by row_key() only where hashes match, so the
-// keys of a file without repeats are never formatted.
+// are compared by key_hash() as they are read, in an open-addressing table of the rows seen (no
+// allocation per row), and by row_key() only where hashes match, so the keys of a file without
+// repeats are never formatted.
 template <typename Row>
 class DuplicateCheck {
  public:
   DuplicateCheck(const CsvReader& csv, const std::vector<Row>& rows) : csv_(csv), rows_(rows) {}
   // Checks rows_.back(), read from the current line, against the rows added before it.
   void add_last() {
+    if (2 * (count_ + 1) > slots_.size()) grow();
     const size_t index = rows_.size() - 1;
     const uint64_t h = key_hash(rows_[index]);
-    const auto [begin, end] = first_.equal_range(h);
-    if (begin != end) {
+    size_t at = slot_of(h);
+    for (; slots_[at].line != 0; at = (at + 1) & (slots_.size() - 1)) {
+      if (slots_[at].hash != h) continue;
       const std::string key = row_key(rows_[index]);
-      for (auto it = begin; it != end; ++it) {
-        if (row_key(rows_[it->second.index]) == key) {
-          csv_.fail(fmt::format(
-              "expected each key (every column but latency_us) at most once, found {} again "
-              "(first on line {})",
-              key, it->second.line));
-        }
+      if (row_key(rows_[slots_[at].index]) == key) {
+        csv_.fail(fmt::format(
+            "expected each key (every column but latency_us) at most once, found {} again "
+            "(first on line {})",
+            key, slots_[at].line));
       }
     }
-    first_.emplace(h, First{index, csv_.line()});
+    slots_[at] = {h, index, csv_.line()};
+    count_++;
   }
 
  private:
-  struct First {
-    size_t index;  // into rows_
-    long line;
+  struct Slot {
+    uint64_t hash = 0;
+    size_t index = 0;  // into rows_
+    long line = 0;     // 0: empty (data lines start at 2)
   };
+  size_t slot_of(uint64_t h) const { return static_cast<size_t>(h >> 7) & (slots_.size() - 1); }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(1024, 2 * old.size()), Slot{});
+    for (const Slot& e : old) {
+      if (e.line == 0) continue;
+      size_t at = slot_of(e.hash);
+      while (slots_[at].line != 0) at = (at + 1) & (slots_.size() - 1);
+      slots_[at] = e;
+    }
+  }
   const CsvReader& csv_;
   const std::vector<Row>& rows_;
-  std::unordered_multimap<uint64_t, First> first_;
+  std::vector<Slot> slots_;
+  size_t count_ = 0;
 };
 
 void load_gemm(const std::string& path, Profile* p) {

@@ -1,4 +1,5 @@
 // Loader and writer of profile directories: the committed profiles, round trips and error goldens.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -291,6 +292,19 @@ TEST(LoadErrors, DuplicateKeyPointsAtTheFirstLine) {
   EXPECT_EQ(e.message(),
             "expected each key (every column but latency_us) at most once, found bf16,1,2,3 again "
             "(first on line 2)");
+}
+
+TEST(LoadErrors, DuplicateKeyFoundAmongThousandsOfRows) {
+  // 3,000 distinct keys (the check's table grows past its first size), then line 7's key again.
+  std::string csv = "dtype,m,n,k,latency_us\n";
+  for (int i = 0; i < 3000; ++i) csv += fmt::format("bf16,{},{},{},1.0\n", 1 + i % 50, 1 + i / 50, 64);
+  csv += "bf16,6,1,64,2.0\n";
+  TempDir tmp;
+  InputError e = load_error(gemm_profile(tmp, csv));
+  EXPECT_EQ(e.line(), 3002);
+  EXPECT_EQ(e.message(),
+            "expected each key (every column but latency_us) at most once, found bf16,6,1,64 again "
+            "(first on line 7)");
 }
 
 TEST(LoadErrors, ListedTableWithoutFile) {
