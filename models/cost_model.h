@@ -78,7 +78,7 @@ struct Deployment {
   // How a MoE model's tokens spread over its experts (expert_routing.h): sets the busiest
   // expert-parallel rank's rows and the experts a pass reaches. Unset: the model's own default
   // (ModelSpec::expert_routing). Ignored for dense models.
-  std::optional<ExpertRouting> expert_routing;
+  std::optional<ExpertRouting> expert_routing{};
 
   int gpus() const { return tp * attention_dp * pp; }
   // expert_routing, else the model's default. REQUIRES: model != nullptr.
