@@ -209,6 +209,7 @@ Json run_json(const scenarios::Scenario& s, const app::RunOutcome& o, const std:
   doc["extrapolated_share"] = o.lookups.extrapolated_share();
   doc["events"] = o.result.events;
   doc["fast_forwarded_iterations"] = o.result.fast_forwarded_iterations;
+  doc["decode_run_iterations"] = o.result.decode_run_iterations;
   doc["wall_s"] = o.wall_s;
   doc["fingerprint"] = app::format_fingerprint(o.result.event_fingerprint);
   doc["warnings"] = warnings;
@@ -282,15 +283,14 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   const double events_per_s = o.wall_s > 0 ? o.result.events / o.wall_s : 0;
   int64_t iterations = 0;
   for (const sim::InstanceStats& inst : o.result.instances) iterations += inst.iterations;
-  const double fast_forwarded =
-      iterations > 0 ? 100.0 * static_cast<double>(o.result.fast_forwarded_iterations) /
-                           static_cast<double>(iterations)
-                     : 0.0;
+  const auto share = [&](int64_t part) {
+    return iterations > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(iterations) : 0.0;
+  };
   fmt::print(out,
              "\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s, {:.0f} % of "
-             "iterations fast-forwarded), fingerprint {}\n",
-             o.summary.duration_s, o.wall_s, events_per_s, fast_forwarded,
-             app::format_fingerprint(o.result.event_fingerprint));
+             "iterations fast-forwarded, {:.0f} % with a decode run), fingerprint {}\n",
+             o.summary.duration_s, o.wall_s, events_per_s, share(o.result.fast_forwarded_iterations),
+             share(o.result.decode_run_iterations), app::format_fingerprint(o.result.event_fingerprint));
   if (!options.db_path.empty()) {
     fmt::print(out, "results    {} (run_id {})\n", options.db_path, o.run_id);
   }
