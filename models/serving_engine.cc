@@ -35,14 +35,7 @@ class EngineCostModel final : public IterationCostModel {
     const int64_t tokens = run.decodes + rest.total_query_tokens();
     const auto segments = run.decodes + static_cast<int64_t>(rest.segments.size());
     const int64_t target = runtime_.graphs.padded(tokens, /*decode_only=*/tokens == segments);
-    const BatchShape* gpu_rest = &rest;
-    if (target != tokens) {
-      scratch_.segments.assign(rest.segments.begin(), rest.segments.end());
-      scratch_.segments.resize(rest.segments.size() + static_cast<size_t>(target - tokens),
-                               Segment{1, 1, 0});
-      gpu_rest = &scratch_;
-    }
-    const std::optional<Duration> gpu = gpu_->mixed_iteration_time(run, *gpu_rest);
+    const std::optional<Duration> gpu = gpu_->mixed_iteration_time(run, with_padding(rest, target - tokens));
     if (!gpu) return std::nullopt;
     return with_cpu(scaled(*gpu, rest), runtime_.cpu.cost(segments, tokens));
   }
@@ -107,11 +100,14 @@ class EngineCostModel final : public IterationCostModel {
   const BatchShape& padded(const BatchShape& shape) const {
     const int64_t tokens = shape.total_query_tokens();
     const bool decode_only = tokens == static_cast<int64_t>(shape.segments.size());
-    const int64_t target = runtime_.graphs.padded(tokens, decode_only);
-    if (target == tokens) return shape;
+    return with_padding(shape, runtime_.graphs.padded(tokens, decode_only) - tokens);
+  }
+
+  // `shape` itself, or the scratch copy with `rows` padding rows (context 1, sampling nothing).
+  const BatchShape& with_padding(const BatchShape& shape, int64_t rows) const {
+    if (rows == 0) return shape;
     scratch_.segments.assign(shape.segments.begin(), shape.segments.end());
-    scratch_.segments.resize(shape.segments.size() + static_cast<size_t>(target - tokens),
-                             Segment{1, 1, 0});
+    scratch_.segments.resize(shape.segments.size() + static_cast<size_t>(rows), Segment{1, 1, 0});
     return scratch_;
   }
 

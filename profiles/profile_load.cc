@@ -12,6 +12,7 @@
 #include "profiles/profile_csv.h"
 #include "profiles/profile_meta_keys.h"
 #include "sim/core/error.h"
+#include "sim/core/rng.h"
 
 namespace servesim::profiles {
 namespace fs = std::filesystem;
@@ -20,16 +21,12 @@ namespace {
 bool known_dtype(const std::string& dtype) { return canonical_dtype(dtype) == dtype; }
 
 // A hash of a row's key fields (row_key(): every column but latency_us), without formatting it.
-uint64_t mix_field(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdULL;
-}
 uint64_t field_hash(const std::string& s) { return std::hash<std::string_view>{}(s); }
 uint64_t field_hash(int64_t v) { return static_cast<uint64_t>(v); }
 template <typename... Fields>
 uint64_t fields_hash(const Fields&... fields) {
   uint64_t h = 0;
-  ((h = mix_field(h, field_hash(fields))), ...);
+  ((h = mix64(h, field_hash(fields))), ...);
   return h;
 }
 uint64_t key_hash(const GemmRow& r) { return fields_hash(r.dtype, r.m, r.n, r.k); }

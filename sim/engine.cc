@@ -830,33 +830,41 @@ struct Engine::Impl {
     DecodeRun& run = inst.decode_run;
     const SeqView& seq = inst.running[static_cast<size_t>(run.count)];
     if (seq.split_tokens != 0 || !seq.is_decode()) return false;
-    add_to_decode_run(inst, seq, static_cast<int32_t>(run.count));
+    add_to_decode_run(seq, static_cast<int32_t>(run.count), inst.setup.block_size, run,
+                      inst.run_to_first_finish, inst.run_crossers);
     return true;
   }
-  // Adds `seq`, a decode step at position `pos` right after the run, to the instance's decode run.
-  static void add_to_decode_run(InstanceState& inst, const SeqView& seq, int32_t pos) {
-    DecodeRun& run = inst.decode_run;
-    const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, inst.setup.block_size);
+  // Adds `seq`, a decode step at position `pos` right after `run`, to `run`, the fewest tokens
+  // left to sample in it and its block crossers. Inlined: the batch-done of a decode run calls it
+  // for every request that stays, with the sums in locals.
+  [[gnu::always_inline]] static void add_to_decode_run(const SeqView& seq, int32_t pos, int64_t block_size,
+                                                       DecodeRun& run, int64_t& to_first_finish,
+                                                       std::vector<int32_t>& crossers) {
+    const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, block_size);
     if (extra > 0) {
       run.new_blocks += extra;
-      inst.run_crossers.push_back(pos);
+      crossers.push_back(pos);
     }
     run.context_sum += seq.computed_tokens + 1;
     run.count++;
-    inst.run_to_first_finish = std::min(inst.run_to_first_finish, seq.output_tokens - seq.generated_tokens);
+    to_first_finish = std::min(to_first_finish, seq.output_tokens - seq.generated_tokens);
   }
   static void clear_decode_run(InstanceState& inst) {
     inst.decode_run = {};
     inst.run_crossers.clear();
     inst.run_to_first_finish = std::numeric_limits<int64_t>::max();
   }
+  // Extends the instance's decode run as far down inst.running as it goes; it is then ready.
+  void complete_decode_run(InstanceState& inst) {
+    while (inst.decode_run.count < static_cast<int64_t>(inst.running.size()) && extend_decode_run(inst)) {
+    }
+    inst.run_ready = true;
+  }
   // Makes the instance's decode run that of inst.running as it is, unless it already is.
   void find_decode_run(InstanceState& inst) {
     if (inst.run_ready) return;
     clear_decode_run(inst);
-    while (inst.decode_run.count < static_cast<int64_t>(inst.running.size()) && extend_decode_run(inst)) {
-    }
-    inst.run_ready = true;
+    complete_decode_run(inst);
   }
 
   // The cost model's time for the planned batch: the decode run (`run` steps) and inst.shape.
@@ -869,11 +877,9 @@ struct Engine::Impl {
                                                   : cost.mixed_iteration_time(pass, inst.shape);
     if (from_sums) return *from_sums;
     // The model needs every segment: the run's first, as if the plan had listed them.
-    models::BatchShape& whole = run_shape_;
-    whole.clear();
-    for (int64_t pos = 0; pos < run; ++pos) {
-      whole.segments.push_back({1, inst.running[static_cast<size_t>(pos)].computed_tokens + 1, 1});
-    }
+    models::BatchShape& whole = decode_shape(run_shape_, static_cast<size_t>(run), [&](size_t pos) {
+      return inst.running[pos].computed_tokens + 1;
+    });
     whole.segments.insert(whole.segments.end(), inst.shape.segments.begin(), inst.shape.segments.end());
     return cost.iteration_time(whole);
   }
@@ -1079,21 +1085,13 @@ struct Engine::Impl {
       }
       seq.generated_tokens++;
       record_token(seq.id, rs, t_ns);
-      const int64_t left = seq.output_tokens - seq.generated_tokens;
-      if (left == 0) {
+      if (seq.generated_tokens == seq.output_tokens) {
         any_finished = true;
         finished++;
-        continue;
+      } else {
+        add_to_decode_run(seq, static_cast<int32_t>(pos) - finished, block_size, next, to_first_finish,
+                          inst.run_crossers);
       }
-      // As add_to_decode_run().
-      const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, block_size);
-      if (extra > 0) {
-        next.new_blocks += extra;
-        inst.run_crossers.push_back(static_cast<int32_t>(pos) - finished);
-      }
-      next.context_sum += seq.computed_tokens + 1;
-      next.count++;
-      to_first_finish = std::min(to_first_finish, left);
     }
     inst.decode_run = next;
     inst.run_to_first_finish = to_first_finish;
@@ -1163,13 +1161,9 @@ struct Engine::Impl {
       inst.running.erase(gone, inst.running.end());
       reindex_running(inst, first_gone);
     }
-    if (inst.batch_decodes > 0) {
-      // The decode run's survivors lead `running`; requests after them whose prompt this batch
-      // finished are decode steps now and may follow.
-      while (inst.decode_run.count < static_cast<int64_t>(inst.running.size()) && extend_decode_run(inst)) {
-      }
-      inst.run_ready = true;
-    }
+    // The decode run's survivors lead `running`; requests after them whose prompt this batch
+    // finished are decode steps now and may follow.
+    if (inst.batch_decodes > 0) complete_decode_run(inst);
     if (!fast_forward(i)) request_schedule(i);
     if (!handoffs.empty()) start_transfers();
     maybe_retire(i);
@@ -1349,8 +1343,8 @@ struct Engine::Impl {
   // `shape` set to one sampled decode segment of context context_of(pos) for each pos < decodes,
   // for a model that needs the segments.
   template <typename ContextOf>
-  static const models::BatchShape& decode_shape(models::BatchShape& shape, size_t decodes,
-                                                const ContextOf& context_of) {
+  static models::BatchShape& decode_shape(models::BatchShape& shape, size_t decodes,
+                                          const ContextOf& context_of) {
     shape.clear();
     for (size_t pos = 0; pos < decodes; ++pos) shape.segments.push_back({1, context_of(pos), 1});
     return shape;
