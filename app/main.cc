@@ -284,13 +284,15 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   int64_t iterations = 0;
   for (const sim::InstanceStats& inst : o.result.instances) iterations += inst.iterations;
   const auto share = [&](int64_t part) {
-    return iterations > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(iterations) : 0.0;
+    return iterations > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(iterations)
+                          : 0.0;
   };
   fmt::print(out,
              "\nsimulated {:.1f} s in {:.3f} s of wall time ({:.0f} events/s, {:.0f} % of "
              "iterations fast-forwarded, {:.0f} % with a decode run), fingerprint {}\n",
-             o.summary.duration_s, o.wall_s, events_per_s, share(o.result.fast_forwarded_iterations),
-             share(o.result.decode_run_iterations), app::format_fingerprint(o.result.event_fingerprint));
+             o.summary.duration_s, o.wall_s, events_per_s,
+             share(o.result.fast_forwarded_iterations), share(o.result.decode_run_iterations),
+             app::format_fingerprint(o.result.event_fingerprint));
   if (!options.db_path.empty()) {
     fmt::print(out, "results    {} (run_id {})\n", options.db_path, o.run_id);
   }

@@ -92,8 +92,8 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
                                 weight_bytes(experts, d.weight_dtype, d.gpus());
   } else if (d.pp > 1) {
     // The stage with the most layers holds that share of every weight.
-    plan.weight_bytes_per_gpu =
-        weight_bytes(m.param_count, d.weight_dtype, d.tp) * stage_share(m.num_layers) / m.num_layers;
+    plan.weight_bytes_per_gpu = weight_bytes(m.param_count, d.weight_dtype, d.tp) *
+                                stage_share(m.num_layers) / m.num_layers;
   } else {
     plan.weight_bytes_per_gpu = weight_bytes(m.param_count, d.weight_dtype, d.tp);
   }

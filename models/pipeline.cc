@@ -32,7 +32,8 @@ class PipelineCostModel final : public IterationCostModel {
     return *whole + handoffs(pass.decodes);
   }
 
-  std::optional<Duration> mixed_iteration_time(const DecodePass& run, const BatchShape& rest) const override {
+  std::optional<Duration> mixed_iteration_time(const DecodePass& run,
+                                               const BatchShape& rest) const override {
     const std::optional<Duration> whole = whole_->mixed_iteration_time(run, rest);
     if (!whole) return std::nullopt;
     return *whole + handoffs(run.decodes + rest.total_query_tokens());

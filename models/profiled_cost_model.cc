@@ -1472,7 +1472,8 @@ std::unique_ptr<IterationCostModel> make_profiled_cost_model(
   }
   if (d.pp > 1) {
     return make_pipeline_cost_model(
-        d, [&](const Deployment& plain) { return make_profiled_cost_model(plain, gpu_profiles, p); },
+        d,
+        [&](const Deployment& plain) { return make_profiled_cost_model(plain, gpu_profiles, p); },
         p.roofline);
   }
   return std::make_unique<ProfiledCostModel>(d, gpu_profiles, p);

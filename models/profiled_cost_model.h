@@ -106,7 +106,8 @@ class ProfiledCostModel final : public IterationCostModel {
 
   Duration iteration_time(const BatchShape& shape) const override;
   std::optional<Duration> decode_iteration_time(const DecodePass& pass) const override;
-  std::optional<Duration> mixed_iteration_time(const DecodePass& run, const BatchShape& rest) const override;
+  std::optional<Duration> mixed_iteration_time(const DecodePass& run,
+                                               const BatchShape& rest) const override;
   OperatorTimes breakdown(const BatchShape& shape) const override;
   OperatorTimes counted_breakdown(const BatchShape& shape) const override;
   Duration peak_bound_time(const BatchShape& shape) const override;

@@ -86,7 +86,8 @@ class RooflineCostModel final : public IterationCostModel {
     return counted(detail::decode_sums(pass)).total();
   }
 
-  std::optional<Duration> mixed_iteration_time(const DecodePass& run, const BatchShape& rest) const override {
+  std::optional<Duration> mixed_iteration_time(const DecodePass& run,
+                                               const BatchShape& rest) const override {
     if (shapes_.window > 0) return std::nullopt;
     return counted(detail::mixed_sums(run, rest)).total();
   }
@@ -144,9 +145,9 @@ std::unique_ptr<IterationCostModel> make_roofline_cost_model(const Deployment& d
     }, params);
   }
   if (deployment.pp > 1) {
-    return make_pipeline_cost_model(deployment, [&](const Deployment& plain) {
-      return make_roofline_cost_model(plain, params);
-    }, params);
+    return make_pipeline_cost_model(
+        deployment,
+        [&](const Deployment& plain) { return make_roofline_cost_model(plain, params); }, params);
   }
   return std::make_unique<RooflineCostModel>(deployment, params);
 }

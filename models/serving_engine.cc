@@ -31,11 +31,13 @@ class EngineCostModel final : public IterationCostModel {
 
   // The whole shape (the run's segments, then `rest`) padded as padded() pads it: the padding
   // rows go after `rest`.
-  std::optional<Duration> mixed_iteration_time(const DecodePass& run, const BatchShape& rest) const override {
+  std::optional<Duration> mixed_iteration_time(const DecodePass& run,
+                                               const BatchShape& rest) const override {
     const int64_t tokens = run.decodes + rest.total_query_tokens();
     const auto segments = run.decodes + static_cast<int64_t>(rest.segments.size());
     const int64_t target = runtime_.graphs.padded(tokens, /*decode_only=*/tokens == segments);
-    const std::optional<Duration> gpu = gpu_->mixed_iteration_time(run, with_padding(rest, target - tokens));
+    const std::optional<Duration> gpu =
+        gpu_->mixed_iteration_time(run, with_padding(rest, target - tokens));
     if (!gpu) return std::nullopt;
     return with_cpu(scaled(*gpu, rest), runtime_.cpu.cost(segments, tokens));
   }

@@ -262,7 +262,8 @@ class Coloc : public sim::BatchingPolicy {
     int64_t used = view.decode_run != nullptr && view.decode_run->count <= p_.max_num_batched_tokens
                        ? d.schedule_decode_run()
                        : 0;
-    for (size_t pos = static_cast<size_t>(used); pos < running.size() && used < p_.max_num_batched_tokens; ++pos) {
+    for (size_t pos = static_cast<size_t>(used);
+         pos < running.size() && used < p_.max_num_batched_tokens; ++pos) {
       if (!d.alive(pos)) continue;
       const SeqView& r = running[pos];
       int64_t n = r.remaining_tokens();

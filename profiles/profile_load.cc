@@ -45,7 +45,9 @@ uint64_t key_hash(const MoeRow& r) {
   return fields_hash(r.dtype, r.num_tokens, r.hidden_size, r.inter_size, r.topk, r.num_experts,
                      r.moe_tp, r.moe_ep, r.distribution);
 }
-uint64_t key_hash(const ElementwiseRow& r) { return fields_hash(r.model, r.op, r.num_tokens, r.tp); }
+uint64_t key_hash(const ElementwiseRow& r) {
+  return fields_hash(r.model, r.op, r.num_tokens, r.tp);
+}
 uint64_t key_hash(const MemcpyRow& r) { return fields_hash(r.kind, r.bytes); }
 uint64_t key_hash(const ForwardRow& r) {
   return fields_hash(r.kind, r.batch, r.q_tokens, r.context_tokens, int64_t{r.graph});

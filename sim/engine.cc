@@ -610,7 +610,8 @@ struct Engine::Impl {
   }
 
   // `protected_run`: running[0, protected_run) is the decode run the plan schedules.
-  void apply_preemptions(size_t i, InstanceState& inst, const BatchPlan& plan, int64_t protected_run) {
+  void apply_preemptions(size_t i, InstanceState& inst, const BatchPlan& plan,
+                         int64_t protected_run) {
     if (plan.preempt.empty()) return;
     for (RequestId id : plan.preempt) {
       const int32_t pos = running_pos_of(inst, id);
@@ -837,8 +838,9 @@ struct Engine::Impl {
   // Adds `seq`, a decode step at position `pos` right after `run`, to `run`, the fewest tokens
   // left to sample in it and its block crossers. Inlined: the batch-done of a decode run calls it
   // for every request that stays, with the sums in locals.
-  [[gnu::always_inline]] static void add_to_decode_run(const SeqView& seq, int32_t pos, int64_t block_size,
-                                                       DecodeRun& run, int64_t& to_first_finish,
+  [[gnu::always_inline]] static void add_to_decode_run(const SeqView& seq, int32_t pos,
+                                                       int64_t block_size, DecodeRun& run,
+                                                       int64_t& to_first_finish,
                                                        std::vector<int32_t>& crossers) {
     const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, block_size);
     if (extra > 0) {
@@ -856,7 +858,8 @@ struct Engine::Impl {
   }
   // Extends the instance's decode run as far down inst.running as it goes; it is then ready.
   void complete_decode_run(InstanceState& inst) {
-    while (inst.decode_run.count < static_cast<int64_t>(inst.running.size()) && extend_decode_run(inst)) {
+    while (inst.decode_run.count < static_cast<int64_t>(inst.running.size()) &&
+           extend_decode_run(inst)) {
     }
     inst.run_ready = true;
   }
@@ -880,7 +883,8 @@ struct Engine::Impl {
     models::BatchShape& whole = decode_shape(run_shape_, static_cast<size_t>(run), [&](size_t pos) {
       return inst.running[pos].computed_tokens + 1;
     });
-    whole.segments.insert(whole.segments.end(), inst.shape.segments.begin(), inst.shape.segments.end());
+    whole.segments.insert(whole.segments.end(), inst.shape.segments.begin(),
+                          inst.shape.segments.end());
     return cost.iteration_time(whole);
   }
 
@@ -946,7 +950,8 @@ struct Engine::Impl {
     if (plan.decode_run) {
       for (const int32_t pos : inst.run_crossers) {
         SeqView& seq = inst.running[static_cast<size_t>(pos)];
-        const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, inst.setup.block_size);
+        const int64_t extra =
+            extra_blocks_for(seq.computed_tokens + 1, seq.blocks, inst.setup.block_size);
         seq.blocks += extra;
         new_blocks += extra;
       }
@@ -999,10 +1004,11 @@ struct Engine::Impl {
     }
     // Apportioned by tokens (pricing the decode steps alone instead gives the same miss causes
     // within 0.5 % on the DOPD bursty replay, at a second cost-model call per mixed iteration).
-    const double per_token_ns = decode_tokens > 0 && decode_tokens < run + static_cast<int64_t>(inst.batch.size())
-                                    ? static_cast<double>(d.count()) /
-                                          static_cast<double>(decode_tokens + prompt_tokens + recompute_tokens)
-                                    : 0.0;
+    const double per_token_ns =
+        decode_tokens > 0 && decode_tokens < run + static_cast<int64_t>(inst.batch.size())
+            ? static_cast<double>(d.count()) /
+                  static_cast<double>(decode_tokens + prompt_tokens + recompute_tokens)
+            : 0.0;
     inst.batch_interference_ns = static_cast<int64_t>(per_token_ns * static_cast<double>(prompt_tokens));
     inst.batch_recompute_ns = static_cast<int64_t>(per_token_ns * static_cast<double>(recompute_tokens));
     inst.busy = true;
@@ -1089,8 +1095,8 @@ struct Engine::Impl {
         any_finished = true;
         finished++;
       } else {
-        add_to_decode_run(seq, static_cast<int32_t>(pos) - finished, block_size, next, to_first_finish,
-                          inst.run_crossers);
+        add_to_decode_run(seq, static_cast<int32_t>(pos) - finished, block_size, next,
+                          to_first_finish, inst.run_crossers);
       }
     }
     inst.decode_run = next;
@@ -1156,8 +1162,9 @@ struct Engine::Impl {
         first_gone = std::min(first_gone, pos);
       }
       // Those before the first that left keep their positions.
-      const auto gone = std::remove_if(inst.running.begin() + static_cast<std::ptrdiff_t>(first_gone),
-                                       inst.running.end(), [](const SeqView& s) { return s.id < 0; });
+      const auto gone =
+          std::remove_if(inst.running.begin() + static_cast<std::ptrdiff_t>(first_gone),
+                         inst.running.end(), [](const SeqView& s) { return s.id < 0; });
       inst.running.erase(gone, inst.running.end());
       reindex_running(inst, first_gone);
     }
@@ -1250,7 +1257,8 @@ struct Engine::Impl {
     for (bool first = true;; first = false) {
       int64_t new_blocks = 0;
       for (const int32_t pos : crossers) {
-        new_blocks += extra_blocks_for(context_of(static_cast<size_t>(pos)), inst.running[pos].blocks, block_size);
+        new_blocks += extra_blocks_for(context_of(static_cast<size_t>(pos)),
+                                       inst.running[pos].blocks, block_size);
       }
       if (new_blocks > inst.free_blocks) {
         settle();
@@ -1264,7 +1272,8 @@ struct Engine::Impl {
       if (new_blocks > 0) {
         for (const int32_t pos : crossers) {
           SeqView& seq = inst.running[pos];
-          seq.blocks += extra_blocks_for(context_of(static_cast<size_t>(pos)), seq.blocks, block_size);
+          seq.blocks +=
+              extra_blocks_for(context_of(static_cast<size_t>(pos)), seq.blocks, block_size);
           if (per_position) caps[pos] = seq.blocks * block_size;
         }
         take_blocks(inst, new_blocks);
@@ -1275,7 +1284,9 @@ struct Engine::Impl {
       const models::IterationCostModel& cost = *inst.setup.cost_model;
       const auto n = static_cast<int64_t>(decodes);
       const std::optional<Duration> from_sums = cost.decode_iteration_time({n, context_sum, n});
-      const Duration d = from_sums ? *from_sums : cost.iteration_time(decode_shape(inst.shape, decodes, context_of));
+      const Duration d = from_sums
+                             ? *from_sums
+                             : cost.iteration_time(decode_shape(inst.shape, decodes, context_of));
       if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
       inst.batch_interference_ns = 0;
       inst.batch_recompute_ns = 0;

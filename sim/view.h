@@ -93,9 +93,9 @@ struct SeqView {
 // decode step of a request that stays (SeqView::is_decode() with split_tokens == 0): what a policy
 // that schedules them all, in order, needs to know of them (BatchPlan::decode_run).
 struct DecodeRun {
-  int64_t count = 0;         // running[0, count) are such steps; running[count] is not
-  int64_t new_blocks = 0;    // KV blocks they need, together, to take their step
-  int64_t context_sum = 0;   // sum of their contexts after the step (computed_tokens + 1)
+  int64_t count = 0;        // running[0, count) are such steps; running[count] is not
+  int64_t new_blocks = 0;   // KV blocks they need, together, to take their step
+  int64_t context_sum = 0;  // sum of their contexts after the step (computed_tokens + 1)
 };
 
 // An instance's state as its batching policy sees it.
@@ -142,7 +142,9 @@ struct BatchPlan {
     scheduled.clear();
     decode_run = false;
   }
-  bool empty() const { return preempt.empty() && admit.empty() && scheduled.empty() && !decode_run; }
+  bool empty() const {
+    return preempt.empty() && admit.empty() && scheduled.empty() && !decode_run;
+  }
 };
 
 // An instance's load as the cluster router sees it.

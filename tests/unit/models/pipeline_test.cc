@@ -136,10 +136,10 @@ TEST(Pipeline, LayoutsThatCannotSplitAreErrors) {
   d.pp = 5;
   EXPECT_THROW(make_roofline_cost_model(d, {}), CapacityError);
   d.pp = 1;
-  EXPECT_THROW(make_pipeline_cost_model(
-                   d, [](const Deployment& plain) { return make_roofline_cost_model(plain, {}); },
-                   {}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      make_pipeline_cost_model(
+          d, [](const Deployment& plain) { return make_roofline_cost_model(plain, {}); }, {}),
+      std::invalid_argument);
 }
 
 }  // namespace

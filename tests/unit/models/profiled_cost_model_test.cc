@@ -612,12 +612,13 @@ TEST_F(ProfiledTest, MixedTimeFromSumsEqualsTheWholeShapesTime) {
                             return m.mixed_iteration_time({23, context, 23}, rest);
                           });
   // A sliding window needs each context, and counts nothing when it declines.
-  const Deployment windowed{&models_->get("gpt-oss-120b"), &gpus_->get("h100_sxm"), 2,
-                            Dtype::kBf16, Dtype::kBf16};
+  const Deployment windowed{&models_->get("gpt-oss-120b"), &gpus_->get("h100_sxm"), 2, Dtype::kBf16,
+                            Dtype::kBf16};
   const auto roofline = make_roofline_cost_model(windowed, {});
   EXPECT_FALSE(roofline->mixed_iteration_time({23, context, 23}, rest));
   EXPECT_EQ(roofline->lookup_stats().lookups, 0);
-  EXPECT_FALSE(make_profiled_cost_model(windowed, {}, {})->mixed_iteration_time({23, context, 23}, rest));
+  EXPECT_FALSE(
+      make_profiled_cost_model(windowed, {}, {})->mixed_iteration_time({23, context, 23}, rest));
 }
 
 }  // namespace

@@ -144,7 +144,8 @@ TEST(EngineCostModel, AMixedPassFromItsSumsCostsWhatItsShapeCosts) {
             context += 700 + 37 * i;
           }
           whole.segments.insert(whole.segments.end(), rest.segments.begin(), rest.segments.end());
-          const std::optional<Duration> from_sums = engine->mixed_iteration_time({n, context, n}, rest);
+          const std::optional<Duration> from_sums =
+              engine->mixed_iteration_time({n, context, n}, rest);
           ASSERT_TRUE(from_sums.has_value());
           EXPECT_EQ(*from_sums, engine->iteration_time(whole))
               << n << " overlapped " << overlapped << " pad_mixed " << pad_mixed;

@@ -584,7 +584,8 @@ TEST(ColocDecodeRuns, PlanTheSameBatchAsListingEveryRequest) {
   }
   for (const Mode mode : {Mode::kUnifiedV1, Mode::kStallFree}) {
     for (const Case& c : cases) {
-      SCOPED_TRACE(std::string(c.what) + (mode == Mode::kStallFree ? " (stall_free)" : " (unified_v1)"));
+      SCOPED_TRACE(std::string(c.what) +
+                   (mode == Mode::kStallFree ? " (stall_free)" : " (unified_v1)"));
       const sim::DecodeRun run = decode_run_of(c.inst);
       BatchPlan listed, with_run;
       const auto policy = make_coloc(params(mode, c.budget));
@@ -594,7 +595,8 @@ TEST(ColocDecodeRuns, PlanTheSameBatchAsListingEveryRequest) {
       const bool run_batch = make_coloc(params(mode, c.budget))->next_batch(view, with_run);
       EXPECT_TRUE(policy->plans_decode_runs());
       EXPECT_EQ(listed_batch, run_batch);
-      EXPECT_EQ(with_run.decode_run, mode == Mode::kStallFree ? c.run_stall_free : c.run_unified_v1);
+      EXPECT_EQ(with_run.decode_run,
+                mode == Mode::kStallFree ? c.run_stall_free : c.run_unified_v1);
       BatchPlan expanded = with_run;
       if (with_run.decode_run) {
         expanded.decode_run = false;

@@ -297,7 +297,8 @@ TEST(LoadErrors, DuplicateKeyPointsAtTheFirstLine) {
 TEST(LoadErrors, DuplicateKeyFoundAmongThousandsOfRows) {
   // 3,000 distinct keys (the check's table grows past its first size), then line 7's key again.
   std::string csv = "dtype,m,n,k,latency_us\n";
-  for (int i = 0; i < 3000; ++i) csv += fmt::format("bf16,{},{},{},1.0\n", 1 + i % 50, 1 + i / 50, 64);
+  for (int i = 0; i < 3000; ++i)
+    csv += fmt::format("bf16,{},{},{},1.0\n", 1 + i % 50, 1 + i / 50, 64);
   csv += "bf16,6,1,64,2.0\n";
   TempDir tmp;
   InputError e = load_error(gemm_profile(tmp, csv));

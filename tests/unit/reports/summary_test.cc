@@ -141,7 +141,8 @@ TEST(SummarizeTest, SelectedRanksMatchASortOnRepeatedValues) {
     }
     std::sort(ttfts.begin(), ttfts.end());
     const auto rank = [&](int64_t percent) {
-      return static_cast<double>(ttfts[static_cast<size_t>(nearest_rank_index(n, percent) - 1)]) * 1e-3;
+      return static_cast<double>(ttfts[static_cast<size_t>(nearest_rank_index(n, percent) - 1)]) *
+             1e-3;
     };
     const RunSummary s = summarize(requests, LogHistogram{}, SloSpec{}, {});
     EXPECT_DOUBLE_EQ(s.ttft_s.p50, rank(50)) << n;

@@ -723,8 +723,7 @@ class BrokenDecodeRunPolicy : public BatchingPolicy {
 
 TEST(EngineValidation, DecodeRunsBreakingTheirContractAreReportedAsPolicyBugs) {
   using How = BrokenDecodeRunPolicy::How;
-  for (const auto& [how, message] :
-       std::vector<std::pair<How, std::string>>{
+  for (const auto& [how, message] : std::vector<std::pair<How, std::string>>{
            {How::kUnoffered, "schedules a decode run the view did not offer"},
            {How::kPreemptsTheRun, "preempts request 0 of the decode run it schedules"},
            {How::kListsTheRunAgain, "schedules request 0 of its decode run again"}}) {
