@@ -159,7 +159,9 @@ TEST(DllmCluster, CapacityOfAnOrdinaryFormScenarioScalesItsTrace) {
                                                    scenarios::DataRoot::discover(), log);
   ASSERT_GT(r.capacity_rps, 0) << log.str();
   for (const auto& p : r.probes) {
-    if (p.meets) EXPECT_LE(p.rate, r.capacity_rps);
+    if (p.meets) {
+      EXPECT_LE(p.rate, r.capacity_rps);
+    }
   }
   EXPECT_LE(r.at_capacity.ttft_s.p90, 150.0) << log.str();
 }

@@ -121,7 +121,9 @@ TEST(FastForward, ChangesNoStoredMetricOnGoldenAndShippedScenarios) {
     if (on.result.fast_forwarded_iterations > 0) fast_forwarded_runs++;
     // Decode runs beyond the fast-forwarded iterations: batches that mixed them with prompts.
     if (on.result.decode_run_iterations > on.result.fast_forwarded_iterations) mixed_run_runs++;
-    if (c.expect_fast_forward) EXPECT_GT(on.result.fast_forwarded_iterations, 0);
+    if (c.expect_fast_forward) {
+      EXPECT_GT(on.result.fast_forwarded_iterations, 0);
+    }
     const Json a = everything(on), b = everything(off);
     for (auto it = b.begin(); it != b.end(); ++it) {
       EXPECT_EQ(a[it.key()], it.value()) << it.key();

@@ -423,7 +423,9 @@ TEST(EngineFastForward, SameRecordsStatisticsAndEventsAsSteppingEveryIteration) 
     for (size_t i = 0; i < on.instances.size(); ++i) {
       EXPECT_EQ(stats_fields(on.instances[i]), stats_fields(off.instances[i])) << "instance " << i;
     }
-    if (v.num_blocks > 0) EXPECT_GT(on.instances[0].preemptions, 0);
+    if (v.num_blocks > 0) {
+      EXPECT_GT(on.instances[0].preemptions, 0);
+    }
     ASSERT_EQ(on_rec.requests.size(), off_rec.requests.size());
     int64_t violations = 0;
     for (const RequestRecord& r : on_rec.requests) violations += r.tbt_slo_violations;
