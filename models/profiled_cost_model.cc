@@ -491,33 +491,66 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     return prof->dir.empty() ? prof->meta.source : prof->dir;
   };
 
-  // GEMMs: a profile with the exact shape first, else the one with the richest (n, k) grid.
+  // Kernels a serving engine runs come before stand-ins for them: a profile whose meta lists a
+  // table kind in "standalone_kernels" timed a library kernel the engines do not run for it
+  // (servesim-profile: quantized GEMMs on operands quantized beforehand, cuDNN attention). For
+  // quantized GEMMs and attention, such profiles form a second tier, searched only when no profile
+  // of the first (timed through an engine's operators) has the table.
+  struct Tiers {
+    std::vector<const profiles::Profile*> profiles;  // the first tier, then the second
+    size_t second = 0;                               // index of the first profile of the second
+  };
+  const auto engine_kernels_first = [&](const char* kind) {
+    Tiers t;
+    std::vector<const profiles::Profile*> standalone;
+    for (const profiles::Profile* prof : order) {
+      const auto it = prof->meta.fields.find("standalone_kernels");
+      const bool stands_in =
+          it != prof->meta.fields.end() &&
+          ("," + it->second + ",").find(std::string(",") + kind + ",") != std::string::npos;
+      (stands_in ? standalone : t.profiles).push_back(prof);
+    }
+    t.second = t.profiles.size();
+    t.profiles.insert(t.profiles.end(), standalone.begin(), standalone.end());
+    return t;
+  };
+  const Tiers sixteen_bit_tiers{order, order.size()};
+  const Tiers quantized_tiers = engine_kernels_first("quantized_gemm");
+  const Tiers attention_tiers = engine_kernels_first("attention");
+
+  // GEMMs, tier by tier: a profile with the exact shape first, else the one with the richest
+  // (n, k) grid.
   const auto pick_gemm = [&](const char* name, double n, double k, double wb,
                              const std::vector<std::string>& dtypes, GemmSource* src) {
     src->n = n;
     src->k = k;
     src->weight_bytes = wb;
     for (const std::string& dtype : dtypes) {
+      const Tiers& tiers = dtype == "bf16" || dtype == "fp16" ? sixteen_bit_tiers : quantized_tiers;
       const interp::GemmTable* best = nullptr;
       const profiles::Profile* best_prof = nullptr;
-      for (const profiles::Profile* prof : order) {
-        const interp::GemmTable* t = gemm_table(*prof, dtype, gpu, &cache);
-        if (t != nullptr && t->has_shape(n, k)) {
-          best = t;
-          best_prof = prof;
-          break;
+      const auto search = [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) {
+          const interp::GemmTable* t = gemm_table(*tiers.profiles[i], dtype, gpu, &cache);
+          if (t != nullptr && t->has_shape(n, k)) {
+            best = t;
+            best_prof = tiers.profiles[i];
+            return;
+          }
         }
-      }
-      if (best == nullptr) {
         size_t most = 0;
-        for (const profiles::Profile* prof : order) {
-          const interp::GemmTable* t = gemm_table(*prof, dtype, gpu, &cache);
+        for (size_t i = begin; i < end; ++i) {
+          const interp::GemmTable* t = gemm_table(*tiers.profiles[i], dtype, gpu, &cache);
           if (t != nullptr && t->points() > most) {
             most = t->points();
             best = t;
-            best_prof = prof;
+            best_prof = tiers.profiles[i];
           }
         }
+      };
+      search(0, tiers.second);
+      if (best == nullptr) {
+        search(tiers.second, tiers.profiles.size());
       }
       if (best != nullptr) {
         src->table = best;
@@ -635,7 +668,11 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     const interp::PrefillTable* any = nullptr;
     const profiles::Profile* exact_prof = nullptr;
     const profiles::Profile* any_prof = nullptr;
-    for (const profiles::Profile* prof : order) {
+    for (size_t i = 0; i < attention_tiers.profiles.size(); ++i) {
+      if (i == attention_tiers.second && any != nullptr) {
+        break;  // a table of the first tier covers the heads
+      }
+      const profiles::Profile* prof = attention_tiers.profiles[i];
       const BuiltTable<interp::PrefillTable> built = shared_table<interp::PrefillTable>(
           *prof, fmt::format("prefill|{}|{}|{}|{}", kv, want_causal, gpu.key, dtype_name(d.kv_dtype)),
           [&] {
@@ -703,7 +740,11 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     const profiles::Profile* exact_prof = nullptr;
     const profiles::Profile* any_prof = nullptr;
     const int64_t l2 = gpu.l2_bytes;
-    for (const profiles::Profile* prof : order) {
+    for (size_t i = 0; i < attention_tiers.profiles.size(); ++i) {
+      if (i == attention_tiers.second && any != nullptr) {
+        break;  // a table of the first tier covers the heads
+      }
+      const profiles::Profile* prof = attention_tiers.profiles[i];
       const BuiltTable<interp::DecodeTable> built = shared_table<interp::DecodeTable>(
           *prof, fmt::format("decode|{}|{}", kv, gpu.key), [&] {
             BuiltTable<interp::DecodeTable> b;

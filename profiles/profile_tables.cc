@@ -349,6 +349,9 @@ std::string profile_subdir(const Profile& profile) {
   if (m.model != "generic") {
     name += "_" + m.model;
   }
+  if (m.tp > 1) {
+    name += "_tp" + std::to_string(m.tp);
+  }
   return m.gpu + "/" + name;
 }
 

@@ -207,8 +207,9 @@ std::string meta_json(const Profile& profile);
 // Conventional directory of a profile relative to the profiles root, "<gpu>/<name>": name is
 // "servesim_harness" for source "servesim-profile", else the source with characters outside
 // [a-z0-9_] replaced by '_'; then "_<variant>" when meta.fields has a non-empty "variant"; then
-// "_<model>" unless the model is "generic". E.g. "h100_sxm/aiconfigurator_vllm",
-// "h100_sxm/servesim_harness_llama-3.1-8b".
+// "_<model>" unless the model is "generic"; then "_tp<N>" for shapes of tensor-parallel degree
+// N > 1. E.g. "h100_sxm/aiconfigurator_vllm", "h100_sxm/servesim_harness_llama-3.1-8b",
+// "h100_sxm/servesim_harness_qwen3-32b_tp4".
 std::string profile_subdir(const Profile& profile);
 
 }  // namespace servesim::profiles

@@ -109,6 +109,9 @@ pf::Profile to_profile(const DeviceInfo& d, const ProfileResults& r) {
   m.fields["nccl"] = d.nccl;
   m.fields["harness_version"] = kHarnessVersion;
   m.fields["method"] = r.method;
+  // Tables that time a library kernel serving engines do not run (profiles/FORMAT.md, meta.json):
+  // fp8 GEMMs on operands quantized beforehand, cuDNN attention.
+  m.fields["standalone_kernels"] = "quantized_gemm,attention";
   m.skipped = r.skipped;
   p.gemm = convert_all(r.gemm);
   p.attention_prefill = convert_all(r.prefill);

@@ -46,8 +46,10 @@ TEST(KvTiers, SessionsReuseHistoryFromEachTierWithinAPoint) {
     const char* kind;
     double gpu_only_pct, gpu_pct, dram_pct, remote_pct;
   };
-  for (const Case& c : {Case{"block_hash", 15.1, 15.9, 14.5, 27.0},
-                        Case{"radix", 17.4, 17.7, 17.8, 22.9}}) {
+  // Recorded again when Llama-3.1-8B's attention on H100 moved to the engine-measured tables
+  // (profiles/FORMAT.md, standalone_kernels): iteration times, and so evictions, changed.
+  for (const Case& c :
+       {Case{"block_hash", 15.4, 15.6, 14.1, 27.6}, Case{"radix", 16.4, 17.2, 17.0, 24.5}}) {
     SCOPED_TRACE(c.kind);
     const std::string kind = std::string("--set cluster.prefix_cache_kind=") + c.kind + " ";
     const Outcome gpu_only = run_sessions(kind);

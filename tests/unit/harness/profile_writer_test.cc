@@ -111,6 +111,7 @@ TEST(ProfileWriter, GoldenMetaJson) {
   "model": "llama-3.1-8b",
   "tp": 1,
   "license": "measured by the servesim project; same license as the repository",
+  "standalone_kernels": "quantized_gemm,attention",
   "tables": {
     "attention_decode": "attention_decode.csv",
     "attention_prefill": "attention_prefill.csv",

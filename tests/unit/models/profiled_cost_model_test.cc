@@ -1,5 +1,6 @@
 #include "models/profiled_cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -221,6 +222,22 @@ TEST_F(ProfiledTest, LlamaOnH100UsesItsOwnHarnessTables) {
   ASSERT_FALSE(pm.diagnostics().sources.empty());
   EXPECT_NE(pm.diagnostics().sources[0].find("servesim_harness_llama-3.1-8b"), std::string::npos);
   EXPECT_NE(pm.describe().find("profiled llama-3.1-8b on h100_sxm tp1"), std::string::npos);
+  // Its attention is the engine-measured (vLLM) one, not the harness's cuDNN stand-in
+  // (standalone_kernels), which serves only without an engine table.
+  const auto source = [](const IterationCostModel& model, const std::string& op) {
+    for (const std::string& s :
+         dynamic_cast<const ProfiledCostModel&>(model).diagnostics().sources) {
+      if (s.rfind(op + ":", 0) == 0) return s;
+    }
+    return std::string();
+  };
+  EXPECT_NE(source(*m, "attention_prefill").find("aiconfigurator_vllm"), std::string::npos);
+  EXPECT_NE(source(*m, "attention_decode").find("aiconfigurator_vllm"), std::string::npos);
+  const auto harness_only = make_profiled_cost_model(
+      deployment("llama-3.1-8b", "h100_sxm", 1),
+      {profiles::load_profile("profiles/h100_sxm/servesim_harness_llama-3.1-8b")}, {});
+  EXPECT_NE(source(*harness_only, "attention_prefill").find("servesim_harness_llama-3.1-8b"),
+            std::string::npos);
   // Larger batches and contexts never get faster (coarse steps: tables are measured data).
   EXPECT_LT(m->iteration_time(decodes(8, 1024)), m->iteration_time(decodes(64, 1024)));
   EXPECT_LT(m->iteration_time(decodes(32, 1024)), m->iteration_time(decodes(32, 8192)));
@@ -245,6 +262,47 @@ TEST_F(ProfiledTest, WeightDtypesWithoutTablesCountAsExtrapolated) {
                                             {synthetic_h100_gemm()}, {});
   fp8->iteration_time(decodes(16, 1000));
   EXPECT_EQ(fp8->lookup_stats().extrapolated_s, 0);
+}
+
+// The model's own harness tables serve its 16-bit GEMMs first, but quantized GEMMs come from a
+// table of an engine's quantized linear layer before the harness's bare GEMM (its meta lists
+// "quantized_gemm" in "standalone_kernels"), even when only the bare one has the exact shape.
+TEST_F(ProfiledTest, QuantizedGemmsPreferAnEngineLayerTableToABareGemm) {
+  profiles::Profile engine = synthetic_h100_gemm();  // generic shapes, m up to 4096
+  engine.meta.source = "engine_layer";
+  for (profiles::GemmRow r : synthetic_h100_gemm().gemm) {
+    r.dtype = "fp8_e4m3";
+    engine.gemm.push_back(r);
+  }
+  profiles::Profile bare;
+  bare.meta.gpu = "h100_sxm";
+  bare.meta.source = "servesim-profile";
+  bare.meta.model = "llama-3.1-8b";
+  bare.meta.fields["standalone_kernels"] = "quantized_gemm,attention";
+  for (profiles::GemmRow r : engine.gemm) {
+    r.latency_us *= 0.5;  // twice as fast, both dtypes
+    bare.gemm.push_back(r);
+  }
+  const auto source_of_qkv = [&](Dtype weights) {
+    const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1, weights),
+                                            {engine, bare}, {});
+    for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(*m).diagnostics().sources) {
+      if (s.rfind("qkv_gemm:", 0) == 0) return s;
+    }
+    return std::string();
+  };
+  EXPECT_NE(source_of_qkv(Dtype::kBf16).find("gemm bf16 n=6144 k=4096 from servesim-profile"),
+            std::string::npos)
+      << source_of_qkv(Dtype::kBf16);
+  EXPECT_NE(source_of_qkv(Dtype::kFp8).find("gemm fp8_e4m3 n=6144 k=4096 from engine_layer"),
+            std::string::npos)
+      << source_of_qkv(Dtype::kFp8);
+  // Without an engine table of the dtype the bare GEMM still serves.
+  engine.gemm.erase(std::remove_if(engine.gemm.begin(), engine.gemm.end(),
+                                   [](const profiles::GemmRow& r) { return r.dtype != "bf16"; }),
+                    engine.gemm.end());
+  EXPECT_NE(source_of_qkv(Dtype::kFp8).find("from servesim-profile"), std::string::npos)
+      << source_of_qkv(Dtype::kFp8);
 }
 
 TEST_F(ProfiledTest, LookupStatsSplitInterpolatedExtrapolatedAnalytic) {
@@ -482,7 +540,9 @@ TEST_F(ProfiledTest, ModelsSharingTablesAgreeWithTheFirstBuilt) {
     GTEST_SKIP() << "real tables not found";
   }
   const std::vector<profiles::Profile> tables = profiles::load_gpu_profiles("profiles", "h100_sxm");
-  const Deployment d = deployment("llama-3.1-8b", "h100_sxm", 2);
+  // A model without harness tables of its own: its GEMMs come from the vendor tables, some of
+  // whose rows are clamped to the peak bound.
+  const Deployment d = deployment("llama-3.1-70b", "h100_sxm", 2);
   const auto first = make_profiled_cost_model(d, tables, {});
   const auto second = make_profiled_cost_model(d, tables, {});
   const auto& a = dynamic_cast<const ProfiledCostModel&>(*first);

@@ -163,6 +163,7 @@ TEST(Names, GpuCatalogKeys) {
 
 TEST(Names, ProfileSubdirFollowsTheConvention) {
   Profile p = sample_profile();
+  p.meta.tp = 1;
   EXPECT_EQ(profile_subdir(p), "h100_sxm/servesim_harness_llama-3.1-8b");
   p.meta.source = "aiconfigurator";
   p.meta.model = "generic";
@@ -171,6 +172,13 @@ TEST(Names, ProfileSubdirFollowsTheConvention) {
   p.meta.source = "vidur";
   p.meta.fields.erase("variant");
   EXPECT_EQ(profile_subdir(p), "h100_sxm/vidur");
+  // Shapes of a tensor-parallel degree above 1 get their own directory.
+  p = sample_profile();
+  p.meta.tp = 4;
+  EXPECT_EQ(profile_subdir(p), "h100_sxm/servesim_harness_llama-3.1-8b_tp4");
+  p.meta.source = "aiconfigurator";
+  p.meta.model = "generic";
+  EXPECT_EQ(profile_subdir(p), "h100_sxm/aiconfigurator_tp4");
 }
 
 TEST(Names, TableFilesListNonEmptyTables) {
