@@ -18,6 +18,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// True when `gpu` is among the GPUs the report is limited to (all when none is named).
+bool selected(const ValidateOptions& options, const std::string& gpu) {
+  return options.gpus.empty() ||
+         std::find(options.gpus.begin(), options.gpus.end(), gpu) != options.gpus.end();
+}
+
 double loo_bound(const std::string& op, const ValidateBounds& b) {
   if (op == "gemm") return b.loo_gemm_mape;
   if (op == "attention_prefill") return b.loo_prefill_mape;
@@ -36,10 +42,7 @@ int leave_one_out_report(const scenarios::DataRoot& root, const ValidateOptions&
                      "max%", "extr%", "bound%", "verdict");
   int failed = 0, cells = 0;
   for (const std::string& gpu : profiles::profiled_gpus(profiles_root)) {
-    if (!options.gpus.empty() &&
-        std::find(options.gpus.begin(), options.gpus.end(), gpu) == options.gpus.end()) {
-      continue;
-    }
+    if (!selected(options, gpu)) continue;
     for (const profiles::Profile& p : scenarios::gpu_profiles(root, gpu)) {
       for (const models::FidelityCell& c : models::leave_one_out(p)) {
         const double bound = loo_bound(c.op, bounds);
@@ -152,10 +155,7 @@ void forward_passes(const scenarios::DataRoot& root, const ValidateOptions& opti
   const auto& cat = scenarios::Catalogs::get(root);
   for (const std::string& gpu :
        profiles::profiled_gpus((fs::path(root.root) / "profiles").string())) {
-    if (!options.gpus.empty() &&
-        std::find(options.gpus.begin(), options.gpus.end(), gpu) == options.gpus.end()) {
-      continue;
-    }
+    if (!selected(options, gpu)) continue;
     for (const profiles::Profile& p : scenarios::gpu_profiles(root, gpu)) {
       if (p.forward.empty()) continue;
       const models::Deployment dep{&cat.models.get(p.meta.model), &cat.gpus.get(p.meta.gpu),
@@ -191,21 +191,20 @@ void forward_passes(const scenarios::DataRoot& root, const ValidateOptions& opti
         sum_run += std::fabs(run_err);
         sum_ref += std::fabs(r.reference_error_pct);
         if (json) {
-          scenarios::Json row = {{"model", p.meta.model},
-                                 {"gpu", p.meta.gpu},
-                                 {"kind", r.row.kind},
-                                 {"batch", r.row.batch},
-                                 {"q_tokens", r.row.q_tokens},
-                                 {"context_tokens", r.row.context_tokens},
-                                 {"graph", r.row.graph},
-                                 {"measured_ms", r.measured_s * 1e3},
-                                 {"profiled_ms", r.predicted_s * 1e3},
-                                 {"profiled_error_pct", r.error_pct},
-                                 {"as_run_ms", run_ms},
-                                 {"as_run_error_pct", run_err},
-                                 {"roofline_ms", r.reference_s * 1e3},
-                                 {"roofline_error_pct", r.reference_error_pct}};
-          json->push_back(std::move(row));
+          json->push_back({{"model", p.meta.model},
+                           {"gpu", p.meta.gpu},
+                           {"kind", r.row.kind},
+                           {"batch", r.row.batch},
+                           {"q_tokens", r.row.q_tokens},
+                           {"context_tokens", r.row.context_tokens},
+                           {"graph", r.row.graph},
+                           {"measured_ms", r.measured_s * 1e3},
+                           {"profiled_ms", r.predicted_s * 1e3},
+                           {"profiled_error_pct", r.error_pct},
+                           {"as_run_ms", run_ms},
+                           {"as_run_error_pct", run_err},
+                           {"roofline_ms", r.reference_s * 1e3},
+                           {"roofline_error_pct", r.reference_error_pct}});
         }
       }
       const double n = rows.empty() ? 1.0 : static_cast<double>(rows.size());

@@ -74,12 +74,7 @@ int run(const sp::CliOptions& cli) {
 
   std::string out_dir = cli.out_dir;
   if (out_dir.empty()) {
-    // The directory profiles::profile_subdir() names for this profile.
-    out_dir =
-        "profiles/" + sp::gpu_catalog_key(device.gpu_name) + "/servesim_harness_" + plan.model_key;
-    if (plan.tp > 1) {
-      out_dir += "_tp" + std::to_string(plan.tp);
-    }
+    out_dir = sp::default_profile_dir(device, results);
   }
   // Each table is written as soon as it is measured, so an interrupted run keeps what it has.
   auto save = [&] { sp::write_profile_dir(out_dir, device, results); };

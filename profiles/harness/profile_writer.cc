@@ -154,6 +154,10 @@ std::string meta_json(const DeviceInfo& d, const ProfileResults& r) {
   return pf::meta_json(to_profile(d, r));
 }
 
+std::string default_profile_dir(const DeviceInfo& d, const ProfileResults& r) {
+  return "profiles/" + pf::profile_subdir(to_profile(d, r));
+}
+
 void write_profile_dir(const std::string& dir, const DeviceInfo& device,
                        const ProfileResults& results) {
   // Not pf::write_profile(): that one refuses rows it could not load back (a NaN latency), and

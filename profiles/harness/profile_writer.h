@@ -96,6 +96,10 @@ std::map<std::string, std::string> written_tables(const ProfileResults& results)
 
 std::string meta_json(const DeviceInfo& device, const ProfileResults& results);
 
+// Where the profile belongs under the repository root: "profiles/" + profiles::profile_subdir()
+// (e.g. "profiles/h100_sxm/servesim_harness_qwen3-32b_tp4").
+std::string default_profile_dir(const DeviceInfo& device, const ProfileResults& results);
+
 // Writes meta.json and the non-empty tables into `dir`. Throws HarnessError on I/O failure.
 void write_profile_dir(const std::string& dir, const DeviceInfo& device,
                        const ProfileResults& results);

@@ -86,6 +86,15 @@ TEST(ProfileWriter, GoldenCsv) {
             "decode,64,1,2048,1,9123.250\n");
 }
 
+TEST(ProfileWriter, DefaultDirectoryFollowsTheProfileConvention) {
+  ProfileResults r = fixed_results();
+  EXPECT_EQ(default_profile_dir(fixed_device(), r),
+            "profiles/h100_sxm/servesim_harness_llama-3.1-8b");
+  r.tp = 4;
+  EXPECT_EQ(default_profile_dir(fixed_device(), r),
+            "profiles/h100_sxm/servesim_harness_llama-3.1-8b_tp4");
+}
+
 TEST(ProfileWriter, GoldenMetaJson) {
   EXPECT_EQ(meta_json(fixed_device(), fixed_results()),
             R"({
