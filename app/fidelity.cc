@@ -233,6 +233,14 @@ void print_header(std::ostream& out) {
                      "", "", "MdAPE %", "%", "%", "%", "%", "MdAPE %", "%", "%", "%", "%", "<=25 %");
 }
 
+// "    52  what": one line per distinct text, the most frequent first.
+void print_counts(std::ostream& out, const std::map<std::string, int64_t>& counts) {
+  std::vector<std::pair<int64_t, std::string>> lines;
+  for (const auto& [text, n] : counts) lines.emplace_back(n, text);
+  std::sort(lines.rbegin(), lines.rend());
+  for (const auto& [n, text] : lines) out << fmt::format("    {:>5}  {}\n", n, text);
+}
+
 void print_stats_row(std::ostream& out, const std::string& label, const ErrorStats& e) {
   out << fmt::format("  {:<40} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
                      "{:>5}  {:>7}\n",
@@ -455,7 +463,7 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
   // Rows to simulate, and the skipped ones counted by reason.
   std::vector<const MappedRun*> todo;
   std::vector<size_t> todo_index;
-  std::map<std::string, int64_t> skipped;
+  std::map<std::string, int64_t> skipped, assumed;
   for (size_t i = 0; i < mapped.size(); ++i) {
     const MappedRun& m = mapped[i];
     if (!options.engines.empty() &&
@@ -468,6 +476,7 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
       skipped[m.skip_reason.substr(0, cut)]++;
       continue;
     }
+    if (!m.assumption.empty()) assumed[m.assumption]++;
     todo.push_back(&m);
     todo_index.push_back(i);
   }
@@ -479,10 +488,13 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
   int64_t skipped_total = 0;
   for (const auto& [why, n] : skipped) skipped_total += n;
   if (skipped_total > 0) out << fmt::format("  skipped: {}\n", skipped_total);
-  std::vector<std::pair<int64_t, std::string>> reasons;
-  for (const auto& [why, n] : skipped) reasons.emplace_back(n, why);
-  std::sort(reasons.rbegin(), reasons.rend());
-  for (const auto& [n, why] : reasons) out << fmt::format("    {:>5}  {}\n", n, why);
+  print_counts(out, skipped);
+  if (!assumed.empty()) {
+    int64_t assumed_total = 0;
+    for (const auto& [what, n] : assumed) assumed_total += n;
+    out << fmt::format("  mapped with an assumption: {}\n", assumed_total);
+    print_counts(out, assumed);
+  }
   const bool jitter = client_jitter.count() > 0;
   out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients ({}), {} x c "
                      "requests{} after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
@@ -538,12 +550,22 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
   std::vector<Scored> held_out, in_sample;
   models::EngineCalibrations fitted;
   if (options.fit) {
-    // Groups of dense rows by (engine, GPU class).
+    // Groups of dense rows by (engine, GPU class). A group of one model is not fitted: no model
+    // of it could be held out; its rows are predicted like the MoE rows below.
     std::map<std::pair<std::string, std::string>, std::vector<size_t>> groups;
     for (size_t i = 0; i < todo.size(); ++i) {
       if (todo[i]->calibrates()) {
         groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
       }
+    }
+    std::erase_if(groups, [&](const auto& group) {
+      std::set<std::string> group_models;
+      for (size_t i : group.second) group_models.insert(todo[i]->model);
+      return group_models.size() < 2;
+    });
+    std::vector<bool> in_fit(todo.size(), false);
+    for (const auto& [key, members] : groups) {
+      for (size_t i : members) in_fit[i] = true;
     }
     held_out.resize(todo.size());
     in_sample.resize(todo.size());
@@ -567,7 +589,6 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
       // Leave one model out.
       std::vector<double> held_ttft, held_tpot;
       for (const std::string& model : group_models) {
-        if (group_models.size() < 2) break;
         progress.line(fmt::format("fitting {} on {} without {}...", engine, cls, model));
         const Theta t = fit(spread(rows_of(model), options.fit_max_rows), start, options, root);
         std::vector<const MappedRun*> targets;
@@ -609,10 +630,10 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
       size_t k = 0;
       for (size_t i : members) in_sample[i] = {todo[i], todo_index[i], preds[k++]};
     }
-    // MoE and disaggregated rows: predicted with their engine's dense calibration of the GPU
-    // class (held out by construction: none is in any fit).
+    // MoE, disaggregated and unfitted dense rows: predicted with their engine's dense calibration
+    // of the GPU class, else of Hopper (held out by construction: none is in any fit).
     for (size_t i = 0; i < todo.size(); ++i) {
-      if (todo[i]->calibrates()) continue;
+      if (in_fit[i]) continue;
       const models::EngineCalibration* c =
           fitted.find(todo[i]->engine, gpu_class_of(*todo[i], cat));
       if (!c) c = fitted.find(todo[i]->engine, "hopper");

@@ -28,6 +28,7 @@
 #include "app/run_scenario.h"
 #include "app/validate.h"
 #include "dllm/denoise.h"
+#include "models/hf_import.h"
 #include "models/memory_model.h"
 #include "policies/builtin.h"
 #include "policies/dllm.h"
@@ -661,8 +662,9 @@ int main(int argc, char** argv) {
   std::string models_config;
   servesim::app::ModelsImportOptions models_options;
   auto* models_import = models_cmd->add_subcommand(
-      "import", "add a model to the catalog from a Hugging Face config.json (model_type llama, "
-                "mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe)");
+      "import", fmt::format("add a model to the catalog from a Hugging Face config.json "
+                            "(model_type {})",
+                            fmt::join(servesim::models::supported_hf_model_types(), ", ")));
   models_import->add_option("config", models_config, "the model's config.json")->required();
   models_import->add_option("--key", models_options.key,
                             "catalog key (default: from the file name or _name_or_path, "

@@ -255,17 +255,17 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
   m.run = r;
   m.model = catalog_model_for(r.model_path, catalogs.models);
   if (!m.model.empty()) m.moe = catalogs.models.get(m.model).moe.has_value();
-  // Dense rows are mapped as the shipped engine calibration was fitted on them: the row's own
-  // GPU, every FP8 flavour as per-tensor fp8, FP4 not at all. MoE rows (never fitted) are mapped
-  // as they ran: "gb200" / "gb300" as one GPU of the NVL72 rack, the experts' moe_quant_mode
-  // (the bulk of the weights) with block-scaled FP8 kept as such, and nvfp4 on FP4 tensor cores
-  // where the GPU has them; elsewhere the engines run weight-only kernels: 4-bit weights, 16-bit
-  // math: a checkpoint published in MXFP4 (gpt-oss; the CSV calls its 4-bit experts nvfp4) as
+  // Rows are mapped as they ran: "gb200" / "gb300" as one GPU of the NVL72 rack; the weights of
+  // a MoE model by the experts' moe_quant_mode (the bulk of them); nvfp4 on FP4 tensor cores
+  // where the GPU has them, elsewhere as the engines' weight-only kernels (4-bit weights, 16-bit
+  // math): a checkpoint published in MXFP4 (gpt-oss; the CSV calls its 4-bit experts nvfp4) as
   // mxfp4, others as int4_wo. (On Blackwell the engines run gpt-oss on the FP4 tensor cores: its
   // measured TPOT is a third of what the W4A16 MXFP4 MoE table of the B200 gives for the MoE
-  // layers alone, so that kernel is not the one the engines ran.)
+  // layers alone, so that kernel is not the one the engines ran.) One exception keeps the
+  // mapping the shipped engine calibration was fitted on: a dense model's block-scaled FP8
+  // (SGLang's Llama-3.1-8B rows) runs as per-tensor fp8; MoE experts keep fp8_block.
   for (const std::string& key : {r.system, r.system + "_nvl72"}) {
-    if (m.gpu.empty() && (key == r.system || m.moe) && catalogs.gpus.all().count(key)) m.gpu = key;
+    if (m.gpu.empty() && catalogs.gpus.all().count(key)) m.gpu = key;
   }
   if (policies::engine_models().contains(r.backend)) m.engine = r.backend;
   const std::string quant = lower(m.moe && !r.moe_quant_mode.empty() ? r.moe_quant_mode
@@ -276,12 +276,12 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
   const bool mxfp4_checkpoint =
       !m.model.empty() && catalogs.models.get(m.model).checkpoint_quantization == "mxfp4";
   m.weight_dtype = quant.empty() || quant == "bf16" || quant == "bfloat16" ? "bf16"
-                   : m.moe && quant == "fp8_block"                        ? "fp8_block"
-                   : quant.rfind("fp8", 0) == 0                           ? "fp8"
-                   : m.moe && quant == "nvfp4" && fp4_cores               ? "nvfp4"
-                   : m.moe && quant == "nvfp4" && mxfp4_checkpoint        ? "mxfp4"
-                   : m.moe && quant == "nvfp4"                            ? "int4_wo"
-                                                                          : "";
+                   : m.moe && quant == "fp8_block"                         ? "fp8_block"
+                   : quant.rfind("fp8", 0) == 0                            ? "fp8"
+                   : quant == "nvfp4" && fp4_cores                         ? "nvfp4"
+                   : quant == "nvfp4" && mxfp4_checkpoint                  ? "mxfp4"
+                   : quant == "nvfp4"                                      ? "int4_wo"
+                                                                           : "";
   // KV: FP8 beside FP8 and FP4 weights, 16-bit beside 16-bit math.
   const std::string kv_dtype = m.weight_dtype == "bf16" || m.weight_dtype == "int4_wo" ||
                                        m.weight_dtype == "mxfp4"
@@ -325,14 +325,12 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
     m.scenario["engine"] = engine;
     return m;
   }
-  try {
-    policies::resolve_engine_version(entry.versions, r.backend_version, "engine.version");
-  } catch (const ConfigError&) {
-    why = fmt::format("engine version \"{}\" is not a release servesim knows defaults for",
-                      r.backend_version);
-    return m;
+  const policies::StandInVersion release =
+      policies::stand_in_engine_version(entry.versions, r.backend_version);
+  if (!release.note.empty()) m.assumption = fmt::format("{} {}", m.engine, release.note);
+  if (!r.backend_version.empty()) {
+    engine["version"] = release.note.empty() ? r.backend_version : release.version;
   }
-  if (!r.backend_version.empty()) engine["version"] = r.backend_version;
   if (bench.deployment == BenchmarkTemplate::Deployment::kAiconfigurator) {
     // The generator's per-engine limits; with attention DP they are per rank, and the one
     // scheduler servesim runs for the instance holds every rank's share.
@@ -359,12 +357,12 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
   }
   m.scenario = {
       {"name", r.id},
-      {"description", fmt::format("measured run {} (line {}): {} {} on {} x {}, ISL {} / OSL {}, "
-                                  "concurrency {}; measured TTFT {:.1f} ms, TPOT {:.2f} ms",
-                                  r.id, r.line, r.backend, r.backend_version,
-                                  r.tp * r.attention_dp * r.pp,
-                                  r.system,
-                                  r.isl, r.osl, r.concurrency, r.ttft_ms, r.tpot_ms)},
+      {"description",
+       fmt::format("measured run {} (line {}): {} {} on {} x {}, ISL {} / OSL {}, "
+                   "concurrency {}; measured TTFT {:.1f} ms, TPOT {:.2f} ms",
+                   r.id, r.line, r.backend, r.backend_version, r.tp * r.attention_dp * r.pp,
+                   r.system, r.isl, r.osl, r.concurrency, r.ttft_ms, r.tpot_ms) +
+           (m.assumption.empty() ? "" : "; " + m.assumption)},
       {"seed", bench.seed},
       {"model", m.model},
       {"engine", engine},

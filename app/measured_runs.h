@@ -7,9 +7,11 @@
 // - read_measured_runs() validates every row and throws InputError naming the file, the line and
 //   the column of the first bad field (missing columns are named with the expected header).
 // - map_measured_run() is a pure function of the row and the catalogs. A row servesim cannot
-//   express (a GPU or model outside the catalog, FP4 weights, pipeline or attention-data
-//   parallelism, expert parallelism, a disaggregated deployment, an unknown engine version) is
-//   returned with `skip_reason` set, never dropped silently.
+//   express (a GPU or model outside the catalog, weights of a format the GPU cannot run, an
+//   expert or attention-DP layout that does not cover the row's GPUs, a disaggregated row
+//   without worker counts) is returned with `skip_reason` set, never dropped silently. An engine
+//   release servesim does not know runs with the defaults of the nearest one it knows, said in
+//   `assumption`.
 #pragma once
 
 #include <cstdint>
@@ -91,6 +93,9 @@ struct MappedRun {
   std::string weight_dtype;
   bool moe = false;
   std::string skip_reason;  // empty: `scenario` is set
+  // Non-empty: what the mapping assumed where the row says too little (another release's engine
+  // defaults standing in for one servesim does not know).
+  std::string assumption;
   scenarios::Json scenario;
 
   bool mapped() const { return skip_reason.empty(); }

@@ -71,6 +71,23 @@ std::string resolve_engine_version(const std::vector<std::string>& known,
   return best;
 }
 
+StandInVersion stand_in_engine_version(const std::vector<std::string>& known,
+                                       const std::string& requested) {
+  try {
+    return {resolve_engine_version(known, requested, "engine.version"), ""};
+  } catch (const ConfigError&) {
+  }
+  if (version_numbers(requested).empty()) {
+    return {known.back(), fmt::format("engine version \"{}\" is not a dotted release: the defaults "
+                                      "of {}, the newest servesim knows, stand in",
+                                      requested, known.back())};
+  }
+  return {known.front(),
+          fmt::format("engine version {} is older than every release servesim knows: "
+                      "the defaults of {}, the oldest, stand in",
+                      requested, known.front())};
+}
+
 ParamSchema calibration_knobs() {
   auto knob_spec = [](const char* name, const char* unit, const char* help) {
     return ParamSpec{name, ParamType::kDouble, -1.0, unit, help, {}, -1.0, {}};

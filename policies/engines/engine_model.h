@@ -85,6 +85,17 @@ void register_trtllm_engine();
 std::string resolve_engine_version(const std::vector<std::string>& known,
                                    const std::string& requested, const std::string& path);
 
+// The known version whose defaults stand in for a measured run's release, which servesim may not
+// know: resolve_engine_version()'s answer where it has one (`note` empty); else the newest known
+// version for a name that is not a dotted version (a development build such as "gpt-oss-dev") and
+// the oldest for a version older than every known one, with `note` saying which stood in.
+struct StandInVersion {
+  std::string version;
+  std::string note;
+};
+StandInVersion stand_in_engine_version(const std::vector<std::string>& known,
+                                       const std::string& requested);
+
 // -1 in a CPU or front-end knob: take the calibration. Shared by every engine model.
 ParamSchema calibration_knobs();
 

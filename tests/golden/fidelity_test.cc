@@ -7,6 +7,7 @@
 // 4. a study on a few rows of the shipped CSV: every row accounted for in the database,
 //    deterministic predictions, a scenario that `servesim run` reproduces;
 // 5. `servesim run`'s error band: the held-out error of the engine on its GPU class.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -20,6 +21,7 @@
 #include "app/fidelity.h"
 #include "app/measured_runs.h"
 #include "policies/builtin.h"
+#include "policies/engines/engine_model.h"
 #include "reports/query.h"
 #include "sim/core/error.h"
 
@@ -202,10 +204,11 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   const MappedRun bare = map_measured_run(row_at_line(runs, 1407), cat, bench);
   EXPECT_FALSE(bare.mapped());
   EXPECT_NE(bare.skip_reason.find("without prefill_num_workers"), std::string::npos);
-  // MoE rows map as they ran: gpt-oss-120b's 4-bit experts on FP4 tensor cores on the B200, as
-  // its checkpoint's weight-only MXFP4 on the H200 (no FP4 cores; 16-bit math and KV, as in
-  // the engines' W4A16 kernels); DeepSeek-V3's block-scaled FP8 experts stay
-  // block-scaled. Dense rows keep the calibration's mapping: FP4 is skipped, FP8 flavours are fp8.
+  // Rows map as they ran: gpt-oss-120b's 4-bit experts on FP4 tensor cores on the B200, as its
+  // checkpoint's weight-only MXFP4 on the H200 (no FP4 cores; 16-bit math and KV, as in the
+  // engines' W4A16 kernels); DeepSeek-V3's block-scaled FP8 experts stay block-scaled; a dense
+  // NVFP4 checkpoint runs on the B200's FP4 cores. A dense model's FP8 flavours keep the
+  // calibration's mapping: fp8.
   std::map<std::string, int64_t> seen;
   for (const MeasuredRun& r : runs) {
     if (r.mode != "agg") continue;
@@ -222,10 +225,10 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
                r.gemm_quant_mode == "fp8_block") {
       want = "fp8";
     } else if (r.model_path == "nvidia/Qwen3-32B-NVFP4" && r.system == "b200_sxm") {
-      EXPECT_NE(g.skip_reason.find("nvfp4 weights are not modelled"), std::string::npos)
-          << g.skip_reason;
+      EXPECT_EQ(g.model, "qwen3-32b");
+      EXPECT_FALSE(g.moe);
+      want = "nvfp4";
       ++seen["dense nvfp4"];
-      continue;
     } else {
       continue;
     }
@@ -240,6 +243,29 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   for (const char* kind : {"mxfp4", "nvfp4", "fp8_block", "fp8", "dense nvfp4"}) {
     EXPECT_GT(seen[kind], 0) << kind;
   }
+  // A dense row on "gb200" runs on one GPU of the NVL72 rack, as the MoE rows do (line 498:
+  // TensorRT-LLM 1.3.0rc1, Qwen3-32B bf16, TP 2).
+  const MappedRun gb200 = map_measured_run(row_at_line(runs, 498), cat, bench);
+  ASSERT_TRUE(gb200.mapped()) << gb200.skip_reason;
+  EXPECT_EQ(gb200.group(), "trtllm / gb200_nvl72 / qwen3-32b");
+  EXPECT_TRUE(gb200.calibrates());
+  EXPECT_EQ(gb200.weight_dtype, "bf16");
+  EXPECT_TRUE(gb200.assumption.empty()) << gb200.assumption;
+  EXPECT_NO_THROW(scenarios::parse_scenario(gb200.scenario, "row", "", root()));
+  // A release servesim cannot place (TensorRT-LLM's "gpt-oss-dev" build, line 1400) runs with
+  // the newest defaults it knows, and says so.
+  const MeasuredRun& dev = *std::find_if(runs.begin(), runs.end(), [](const MeasuredRun& r) {
+    return r.backend_version == "gpt-oss-dev";
+  });
+  const MappedRun stand_in = map_measured_run(dev, cat, bench);
+  ASSERT_TRUE(stand_in.mapped()) << stand_in.skip_reason;
+  const std::vector<std::string>& known = policies::engine_models().get("trtllm").versions;
+  EXPECT_EQ(stand_in.scenario.at("engine").at("version"), known.back());
+  EXPECT_NE(stand_in.assumption.find("\"gpt-oss-dev\" is not a dotted release"), std::string::npos)
+      << stand_in.assumption;
+  EXPECT_NE(stand_in.scenario.at("description").get<std::string>().find(stand_in.assumption),
+            std::string::npos);
+  EXPECT_NO_THROW(scenarios::parse_scenario(stand_in.scenario, "row", "", root()));
 }
 
 // Attention-DP rows: upstream's batch_size is per rank (line 1551: gpt-oss-120b on 4 B200 ranks,
@@ -374,6 +400,40 @@ TEST(Fidelity, FitsDoNotStartFromTheShippedCalibration) {
   fs::remove_all(other);
   fs::remove(fs::temp_directory_path() / "servesim_fit_shipped.json");
   fs::remove(fs::temp_directory_path() / "servesim_fit_other.json");
+}
+
+// An engine and GPU class whose rows are of one model cannot hold a model out: it is not fitted,
+// and its rows are predicted with the engine's Hopper fit (or the neutral start without one),
+// like MoE rows, so the held-out report still has them and no calibration is written for it.
+TEST(Fidelity, AGroupOfOneModelIsPredictedNotFitted) {
+  // vLLM rows of two models on Hopper (Qwen3-32B on H100, Llama-3.1-8B FP8 on H200) and a
+  // TensorRT-LLM Qwen3-32B row on GB200 (line 498), the only one of its engine on Blackwell.
+  const std::string csv = csv_with_lines("one_model_group", {1093, 1314, 498});
+  FidelityOptions options;
+  options.jobs = 2;
+  options.fit = true;
+  options.fit_evaluations = 6;
+  options.fit_max_rows = 2;
+  options.write_calibration = (fs::temp_directory_path() / "servesim_fit_one_model.json").string();
+  std::ostringstream out;
+  ASSERT_EQ(run_fidelity(csv, options, root(), out), 0) << out.str();
+  const std::string text = out.str();
+  const size_t held = text.find("Held out ("), in_sample = text.find("In-sample ("),
+               targets = text.find("\nTargets (");
+  ASSERT_NE(held, std::string::npos) << text;
+  ASSERT_NE(in_sample, std::string::npos) << text;
+  ASSERT_NE(targets, std::string::npos) << text;
+  const std::string held_table = text.substr(held, in_sample - held);
+  const std::string in_sample_table = text.substr(in_sample, targets - in_sample);
+  EXPECT_NE(held_table.find("trtllm / gb200_nvl72 / qwen3-32b"), std::string::npos) << text;
+  EXPECT_EQ(in_sample_table.find("trtllm / gb200_nvl72 / qwen3-32b"), std::string::npos) << text;
+  EXPECT_NE(text.find("Targets (dense rows, held out, 3 rows)"), std::string::npos) << text;
+  std::ifstream in(options.write_calibration);
+  std::stringstream written;
+  written << in.rdbuf();
+  EXPECT_NE(written.str().find("\"vllm\""), std::string::npos) << written.str();
+  EXPECT_EQ(written.str().find("\"trtllm\""), std::string::npos) << written.str();
+  fs::remove(options.write_calibration);
 }
 
 TEST(Fidelity, EmitScenarioPrintsARowsScenario) {

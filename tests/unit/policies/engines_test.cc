@@ -214,6 +214,26 @@ TEST(EngineVersions, ARequestedVersionTakesTheDefaultsOfTheNewestKnownOneNotNewe
   EXPECT_THROW(resolve_engine_version(known, "gpt-oss-dev", "engine.version"), ConfigError);
 }
 
+// A measured run's release always maps to a known one: as resolve_engine_version() where it
+// can; a development build's name to the newest known, a release older than all to the oldest,
+// each with a note saying so.
+TEST(EngineVersions, AStandInCoversReleasesThatCannotBeResolved) {
+  const std::vector<std::string> known = {"0.5.1", "0.5.4"};
+  const StandInVersion resolved = stand_in_engine_version(known, "0.5.6.post2");
+  EXPECT_EQ(resolved.version, "0.5.4");
+  EXPECT_TRUE(resolved.note.empty()) << resolved.note;
+  const StandInVersion dev = stand_in_engine_version(known, "gpt-oss-dev");
+  EXPECT_EQ(dev.version, "0.5.4");
+  EXPECT_EQ(dev.note,
+            "engine version \"gpt-oss-dev\" is not a dotted release: the defaults of "
+            "0.5.4, the newest servesim knows, stand in");
+  const StandInVersion old = stand_in_engine_version(known, "0.4.9");
+  EXPECT_EQ(old.version, "0.5.1");
+  EXPECT_EQ(old.note,
+            "engine version 0.4.9 is older than every release servesim knows: the "
+            "defaults of 0.5.1, the oldest, stand in");
+}
+
 class EngineDefaults : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { register_builtin_policies(); }
