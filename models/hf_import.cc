@@ -36,14 +36,17 @@ struct ArchRules {
   bool sparse_layers = false;        // decoder_sparse_step / mlp_only_layers (Qwen MoE)
   bool first_k_dense = false;        // first_k_dense_replace / moe_layer_freq (DeepSeek)
   bool router_score_bias = false;    // DeepSeek-V3: e_score_correction_bias when noaux_tc
+  bool router_score_bias_always = false;  // GLM-4.5: e_score_correction_bias in every router
   bool router_bias = false;          // gpt-oss: the router Linear has a bias
   bool expert_bias = false;          // gpt-oss: gate_up and down biases per expert
   bool attention_sinks = false;      // gpt-oss: one sink logit per head and layer
   bool mla = false;                  // multi-head latent attention (DeepSeek-V3, Kimi-K2)
   bool qkv_bias = false;             // q/k/v projections always carry a bias (Qwen2)
   bool attention_bias_key = false;   // attention_bias adds q/k/v/o biases (Llama, Qwen3)
+  bool attention_bias_qkv_only = false;  // GLM-4.5: attention_bias adds q/k/v biases, o has none
   bool mlp_bias_key = false;         // mlp_bias adds gate/up/down biases (Llama)
   bool qk_norm = false;              // per-head RMSNorm of q and k, head_dim weights each (Qwen3)
+  const char* qk_norm_key = nullptr;  // GLM-4.5: those norms when this key is true
   bool qwen_sliding = false;         // use_sliding_window / max_window_layers (Qwen); copied out
   bool sliding_every_layer = false;  // sliding_window, when set, applies to every layer (Mistral)
   int64_t default_sliding_window = 0;  // Mistral's config class: 4096; 0 = none
@@ -110,6 +113,24 @@ const std::vector<ArchRules>& arch_rules() {
     ArchRules kimi_k2 = deepseek_v3;
     kimi_k2.model_type = "kimi_k2";
     r.push_back(kimi_k2);
+
+    // GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): DeepSeek-V3's MoE layout (routed and shared
+    // experts, first_k_dense_replace dense layers, a score-correction bias in every router) with
+    // grouped-query attention: q/k/v biases under attention_bias, per-head q/k RMSNorm under
+    // use_qk_norm; its multi-token-prediction layer (num_nextn_predict_layers) is not counted.
+    ArchRules glm4_moe{"glm4_moe"};
+    glm4_moe.moe = true;
+    glm4_moe.experts_key = "n_routed_experts";
+    glm4_moe.expert_size_key = true;
+    glm4_moe.shared_experts_count = true;
+    glm4_moe.first_k_dense = true;
+    glm4_moe.router_score_bias = true;
+    glm4_moe.router_score_bias_always = true;
+    glm4_moe.attention_bias_key = true;
+    glm4_moe.attention_bias_qkv_only = true;
+    glm4_moe.qk_norm_key = "use_qk_norm";
+    glm4_moe.default_norm_eps = 1e-5;
+    r.push_back(glm4_moe);
 
     ArchRules gpt_oss{"gpt_oss"};
     gpt_oss.moe = true;
@@ -434,10 +455,11 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   if (qkv_bias) {
     attention += q_width + 2 * kv_width;
   }
-  if (attention_bias) {
+  if (attention_bias && !rules.attention_bias_qkv_only) {
     attention += hidden;  // o_proj bias
   }
-  if (rules.qk_norm) {
+  if (rules.qk_norm ||
+      (rules.qk_norm_key != nullptr && in.optional_bool(rules.qk_norm_key, false))) {
     attention += 2 * head_dim;
   }
   if (rules.attention_sinks) {
@@ -524,8 +546,9 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     }
     int64_t router = experts * hidden;
     if (rules.router_bias ||
-        (rules.router_score_bias && in.optional_string("topk_method", "") == "noaux_tc")) {
-      router += experts;  // gpt-oss's router bias; DeepSeek-V3's e_score_correction_bias
+        (rules.router_score_bias &&
+         (rules.router_score_bias_always || in.optional_string("topk_method", "") == "noaux_tc"))) {
+      router += experts;  // gpt-oss's router bias; DeepSeek-V3's / GLM's e_score_correction_bias
     }
     const int64_t expert_mlp =
         3 * hidden * expert_size + (rules.expert_bias ? 2 * expert_size + hidden : 0);

@@ -15,14 +15,18 @@
 //   expert / router / attention biases and attention sinks counted), deepseek_v3 and kimi_k2
 //   (MLA, routed + shared experts, first_k_dense_replace dense layers, e_score_correction_bias
 //   under noaux_tc routing; DeepSeek's multi-token-prediction layers,
-//   num_nextn_predict_layers, are not part of the served model and are not counted).
+//   num_nextn_predict_layers, are not part of the served model and are not counted), glm4_moe
+//   (GLM-4.5 / 4.6 / 4.7: DeepSeek-V3's routed + shared experts, dense first layers and
+//   score-correction bias, with grouped-query attention, q/k/v biases under attention_bias and
+//   per-head q/k norms under use_qk_norm; its multi-token-prediction layer not counted either).
 // - The document adds "mla" (q_lora_rank, 0 without a query LoRA, kv_lora_rank, qk_nope_head_dim,
 //   qk_rope_head_dim, v_head_dim; head_dim = qk_nope + qk_rope) for MLA models, "attention_window"
 //   (sliding_window, num_sliding_layers) when layer_types has sliding_attention layers, and in
 //   "moe" shared_expert_intermediate_size (DeepSeek: n_shared_experts * moe_intermediate_size)
 //   and num_moe_layers when some layers are dense; "checkpoint_quantization" is the config's
-//   quantization_config.quant_method (e.g. "fp8", "mxfp4") when it has one. kv_cache_bytes_per_token_16bit is
-//   num_layers * 2 * kv_heads * head_dim * 2, or num_layers * (kv_lora_rank + qk_rope) * 2 for MLA.
+//   quantization_config.quant_method (e.g. "fp8", "mxfp4") when it has one.
+//   kv_cache_bytes_per_token_16bit is num_layers * 2 * kv_heads * head_dim * 2, or num_layers *
+//   (kv_lora_rank + qk_rope) * 2 for MLA.
 // - Errors throw InputError naming the config file, the config key and what was expected (a
 //   missing MLA field names that key). A config whose architecture servesim's cost model cannot
 //   express (MLA under another model_type, chunked or linear attention layers, Mistral / Qwen

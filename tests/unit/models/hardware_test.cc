@@ -189,16 +189,31 @@ TEST(GpuCatalogTest, MissingFile) {
             "models/catalog/nope.json: cannot open file");
 }
 
-TEST(ModelCatalogTest, LoadsAllTwentyTwoModels) {
+TEST(ModelCatalogTest, LoadsAllTwentyThreeModels) {
   const ModelCatalog catalog = ModelCatalog::load(kDefaultModelCatalogDir);
-  EXPECT_EQ(catalog.keys(), (std::vector<std::string>{
-                                "deepseek-r1", "deepseek-v3", "dream-v0-instruct-7b",
-                                "gpt-oss-120b", "kimi-k2-instruct", "llada-8b-instruct", "llama-2-70b",
-                                "llama-2-7b", "llama-3-8b", "llama-3.1-70b", "llama-3.1-8b",
-                                "llama-3.3-70b-instruct", "mixtral-8x7b", "opt-13b", "opt-30b",
-                                "opt-66b", "qwen2.5-1.5b",
-                                "qwen2.5-14b-instruct", "qwen2.5-32b", "qwen2.5-72b",
-                                "qwen3-235b-a22b", "qwen3-32b"}));
+  EXPECT_EQ(catalog.keys(), (std::vector<std::string>{"deepseek-r1",
+                                                      "deepseek-v3",
+                                                      "dream-v0-instruct-7b",
+                                                      "glm-4.7",
+                                                      "gpt-oss-120b",
+                                                      "kimi-k2-instruct",
+                                                      "llada-8b-instruct",
+                                                      "llama-2-70b",
+                                                      "llama-2-7b",
+                                                      "llama-3-8b",
+                                                      "llama-3.1-70b",
+                                                      "llama-3.1-8b",
+                                                      "llama-3.3-70b-instruct",
+                                                      "mixtral-8x7b",
+                                                      "opt-13b",
+                                                      "opt-30b",
+                                                      "opt-66b",
+                                                      "qwen2.5-1.5b",
+                                                      "qwen2.5-14b-instruct",
+                                                      "qwen2.5-32b",
+                                                      "qwen2.5-72b",
+                                                      "qwen3-235b-a22b",
+                                                      "qwen3-32b"}));
 }
 
 TEST(ModelCatalogTest, KvBytesMatchEveryFile) {

@@ -163,7 +163,8 @@ TEST(HfImportRoundTrip, ShippedHfConfigsMatchTheirCatalogFiles) {
         std::pair{"deepseek-ai--DeepSeek-V3.config.json", "deepseek-v3"},
         std::pair{"deepseek-ai--DeepSeek-R1.config.json", "deepseek-r1"},
         std::pair{"openai--gpt-oss-120b.config.json", "gpt-oss-120b"},
-        std::pair{"moonshotai--Kimi-K2-Instruct.config.json", "kimi-k2-instruct"}}) {
+        std::pair{"moonshotai--Kimi-K2-Instruct.config.json", "kimi-k2-instruct"},
+        std::pair{"zai-org--GLM-4.7.config.json", "glm-4.7"}}) {
     SCOPED_TRACE(key);
     const std::string path = (fs::path(kHfConfigDir) / config).string();
     const Json stored =
@@ -304,6 +305,59 @@ TEST(HfImportCounts, TinyDeepSeekMlaSharedExpertDenseFirstLayer) {
   EXPECT_EQ(written.spec.kv_bytes_per_token(Dtype::kBf16), 2 * (32 + 8) * 2);
 }
 
+// A tiny GLM-4.5-style config: 3 layers, the first dense (first_k_dense_replace 1), grouped-query
+// attention (8 heads of 8, 2 KV heads) with q/k/v biases and per-head q/k norms, 4 routed
+// experts of 16 (top-2) and 1 shared expert, a score-correction bias in the router, and one
+// multi-token-prediction layer that the served model does not run.
+Json tiny_glm() {
+  return Json::parse(R"({
+      "model_type": "glm4_moe", "hidden_size": 64, "num_hidden_layers": 3,
+      "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 8,
+      "intermediate_size": 128, "moe_intermediate_size": 16, "n_routed_experts": 4,
+      "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
+      "attention_bias": true, "use_qk_norm": true, "partial_rotary_factor": 0.5,
+      "num_nextn_predict_layers": 1, "vocab_size": 100, "max_position_embeddings": 4096,
+      "tie_word_embeddings": false})");
+}
+
+TEST(HfImportCounts, TinyGlmGroupedQueryAttentionSharedExpertDenseFirstLayer) {
+  const Json doc = import_hf_config(tiny_glm(), options_for("glm.json", "tiny-glm"));
+  // Attention: q 64*64, k and v 64*16 each, o 64*64; q/k/v biases 64 + 16 + 16 (o has none);
+  // q and k norms 8 each.
+  const int64_t attention = 64 * 64 + 2 * 64 * 16 + 64 * 64 + (64 + 2 * 16) + 2 * 8;
+  const int64_t norms = 2 * 64;
+  const int64_t dense_layer = attention + norms + 3 * 64 * 128;
+  // Router 4*64 + e_score_correction_bias 4; 4 routed experts + 1 shared, each 3*64*16.
+  const int64_t moe_layer = attention + norms + 4 * 64 + 4 + 5 * 3 * 64 * 16;
+  const int64_t moe_active = attention + norms + 4 * 64 + 4 + 3 * 3 * 64 * 16;
+  EXPECT_EQ(doc["param_count"], 2 * 100 * 64 + dense_layer + 2 * moe_layer + 64);
+  EXPECT_EQ(doc["param_count_active_per_token"], 2 * 100 * 64 + dense_layer + 2 * moe_active + 64);
+  EXPECT_EQ(doc["qkv_bias"], true);
+  EXPECT_EQ(doc["linear_bias"], false);
+  EXPECT_EQ(doc["norm_eps"], 1e-5);
+  EXPECT_EQ(doc["kv_cache_bytes_per_token_16bit"], 3 * 2 * 2 * 8 * 2);
+  EXPECT_EQ(doc["moe"]["num_moe_layers"], 2);
+  EXPECT_EQ(doc["moe"]["shared_expert_intermediate_size"], 16);
+  EXPECT_FALSE(doc.contains("mla"));
+
+  // Without q/k norms or biases the counts lose exactly those weights.
+  Json plain = tiny_glm();
+  plain["use_qk_norm"] = false;
+  plain["attention_bias"] = false;
+  const Json plain_doc = import_hf_config(plain, options_for("glm.json", "tiny-glm"));
+  EXPECT_EQ(doc["param_count"].get<int64_t>() - plain_doc["param_count"].get<int64_t>(),
+            3 * ((64 + 2 * 16) + 2 * 8));
+
+  // The catalog reads it back as a grouped-query MoE model.
+  TempDir dir;
+  const WrittenModel written =
+      write_catalog_model(doc, "tiny-glm", dir.path().string(), /*force=*/false);
+  EXPECT_FALSE(written.spec.mla.has_value());
+  ASSERT_TRUE(written.spec.moe.has_value());
+  EXPECT_EQ(written.spec.moe->num_moe_layers, 2);
+  EXPECT_EQ(written.spec.kv_bytes_per_token(Dtype::kBf16), 3 * 2 * 2 * 8 * 2);
+}
+
 TEST(HfImportErrors, MissingMlaFieldNamesTheKey) {
   for (const char* key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) {
     Json config = tiny_deepseek();
@@ -384,8 +438,8 @@ TEST(HfImportErrors, UnknownModelTypeListsTheSupportedOnes) {
   config["model_type"] = "phi3";
   EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
             "c.json: model_type: \"phi3\" is not supported; supported model types are: "
-            "deepseek_v3, gpt_oss, kimi_k2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
-            "qwen3_moe");
+            "deepseek_v3, glm4_moe, gpt_oss, kimi_k2, llama, mistral, mixtral, qwen2, qwen2_moe, "
+            "qwen3, qwen3_moe");
 }
 
 TEST(HfImportErrors, MixtralNeedsItsExpertKeys) {
