@@ -249,12 +249,25 @@ std::string catalog_model_for(const std::string& hf_id, const models::ModelCatal
   return "";
 }
 
-MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& catalogs,
+MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& catalogs,
                            const BenchmarkTemplate& bench) {
   MappedRun m;
-  m.run = r;
-  m.model = catalog_model_for(r.model_path, catalogs.models);
+  m.run = row;
+  m.model = catalog_model_for(row.model_path, catalogs.models);
   if (!m.model.empty()) m.moe = catalogs.models.get(m.model).moe.has_value();
+  // A MoE row whose experts span more GPUs than its tensor parallelism (moe_tp x moe_ep a multiple
+  // of tp, no attention_dp given) ran its attention data-parallel over them: vLLM's
+  // --data-parallel-size, whose MoE layers are sharded over every DP x TP rank. Its clients stay
+  // the row's (batch_size is silicon_concurrency there, not a per-rank count).
+  if (const int64_t moe_gpus = row.moe_tp * row.moe_ep; m.moe && row.attention_dp == 1 &&
+                                                        row.pp == 1 && moe_gpus > row.tp &&
+                                                        moe_gpus % row.tp == 0) {
+    m.run.attention_dp = moe_gpus / row.tp;
+    m.assumption = fmt::format(
+        "experts over moe_tp {} x moe_ep {} GPUs at tp {}: attention data-parallel over {} ranks",
+        row.moe_tp, row.moe_ep, row.tp, m.run.attention_dp);
+  }
+  const MeasuredRun& r = m.run;
   // Rows are mapped as they ran: "gb200" / "gb300" as one GPU of the NVL72 rack; the weights of
   // a MoE model by the experts' moe_quant_mode (the bulk of them); nvfp4 on FP4 tensor cores
   // where the GPU has them, elsewhere as the engines' weight-only kernels (4-bit weights, 16-bit
@@ -327,7 +340,10 @@ MappedRun map_measured_run(const MeasuredRun& r, const scenarios::Catalogs& cata
   }
   const policies::StandInVersion release =
       policies::stand_in_engine_version(entry.versions, r.backend_version);
-  if (!release.note.empty()) m.assumption = fmt::format("{} {}", m.engine, release.note);
+  if (!release.note.empty()) {
+    m.assumption +=
+        fmt::format("{}{} {}", m.assumption.empty() ? "" : "; ", m.engine, release.note);
+  }
   if (!r.backend_version.empty()) {
     engine["version"] = release.note.empty() ? r.backend_version : release.version;
   }

@@ -287,6 +287,25 @@ TEST(MeasuredRuns, AttentionDataParallelRowsRunAsOneInstanceOfRanks) {
   EXPECT_EQ(m.scenario.at("engine").at("max_batch_size"), 4 * 128);
   const scenarios::Scenario s = scenarios::parse_scenario(m.scenario, "row", "", root());
   EXPECT_EQ(s.groups.at(0).gpus_per_instance(), 4);
+  // vLLM's data parallelism: line 1260 (Qwen3-235B-A22B FP8 on H200, tp 1, experts moe_tp 2,
+  // no attention_dp) ran on 2 GPUs, its attention data-parallel; its 8 clients stay 8.
+  const MeasuredRun& dp_row = row_at_line(runs, 1260);
+  EXPECT_EQ(dp_row.attention_dp, 1);
+  const MappedRun dp = map_measured_run(dp_row, cat, BenchmarkTemplate{});
+  ASSERT_TRUE(dp.mapped()) << dp.skip_reason;
+  EXPECT_EQ(dp.run.attention_dp, 2);
+  EXPECT_EQ(dp.scenario.at("cluster").at("tp"), 1);
+  EXPECT_EQ(dp.scenario.at("cluster").at("attention_dp"), 2);
+  EXPECT_EQ(dp.scenario.at("workload").at("concurrency"), 8);
+  EXPECT_EQ(dp.assumption,
+            "experts over moe_tp 2 x moe_ep 1 GPUs at tp 1: attention data-parallel over 2 ranks");
+  EXPECT_EQ(
+      scenarios::parse_scenario(dp.scenario, "row", "", root()).groups.at(0).gpus_per_instance(),
+      2);
+  // A dense row never infers ranks from its (meaningless) expert columns.
+  MeasuredRun dense = row_at_line(runs, 906);
+  dense.moe_tp = 2;
+  EXPECT_EQ(map_measured_run(dense, cat, BenchmarkTemplate{}).run.attention_dp, 1);
   // A layout whose experts do not cover the ranks' GPUs says why it is skipped.
   MeasuredRun bad = r;
   bad.moe_tp = 2;
