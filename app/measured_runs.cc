@@ -277,7 +277,9 @@ MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& ca
   // layers alone, so that kernel is not the one the engines ran.) One exception keeps the
   // mapping the shipped engine calibration was fitted on: a dense model's block-scaled FP8
   // (SGLang's Llama-3.1-8B rows) runs as per-tensor fp8; MoE experts keep fp8_block.
-  for (const std::string& key : {r.system, r.system + "_nvl72"}) {
+  // The CSV names GPUs as aiconfigurator's system files do: "a100_sxm" is its 80 GiB part.
+  const std::string system = r.system == "a100_sxm" ? "a100_80gb_sxm" : r.system;
+  for (const std::string& key : {system, system + "_nvl72"}) {
     if (m.gpu.empty() && catalogs.gpus.all().count(key)) m.gpu = key;
   }
   if (policies::engine_models().contains(r.backend)) m.engine = r.backend;

@@ -252,6 +252,13 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   EXPECT_EQ(gb200.weight_dtype, "bf16");
   EXPECT_TRUE(gb200.assumption.empty()) << gb200.assumption;
   EXPECT_NO_THROW(scenarios::parse_scenario(gb200.scenario, "row", "", root()));
+  // aiconfigurator's "a100_sxm" is the catalog's 80 GiB A100.
+  MeasuredRun a100 = row_at_line(runs, 906);
+  a100.system = "a100_sxm";
+  const MappedRun on_a100 = map_measured_run(a100, cat, bench);
+  ASSERT_TRUE(on_a100.mapped()) << on_a100.skip_reason;
+  EXPECT_EQ(on_a100.gpu, "a100_80gb_sxm");
+  EXPECT_NO_THROW(scenarios::parse_scenario(on_a100.scenario, "row", "", root()));
   // A release servesim cannot place (TensorRT-LLM's "gpt-oss-dev" build, line 1400) runs with
   // the newest defaults it knows, and says so.
   const MeasuredRun& dev = *std::find_if(runs.begin(), runs.end(), [](const MeasuredRun& r) {
