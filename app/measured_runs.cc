@@ -290,13 +290,19 @@ MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& ca
       !m.gpu.empty() && catalogs.gpus.get(m.gpu).peak_flops_per_s(models::Dtype::kNvfp4) > 0;
   const bool mxfp4_checkpoint =
       !m.model.empty() && catalogs.models.get(m.model).checkpoint_quantization == "mxfp4";
-  m.weight_dtype = quant.empty() || quant == "bf16" || quant == "bfloat16" ? "bf16"
-                   : m.moe && quant == "fp8_block"                         ? "fp8_block"
-                   : quant.rfind("fp8", 0) == 0                            ? "fp8"
-                   : quant == "nvfp4" && fp4_cores                         ? "nvfp4"
-                   : quant == "nvfp4" && mxfp4_checkpoint                  ? "mxfp4"
-                   : quant == "nvfp4"                                      ? "int4_wo"
-                                                                           : "";
+  // aiconfigurator's quant mode names (float16, fp8, fp8_block, fp8_ootb, nvfp4, w4a16_mxfp4,
+  // int4_wo, ...) and the usual spellings of the same formats; 8-bit integer and mixed
+  // int4-weight / fp8-activation modes have no servesim dtype and are skipped.
+  const bool sixteen_bit = quant.empty() || quant == "bf16" || quant == "bfloat16" ||
+                           quant == "float16" || quant == "fp16" || quant == "half";
+  const bool fp4 = quant == "nvfp4" || quant == "mxfp4";
+  m.weight_dtype = sixteen_bit                                           ? "bf16"
+                   : m.moe && quant == "fp8_block"                       ? "fp8_block"
+                   : quant.rfind("fp8", 0) == 0                          ? "fp8"
+                   : fp4 && fp4_cores                                    ? "nvfp4"
+                   : (fp4 && mxfp4_checkpoint) || quant == "w4a16_mxfp4" ? "mxfp4"
+                   : fp4 || quant == "int4_wo" || quant == "w4a16"       ? "int4_wo"
+                                                                         : "";
   // KV: FP8 beside FP8 and FP4 weights, 16-bit beside 16-bit math.
   const std::string kv_dtype = m.weight_dtype == "bf16" || m.weight_dtype == "int4_wo" ||
                                        m.weight_dtype == "mxfp4"

@@ -252,6 +252,25 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   EXPECT_EQ(gb200.weight_dtype, "bf16");
   EXPECT_TRUE(gb200.assumption.empty()) << gb200.assumption;
   EXPECT_NO_THROW(scenarios::parse_scenario(gb200.scenario, "row", "", root()));
+  // Quantisation names as aiconfigurator writes them: float16 is 16-bit, fp8_ootb per-tensor
+  // FP8, w4a16_mxfp4 weight-only MXFP4, int4_wo weight-only INT4; an 8-bit integer mode has no
+  // servesim dtype and is skipped with its name.
+  for (const auto& [mode, want] :
+       std::vector<std::pair<std::string, std::string>>{{"float16", "bf16"},
+                                                        {"fp8_ootb", "fp8"},
+                                                        {"w4a16_mxfp4", "mxfp4"},
+                                                        {"int4_wo", "int4_wo"},
+                                                        {"int8_wo", ""}}) {
+    MeasuredRun q = row_at_line(runs, 906);
+    q.gemm_quant_mode = mode;
+    const MappedRun g = map_measured_run(q, cat, bench);
+    EXPECT_EQ(g.weight_dtype, want) << mode;
+    if (want.empty()) {
+      EXPECT_EQ(g.skip_reason, "int8_wo weights are not modelled");
+    } else {
+      EXPECT_TRUE(g.mapped()) << mode << ": " << g.skip_reason;
+    }
+  }
   // aiconfigurator's "a100_sxm" is the catalog's 80 GiB A100.
   MeasuredRun a100 = row_at_line(runs, 906);
   a100.system = "a100_sxm";
