@@ -10,8 +10,9 @@
 //   express (a GPU or model outside the catalog, weights of a format the GPU cannot run, an
 //   expert or attention-DP layout that does not cover the row's GPUs, a disaggregated row
 //   without worker counts) is returned with `skip_reason` set, never dropped silently. An engine
-//   release servesim does not know runs with the defaults of the nearest one it knows, said in
-//   `assumption`.
+//   release servesim does not know runs with the defaults of the nearest one it knows, and a MoE
+//   row whose experts span more GPUs than its TP runs data-parallel attention over them; both
+//   are said in `assumption`.
 #pragma once
 
 #include <cstdint>
@@ -94,14 +95,17 @@ struct MappedRun {
   bool moe = false;
   std::string skip_reason;  // empty: `scenario` is set
   // Non-empty: what the mapping assumed where the row says too little (another release's engine
-  // defaults standing in for one servesim does not know).
+  // defaults standing in for one servesim does not know; data-parallel attention inferred from
+  // experts spread over more GPUs than the row's TP).
   std::string assumption;
   scenarios::Json scenario;
 
   bool mapped() const { return skip_reason.empty(); }
   bool disaggregated() const { return run.mode == "disagg"; }
   // A row the engine calibration is fitted on (and whose held-out error the targets name): a
-  // dense model served aggregated. MoE and disaggregated rows are only ever predicted.
+  // dense model served aggregated, in an engine x GPU class whose rows hold at least two models
+  // (fidelity --fit predicts the others like MoE rows). MoE and disaggregated rows are only ever
+  // predicted.
   bool calibrates() const { return !moe && !disaggregated(); }
   // "vllm / h100_sxm / qwen3-32b"
   std::string group() const;
