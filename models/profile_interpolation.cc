@@ -160,18 +160,36 @@ void fit_compute(const std::vector<FitRow>& rows, const std::vector<size_t>& idx
   const std::vector<double> us = candidates(u_lo, u_hi), vs = candidates(v_lo, v_hi);
   const std::vector<double> mu = means(us, &FitRow::u), mv = means(vs, &FitRow::v);
   const size_t step = std::max<size_t>(1, rows.size() / kObjectiveRows);
+  // The objective's rows and the parts of RooflineFit::time that do not depend on f_max: each
+  // row's memory time and its efficiency factors u / (u + u_half) and v / (v + v_half) for every
+  // candidate half, computed once with the same expressions (so the objective is the one
+  // RooflineFit::time gives, bit for bit).
+  std::vector<const FitRow*> sample;
+  for (size_t i = 0; i < rows.size(); i += step) sample.push_back(&rows[i]);
+  const size_t n_sample = sample.size();
+  std::vector<double> memory(n_sample), u_factor(us.size() * n_sample),
+      v_factor(vs.size() * n_sample);
+  for (size_t k = 0; k < n_sample; ++k) {
+    const FitRow& r = *sample[k];
+    memory[k] = r.items * f->item_s + r.bytes * f->mem_s_per_byte;
+    for (size_t a = 0; a < us.size(); ++a) u_factor[a * n_sample + k] = r.u / (r.u + us[a]);
+    for (size_t b = 0; b < vs.size(); ++b) v_factor[b * n_sample + k] = r.v / (r.v + vs[b]);
+  }
   double best = std::numeric_limits<double>::infinity();
   RooflineFit trial = *f;
   trial.compute = true;
   for (size_t a = 0; a < us.size(); ++a) {
+    const double* uf = &u_factor[a * n_sample];
     for (size_t b = 0; b < vs.size(); ++b) {
+      const double* vf = &v_factor[b * n_sample];
       trial.u_half = us[a];
       trial.v_half = vs[b];
       trial.f_max = std::exp(mean_lrate - mu[a] - mv[b]);
       double objective = 0;
-      for (size_t i = 0; i < rows.size(); i += step) {
-        const FitRow& r = rows[i];
-        objective += std::abs(trial.time(r.flops, r.bytes, r.u, r.v, r.items) / r.t - 1);
+      for (size_t k = 0; k < n_sample; ++k) {
+        const FitRow& r = *sample[k];
+        const double work = r.flops / (trial.f_max * uf[k] * vf[k]);
+        objective += std::abs((trial.t0_s + std::max(memory[k], work)) / r.t - 1);
       }
       if (objective < best) {
         best = objective;
