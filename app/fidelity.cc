@@ -558,11 +558,12 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
         groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
       }
     }
-    std::erase_if(groups, [&](const auto& group) {
-      std::set<std::string> group_models;
-      for (size_t i : group.second) group_models.insert(todo[i]->model);
-      return group_models.size() < 2;
-    });
+    const auto models_of = [&](const std::vector<size_t>& members) {
+      std::set<std::string> models;
+      for (size_t i : members) models.insert(todo[i]->model);
+      return models;
+    };
+    std::erase_if(groups, [&](const auto& group) { return models_of(group.second).size() < 2; });
     std::vector<bool> in_fit(todo.size(), false);
     for (const auto& [key, members] : groups) {
       for (size_t i : members) in_fit[i] = true;
@@ -571,8 +572,7 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
     in_sample.resize(todo.size());
     for (const auto& [key, members] : groups) {
       const auto& [engine, cls] = key;
-      std::set<std::string> group_models;
-      for (size_t i : members) group_models.insert(todo[i]->model);
+      const std::set<std::string> group_models = models_of(members);
       // Every fit starts from the same neutral point, not from the shipped calibration: that one
       // was fitted on every model, the held-out one included, and a local search started there
       // would carry it into the held-out fit. So --fit also gives the same result every time.

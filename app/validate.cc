@@ -18,10 +18,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// True when `gpu` is among the GPUs the report is limited to (all when none is named).
-bool selected(const ValidateOptions& options, const std::string& gpu) {
-  return options.gpus.empty() ||
-         std::find(options.gpus.begin(), options.gpus.end(), gpu) != options.gpus.end();
+// The GPUs with profiles under the data root that the report is limited to (all when none is
+// named).
+std::vector<std::string> selected_gpus(const scenarios::DataRoot& root,
+                                       const ValidateOptions& options) {
+  std::vector<std::string> gpus =
+      profiles::profiled_gpus((fs::path(root.root) / "profiles").string());
+  std::erase_if(gpus, [&](const std::string& gpu) {
+    return !options.gpus.empty() &&
+           std::find(options.gpus.begin(), options.gpus.end(), gpu) == options.gpus.end();
+  });
+  return gpus;
 }
 
 double loo_bound(const std::string& op, const ValidateBounds& b) {
@@ -35,14 +42,12 @@ double loo_bound(const std::string& op, const ValidateBounds& b) {
 // Leave-one-out over every measured table. Returns the number of failing cells.
 int leave_one_out_report(const scenarios::DataRoot& root, const ValidateOptions& options,
                          const ValidateBounds& bounds, std::ostream& out, scenarios::Json* json) {
-  const std::string profiles_root = (fs::path(root.root) / "profiles").string();
   out << "Leave-one-out: each measured point predicted from the other points of its table\n";
   out << fmt::format("{:<14} {:<20} {:<18} {:<28} {:>6} {:>5} {:>7} {:>7} {:>8} {:>6} {:>6}  {}\n",
                      "gpu", "source", "operator", "variant", "points", "excl", "MAPE%", "p90%",
                      "max%", "extr%", "bound%", "verdict");
   int failed = 0, cells = 0;
-  for (const std::string& gpu : profiles::profiled_gpus(profiles_root)) {
-    if (!selected(options, gpu)) continue;
+  for (const std::string& gpu : selected_gpus(root, options)) {
     for (const profiles::Profile& p : scenarios::gpu_profiles(root, gpu)) {
       for (const models::FidelityCell& c : models::leave_one_out(p)) {
         const double bound = loo_bound(c.op, bounds);
@@ -153,9 +158,7 @@ int dopd_table1(const scenarios::DataRoot& root, const ValidateBounds& bounds, s
 void forward_passes(const scenarios::DataRoot& root, const ValidateOptions& options,
                     std::ostream& out, scenarios::Json* json) {
   const auto& cat = scenarios::Catalogs::get(root);
-  for (const std::string& gpu :
-       profiles::profiled_gpus((fs::path(root.root) / "profiles").string())) {
-    if (!selected(options, gpu)) continue;
+  for (const std::string& gpu : selected_gpus(root, options)) {
     for (const profiles::Profile& p : scenarios::gpu_profiles(root, gpu)) {
       if (p.forward.empty()) continue;
       const models::Deployment dep{&cat.models.get(p.meta.model), &cat.gpus.get(p.meta.gpu),

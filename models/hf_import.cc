@@ -24,6 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
+// When a MoE router carries a score-correction bias (e_score_correction_bias, one per expert).
+enum class ScoreBias { kNone, kUnderNoauxTc, kAlways };
+
 // How one Hugging Face model_type lays out its weights, and the defaults its transformers config
 // class applies to keys a config.json leaves out.
 struct ArchRules {
@@ -35,8 +38,7 @@ struct ArchRules {
   bool shared_experts_count = false;  // DeepSeek: n_shared_experts of moe_intermediate_size
   bool sparse_layers = false;        // decoder_sparse_step / mlp_only_layers (Qwen MoE)
   bool first_k_dense = false;        // first_k_dense_replace / moe_layer_freq (DeepSeek)
-  bool router_score_bias = false;    // DeepSeek-V3: e_score_correction_bias when noaux_tc
-  bool router_score_bias_always = false;  // GLM-4.5: e_score_correction_bias in every router
+  ScoreBias router_score_bias = ScoreBias::kNone;  // DeepSeek-V3: under noaux_tc; GLM-4.5: always
   bool router_bias = false;          // gpt-oss: the router Linear has a bias
   bool expert_bias = false;          // gpt-oss: gate_up and down biases per expert
   bool attention_sinks = false;      // gpt-oss: one sink logit per head and layer
@@ -106,7 +108,7 @@ const std::vector<ArchRules>& arch_rules() {
     deepseek_v3.expert_size_key = true;
     deepseek_v3.shared_experts_count = true;
     deepseek_v3.first_k_dense = true;
-    deepseek_v3.router_score_bias = true;
+    deepseek_v3.router_score_bias = ScoreBias::kUnderNoauxTc;
     deepseek_v3.attention_bias_key = true;
     deepseek_v3.mla = true;
     r.push_back(deepseek_v3);
@@ -124,8 +126,7 @@ const std::vector<ArchRules>& arch_rules() {
     glm4_moe.expert_size_key = true;
     glm4_moe.shared_experts_count = true;
     glm4_moe.first_k_dense = true;
-    glm4_moe.router_score_bias = true;
-    glm4_moe.router_score_bias_always = true;
+    glm4_moe.router_score_bias = ScoreBias::kAlways;
     glm4_moe.attention_bias_key = true;
     glm4_moe.attention_bias_qkv_only = true;
     glm4_moe.qk_norm_key = "use_qk_norm";
@@ -545,9 +546,10 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
       }
     }
     int64_t router = experts * hidden;
-    if (rules.router_bias ||
-        (rules.router_score_bias &&
-         (rules.router_score_bias_always || in.optional_string("topk_method", "") == "noaux_tc"))) {
+    const bool score_bias = rules.router_score_bias == ScoreBias::kAlways ||
+                            (rules.router_score_bias == ScoreBias::kUnderNoauxTc &&
+                             in.optional_string("topk_method", "") == "noaux_tc");
+    if (rules.router_bias || score_bias) {
       router += experts;  // gpt-oss's router bias; DeepSeek-V3's / GLM's e_score_correction_bias
     }
     const int64_t expert_mlp =
