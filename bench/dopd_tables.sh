@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the DOPD acceptance tables: the optimal-ratio computation, the 1..8 prefill-instance sweep
 # against one decode instance, the bursty replay (DOPD, dyn-load, dyn-sla, static P/D within the
-# same GPU budget) and length-aware vs FCFS prefill batching.
+# same GPU budget), the same with perfect forecasts, and length-aware vs FCFS prefill batching.
 # Usage: bench/dopd_tables.sh [path/to/servesim]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +71,20 @@ for ts in 0.35 0.45 0.5; do
     --set policy.adjustment_interval=20s
   row "dyn-sla (20 s) x$ts" $S/bursty_dyn_sla.json --set workload.time_scale=$ts \
     --set policy.adjustment_interval=20s
+done
+
+echo; echo "== Perfect forecasts (forecast=oracle: each window's true load), time scale 0.4"
+header
+row "dopd oracle (default)" $S/bursty_dopd.json --set policy.forecast=oracle
+for rho in 0.8 0.9 1.0; do
+  row "dopd oracle (rho_P $rho, shrink 1)" $S/bursty_dopd.json --set policy.forecast=oracle \
+    --set policy.prefill_utilization=$rho --set policy.scale_down_patience=1
+done
+row "dyn-sla oracle (20 s)" $S/bursty_dyn_sla.json --set policy.adjustment_interval=20s \
+  --set policy.forecast=oracle
+for ts in 0.35 0.45 0.5; do
+  row "dopd oracle (0.9, shrink 1) x$ts" $S/bursty_dopd.json --set workload.time_scale=$ts \
+    --set policy.forecast=oracle --set policy.prefill_utilization=0.9 --set policy.scale_down_patience=1
 done
 
 echo; echo "== Why the default DOPD misses (bursty replay, time scale 0.4)"

@@ -700,6 +700,20 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
                              "budget of {}",
                              s.policy.type, gpus, s.policy.params.get_int("gpu_budget")));
     }
+    if (s.policy.params.contains("forecast") &&
+        s.policy.params.get_string("forecast") == "oracle") {
+      // The clairvoyant forecast reads arrival times before the run; a closed loop's or a
+      // session's depend on it (the engine refuses a warm-up phase the same way).
+      const Json& w = resolved["workload"];
+      const std::string type = w.value("type", std::string());
+      if (type == "closed_loop" || type == "sessions" ||
+          (type == "benchmark" && w.contains("concurrency"))) {
+        issues.add("policy.forecast",
+                   fmt::format("oracle needs an open-loop workload (a trace or generated "
+                               "arrivals): a {} workload's send times depend on the run",
+                               type));
+      }
+    }
     s.cluster.instances = total;
     s.cluster.tp = layout.groups.front().tp;
     resolved["cluster"]["instances"] = total;

@@ -309,6 +309,10 @@ struct Engine::Impl {
     measured_phase = !(cl.drain_after_warmup && warmup_total > 0);
     for (size_t i = 0; i < warmup_total; ++i) requests[i].warmup = true;
     link_session_turns();
+    if (elastic()) {
+      const bool open_loop = cl.clients == 0 && warmup_total == 0 && successor.empty();
+      config.elastic.controller->preview(open_loop ? &workload : nullptr);
+    }
     issue_limit = measured_phase ? workload.requests.size() : warmup_total;
     loads.resize(instances.size());
     decode_loads.resize(instances.size());

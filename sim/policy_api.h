@@ -16,6 +16,7 @@
 #include "models/cost_model.h"
 #include "sim/core/params.h"
 #include "sim/core/registry.h"
+#include "sim/core/request_spec.h"
 #include "sim/records.h"
 #include "sim/view.h"
 
@@ -160,6 +161,12 @@ class ClusterController {
   virtual ~ClusterController() = default;
   // Fills `decision` (cleared by the caller). Must not keep pointers into `view`.
   virtual void control(const ControlView& view, ScalingDecision& decision) = 0;
+  // Called once before the run: `open_loop` is the workload when every request arrives at its
+  // workload time (no closed-loop clients, warm-up phase or session turns), nullptr when send
+  // times depend on the run. Only a clairvoyant controller reads it (DOPD's `forecast=oracle`, a
+  // what-if bound on what a perfect forecaster buys); one that models a deployed planner must
+  // ignore it. Must not keep the pointer. May throw std::invalid_argument.
+  virtual void preview(const Workload* open_loop) { (void)open_loop; }
 };
 
 // What a cluster policy asks of the engine to run elastically.

@@ -69,9 +69,10 @@ class DopdRouter : public sim::RoutingPolicy {
 
 struct DopdParams {
   int64_t adjust_every = 2;
-  double interval_s = 20;
+  Duration interval{20 * kSecond};  // adjust_every control ticks
   ScalingLimits limits;
   double initial_isl = 1000, initial_osl = 200;
+  ForecastSource forecast = ForecastSource::kArima;
   double eta = 0.85;
   double prefill_utilization = 0.6;
   double theta_q = 5, theta_u = 0.9;
@@ -90,9 +91,12 @@ class DopdController : public sim::ClusterController {
  public:
   DopdController(const DopdParams& p, const sim::InstanceContext& prefill,
                  const sim::InstanceContext& decode, std::shared_ptr<LengthForecast> forecast)
-      : p_(p), prefill_(prefill), decode_(decode), forecast_(std::move(forecast)),
+      : p_(p),
+        prefill_(prefill),
+        decode_(decode),
+        forecast_(std::move(forecast)),
         monitor_(p.max_local_prefill_length),
-        forecaster_(p.arima_window, p.initial_isl, p.initial_osl),
+        forecaster_(p.arima_window, p.initial_isl, p.initial_osl, p.forecast),
         t_p_s_(prefill_time_s(*prefill.cost_model, std::llround(p.initial_isl))) {}
 
   void control(const sim::ControlView& view, sim::ScalingDecision& decision) override {
@@ -115,17 +119,20 @@ class DopdController : public sim::ClusterController {
     move_to_targets(view, pool, prefill, decode, decision);
   }
 
+  void preview(const Workload* open_loop) override { forecaster_.preview(open_loop); }
+
  private:
   // One adjustment interval: forecast, size the pools. Returns whether to act on the targets.
   bool adjust(const sim::ControlView& view, const PoolState& pool, int64_t& prefill, int64_t& decode) {
     const WindowStats w = monitor_.take(view.now);
-    const LoadForecast f = forecaster_.next(w);
+    const LoadForecast f = forecaster_.next(w, view.now, p_.interval);
     const double n_hat = f.requests, isl_hat = f.isl, osl_hat = f.osl;
     double c_d = 1.0;
     if (p_.decode_correction && w.finished > 0 && w.mean_itl_s > 0) {
-      const double conc = std::max(1.0, static_cast<double>(w.arrivals) /
-                                            static_cast<double>(std::max<int64_t>(1, pool.active_decode)) *
-                                            w.mean_e2e_s / p_.interval_s);
+      const double conc =
+          std::max(1.0, static_cast<double>(w.arrivals) /
+                            static_cast<double>(std::max<int64_t>(1, pool.active_decode)) *
+                            w.mean_e2e_s / to_seconds(p_.interval));
       const int64_t ctx = std::llround(std::max(1.0, w.mean_isl) + w.mean_osl / 2);
       c_d = std::clamp(w.mean_itl_s / decode_step_s(*decode_.cost_model, std::llround(conc), ctx), 0.5, 2.0);
     }
@@ -143,7 +150,7 @@ class DopdController : public sim::ClusterController {
     // only when they change.
     if (!last_ratio_ || !(last_ratio_->first == in)) last_ratio_.emplace(in, compute_pd_ratio(in));
     const RatioResult r = last_ratio_->second;
-    const double lambda = n_hat / p_.interval_s;
+    const double lambda = n_hat / to_seconds(p_.interval);
     t_p_s_ = r.t_p_s;
     forecast_->mean_isl = isl_hat;
     forecast_->arrival_rate_per_instance = lambda / static_cast<double>(std::max<int64_t>(1, pool.prefill()));
@@ -270,11 +277,27 @@ ScalingLimits limits_of(const ParamValues& v) {
 template <typename Params>
 void read_forecasting_params(const ParamValues& v, Params& p) {
   p.adjust_every = ticks_per_adjustment(v);
-  p.interval_s = to_seconds(v.get_duration("control_interval")) * static_cast<double>(p.adjust_every);
+  p.interval = v.get_duration("control_interval") * p.adjust_every;
   p.limits = limits_of(v);
   p.initial_isl = v.get_double("initial_isl");
   p.initial_osl = v.get_double("initial_osl");
   p.arima_window = static_cast<size_t>(v.get_int("arima_window"));
+  p.forecast =
+      v.get_string("forecast") == "oracle" ? ForecastSource::kOracle : ForecastSource::kArima;
+}
+
+// The forecast-source knob of every forecasting planner.
+ParamSpec forecast_param() {
+  return {"forecast",
+          ParamType::kString,
+          std::string("arima"),
+          "",
+          "where the next window's load comes from: arima (forecast from the observed windows) or "
+          "oracle (the true arrivals of an open-loop workload, known before the run: a what-if "
+          "bound on what a perfect forecaster buys, not a deployable planner)",
+          {"arima", "oracle"},
+          {},
+          {}};
 }
 
 const ParamSchema& dopd_schema() {
@@ -314,6 +337,7 @@ const ParamSchema& dopd_schema() {
                  "no arrivals for this long: shrink both pools to one instance", {}, {}, {}});
     s.push_back({"arima_window", ParamType::kInt, int64_t{50}, "points",
                  "ARIMA sliding window", {}, 5.0, {}});
+    s.push_back(forecast_param());
     s.push_back({"decode_correction", ParamType::kBool, true, "",
                  "scale T_d by the observed / profiled ITL factor c_d", {}, {}, {}});
     s.push_back({"released_counts", ParamType::kBool, false, "",
@@ -449,6 +473,7 @@ const ParamSchema& dyn_sla_schema() {
                  "decode ITL target (0: the scenario's TPOT SLO, else 50 ms)", {}, {}, {}});
     s.push_back({"arima_window", ParamType::kInt, int64_t{50}, "points", "ARIMA sliding window",
                  {}, 5.0, {}});
+    s.push_back(forecast_param());
     return s;
   }();
   return schema;

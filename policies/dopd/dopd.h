@@ -40,9 +40,10 @@ std::unique_ptr<sim::ClusterController> make_dyn_load_controller(const DynLoadPa
 
 struct DynSlaParams {
   int64_t adjust_every = 18;
-  double interval_s = 180;
+  Duration interval{180'000'000'000};  // adjust_every control ticks
   ScalingLimits limits;
   double initial_isl = 3000, initial_osl = 150;
+  ForecastSource forecast = ForecastSource::kArima;
   std::optional<Duration> itl_target;    // default: the SLO's TPOT, else 50 ms
   size_t arima_window = 50;
 };

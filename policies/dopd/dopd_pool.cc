@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace servesim::policies::dopd {
 
@@ -181,14 +182,45 @@ void move_to_targets(const sim::ControlView& view, const PoolState& pool, int64_
   if (decode < pool.decode()) drain_some(view, sim::InstanceRole::kDecode, pool.decode() - decode, decision);
 }
 
-LoadForecast LoadForecaster::next(const WindowStats& w) {
+void LoadForecaster::preview(const Workload* open_loop) {
+  if (source_ != ForecastSource::kOracle) return;
+  if (open_loop == nullptr) {
+    throw std::invalid_argument(
+        "forecast=oracle needs an open-loop workload (a trace or generated arrivals): with "
+        "closed-loop clients, a warm-up phase or session turns the send times depend on the run");
+  }
+  const std::vector<RequestSpec>& requests = open_loop->requests;
+  arrivals_.clear();
+  prompt_prefix_.assign(1, 0.0);
+  output_prefix_.assign(1, 0.0);
+  for (const RequestSpec& r : requests) {
+    arrivals_.push_back(r.arrival);
+    prompt_prefix_.push_back(prompt_prefix_.back() + static_cast<double>(r.prompt_tokens));
+    output_prefix_.push_back(output_prefix_.back() + static_cast<double>(r.output_tokens));
+  }
+}
+
+LoadForecast LoadForecaster::next(const WindowStats& w, SimTime now, Duration length) {
+  if (source_ == ForecastSource::kOracle) {
+    // Arrivals are sorted (a finalised workload); the window is [now, now + length).
+    const auto lo = std::lower_bound(arrivals_.begin(), arrivals_.end(), now);
+    const auto hi = std::lower_bound(lo, arrivals_.end(), now + length);
+    const auto a = static_cast<size_t>(lo - arrivals_.begin());
+    const auto b = static_cast<size_t>(hi - arrivals_.begin());
+    last_.requests = static_cast<double>(b - a);
+    if (b > a) {
+      last_.isl = std::max(1.0, (prompt_prefix_[b] - prompt_prefix_[a]) / last_.requests);
+      last_.osl = std::max(1.0, (output_prefix_[b] - output_prefix_[a]) / last_.requests);
+    }
+    return last_;
+  }
   requests_.add(static_cast<double>(w.arrivals));
   if (w.arrivals > 0) isl_.add(w.mean_isl);
   if (w.finished > 0) osl_.add(w.mean_osl);
   LoadForecast f;
   f.requests = std::max(0.0, requests_.predict_bounded());
-  f.isl = std::max(1.0, isl_.size() > 0 ? isl_.predict_bounded() : initial_isl_);
-  f.osl = std::max(1.0, osl_.size() > 0 ? osl_.predict_bounded() : initial_osl_);
+  f.isl = std::max(1.0, isl_.size() > 0 ? isl_.predict_bounded() : last_.isl);
+  f.osl = std::max(1.0, osl_.size() > 0 ? osl_.predict_bounded() : last_.osl);
   return f;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "policies/dopd/arima_forecaster.h"
 #include "sim/policy_api.h"
@@ -64,8 +65,13 @@ class ResourceMonitor {
   bool any_arrival_ = false;
 };
 
-// One-step forecasts of the next window's request count and mean input / output lengths, one
-// ARIMA model each (policies.md §4.3), as the DOPD controller and Dynamo's SLA planner use them.
+// Where a forecasting planner's next-window load comes from: one ARIMA model each for the request
+// count and mean input / output lengths of the observed windows (policies.md §4.3, as DOPD and
+// Dynamo's SLA planner use them), or the truth (`forecast=oracle`): the arrivals of an open-loop
+// workload, known before the run. No deployed planner has the truth; it bounds what a perfect
+// forecaster would buy a planner whose sizing rule stays the same.
+enum class ForecastSource { kArima, kOracle };
+
 struct LoadForecast {
   double requests = 0;  // >= 0
   double isl = 1;       // >= 1 tokens
@@ -74,16 +80,30 @@ struct LoadForecast {
 
 class LoadForecaster {
  public:
-  // Until a length has been observed its forecast is the initial value.
-  LoadForecaster(size_t window, double initial_isl, double initial_osl)
-      : requests_({window}), isl_({window}), osl_({window}), initial_isl_(initial_isl),
-        initial_osl_(initial_osl) {}
-  // Adds the closed window's observations and forecasts the next window.
-  LoadForecast next(const WindowStats& w);
+  // Until a length has been observed (ARIMA) or an arrival lies in a window (oracle), its
+  // forecast is the initial value.
+  LoadForecaster(size_t window, double initial_isl, double initial_osl,
+                 ForecastSource source = ForecastSource::kArima)
+      : source_(source),
+        requests_({window}),
+        isl_({window}),
+        osl_({window}),
+        last_{0, initial_isl, initial_osl} {}
+  // The controller's preview (sim::ClusterController::preview). Oracle: keeps the arrival times
+  // and lengths of `open_loop`; throws std::invalid_argument when it is nullptr (a closed loop's
+  // or a session's send times depend on the run). ARIMA: nothing.
+  void preview(const Workload* open_loop);
+  // Adds the closed window's observations and forecasts the window [now, now + length) that the
+  // next adjustment closes: ARIMA from the observations, the oracle from the arrivals in it.
+  LoadForecast next(const WindowStats& w, SimTime now, Duration length);
 
  private:
+  ForecastSource source_;
   ArimaForecaster requests_, isl_, osl_;
-  double initial_isl_, initial_osl_;
+  LoadForecast last_;  // the initial lengths, then the last window's that held arrivals (oracle)
+  // Oracle: arrival times in order and prefix sums of prompt / output tokens (size n + 1).
+  std::vector<SimTime> arrivals_;
+  std::vector<double> prompt_prefix_, output_prefix_;
 };
 
 struct ScalingLimits {

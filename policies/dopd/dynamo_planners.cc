@@ -70,8 +70,10 @@ class DynSlaController : public sim::ClusterController {
  public:
   DynSlaController(const DynSlaParams& p, const sim::InstanceContext& prefill,
                    const sim::InstanceContext& decode)
-      : p_(p), prefill_(prefill), decode_(decode),
-        forecaster_(p.arima_window, p.initial_isl, p.initial_osl) {
+      : p_(p),
+        prefill_(prefill),
+        decode_(decode),
+        forecaster_(p.arima_window, p.initial_isl, p.initial_osl, p.forecast) {
     itl_target_s_ = to_seconds(p.itl_target.value_or(decode.slo.tpot.value_or(Duration{50'000'000})));
   }
 
@@ -80,7 +82,7 @@ class DynSlaController : public sim::ClusterController {
     if (++ticks_ % p_.adjust_every != 0) return;
     const PoolState pool = pool_state(view);
     const WindowStats w = monitor_.take(view.now);
-    const LoadForecast f = forecaster_.next(w);
+    const LoadForecast f = forecaster_.next(w, view.now, p_.interval);
     const double n_hat = f.requests, isl_hat = f.isl, osl_hat = f.osl;
     // Correction factors: observed over profiled latency.
     double c_p = 1.0, c_d = 1.0;
@@ -88,26 +90,29 @@ class DynSlaController : public sim::ClusterController {
       c_p = w.mean_ttft_s / prefill_time_s(*prefill_.cost_model, std::llround(w.mean_isl));
     }
     if (w.finished > 0 && w.mean_itl_s > 0) {
-      const double conc = std::max(1.0, static_cast<double>(w.arrivals) /
-                                            static_cast<double>(std::max<int64_t>(1, pool.active_decode)) *
-                                            w.mean_e2e_s / p_.interval_s);
+      const double conc =
+          std::max(1.0, static_cast<double>(w.arrivals) /
+                            static_cast<double>(std::max<int64_t>(1, pool.active_decode)) *
+                            w.mean_e2e_s / to_seconds(p_.interval));
       const int64_t ctx = std::llround(std::max(1.0, w.mean_isl) + w.mean_osl / 2);
       c_d = w.mean_itl_s / decode_step_s(*decode_.cost_model, std::llround(conc), ctx);
     }
     if (pool.scaling_in_flight()) return;
     const double prefill_tokens_per_gpu_s =
         isl_hat / prefill_time_s(*prefill_.cost_model, std::llround(isl_hat)) / prefill_.tp;
-    const double prefill_demand = n_hat * isl_hat / p_.interval_s * std::min(1.0, c_p);
+    const double prefill_demand = n_hat * isl_hat / to_seconds(p_.interval) * std::min(1.0, c_p);
     int64_t prefill = static_cast<int64_t>(
         std::ceil(prefill_demand / prefill_tokens_per_gpu_s / prefill_.tp - 1e-9));
     const int64_t ctx = std::llround(isl_hat + osl_hat / 2);
     const double decode_per_gpu = best_decode_throughput_per_gpu(itl_target_s_ / c_d, ctx);
     int64_t decode = static_cast<int64_t>(
-        std::ceil(n_hat * osl_hat / p_.interval_s / decode_per_gpu / decode_.tp - 1e-9));
+        std::ceil(n_hat * osl_hat / to_seconds(p_.interval) / decode_per_gpu / decode_.tp - 1e-9));
     ScalingLimits limits = p_.limits;  // the SLA planner jumps straight to its targets
     clamp_targets_proportionally(pool, limits, prefill, decode);
     move_to_targets(view, pool, prefill, decode, decision);
   }
+
+  void preview(const Workload* open_loop) override { forecaster_.preview(open_loop); }
 
  private:
   // Output tokens/s per GPU of the best batch (powers of two, within the KV pool) whose decode

@@ -8,6 +8,8 @@
 //   instances prefill locally within a 256-token budget, queue spill at 8) reaches an SLO
 //   attainment at least both Dynamo planners' with no more GPU-seconds than either, with the
 //   Dynamo planners at DOPD's 20 s adjustment interval and at their 180 s default.
+// - With a perfect forecast (forecast=oracle) no setting of DOPD's sizing knobs meets 97 % with
+//   fewer GPU-seconds than Dynamo's load-based planner at 20 s.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -115,6 +117,30 @@ TEST(DopdBursty, LeanDopdBeatsBothDynamoPlannersOnAttainmentWithFewerGpuSeconds)
   }
   // Not a degenerate win: the lean DOPD still meets most SLOs.
   EXPECT_GE(dopd.attainment_pct, 75.0);
+}
+
+// With the true load of every next window (forecast=oracle) DOPD's sizing rule (eq. 16 at target
+// utilisations 0.8-1.0, shrinking after one or two adjustments) still spends more GPU-seconds for
+// 97 % of the SLO than Dynamo's load-based planner at 20 s (7,460 at 68 %), and the cheaper ones
+// miss 97 %: the forecast is not what keeps DOPD above the Dynamo planners' GPU-seconds.
+TEST(DopdBursty, APerfectForecastLeavesDopdAboveTheDynamoPlannersGpuSecondsAtNinetySevenPercent) {
+  const Outcome load = run_bursty("bursty_dyn_load.json", "--set policy.adjustment_interval=20s");
+  EXPECT_LT(load.attainment_pct, 97.0);
+  bool some_meets = false;
+  for (const char* rho : {"0.8", "0.85", "0.9", "0.95", "1.0"}) {
+    for (const char* patience : {"1", "2"}) {
+      const Outcome oracle =
+          run_bursty("bursty_dopd.json", std::string("--set policy.forecast=oracle ") +
+                                             "--set policy.prefill_utilization=" + rho +
+                                             " --set policy.scale_down_patience=" + patience);
+      SCOPED_TRACE(std::string("rho_P ") + rho + ", patience " + patience);
+      if (oracle.attainment_pct >= 97.0) {
+        some_meets = true;
+        EXPECT_GT(oracle.gpu_seconds, load.gpu_seconds);
+      }
+    }
+  }
+  EXPECT_TRUE(some_meets);  // the sweep does reach 97 %, at a GPU-seconds price
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // batcher, the DOPD router, and the dyn-load / dyn-sla scaling decisions.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <stdexcept>
 #include <optional>
 
 #include "policies/dopd/arima_forecaster.h"
@@ -114,6 +116,51 @@ TEST(Arima, KeepsOnlyTheWindow) {
   for (int t = 0; t < 100; ++t) f.add(t < 90 ? 1000.0 * (t % 7) : 5.0);
   EXPECT_EQ(f.size(), 10u);
   EXPECT_EQ(f.predict_next(), 5.0);
+}
+
+// The clairvoyant forecast: each window's true count and mean lengths from the workload's arrivals.
+TEST(LoadForecast, OracleReadsEachWindowsArrivals) {
+  Workload w;
+  const std::vector<std::array<int64_t, 3>> rows = {
+      {0, 100, 10}, {5, 200, 20}, {12, 300, 30}, {25, 400, 40}};  // arrival s, prompt, output
+  for (const auto& [t, prompt, output] : rows) {
+    RequestSpec r;
+    r.id = static_cast<RequestId>(w.requests.size());
+    r.arrival = SimTime{Duration{t * 1'000'000'000}};
+    r.prompt_tokens = prompt;
+    r.output_tokens = output;
+    w.requests.push_back(r);
+  }
+  LoadForecaster f(50, 1000, 200, ForecastSource::kOracle);
+  f.preview(&w);
+  const Duration ten_s{10'000'000'000};
+  const WindowStats observed;                              // the oracle ignores what was observed
+  LoadForecast next = f.next(observed, kTimeZero, ten_s);  // [0, 10): the first two
+  EXPECT_EQ(next.requests, 2);
+  EXPECT_EQ(next.isl, 150);
+  EXPECT_EQ(next.osl, 15);
+  next = f.next(observed, kTimeZero + ten_s, ten_s);  // [10, 20): the one at 12 s
+  EXPECT_EQ(next.requests, 1);
+  EXPECT_EQ(next.isl, 300);
+  next = f.next(observed, kTimeZero + Duration{25'000'000'000}, ten_s);  // [25, 35): from 25 s
+  EXPECT_EQ(next.requests, 1);
+  EXPECT_EQ(next.osl, 40);
+  next = f.next(observed, kTimeZero + 4 * ten_s, ten_s);  // empty: the last window's lengths
+  EXPECT_EQ(next.requests, 0);
+  EXPECT_EQ(next.isl, 400);
+  EXPECT_EQ(next.osl, 40);
+}
+
+TEST(LoadForecast, OracleRefusesSendTimesThatDependOnTheRun) {
+  LoadForecaster oracle(50, 1000, 200, ForecastSource::kOracle);
+  EXPECT_THROW(oracle.preview(nullptr), std::invalid_argument);
+  LoadForecaster arima(50, 1000, 200);
+  EXPECT_NO_THROW(arima.preview(nullptr));
+  // Before any observation ARIMA forecasts no requests at the initial lengths.
+  const LoadForecast f = arima.next(WindowStats{}, kTimeZero, Duration{10'000'000'000});
+  EXPECT_EQ(f.requests, 0);
+  EXPECT_EQ(f.isl, 1000);
+  EXPECT_EQ(f.osl, 200);
 }
 
 // ---- ratio ----
@@ -539,7 +586,7 @@ TEST(DynLoad, ScalesDownWhenIdleButNotBelowOneNorDuringGrace) {
 TEST(DynSla, SizesPoolsFromForecastLoadAndProfiledThroughput) {
   DynSlaParams p;
   p.adjust_every = 1;
-  p.interval_s = 10;
+  p.interval = Duration{10'000'000'000};
   p.limits.gpu_budget = 64;
   sim::InstanceContext pc = prefill_context();
   sim::InstanceContext dc = pc;
