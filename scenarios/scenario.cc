@@ -526,7 +526,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
       } catch (const ConfigError& err) {
         for (const ConfigIssue& i : err.issues()) issues.add(i.path, i.message);
       }
-      e.knobs = r.params(entry.schema);
+      e.knobs = r.params(policies::engine_schema(entry, e.version));
       e.schedules = !top.has("policy");
       s.engine = std::move(e);
     }

@@ -50,6 +50,16 @@ void register_engine_models() {
   });
 }
 
+ParamSchema engine_schema(const EngineModelEntry& entry, const std::string& version) {
+  ParamSchema schema = entry.schema;
+  if (entry.version_defaults && !version.empty()) entry.version_defaults(version, schema);
+  return schema;
+}
+
+bool version_at_least(const std::string& version, const std::string& minimum) {
+  return version_numbers(version) >= version_numbers(minimum);
+}
+
 std::string resolve_engine_version(const std::vector<std::string>& known,
                                    const std::string& requested, const std::string& path) {
   if (known.empty()) throw std::logic_error("an engine model must know at least one version");

@@ -70,7 +70,16 @@ struct EngineModelEntry {
   std::function<EngineSetup(const std::string& version, const ParamValues& knobs,
                             const EngineTarget& target)>
       build;
+  // Knob defaults that change between the known versions (vLLM's async scheduling, on from
+  // 0.14): rewrites `schema`'s defaults for `version`. Empty: every version has the schema's.
+  std::function<void(const std::string& version, ParamSchema& schema)> version_defaults;
 };
+
+// The knobs of `entry` with the defaults of `version` (a known version; empty: the schema's).
+ParamSchema engine_schema(const EngineModelEntry& entry, const std::string& version);
+
+// Whether dotted version `version` is `minimum` or newer (suffixes ignored, as when resolving).
+bool version_at_least(const std::string& version, const std::string& minimum);
 
 Registry<EngineModelEntry>& engine_models();
 

@@ -11,7 +11,10 @@
 // - CUDA graphs: 0.10 captures [1, 2, 4] + 8..512 step 8 (piecewise graphs); 0.11 and later
 //   [1, 2, 4] + 8..248 step 8 + 256..max step 16 with max = min(2 x max_num_seqs, 512)
 //   (FULL_AND_PIECEWISE); decode and mixed passes up to the largest size run padded.
-// - CPU: serial with the GPU unless async_scheduling (off by default).
+// - CPU: serial with the GPU unless async_scheduling, which 0.14 turns on by default (its release
+//   notes: "Async scheduling is now enabled by default", except with pipeline parallelism, the
+//   CPU backend and speculative decoding other than MTP / EAGLE; none of which servesim's vLLM
+//   deployments use). 0.14 keeps 0.12's other defaults here.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -59,7 +62,8 @@ ParamSchema vllm_schema() {
       {"enable_prefix_caching", ParamType::kBool, true, "",
        "automatic prefix caching: reuse the cached KV blocks of a prompt's prefix", {}, {}, {}},
       {"async_scheduling", ParamType::kBool, false, "",
-       "schedule the next iteration while the GPU runs this one", {}, {}, {}},
+       "schedule the next iteration while the GPU runs this one (the default: on from 0.14)", {},
+       {}, {}},
   };
   for (ParamSpec& k : calibration_knobs()) s.push_back(std::move(k));
   return s;
@@ -117,9 +121,15 @@ EngineSetup build_vllm(const std::string& version, const ParamValues& knobs,
 
 void register_vllm_engine() {
   engine_models().add("vllm", {"vLLM V1: unified chunked-prefill scheduler, CUDA graphs up to 512",
-                               {"0.10.2", "0.11.0", "0.12.0"},
+                               {"0.10.2", "0.11.0", "0.12.0", "0.14.0"},
                                vllm_schema(),
-                               build_vllm});
+                               build_vllm,
+                               [](const std::string& version, ParamSchema& schema) {
+                                 if (!version_at_least(version, "0.14.0")) return;
+                                 for (ParamSpec& k : schema) {
+                                   if (k.name == "async_scheduling") k.default_value = true;
+                                 }
+                               }});
 }
 
 }  // namespace servesim::policies

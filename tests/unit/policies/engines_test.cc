@@ -247,7 +247,7 @@ class EngineDefaults : public ::testing::Test {
     t.gpu = &gpus.get(gpu);
     t.model = &models.get("llama-3.1-8b");
     t.tp = tp;
-    return e.build(version, ParamValues::defaults(e.schema), t);
+    return e.build(version, ParamValues::defaults(engine_schema(e, version)), t);
   }
 };
 
@@ -302,6 +302,25 @@ TEST_F(EngineDefaults, TrtllmPadsOnlyWhenAskedAndOverlapsTheCpu) {
   EXPECT_EQ(s.runtime.graphs.max_size(), 128);
   EXPECT_EQ(s.max_prompt_tokens, 8192);  // no chunking: a prompt must fit max_num_tokens
   EXPECT_TRUE(s.runtime.cpu.overlapped);
+}
+
+// vLLM 0.14 schedules asynchronously by default: its CPU work overlaps the GPU's; 0.12 serial.
+TEST_F(EngineDefaults, VllmSchedulesAsynchronouslyFrom014) {
+  EXPECT_FALSE(build("vllm", "0.12.0", "h100_sxm", 1).runtime.cpu.overlapped);
+  EXPECT_TRUE(build("vllm", "0.14.0", "h100_sxm", 1).runtime.cpu.overlapped);
+  const EngineModelEntry& e = engine_models().get("vllm");
+  EXPECT_EQ(resolve_engine_version(e.versions, "0.18.0", "engine.version"), "0.14.0");
+  EXPECT_EQ(resolve_engine_version(e.versions, "0.13.0", "engine.version"), "0.12.0");
+  // Turned off explicitly, as --no-async-scheduling does.
+  ParamValues knobs = ParamValues::defaults(engine_schema(e, "0.14.0"));
+  EXPECT_TRUE(knobs.get_bool("async_scheduling"));
+  knobs.set("async_scheduling", false);
+  EngineTarget t;
+  t.gpu = &gpus.get("h100_sxm");
+  t.model = &models.get("llama-3.1-8b");
+  EXPECT_FALSE(e.build("0.14.0", knobs, t).runtime.cpu.overlapped);
+  EXPECT_TRUE(version_at_least("0.15.1", "0.14.0"));
+  EXPECT_FALSE(version_at_least("0.12.0", "0.14.0"));
 }
 
 TEST_F(EngineDefaults, WithoutACalibrationTheCpuCostIsZeroAndSaidSo) {
