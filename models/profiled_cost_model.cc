@@ -133,6 +133,23 @@ const char* gemm_dtype(Dtype d) {
   return "bf16";
 }
 // Table dtypes whose GEMM rows serve weights in `d`, preferred first.
+// Where a profile's rows come from, for the diagnostics: its directory, else its source.
+std::string describe_profile(const profiles::Profile* prof) {
+  return prof->dir.empty() ? prof->meta.source : prof->dir;
+}
+
+// The value of a curve of (x, y) points, x ascending, at `x`: linear in log x between points,
+// held at the ends. REQUIRES: curve not empty, every x > 0.
+double log_interpolate(const std::vector<std::pair<double, double>>& curve, double x) {
+  if (x <= curve.front().first) return curve.front().second;
+  if (x >= curve.back().first) return curve.back().second;
+  const auto hi = std::lower_bound(curve.begin(), curve.end(), std::make_pair(x, -1.0),
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto lo = hi - 1;
+  const double w = std::log(x / lo->first) / std::log(hi->first / lo->first);
+  return lo->second + w * (hi->second - lo->second);
+}
+
 std::vector<std::string> weight_table_dtypes(Dtype d) {
   if (d == Dtype::kBf16) {
     return {"bf16", "fp16"};
@@ -268,6 +285,10 @@ struct ProfiledCostModel::Impl {
   // the pass's tokens, the skew included).
   bool moe_table_own_routing = false;
   std::string moe_key;
+  // No MoE rows of the model's shape: the fused MoE kernels' time over the grouped expert-GEMM
+  // estimate (grouped_gemm_s) on the dtype's measured shapes, by the tokens of a pass
+  // (moe_efficiency_at); empty: the estimate as it is.
+  std::vector<std::pair<double, double>> moe_efficiency;  // (tokens, ratio), tokens ascending
   // Attention.
   interp::HeadConfig heads;
   const interp::PrefillTable* prefill = nullptr;
@@ -311,6 +332,14 @@ struct ProfiledCostModel::Impl {
       const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
       std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache);
   void resolve_direct(const std::vector<const profiles::Profile*>& order);
+  void resolve_moe_efficiency(const std::vector<const profiles::Profile*>& order);
+  double moe_efficiency_at(double tokens) const;
+  // One MoE layer's `touched` experts of `l`'s rows each, run as one grouped kernel: the GEMM's
+  // fixed latency (its table's fitted roofline's, or the roofline's) paid once, not per expert.
+  static double grouped_gemm_s(const GemmSource& g, const Lookup& l, double touched) {
+    const double t0 = std::min(l.seconds, g.table != nullptr ? g.table->fit().t0_s : g.fit.t0_s);
+    return touched * (l.seconds - t0) + t0;
+  }
   void resolve_donor(const std::vector<const profiles::Profile*>& order, const GpuSpec& donor);
   void resolve_uncalibrated();
   // Every GEMM (weights, LM head, MoE router) priced by a fitted roofline instead of a table:
@@ -484,13 +513,73 @@ ProfiledCostModel::Impl::Impl(const Deployment& dep, const std::vector<profiles:
   }
 }
 
+// The fused MoE kernels measured for other shapes of the weight dtype (the same dtype, or the other
+// weight-only 4-bit format: both run as W4A16 kernels) on one GPU (moe_tp = moe_ep = 1) with
+// balanced routing: per shape and token count t, the measured time over the grouped expert-GEMM
+// estimate of that shape (t x k rows over min(E, t x k) experts, this deployment's GEMM sources);
+// the median over the shapes at each token count of any of them (each shape's ratio interpolated
+// in log t, held at its ends). The first profile in `order` with such rows is used.
+void ProfiledCostModel::Impl::resolve_moe_efficiency(
+    const std::vector<const profiles::Profile*>& order) {
+  std::vector<std::string> dtypes = {gemm_dtype(d.weight_dtype)};
+  if (d.weight_dtype == Dtype::kMxfp4) dtypes.push_back("int4_wo");
+  if (d.weight_dtype == Dtype::kInt4Wo) dtypes.push_back("mxfp4");
+  for (const std::string& dtype : dtypes) {
+    for (const profiles::Profile* prof : order) {
+      std::map<std::array<int64_t, 4>, std::vector<std::pair<double, double>>> by_shape;
+      for (const profiles::MoeRow& r : prof->moe) {
+        if (r.dtype != dtype || r.moe_tp != 1 || r.moe_ep != 1 || r.distribution != "balanced" ||
+            r.num_tokens <= 0 || r.latency_us <= 0 || r.topk <= 0 || r.num_experts <= 0) {
+          continue;
+        }
+        GemmSource up = gate_up, dn = down;
+        up.n = 2.0 * static_cast<double>(r.inter_size);
+        up.k = static_cast<double>(r.hidden_size);
+        dn.n = static_cast<double>(r.hidden_size);
+        dn.k = static_cast<double>(r.inter_size);
+        const double routed = static_cast<double>(r.num_tokens) * r.topk;
+        const double touched = std::min<double>(r.num_experts, routed);
+        const double estimate = grouped_gemm_s(up, up.at(routed / touched), touched) +
+                                grouped_gemm_s(dn, dn.at(routed / touched), touched);
+        if (estimate <= 0) continue;
+        by_shape[{r.hidden_size, r.inter_size, r.topk, r.num_experts}].push_back(
+            {static_cast<double>(r.num_tokens), r.latency_us * 1e-6 / estimate});
+      }
+      if (by_shape.empty()) continue;
+      std::vector<double> grid;
+      for (auto& [shape, curve] : by_shape) {
+        std::sort(curve.begin(), curve.end());
+        for (const auto& [t, ratio] : curve) grid.push_back(t);
+      }
+      std::sort(grid.begin(), grid.end());
+      grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+      for (double t : grid) {
+        std::vector<double> ratios;
+        for (const auto& [shape, curve] : by_shape) ratios.push_back(log_interpolate(curve, t));
+        std::sort(ratios.begin(), ratios.end());
+        const size_t n = ratios.size();
+        moe_efficiency.push_back(
+            {t, n % 2 == 1 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2])});
+      }
+      diag.sources.push_back(fmt::format(
+          "moe_mlp: expert GEMMs from the gemm table (no moe rows of the shape), scaled by the "
+          "fused MoE kernels' time over that estimate on {} measured {} shapes from {}: x{:.2f} "
+          "at 1 token, x{:.2f} at 64",
+          by_shape.size(), dtype, describe_profile(prof), moe_efficiency_at(1),
+          moe_efficiency_at(64)));
+      return;
+    }
+  }
+  diag.sources.push_back("moe_mlp: expert GEMMs from the gemm table (no moe rows)");
+}
+
+double ProfiledCostModel::Impl::moe_efficiency_at(double tokens) const {
+  return moe_efficiency.empty() ? 1.0 : log_interpolate(moe_efficiency, tokens);
+}
+
 void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::Profile*>& order) {
   std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*> cache;
   std::vector<std::string> used;
-  const auto describe_profile = [](const profiles::Profile* prof) {
-    return prof->dir.empty() ? prof->meta.source : prof->dir;
-  };
-
   // Kernels a serving engine runs come before stand-ins for them: a profile whose meta lists a
   // table kind in "standalone_kernels" timed a library kernel the engines do not run for it
   // (servesim-profile: quantized GEMMs on operands quantized beforehand, cuDNN attention). For
@@ -656,7 +745,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
       break;
     }
     if (moe_table == nullptr) {
-      diag.sources.push_back("moe_mlp: expert GEMMs from the gemm table (no moe rows)");
+      resolve_moe_efficiency(order);
     }
   }
 
@@ -1180,13 +1269,12 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
           moe_table_balanced ? touched / std::min(shapes.experts / shapes.ep, routed) : 1.0;
       mlp.add(moe_layers * l.seconds * spread, kind_of(l));
     } else {
-      // The touched experts run as one grouped kernel per layer: its fixed latency (that of the
-      // measured table's fitted roofline, or of the roofline) is charged once, not per expert.
+      // The touched experts run as one grouped kernel per layer, scaled by what the fused MoE
+      // kernels of the dtype's measured shapes take over that estimate at as many tokens.
+      const double scale = moe_efficiency_at(routed * shapes.ep / shapes.experts_per_token);
       const auto experts = [&](const GemmSource& g) {
         const Lookup l = g.at(routed / touched);
-        const double t0 =
-            std::min(l.seconds, g.table != nullptr ? g.table->fit().t0_s : g.fit.t0_s);
-        mlp.add(moe_layers * (touched * (l.seconds - t0) + t0), g.kind(l));
+        mlp.add(moe_layers * scale * grouped_gemm_s(g, l, touched), g.kind(l));
       };
       experts(gate_up);
       experts(down);

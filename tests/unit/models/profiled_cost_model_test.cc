@@ -161,7 +161,12 @@ TEST_F(ProfiledTest, Mxfp4ExpertsUseTheirMoeTableWhereMeasured) {
       << moe_source(*b200);
   const auto h200 = load_profiled_cost_model(
       deployment("gpt-oss-120b", "h200_sxm", 1, Dtype::kMxfp4), *gpus_, "profiles");
-  EXPECT_EQ(moe_source(*h200), "moe_mlp: expert GEMMs from the gemm table (no moe rows)");
+  // No mxfp4 MoE rows on the H200: the GEMM estimate scaled by the W4A16 (int4_wo) MoE kernels'
+  // measured efficiency on the other shapes.
+  EXPECT_NE(moe_source(*h200).find("scaled by the fused MoE kernels' time over that estimate on "
+                                   "10 measured int4_wo shapes from profiles/h200_sxm"),
+            std::string::npos)
+      << moe_source(*h200);
   // 128 decode steps route 512 rows over 128 experts: one table row of 128 tokens (balanced rows
   // spread them over min(128, 512) experts, as many as random routing touches within 2 %).
   const BatchShape step = decodes(128, 1000);
@@ -171,6 +176,40 @@ TEST_F(ProfiledTest, Mxfp4ExpertsUseTheirMoeTableWhereMeasured) {
   EXPECT_LT(mlp, 1.10 * table_s);  // plus the router GEMM
   h200->iteration_time(step);
   EXPECT_GT(h200->lookup_stats().extrapolated_s, 0);
+}
+
+// Without MoE rows of the model's shape, the experts' grouped-GEMM estimate is scaled by the
+// measured fused-MoE kernels of other shapes over the same estimate: rows twice as slow make the
+// experts' time twice as long (the router GEMM aside), and with no MoE rows at all the estimate
+// stands as it is.
+TEST_F(ProfiledTest, MoeShapesWithoutRowsTakeTheMeasuredKernelsEfficiencyOfOtherShapes) {
+  const auto with_rows = [&](double scale) {
+    profiles::Profile p = synthetic_h100_gemm();
+    for (int64_t t = 1; t <= 4096; t *= 2) {
+      p.moe.push_back({"bf16", t, 2048, 768, 8, 128, 1, 1, "balanced",
+                       scale * (100.0 + 15.0 * static_cast<double>(t))});
+    }
+    return make_profiled_cost_model(deployment("mixtral-8x7b", "h100_sxm", 4), {p}, {});
+  };
+  const auto none = make_profiled_cost_model(deployment("mixtral-8x7b", "h100_sxm", 4),
+                                             {synthetic_h100_gemm()}, {});
+  const auto once = with_rows(1.0);
+  const auto twice = with_rows(2.0);
+  EXPECT_EQ(moe_source(*none), "moe_mlp: expert GEMMs from the gemm table (no moe rows)");
+  EXPECT_NE(moe_source(*once).find("on 1 measured bf16 shapes from test"), std::string::npos)
+      << moe_source(*once);
+  for (const BatchShape& pass : {decodes(8, 1000), prefill(2048)}) {
+    const double c = seconds(none->breakdown(pass).mlp_gemm);
+    const double a = seconds(once->breakdown(pass).mlp_gemm);
+    const double b = seconds(twice->breakdown(pass).mlp_gemm);
+    // mlp = router + factor x experts, the factor doubling from `once` to `twice`.
+    const double router = 2 * a - b;
+    const double experts = c - router;
+    EXPECT_GE(router, 0);
+    EXPECT_LT(router, 0.1 * c) << a << " " << b << " " << c;
+    EXPECT_GT(experts, 0);
+    EXPECT_NE(a, c);  // the measured kernels are not the estimate
+  }
 }
 
 // The deployment's expert routing picks the MoE table's rows: Qwen3-235B-A22B's catalog default
