@@ -702,16 +702,19 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     }
     if (s.policy.params.contains("forecast") &&
         s.policy.params.get_string("forecast") == "oracle") {
-      // The clairvoyant forecast reads arrival times before the run; a closed loop's or a
-      // session's depend on it (the engine refuses a warm-up phase the same way).
+      // The clairvoyant forecast reads arrival times before the run; those of a closed loop, of
+      // sessions and of a benchmark's measured phase after its warm-up depend on it (the engine
+      // refuses them too).
       const Json& w = resolved["workload"];
       const std::string type = w.value("type", std::string());
+      const bool warmup = type == "benchmark" && w.value("warmup_requests", int64_t{0}) > 0;
       if (type == "closed_loop" || type == "sessions" ||
-          (type == "benchmark" && w.contains("concurrency"))) {
-        issues.add("policy.forecast",
-                   fmt::format("oracle needs an open-loop workload (a trace or generated "
-                               "arrivals): a {} workload's send times depend on the run",
-                               type));
+          (type == "benchmark" && w.contains("concurrency")) || warmup) {
+        issues.add(
+            "policy.forecast",
+            fmt::format("oracle needs an open-loop workload (a trace or generated "
+                        "arrivals): the send times of a {} depend on the run",
+                        warmup ? "benchmark workload with warm-up requests" : type + " workload"));
       }
     }
     s.cluster.instances = total;
