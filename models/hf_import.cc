@@ -120,14 +120,10 @@ const std::vector<ArchRules>& arch_rules() {
     // experts, first_k_dense_replace dense layers, a score-correction bias in every router) with
     // grouped-query attention: q/k/v biases under attention_bias, per-head q/k RMSNorm under
     // use_qk_norm; its multi-token-prediction layer (num_nextn_predict_layers) is not counted.
-    ArchRules glm4_moe{"glm4_moe"};
-    glm4_moe.moe = true;
-    glm4_moe.experts_key = "n_routed_experts";
-    glm4_moe.expert_size_key = true;
-    glm4_moe.shared_experts_count = true;
-    glm4_moe.first_k_dense = true;
+    ArchRules glm4_moe = deepseek_v3;
+    glm4_moe.model_type = "glm4_moe";
+    glm4_moe.mla = false;
     glm4_moe.router_score_bias = ScoreBias::kAlways;
-    glm4_moe.attention_bias_key = true;
     glm4_moe.attention_bias_qkv_only = true;
     glm4_moe.qk_norm_key = "use_qk_norm";
     glm4_moe.default_norm_eps = 1e-5;

@@ -138,17 +138,26 @@ std::string describe_profile(const profiles::Profile* prof) {
   return prof->dir.empty() ? prof->meta.source : prof->dir;
 }
 
-// The value of a curve of (x, y) points, x ascending, at `x`: linear in log x between points,
-// held at the ends. REQUIRES: curve not empty, every x > 0.
-double log_interpolate(const std::vector<std::pair<double, double>>& curve, double x) {
-  if (x <= curve.front().first) return curve.front().second;
-  if (x >= curve.back().first) return curve.back().second;
-  const auto hi = std::lower_bound(curve.begin(), curve.end(), std::make_pair(x, -1.0),
-                                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  const auto lo = hi - 1;
-  const double w = std::log(x / lo->first) / std::log(hi->first / lo->first);
-  return lo->second + w * (hi->second - lo->second);
-}
+// A curve of values over ln x, x ascending: linear in ln x between its points, held at the ends
+// (interp::bracket). Empty: at() is 1.
+struct LogCurve {
+  std::vector<double> log_x, y;
+  // From (x, y) points with x > 0 (sorted here).
+  static LogCurve of(std::vector<std::pair<double, double>> points) {
+    std::sort(points.begin(), points.end());
+    LogCurve c;
+    for (const auto& [x, v] : points) {
+      c.log_x.push_back(std::log(x));
+      c.y.push_back(v);
+    }
+    return c;
+  }
+  double at(double x) const {
+    if (y.empty()) return 1.0;
+    const interp::Bracket b = interp::bracket(log_x, std::log(x));
+    return y.size() == 1 ? y[0] : y[b.i] + b.w * (y[b.i + 1] - y[b.i]);
+  }
+};
 
 std::vector<std::string> weight_table_dtypes(Dtype d) {
   if (d == Dtype::kBf16) {
@@ -287,8 +296,8 @@ struct ProfiledCostModel::Impl {
   std::string moe_key;
   // No MoE rows of the model's shape: the fused MoE kernels' time over the grouped expert-GEMM
   // estimate (grouped_gemm_s) on the dtype's measured shapes, by the tokens of a pass
-  // (moe_efficiency_at); empty: the estimate as it is.
-  std::vector<std::pair<double, double>> moe_efficiency;  // (tokens, ratio), tokens ascending
+  // (moe_efficiency.at(tokens)); empty: the estimate as it is.
+  LogCurve moe_efficiency;
   // Attention.
   interp::HeadConfig heads;
   const interp::PrefillTable* prefill = nullptr;
@@ -333,7 +342,6 @@ struct ProfiledCostModel::Impl {
       std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache);
   void resolve_direct(const std::vector<const profiles::Profile*>& order);
   void resolve_moe_efficiency(const std::vector<const profiles::Profile*>& order);
-  double moe_efficiency_at(double tokens) const;
   // One MoE layer's `touched` experts of `l`'s rows each, run as one grouped kernel: the GEMM's
   // fixed latency (its table's fitted roofline's, or the roofline's) paid once, not per expert.
   static double grouped_gemm_s(const GemmSource& g, const Lookup& l, double touched) {
@@ -547,34 +555,33 @@ void ProfiledCostModel::Impl::resolve_moe_efficiency(
       }
       if (by_shape.empty()) continue;
       std::vector<double> grid;
-      for (auto& [shape, curve] : by_shape) {
-        std::sort(curve.begin(), curve.end());
-        for (const auto& [t, ratio] : curve) grid.push_back(t);
+      std::vector<LogCurve> curves;
+      for (const auto& [shape, points] : by_shape) {
+        for (const auto& [t, ratio] : points) grid.push_back(t);
+        curves.push_back(LogCurve::of(points));
       }
       std::sort(grid.begin(), grid.end());
       grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+      std::vector<std::pair<double, double>> medians;
       for (double t : grid) {
         std::vector<double> ratios;
-        for (const auto& [shape, curve] : by_shape) ratios.push_back(log_interpolate(curve, t));
+        for (const LogCurve& c : curves) ratios.push_back(c.at(t));
         std::sort(ratios.begin(), ratios.end());
         const size_t n = ratios.size();
-        moe_efficiency.push_back(
+        medians.push_back(
             {t, n % 2 == 1 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2])});
       }
+      moe_efficiency = LogCurve::of(std::move(medians));
       diag.sources.push_back(fmt::format(
           "moe_mlp: expert GEMMs from the gemm table (no moe rows of the shape), scaled by the "
           "fused MoE kernels' time over that estimate on {} measured {} shapes from {}: x{:.2f} "
           "at 1 token, x{:.2f} at 64",
-          by_shape.size(), dtype, describe_profile(prof), moe_efficiency_at(1),
-          moe_efficiency_at(64)));
+          by_shape.size(), dtype, describe_profile(prof), moe_efficiency.at(1),
+          moe_efficiency.at(64)));
       return;
     }
   }
   diag.sources.push_back("moe_mlp: expert GEMMs from the gemm table (no moe rows)");
-}
-
-double ProfiledCostModel::Impl::moe_efficiency_at(double tokens) const {
-  return moe_efficiency.empty() ? 1.0 : log_interpolate(moe_efficiency, tokens);
 }
 
 void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::Profile*>& order) {
@@ -1271,7 +1278,7 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
     } else {
       // The touched experts run as one grouped kernel per layer, scaled by what the fused MoE
       // kernels of the dtype's measured shapes take over that estimate at as many tokens.
-      const double scale = moe_efficiency_at(routed * shapes.ep / shapes.experts_per_token);
+      const double scale = moe_efficiency.at(routed * shapes.ep / shapes.experts_per_token);
       const auto experts = [&](const GemmSource& g) {
         const Lookup l = g.at(routed / touched);
         mlp.add(moe_layers * scale * grouped_gemm_s(g, l, touched), g.kind(l));
