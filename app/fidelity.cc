@@ -233,10 +233,18 @@ void print_header(std::ostream& out) {
                      "", "", "MdAPE %", "%", "%", "%", "%", "MdAPE %", "%", "%", "%", "%", "<=25 %");
 }
 
-// "    52  what": one line per distinct text, the most frequent first.
-void print_counts(std::ostream& out, const std::map<std::string, int64_t>& counts) {
+// "  <label>: <total>", then "    52  what": one line per distinct text, the most frequent
+// first. Nothing when `counts` is empty.
+void print_counts(std::ostream& out, const std::string& label,
+                  const std::map<std::string, int64_t>& counts) {
+  if (counts.empty()) return;
+  int64_t total = 0;
   std::vector<std::pair<int64_t, std::string>> lines;
-  for (const auto& [text, n] : counts) lines.emplace_back(n, text);
+  for (const auto& [text, n] : counts) {
+    total += n;
+    lines.emplace_back(n, text);
+  }
+  out << fmt::format("  {}: {}\n", label, total);
   std::sort(lines.rbegin(), lines.rend());
   for (const auto& [n, text] : lines) out << fmt::format("    {:>5}  {}\n", n, text);
 }
@@ -485,16 +493,8 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
   out << fmt::format("servesim fidelity: {} rows of {}\n", runs.size(), csv_path);
   out << fmt::format("  mapped to scenarios: {} ({} dense, {} MoE)\n", todo.size(),
                      todo.size() - static_cast<size_t>(moe_rows), moe_rows);
-  int64_t skipped_total = 0;
-  for (const auto& [why, n] : skipped) skipped_total += n;
-  if (skipped_total > 0) out << fmt::format("  skipped: {}\n", skipped_total);
-  print_counts(out, skipped);
-  if (!assumed.empty()) {
-    int64_t assumed_total = 0;
-    for (const auto& [what, n] : assumed) assumed_total += n;
-    out << fmt::format("  mapped with an assumption: {}\n", assumed_total);
-    print_counts(out, assumed);
-  }
+  print_counts(out, "skipped", skipped);
+  print_counts(out, "mapped with an assumption", assumed);
   const bool jitter = client_jitter.count() > 0;
   out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients ({}), {} x c "
                      "requests{} after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
