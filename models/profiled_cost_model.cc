@@ -1345,8 +1345,8 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
     mla_attention(s, out);
     return;
   }
-  // Tables and fits cover the full-attention layers; sliding-window layers add the roofline over
-  // the windowed sums (window_attention).
+  // Tables and fits cover the full-attention layers. Sliding-window layers add, in prefill, the
+  // roofline over the windowed sums (window_attention); in decode, the table at their window.
   const double layers = shapes.full_attention_layers;
   const double hd = static_cast<double>(model.head_dim);
   if (s.has_prefill) {
@@ -1393,29 +1393,31 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
   }
   if (s.has_decode) {
     const double b = s.decode_query_tokens;
-    const double context = (s.decode_kv_tokens - b) / b;
     Split part;
-    if (decode != nullptr) {
-      const uint64_t key = DecodeMemo::key(b, s.decode_kv_tokens);
-      Lookup l;
-      if (key == 0 || !decode_memo.find(key, &l)) {
-        l = decode_bound.predict(b, context);
-        if (key != 0) decode_memo.insert(key, l);
+    // One decode attention kernel per layer over `kv_tokens` (attended + written, summed over the
+    // batch): the table or fit of the full-attention layers. A sliding-window layer runs the same
+    // kernel over its window, so it is priced the same way at its windowed context.
+    const auto add_layers = [&](double count, double kv_tokens) {
+      const double context = (kv_tokens - b) / b;
+      if (decode != nullptr) {
+        const uint64_t key = DecodeMemo::key(b, kv_tokens);
+        Lookup l;
+        if (key == 0 || !decode_memo.find(key, &l)) {
+          l = decode_bound.predict(b, context);
+          if (key != 0) decode_memo.insert(key, l);
+        }
+        part.add(count * l.seconds, kind_of(l));
+        return;
       }
-      part.add(layers * l.seconds, kind_of(l));
-    } else {
       double t = interp::decode_reference(decode_fit, shapes.heads, shapes.kv_heads, hd, b, context,
                                           shapes.kv_bytes);
       if (decode_floor_bw > 0) {
         t = std::max(t, 2 * b * context * shapes.kv_heads * hd * shapes.kv_bytes / decode_floor_bw);
       }
-      part.add(layers * t, kAnalytic);
-    }
-    if (achievable.windowed) {
-      part.add(detail::attention_time(achievable.window_decode, s.window_decode_key_positions,
-                                      s.window_decode_kv_tokens, s.decode_query_tokens, 0),
-               kAnalytic);
-    }
+      part.add(count * t, kAnalytic);
+    };
+    add_layers(layers, s.decode_kv_tokens);
+    if (achievable.windowed) add_layers(shapes.window_layers, s.window_decode_kv_tokens);
     out->s[kDecode] = part.clamp_to(detail::decode_attention_time(peak, s), &clamped_predictions);
     for (size_t k = 0; k < 3; ++k) {
       out->split[k] += part.by_kind[k];

@@ -212,6 +212,23 @@ TEST_F(ProfiledTest, MoeShapesWithoutRowsTakeTheMeasuredKernelsEfficiencyOfOther
   }
 }
 
+// A sliding-window layer runs the decode attention kernel over its window: gpt-oss-120b's 18
+// windowed layers (128 tokens) are priced from the measured decode table at context 128, its 18
+// full layers at the requests' context. H200, TP 4 (16 query and 2 KV heads of 64 per GPU), 4
+// decodes: the table's rows are 6.560 us at 2,048 tokens and 3.627 us at 128.
+TEST_F(ProfiledTest, SlidingWindowDecodeLayersArePricedByTheTableAtTheirWindow) {
+  if (!std::filesystem::exists("profiles/h200_sxm/servesim_harness_gpt-oss-120b_tp4/meta.json")) {
+    GTEST_SKIP() << "gpt-oss-120b H200 tables not found";
+  }
+  const Deployment d = deployment("gpt-oss-120b", "h200_sxm", 4, Dtype::kMxfp4);
+  const auto m = load_profiled_cost_model(d, *gpus_, "profiles");
+  EXPECT_NEAR(seconds(m->breakdown(decodes(4, 2048)).attention_decode) * 1e6,
+              18 * 6.560 + 18 * 3.627, 0.02 * (18 * 6.560 + 18 * 3.627));
+  // Within the window both kinds of layer attend to every token.
+  EXPECT_NEAR(seconds(m->breakdown(decodes(4, 128)).attention_decode) * 1e6, 36 * 3.627,
+              0.02 * 36 * 3.627);
+}
+
 // The deployment's expert routing picks the MoE table's rows: Qwen3-235B-A22B's catalog default
 // (power_law_1.2) the rows measured under that skew, priced at the pass's own token count;
 // random routing the balanced rows at the busiest rank's load. The skewed kernels are slower
