@@ -25,8 +25,7 @@ class EngineCostModel final : public IterationCostModel {
     const std::optional<Duration> gpu = gpu_->decode_iteration_time(
         {target, pass.context_tokens + (target - pass.decodes), pass.logit_rows});
     if (!gpu) return std::nullopt;
-    return with_cpu(scaled_for(*gpu, /*prefill_tokens=*/0),
-                    runtime_.cpu.cost(pass.decodes, pass.decodes));
+    return with_cpu(scaled_for(*gpu, /*prefill_tokens=*/0), cpu_cost(pass.decodes, pass.decodes));
   }
 
   // The whole shape (the run's segments, then `rest`) padded as padded() pads it: the padding
@@ -39,7 +38,7 @@ class EngineCostModel final : public IterationCostModel {
     const std::optional<Duration> gpu =
         gpu_->mixed_iteration_time(run, with_padding(rest, target - tokens));
     if (!gpu) return std::nullopt;
-    return with_cpu(scaled(*gpu, rest), runtime_.cpu.cost(segments, tokens));
+    return with_cpu(scaled(*gpu, rest), cpu_cost(segments, tokens));
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
@@ -93,9 +92,13 @@ class EngineCostModel final : public IterationCostModel {
     return runtime_.gpu_scale.identity() ? gpu : scaled_for(gpu, prefill_tokens(shape));
   }
 
+  // The busiest scheduler's CPU work for a pass of `requests` segments and `tokens` query tokens.
+  Duration cpu_cost(int64_t requests, int64_t tokens) const {
+    const int64_t r = runtime_.scheduler_ranks;
+    return runtime_.cpu.cost((requests + r - 1) / r, (tokens + r - 1) / r);
+  }
   Duration cpu_cost(const BatchShape& shape) const {
-    return runtime_.cpu.cost(static_cast<int64_t>(shape.segments.size()),
-                             shape.total_query_tokens());
+    return cpu_cost(static_cast<int64_t>(shape.segments.size()), shape.total_query_tokens());
   }
 
   // `shape` itself, or the scratch copy with the padding rows of its CUDA graph.
@@ -163,9 +166,11 @@ std::string EngineRuntime::describe() const {
           ? std::string()
           : fmt::format("; GPU time x{:.3g} decode, x{:.3g} prefill", gpu_scale.decode,
                         gpu_scale.prefill);
-  return fmt::format("{}: {}; CPU {} + {}/request + {}/token per iteration, {}{}", name,
+  const std::string ranks_text =
+      scheduler_ranks > 1 ? fmt::format(" (each of {} rank schedulers)", scheduler_ranks) : "";
+  return fmt::format("{}: {}; CPU {} + {}/request + {}/token per iteration{}, {}{}", name,
                      graphs_text, us(static_cast<double>(cpu.per_iteration.count())),
-                     us(cpu.per_request_ns), us(cpu.per_token_ns),
+                     us(cpu.per_request_ns), us(cpu.per_token_ns), ranks_text,
                      cpu.overlapped ? "overlapped with the GPU" : "serial with the GPU",
                      scale_text);
 }
@@ -186,6 +191,11 @@ std::unique_ptr<IterationCostModel> make_engine_cost_model(
       !std::isfinite(c.per_request_ns + c.per_token_ns)) {
     throw std::invalid_argument(fmt::format(
         "engine cost model {}: CPU cost coefficients must be finite and >= 0", runtime.name));
+  }
+  if (runtime.scheduler_ranks < 1) {
+    throw std::invalid_argument(
+        fmt::format("engine cost model {}: scheduler_ranks must be >= 1, got {}", runtime.name,
+                    runtime.scheduler_ranks));
   }
   for (double f : {runtime.gpu_scale.prefill, runtime.gpu_scale.decode}) {
     if (!(f >= 0.05 && f <= 20)) {

@@ -8,13 +8,16 @@
 //   RooflineParams::iteration_overhead: the engine's CPU cost replaces that constant) and returns
 //     gpu  = gpu.iteration_time(padded shape) x GpuTimeScale::factor(prefill tokens)
 //     cpu  = per_iteration + per_request x segments + per_token x query tokens
+//            (with EngineRuntime::scheduler_ranks r > 1: ceil(segments / r) and
+//            ceil(query tokens / r), the busiest rank's share, since each rank's scheduler runs
+//            in a process of its own, in parallel with the others)
 //     time = overlapped ? max(gpu, cpu) : gpu + cpu
-//   breakdown() is the GPU model's breakdown of the padded shape, each class scaled by the same
-//   factor, with `overhead` holding what the CPU adds (cpu, or max(0, cpu - gpu) when overlapped); peak_bound_time() is the GPU model's
-//   bound of the unpadded shape.
 //   where the padded shape adds (padded - tokens) one-token decode segments with a one-token
 //   context and no logit row (padded rows cost GEMM, norm and all-reduce time, no attention or
 //   LM head) when CudaGraphSpec::padded() rounds the pass up.
+// - breakdown() is the GPU model's breakdown of the padded shape, each class scaled by the same
+//   factor, with `overhead` holding what the CPU adds (cpu, or max(0, cpu - gpu) when
+//   overlapped); peak_bound_time() is the GPU model's bound of the unpadded shape.
 // - Deterministic; not thread-safe (one scratch shape per model), like every cost model: one per
 //   engine.
 // - Value types only: never sees the simulator.
@@ -77,6 +80,10 @@ struct EngineRuntime {
   CudaGraphSpec graphs;
   CpuCostSpec cpu;
   GpuTimeScale gpu_scale;
+  // Schedulers sharing an instance's passes: its attention-DP ranks (Deployment::attention_dp).
+  // SGLang's DP attention, TensorRT-LLM's attention DP and vLLM's data parallelism run one
+  // scheduler process per rank over that rank's requests.
+  int scheduler_ranks = 1;
 
   // One line: "vllm 0.12.0: CUDA graphs up to 512 (decode and mixed batches padded); CPU 1.2 ms
   // + 15 us/request + 0.4 us/token per iteration, serial with the GPU".
@@ -84,8 +91,8 @@ struct EngineRuntime {
 };
 
 // Throws std::invalid_argument when `gpu` is null, a capture size is not positive or the sizes
-// are not ascending, a CPU coefficient is negative or not finite, or a GPU time scale is not in
-// [0.05, 20].
+// are not ascending, a CPU coefficient is negative or not finite, a GPU time scale is not in
+// [0.05, 20], or scheduler_ranks < 1.
 std::unique_ptr<IterationCostModel> make_engine_cost_model(
     std::shared_ptr<const IterationCostModel> gpu, EngineRuntime runtime);
 

@@ -1163,7 +1163,9 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       if (s.engine) {
         const policies::EngineSetup& e =
             engine_by_tp.try_emplace(g.tp, resolve_engine(s, g.tp, root)).first->second;
-        cost = models::make_engine_cost_model(cost, e.runtime);
+        models::EngineRuntime runtime = e.runtime;
+        runtime.scheduler_ranks = g.attention_dp;
+        cost = models::make_engine_cost_model(cost, std::move(runtime));
       }
       in.cost_models.push_back(cost);
     }

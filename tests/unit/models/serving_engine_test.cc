@@ -92,6 +92,26 @@ TEST(EngineCostModel, AnOverlapSchedulerHidesTheCpuBehindTheGpu) {
   EXPECT_EQ(make_engine_cost_model(inner, rt)->iteration_time(big), std::chrono::seconds(1));
 }
 
+// With attention-DP ranks each rank's scheduler handles its own requests in parallel with the
+// others: the pass's CPU cost is the busiest rank's, ceil(9 / 4) = 3 requests and tokens.
+TEST(EngineCostModel, AttentionDpRanksScheduleTheirOwnRequests) {
+  EngineRuntime rt = padded_runtime();
+  rt.scheduler_ranks = 4;
+  const auto inner = gpu_model();
+  const auto engine = make_engine_cost_model(inner, rt);
+  const BatchShape nine = decodes(9, 1000);
+  const Duration cpu = std::chrono::microseconds(500 + 3 * 10 + 3 * 1);
+  EXPECT_EQ(engine->iteration_time(nine), inner->iteration_time(nine) + cpu);
+  EXPECT_EQ(engine->breakdown(nine).overhead, cpu);
+  const std::optional<Duration> from_sums = engine->decode_iteration_time({9, 9 * 1000, 9});
+  ASSERT_TRUE(from_sums.has_value());
+  EXPECT_EQ(*from_sums, engine->iteration_time(nine));
+  EXPECT_NE(engine->describe().find("(each of 4 rank schedulers)"), std::string::npos)
+      << engine->describe();
+  rt.scheduler_ranks = 0;
+  EXPECT_THROW(make_engine_cost_model(inner, rt), std::invalid_argument);
+}
+
 TEST(EngineCostModel, RejectsUnsortedCaptureSizesAndNegativeCosts) {
   EngineRuntime rt;
   rt.graphs.capture_sizes = {4, 2};
