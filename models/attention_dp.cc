@@ -70,6 +70,7 @@ class AttentionDpCostModel final : public IterationCostModel {
     // Per token of the slowest rank: its TP group shares the sends; 2 bytes out, 2 back.
     a2a_s_per_token_ = moe_layers * static_cast<double>(m.hidden_size) * 2 *
                        detail::kActivationBytes / d.tp * seconds_per_byte;
+    a2a_peak_s_per_token_ = a2a_s_per_token_ * link.link_efficiency;
     a2a_fixed_s_ = moe_layers * 2 * to_seconds(link.allreduce_latency);
     moe_layers_ = moe_layers;
     a2a_bytes_per_token_ = static_cast<double>(m.hidden_size) * detail::kActivationBytes / d.tp *
@@ -89,10 +90,22 @@ class AttentionDpCostModel final : public IterationCostModel {
     return compose(rank_->breakdown(slowest), experts_->breakdown(shape), slowest);
   }
 
-  // The experts' deployment spreads everything, attention included, over every GPU: no rank of
-  // the attention-DP instance can do its share faster.
+  // The pass composed as iteration_time() composes it, from the inner models' peak bounds: the
+  // slowest rank's bound without its MLP, the experts' MLP bound over every token, and the
+  // dispatch and combine at the full link bandwidth without latencies. (The experts' deployment
+  // alone is no bound: at tp x attention_dp GPUs every GPU reads every request's MLA latent KV,
+  // or a replicated KV head's.)
   Duration peak_bound_time(const BatchShape& shape) const override {
-    return experts_->peak_bound_time(shape);
+    return peak_bound_breakdown(shape).total();
+  }
+  OperatorTimes peak_bound_breakdown(const BatchShape& shape) const override {
+    const BatchShape& slowest = slowest_rank(shape);
+    OperatorTimes t = rank_->peak_bound_breakdown(slowest);
+    t.allreduce = t.allreduce / 2;
+    t.mlp_gemm = experts_->peak_bound_breakdown(shape).mlp_gemm;
+    t.allreduce += duration_from_seconds(a2a_peak_s_per_token_ *
+                                         static_cast<double>(slowest.total_query_tokens()));
+    return t;
   }
 
   std::string describe() const override {
@@ -153,6 +166,7 @@ class AttentionDpCostModel final : public IterationCostModel {
   int ranks_;
   std::string label_;
   double a2a_s_per_token_ = 0;  // dispatch + combine on every MoE layer, per token of a rank
+  double a2a_peak_s_per_token_ = 0;  // the same at the full link bandwidth
   double a2a_fixed_s_ = 0;      // their latencies
   double moe_layers_ = 0;
   double a2a_bytes_per_token_ = 0;  // one direction, per GPU, per token of the slowest rank

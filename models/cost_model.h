@@ -142,8 +142,16 @@ class IterationCostModel {
     return breakdown(shape);
   }
   // A lower bound on iteration_time(): peak FLOP/s and peak bandwidth, no overhead. Used by
-  // analytic checks (simulated throughput may never beat it).
+  // analytic checks (simulated throughput may never beat it) and the planner's rate bound.
   virtual Duration peak_bound_time(const BatchShape& shape) const = 0;
+  // peak_bound_time() split by operator class (its total() is peak_bound_time()), for models
+  // built from others (attention data parallelism). This default, for models that cannot split
+  // their bound, puts all of it in `overhead`.
+  virtual OperatorTimes peak_bound_breakdown(const BatchShape& shape) const {
+    OperatorTimes t;
+    t.overhead = peak_bound_time(shape);
+    return t;
+  }
   virtual std::string describe() const = 0;
 };
 

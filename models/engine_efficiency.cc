@@ -64,6 +64,9 @@ class EngineScaledCostModel : public IterationCostModel {
   Duration peak_bound_time(const BatchShape& shape) const override {
     return inner_->peak_bound_time(shape);
   }
+  OperatorTimes peak_bound_breakdown(const BatchShape& shape) const override {
+    return inner_->peak_bound_breakdown(shape);
+  }
   LookupStats lookup_stats() const override { return inner_->lookup_stats(); }
   std::string describe() const override {
     return inner_->describe() + (e_.identity() ? std::string()

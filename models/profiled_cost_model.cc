@@ -1552,7 +1552,11 @@ OperatorTimes ProfiledCostModel::breakdown(const BatchShape& shape) const {
 }
 
 Duration ProfiledCostModel::peak_bound_time(const BatchShape& shape) const {
-  return detail::evaluate(impl_->peak, detail::sum_segments(shape, impl_->shapes.window)).total();
+  return peak_bound_breakdown(shape).total();
+}
+
+OperatorTimes ProfiledCostModel::peak_bound_breakdown(const BatchShape& shape) const {
+  return detail::evaluate(impl_->peak, detail::sum_segments(shape, impl_->shapes.window));
 }
 
 LookupStats ProfiledCostModel::lookup_stats() const { return impl_->stats; }

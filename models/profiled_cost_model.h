@@ -111,6 +111,7 @@ class ProfiledCostModel final : public IterationCostModel {
   OperatorTimes breakdown(const BatchShape& shape) const override;
   OperatorTimes counted_breakdown(const BatchShape& shape) const override;
   Duration peak_bound_time(const BatchShape& shape) const override;
+  OperatorTimes peak_bound_breakdown(const BatchShape& shape) const override;
   std::string describe() const override;  // includes calibration_note()
   LookupStats lookup_stats() const override;
 

@@ -99,7 +99,10 @@ class RooflineCostModel final : public IterationCostModel {
   }
 
   Duration peak_bound_time(const BatchShape& shape) const override {
-    return detail::evaluate(peak_, detail::sum_segments(shape, shapes_.window)).total();
+    return peak_bound_breakdown(shape).total();
+  }
+  OperatorTimes peak_bound_breakdown(const BatchShape& shape) const override {
+    return detail::evaluate(peak_, detail::sum_segments(shape, shapes_.window));
   }
 
   std::string describe() const override {

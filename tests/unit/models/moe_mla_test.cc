@@ -266,6 +266,47 @@ TEST(AttentionDp, APassIsTheSlowestRankPlusTheExpertsOfEveryToken) {
             rank->breakdown(long_rank).total() - rank->breakdown(long_rank).mlp_gemm);
 }
 
+// The peak bound is composed as the pass is: the slowest rank's bound without its MLP, the
+// experts' MLP bound over every token, dispatch and combine at the full link bandwidth. It stays
+// below the pass where the experts' deployment alone does not: DeepSeek-V3 on 32 ranks of one
+// GB200 each, where that deployment (TP 32) reads every request's MLA latent KV on every GPU.
+TEST(AttentionDp, ThePeakBoundIsComposedAsThePassIs) {
+  const ModelSpec m = tiny_moe();
+  const GpuSpec g = unit_gpu();
+  const Deployment d{&m, &g, 1, Dtype::kBf16, Dtype::kBf16, /*ep=*/4, /*attention_dp=*/4};
+  const auto adp = make_roofline_cost_model(d, {});
+  const auto rank = make_roofline_cost_model({&m, &g, 1, Dtype::kBf16, Dtype::kBf16}, {});
+  const auto experts = make_roofline_cost_model({&m, &g, 4, Dtype::kBf16, Dtype::kBf16, 4}, {});
+  BatchShape pass;  // 7 decodes: rank 2 holds the third and seventh
+  for (int i = 0; i < 7; ++i) pass.segments.push_back({1, 100 + i, 1});
+  BatchShape busiest;
+  busiest.segments = {pass.segments[2], pass.segments[6]};
+  OperatorTimes want = rank->peak_bound_breakdown(busiest);
+  want.mlp_gemm = experts->peak_bound_breakdown(pass).mlp_gemm;
+  want.allreduce = duration_from_seconds(2 * 1.75 * 64 * 2 * 2);  // 1 B/s, no latency
+  EXPECT_EQ(adp->peak_bound_time(pass), want.total());
+  EXPECT_LE(adp->peak_bound_time(pass), adp->iteration_time(pass));
+
+  const ModelCatalog models = ModelCatalog::load("models/catalog/models");
+  const GpuCatalog gpus = GpuCatalog::load("models/catalog/gpus.json");
+  const Deployment wide{&models.get("deepseek-v3"),
+                        &gpus.get("gb200_nvl72"),
+                        1,
+                        Dtype::kNvfp4,
+                        Dtype::kFp8,
+                        /*ep=*/32,
+                        /*attention_dp=*/32};
+  const auto wide_ep = make_roofline_cost_model(wide, {});
+  BatchShape decodes;
+  for (int i = 0; i < 2048; ++i) decodes.segments.push_back({1, 1536, 1});
+  EXPECT_LE(wide_ep->peak_bound_time(decodes), wide_ep->iteration_time(decodes));
+  Deployment spread = wide;
+  spread.tp = 32;
+  spread.attention_dp = 1;
+  EXPECT_GT(make_roofline_cost_model(spread, {})->peak_bound_time(decodes),
+            wide_ep->iteration_time(decodes));
+}
+
 // A measured all-to-all (the GPU's NCCL table) replaces the link model: each direction of each
 // MoE layer is one all-to-all of the slowest rank's tokens, 64 x 2 B per token per copy, 1.75
 // expert groups reached (ep 4, top 2), one GPU each.
