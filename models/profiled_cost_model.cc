@@ -19,6 +19,7 @@
 #include "models/pipeline.h"
 #include "models/profile_interpolation.h"
 #include "models/roofline_terms.h"
+#include "profiles/import_common.h"
 #include "sim/core/error.h"
 
 namespace servesim::models {
@@ -132,7 +133,7 @@ const char* gemm_dtype(Dtype d) {
   }
   return "bf16";
 }
-// Table dtypes whose GEMM rows serve weights in `d`, preferred first.
+
 // Where a profile's rows come from, for the diagnostics: its directory, else its source.
 std::string describe_profile(const profiles::Profile* prof) {
   return prof->dir.empty() ? prof->meta.source : prof->dir;
@@ -159,6 +160,7 @@ struct LogCurve {
   }
 };
 
+// Table dtypes whose GEMM rows serve weights in `d`, preferred first.
 std::vector<std::string> weight_table_dtypes(Dtype d) {
   if (d == Dtype::kBf16) {
     return {"bf16", "fp16"};
@@ -566,10 +568,7 @@ void ProfiledCostModel::Impl::resolve_moe_efficiency(
       for (double t : grid) {
         std::vector<double> ratios;
         for (const LogCurve& c : curves) ratios.push_back(c.at(t));
-        std::sort(ratios.begin(), ratios.end());
-        const size_t n = ratios.size();
-        medians.push_back(
-            {t, n % 2 == 1 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2])});
+        medians.push_back({t, profiles::median_of(std::move(ratios))});
       }
       moe_efficiency = LogCurve::of(std::move(medians));
       diag.sources.push_back(fmt::format(
