@@ -80,14 +80,15 @@ class AttentionDpCostModel final : public IterationCostModel {
   // Counted in the inner models' statistics as the passes they price.
   Duration iteration_time(const BatchShape& shape) const override {
     const BatchShape& slowest = slowest_rank(shape);
-    return compose(rank_->counted_breakdown(slowest), experts_->counted_breakdown(shape),
-                   slowest)
+    return compose(rank_->counted_breakdown(slowest), experts_->counted_breakdown(shape).mlp_gemm,
+                   dispatch_combine(slowest))
         .total();
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
     const BatchShape& slowest = slowest_rank(shape);
-    return compose(rank_->breakdown(slowest), experts_->breakdown(shape), slowest);
+    return compose(rank_->breakdown(slowest), experts_->breakdown(shape).mlp_gemm,
+                   dispatch_combine(slowest));
   }
 
   // The pass composed as iteration_time() composes it, from the inner models' peak bounds: the
@@ -100,12 +101,10 @@ class AttentionDpCostModel final : public IterationCostModel {
   }
   OperatorTimes peak_bound_breakdown(const BatchShape& shape) const override {
     const BatchShape& slowest = slowest_rank(shape);
-    OperatorTimes t = rank_->peak_bound_breakdown(slowest);
-    t.allreduce = t.allreduce / 2;
-    t.mlp_gemm = experts_->peak_bound_breakdown(shape).mlp_gemm;
-    t.allreduce += duration_from_seconds(a2a_peak_s_per_token_ *
-                                         static_cast<double>(slowest.total_query_tokens()));
-    return t;
+    return compose(rank_->peak_bound_breakdown(slowest),
+                   experts_->peak_bound_breakdown(shape).mlp_gemm,
+                   duration_from_seconds(a2a_peak_s_per_token_ *
+                                         static_cast<double>(slowest.total_query_tokens())));
   }
 
   std::string describe() const override {
@@ -147,20 +146,25 @@ class AttentionDpCostModel final : public IterationCostModel {
     return scratch_;
   }
 
-  // The slowest rank's pass (`rank`, of the segments `slowest`) without its MLP (the attention's
-  // all-reduce stays, the MLP's goes), plus the experts' MLP over every token (`experts`), plus
-  // the dispatch and combine of the slowest rank's tokens (counted with the all-reduces: the
-  // pass's communication).
-  OperatorTimes compose(OperatorTimes rank, const OperatorTimes& experts,
-                        const BatchShape& slowest) const {
-    rank.allreduce = rank.allreduce / 2;
-    rank.mlp_gemm = experts.mlp_gemm;
+  // The slowest rank's pass (`rank`) without its MLP (the attention's all-reduce stays, the
+  // MLP's goes), plus the experts' MLP over every token (`experts_mlp`), plus the dispatch and
+  // combine of the slowest rank's tokens (counted with the all-reduces: the pass's
+  // communication). The same for times and for peak bounds.
+  static OperatorTimes compose(OperatorTimes rank, Duration experts_mlp,
+                               Duration dispatch_combine) {
+    rank.allreduce = rank.allreduce / 2 + dispatch_combine;
+    rank.mlp_gemm = experts_mlp;
+    return rank;
+  }
+
+  // Dispatch and combine of the tokens of `slowest` on every MoE layer: the measured all-to-all
+  // where there is one at that size, else the link model.
+  Duration dispatch_combine(const BatchShape& slowest) const {
     const auto tokens = static_cast<double>(slowest.total_query_tokens());
     std::optional<double> measured;
     if (measured_) measured = measured_(a2a_bytes_per_token_ * tokens);
-    rank.allreduce += duration_from_seconds(measured ? moe_layers_ * 2 * *measured
-                                                     : a2a_fixed_s_ + a2a_s_per_token_ * tokens);
-    return rank;
+    return duration_from_seconds(measured ? moe_layers_ * 2 * *measured
+                                          : a2a_fixed_s_ + a2a_s_per_token_ * tokens);
   }
 
   int ranks_;
