@@ -40,7 +40,7 @@ std::unique_ptr<sim::ClusterController> make_dyn_load_controller(const DynLoadPa
 
 struct DynSlaParams {
   int64_t adjust_every = 18;
-  Duration interval{180'000'000'000};  // adjust_every control ticks
+  Duration interval = std::chrono::seconds(180);  // adjust_every control ticks
   ScalingLimits limits;
   double initial_isl = 3000, initial_osl = 150;
   ForecastSource forecast = ForecastSource::kArima;
