@@ -769,10 +769,12 @@ int main(int argc, char** argv) {
 
   auto* validate = cli.add_subcommand("validate", "fidelity report of the calibrated cost model");
   std::vector<std::string> validate_gpus;
-  bool skip_loo = false, skip_iterations = false;
+  bool skip_loo = false, skip_iterations = false, skip_efficiency = false;
   validate->add_option("--gpu", validate_gpus, "only these GPUs (repeatable)");
   validate->add_flag("--no-leave-one-out", skip_loo, "skip the leave-one-out table checks");
   validate->add_flag("--no-iterations", skip_iterations, "skip the iteration-level checks");
+  validate->add_flag("--no-efficiency", skip_efficiency,
+                     "skip the GEMM efficiency report and its inversion check");
   bool validate_json = false;
   validate->add_flag("--json", validate_json,
                      "print the report as one JSON document on stdout (the text goes to stderr)");
@@ -918,6 +920,7 @@ int main(int argc, char** argv) {
       servesim::app::ValidateOptions vo;
       vo.leave_one_out = !skip_loo;
       vo.iterations = !skip_iterations;
+      vo.efficiency = !skip_efficiency;
       vo.gpus = validate_gpus;
       Json validate_doc;
       if (validate_json) vo.json = &validate_doc;

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "app/distserve_check.h"
 #include "models/fidelity.h"
+#include "models/gemm_efficiency.h"
 #include "models/profiled_cost_model.h"
 #include "profiles/profile_tables.h"
 #include "scenarios/cost_models.h"
@@ -83,6 +85,92 @@ int leave_one_out_report(const scenarios::DataRoot& root, const ValidateOptions&
   out << fmt::format("{} cells, {} over their bound\n\n", cells, failed);
   if (json) (*json)["failed"] = failed;
   return failed;
+}
+
+// GEMM tables against their GPU's peaks: each dtype's compute-bound efficiency, a lower precision
+// slower per unit of work than a higher one in the same table, and a GPU with the higher peak
+// slower than another on the same shapes of the same source (gemm_efficiency.h). Returns the
+// number of inversions (flags, not failures: the tables are measurements).
+int efficiency_report(const scenarios::DataRoot& root, const ValidateOptions& options,
+                      std::ostream& out, scenarios::Json* json) {
+  const auto& cat = scenarios::Catalogs::get(root);
+  out << fmt::format("GEMM efficiency: achieved FLOP/s over the dtype's peak on compute-bound "
+                     "shapes (m, n, k >= {})\n",
+                     models::kComputeBoundDim);
+  out << fmt::format("{:<14} {:<34} {:<10} {:>6} {:>8} {:>6}\n", "gpu", "source", "dtype", "rows",
+                     "median%", "max%");
+  struct Table {
+    std::string gpu, source;
+    const profiles::Profile* profile;
+  };
+  std::vector<Table> tables;
+  int inversions = 0;
+  for (const std::string& gpu : selected_gpus(root, options)) {
+    if (!cat.gpus.all().count(gpu)) {
+      out << fmt::format("{:<14} (not in the GPU catalog: no peaks to compare with)\n", gpu);
+      continue;
+    }
+    const models::GpuSpec& spec = cat.gpus.get(gpu);
+    for (const profiles::Profile& p : scenarios::gpu_profiles(root, gpu)) {
+      if (p.gemm.empty()) continue;
+      const std::string source = fs::path(p.dir).filename().string();
+      tables.push_back({gpu, source, &p});
+      for (const models::GemmEfficiency& e : models::gemm_efficiency(p.gemm, spec)) {
+        out << fmt::format("{:<14} {:<34} {:<10} {:>6} {:>8.1f} {:>6.1f}\n", gpu, source, e.dtype,
+                           e.rows, e.median * 100, e.max * 100);
+        if (json) {
+          (*json)["efficiency"].push_back({{"gpu", gpu}, {"source", source}, {"dtype", e.dtype},
+                                           {"rows", e.rows}, {"median", e.median},
+                                           {"max", e.max}});
+        }
+      }
+      for (const models::PrecisionInversion& v : models::precision_inversions(p.gemm, spec)) {
+        const bool repriced = models::reprices_when_inverted(spec, v.low);
+        out << fmt::format(
+            "  INVERSION {} {}: {} takes x{:.2f} the time of {} on {} shared shapes (the peaks "
+            "say x{:.2f}){}\n",
+            gpu, source, v.low, v.ratio.median, v.high, v.ratio.shapes, v.expected,
+            repriced ? "; the cost model prices it from the bf16 kernel" : "");
+        inversions++;
+        if (json) {
+          (*json)["inversions"].push_back(
+              {{"kind", "precision"}, {"gpu", gpu}, {"source", source}, {"low", v.low},
+               {"high", v.high}, {"shapes", v.ratio.shapes}, {"time_ratio", v.ratio.median},
+               {"expected", v.expected}, {"repriced", repriced}});
+        }
+      }
+    }
+  }
+  // Newer against older: the same source on two GPUs, the one with the higher peak for the dtype
+  // slower on the shapes both measured.
+  for (const Table& a : tables) {
+    for (const Table& b : tables) {
+      if (a.source != b.source || a.gpu == b.gpu) continue;
+      std::set<std::string> dtypes;
+      for (const profiles::GemmRow& r : a.profile->gemm) dtypes.insert(r.dtype);
+      for (const std::string& dtype : dtypes) {
+        const double peak_a = models::gemm_table_peak(cat.gpus.get(a.gpu), dtype);
+        const double peak_b = models::gemm_table_peak(cat.gpus.get(b.gpu), dtype);
+        if (peak_b <= 0 || peak_a <= peak_b) continue;
+        const auto r =
+            models::compute_bound_time_ratio(a.profile->gemm, dtype, b.profile->gemm, dtype);
+        if (!r || r->median <= 1) continue;
+        out << fmt::format(
+            "  INVERSION {} {}: {} ({:.0f} TFLOP/s peak) takes x{:.2f} the time of {} ({:.0f}) on "
+            "{} shared shapes\n",
+            a.source, dtype, a.gpu, peak_a / 1e12, r->median, b.gpu, peak_b / 1e12, r->shapes);
+        inversions++;
+        if (json) {
+          (*json)["inversions"].push_back(
+              {{"kind", "gpu"}, {"source", a.source}, {"dtype", dtype}, {"gpu", a.gpu},
+               {"older_gpu", b.gpu}, {"shapes", r->shapes}, {"time_ratio", r->median}});
+        }
+      }
+    }
+  }
+  out << fmt::format("{} inversion(s) flagged\n\n", inversions);
+  if (json) (*json)["inversions_flagged"] = inversions;
+  return inversions;
 }
 
 struct PointCheck {
@@ -229,6 +317,9 @@ int run_validation(const scenarios::DataRoot& root, const ValidateOptions& optio
   scenarios::Json* j = options.json;
   if (options.leave_one_out)
     failed += leave_one_out_report(root, options, bounds, out, j ? &loo : nullptr);
+  scenarios::Json tables = {{"efficiency", scenarios::Json::array()},
+                            {"inversions", scenarios::Json::array()}};
+  if (options.efficiency) efficiency_report(root, options, out, j ? &tables : nullptr);
   if (options.iterations) {
     failed += dopd_table1(root, bounds, out, j ? &checks : nullptr);
     distserve_failed = distserve_report(root, bounds.iteration_error, out);
@@ -243,7 +334,8 @@ int run_validation(const scenarios::DataRoot& root, const ValidateOptions& optio
           {"iteration_checks", checks},
           {"distserve", options.iterations ? scenarios::Json{{"failed", distserve_failed}}
                                            : scenarios::Json(nullptr)},
-          {"forward_passes", forward}};
+          {"forward_passes", forward},
+          {"gemm_tables", options.efficiency ? tables : scenarios::Json(nullptr)}};
   }
   return failed;
 }

@@ -2,7 +2,10 @@
 //
 // (a) Leave-one-out on every measured table: each point predicted from the others with the
 //     interpolators the cost model uses; MAPE, p90 and max error per GPU x operator x dtype.
-// (b) Iteration-level checks against published measurements:
+// (b) GEMM efficiency: each table dtype's compute-bound FLOP/s as a share of its peak, and the
+//     inversions (a lower precision slower per unit of work than a higher one of the same table;
+//     a GPU with the higher peak slower than another on the same source's shapes), flagged.
+// (c) Iteration-level checks against published measurements:
 //     - DOPD Table I: prefill time of LLaMa-3.3-70B-FP8 on one H100 for 100..1700 prompt tokens;
 //     - DistServe's fitted A100-80GB latency models (OPT-13B, OPT-66B) over the sweep they were
 //       fitted on (app/distserve_check.h);
@@ -29,6 +32,7 @@ struct ValidateBounds {
 struct ValidateOptions {
   bool leave_one_out = true;
   bool iterations = true;
+  bool efficiency = true;  // GEMM efficiency against the peaks and the inversion check
   std::vector<std::string> gpus;  // empty: every GPU with tables
   // When set, receives the report as JSON (schema in the README): every leave-one-out cell, every
   // iteration-level point and forward pass, the failure counts.

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "models/attention_dp.h"
+#include "models/gemm_efficiency.h"
 #include "models/pipeline.h"
 #include "models/profile_interpolation.h"
 #include "models/roofline_terms.h"
@@ -197,20 +198,6 @@ BuiltTable<Table> shared_table(const profiles::Profile& prof, const std::string&
   return it->second;
 }
 
-// Peak FLOP/s of a table dtype string on `gpu` (0 = unknown: no clamp).
-double table_peak_flops(const GpuSpec& gpu, const std::string& dtype) {
-  if (dtype == "bf16" || dtype == "fp16" || dtype == "int4_wo" || dtype == "mxfp4") {
-    return gpu.bf16_flops_per_s;  // weight-only kernels: 16-bit math
-  }
-  if (dtype == "fp8_e4m3" || dtype == "fp8_block") {
-    return gpu.peak_flops_per_s(Dtype::kFp8);
-  }
-  if (dtype == "nvfp4") {
-    return gpu.peak_flops_per_s(Dtype::kNvfp4);
-  }
-  return 0;
-}
-
 // A roofline fit equivalent to the roofline model's GemmTerm / attention terms at throughputs x.
 RooflineFit fit_from_throughputs(double flops_per_s, double bytes_per_s, double launch_s) {
   RooflineFit f;
@@ -253,9 +240,21 @@ struct ProfiledCostModel::Impl {
     const interp::GemmTable* table = nullptr;
     RooflineFit fit;
     double n = 0, k = 0, weight_bytes = 2;
+    // A lower-precision table slower per unit of work than the same profile's 16-bit table
+    // (gemm_efficiency.h): each lookup is also priced as that 16-bit kernel's time above its
+    // fixed latency, times peak(16-bit) / peak(dtype), and the faster of the two is taken.
+    const interp::GemmTable* sixteen_bit = nullptr;
+    double work_ratio = 1;
     Lookup at(double m) const {
       if (table != nullptr) {
-        return table->predict(m, n, k);
+        Lookup l = table->predict(m, n, k);
+        if (sixteen_bit != nullptr) {
+          const Lookup b = sixteen_bit->predict(m, n, k);
+          const double t0 = std::min(sixteen_bit->fit().t0_s, b.seconds);
+          const double scaled = t0 + work_ratio * (b.seconds - t0);
+          if (scaled < l.seconds) l = {scaled, b.extrapolated};
+        }
+        return l;
       }
       return {interp::gemm_reference(fit, m, n, k, weight_bytes), false};
     }
@@ -343,6 +342,12 @@ struct ProfiledCostModel::Impl {
       const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
       std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache);
   void resolve_direct(const std::vector<const profiles::Profile*>& order);
+  // Sets src->sixteen_bit when `prof`'s `dtype` rows are slower per unit of work than its 16-bit
+  // rows on their shared compute-bound shapes (a precision inversion, gemm_efficiency.h).
+  void price_inverted_by_sixteen_bit(
+      const profiles::Profile& prof, const std::string& dtype, const char* name,
+      std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache,
+      GemmSource* src);
   void resolve_moe_efficiency(const std::vector<const profiles::Profile*>& order);
   // One MoE layer's `touched` experts of `l`'s rows each, run as one grouped kernel: the GEMM's
   // fixed latency (its table's fitted roofline's, or the roofline's) paid once, not per expert.
@@ -415,7 +420,7 @@ std::vector<profiles::GemmRow> ProfiledCostModel::Impl::gemm_rows(
     const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
     std::map<std::string, int64_t>* clamped) {
   std::vector<profiles::GemmRow> rows;
-  const double peak_flops = table_peak_flops(table_gpu, dtype);
+  const double peak_flops = gemm_table_peak(table_gpu, dtype);
   const double wb = interp::table_dtype_bytes(dtype);
   for (const profiles::GemmRow& r : prof.gemm) {
     if (r.dtype != dtype) {
@@ -439,6 +444,37 @@ std::vector<profiles::GemmRow> ProfiledCostModel::Impl::gemm_rows(
     rows.push_back(c);
   }
   return rows;
+}
+
+namespace {
+// Whether a profile's `dtype` GEMM rows are slower than its bf16 rows per unit of work, computed
+// once per profile loaded from disk (the rows scanned are the whole GEMM table).
+bool inverted_against_bf16(const profiles::Profile& prof, const std::string& dtype) {
+  if (prof.dir.empty()) return inverted(prof.gemm, dtype, "bf16");
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::string>, bool> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(fmt::format("{}|{}|{}", prof.dir, prof.meta.date, prof.gemm.size()), dtype);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, inverted(prof.gemm, dtype, "bf16")).first;
+  return it->second;
+}
+}  // namespace
+
+void ProfiledCostModel::Impl::price_inverted_by_sixteen_bit(
+    const profiles::Profile& prof, const std::string& dtype, const char* name,
+    std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache,
+    GemmSource* src) {
+  if (!reprices_when_inverted(gpu, dtype) || !inverted_against_bf16(prof, dtype)) return;
+  const interp::GemmTable* bf16 = gemm_table(prof, "bf16", gpu, cache);
+  if (bf16 == nullptr) return;
+  src->sixteen_bit = bf16;
+  src->work_ratio = gpu.bf16_flops_per_s / gemm_table_peak(gpu, dtype);
+  ++diag.gemms_priced_from_bf16[dtype];
+  diag.sources.push_back(fmt::format(
+      "{}: {} rows of {} slower than its bf16 rows per unit of work: also priced as its bf16 "
+      "kernel x {:.2f} above the fixed latency, the faster taken",
+      name, dtype, describe_profile(&prof), src->work_ratio));
 }
 
 const interp::GemmTable* ProfiledCostModel::Impl::gemm_table(
@@ -652,6 +688,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
         diag.sources.push_back(fmt::format("{}: gemm {} n={} k={} from {}{}", name, dtype, n, k,
                                            describe_profile(best_prof),
                                            best->has_shape(n, k) ? " (measured shape)" : ""));
+        price_inverted_by_sixteen_bit(*best_prof, dtype, name, &cache, src);
         return;
       }
     }
@@ -1058,6 +1095,12 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
   for (const auto& [dtype, count] : diag.gemm_rows_slower_than_larger_m) {
     note += fmt::format("; {} {} gemm rows slower than a larger batch of the same shape dropped",
                         count, dtype);
+  }
+  for (const auto& [dtype, count] : diag.gemms_priced_from_bf16) {
+    note += fmt::format(
+        "; {} {} gemm(s) whose table is slower than its bf16 one priced from the bf16 kernel too "
+        "(validate: inversions)",
+        count, dtype);
   }
 }
 

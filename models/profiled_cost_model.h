@@ -92,6 +92,9 @@ struct ProfiledDiagnostics {
   std::map<std::string, int64_t> rows_clamped_to_peak;
   // GEMM points left out as slower than a larger-m point of the same shape, by dtype.
   std::map<std::string, int64_t> gemm_rows_slower_than_larger_m;
+  // GEMM families whose table is inverted against its bf16 table and that are priced from the bf16
+  // kernel too (gemm_efficiency.h, reprices_when_inverted), by table dtype.
+  std::map<std::string, int64_t> gemms_priced_from_bf16;
   int64_t decode_rows_cache_hot = 0;        // decode rows with KV < L2 (timed cache-hot)
   int64_t predictions_clamped_to_peak = 0;  // operator predictions raised to the peak bound
   std::vector<std::string> sources;         // per operator: where its time comes from

@@ -198,6 +198,35 @@ TEST(JsonOutput, Validate) {
   ASSERT_FALSE(doc["iteration_checks"].empty());
   EXPECT_FALSE(doc["iteration_checks"][0]["points"].empty());
   EXPECT_TRUE(doc["forward_passes"].is_array());
+  // The GEMM efficiency report: the shipped vLLM FP8 tables of the H100 are slower than its bf16
+  // table per unit of work (flagged, kept as measured on Hopper).
+  ASSERT_FALSE(doc["gemm_tables"]["efficiency"].empty());
+  bool fp8_flagged = false;
+  for (const Json& v : doc["gemm_tables"]["inversions"]) {
+    if (v["kind"] == "precision" && v["low"] == "fp8_e4m3" && v["high"] == "bf16") {
+      fp8_flagged = true;
+      EXPECT_GT(v["time_ratio"].get<double>(), 1.0);
+      EXPECT_FALSE(v["repriced"].get<bool>());
+    }
+  }
+  EXPECT_TRUE(fp8_flagged);
+  EXPECT_EQ(doc["gemm_tables"]["inversions_flagged"].get<size_t>(),
+            doc["gemm_tables"]["inversions"].size());
+}
+
+// On the B200 the inverted per-tensor FP8 table is the one the cost model reprices.
+TEST(JsonOutput, ValidateB200SaysWhichInversionTheCostModelReprices) {
+  const Output o = servesim("validate --gpu b200_sxm --no-leave-one-out --no-iterations --json");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const Json doc = parse(o);
+  int repriced = 0;
+  for (const Json& v : doc["gemm_tables"]["inversions"]) {
+    if (v["repriced"].get<bool>()) {
+      repriced++;
+      EXPECT_EQ(v["low"], "fp8_e4m3");
+    }
+  }
+  EXPECT_EQ(repriced, 1);
 }
 
 TEST(JsonOutput, Iteration) {

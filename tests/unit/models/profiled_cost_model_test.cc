@@ -361,6 +361,54 @@ TEST_F(ProfiledTest, QuantizedGemmsPreferAnEngineLayerTableToABareGemm) {
       << source_of_qkv(Dtype::kFp8);
 }
 
+// A GEMM profile of Llama-3.1-8B's tp1 shapes on `gpu`: bf16 rows at 70 % of the bf16 peak plus
+// 5 us (or the weight-read time, whichever is longer), and FP8 rows at `fp8_ratio` x those.
+profiles::Profile bf16_and_fp8_gemm(const GpuSpec& gpu, double fp8_ratio) {
+  profiles::Profile p;
+  p.meta.gpu = gpu.key;
+  p.meta.source = "test";
+  p.meta.model = "generic";
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}}) {
+    for (int64_t m = 1; m <= 8192; m *= 2) {
+      const double md = static_cast<double>(m), nd = static_cast<double>(n),
+                   kd = static_cast<double>(k);
+      const double t = 5e-6 + std::max((nd * kd * 2 + 2 * md * (nd + kd)) / gpu.mem_bw_bytes_per_s,
+                                       2 * md * nd * kd / (0.7 * gpu.bf16_flops_per_s));
+      p.gemm.push_back({"bf16", m, n, k, t * 1e6});
+      p.gemm.push_back({"fp8_e4m3", m, n, k, t * fp8_ratio * 1e6});
+    }
+  }
+  return p;
+}
+
+// Per-tensor FP8 rows slower than the same table's bf16 rows (the shipped B200 table: x1.16) are
+// priced on Blackwell from the bf16 kernel at the peak ratio (0.5 above the fixed latency), and
+// kept as measured on Hopper (gemm_efficiency.h).
+TEST_F(ProfiledTest, InvertedFp8RowsOnBlackwellArePricedFromTheBf16Kernel) {
+  const auto mlp_ms = [&](const std::string& gpu, double fp8_ratio, Dtype w) {
+    const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", gpu, 1, w),
+                                            {bf16_and_fp8_gemm(gpus_->get(gpu), fp8_ratio)}, {});
+    return seconds(m->breakdown(prefill(4096)).mlp_gemm) * 1e3;
+  };
+  const double bf16 = mlp_ms("b200_sxm", 1.2, Dtype::kBf16);
+  // Inverted: about half the bf16 time (the fixed latency is not halved), not 1.2 x.
+  const double repriced = mlp_ms("b200_sxm", 1.2, Dtype::kFp8);
+  EXPECT_NEAR(repriced / bf16, 0.5, 0.02);
+  // A sane FP8 table (0.6 x bf16, slower than the reprice) is not inverted and serves as measured.
+  EXPECT_NEAR(mlp_ms("b200_sxm", 0.6, Dtype::kFp8) / bf16, 0.6, 0.02);
+  // Hopper keeps its inverted rows.
+  EXPECT_NEAR(mlp_ms("h100_sxm", 1.2, Dtype::kFp8) / mlp_ms("h100_sxm", 1.2, Dtype::kBf16), 1.2,
+              0.02);
+  const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "b200_sxm", 1, Dtype::kFp8),
+                                          {bf16_and_fp8_gemm(gpus_->get("b200_sxm"), 1.2)}, {});
+  bool said = false;
+  for (const std::string& s : dynamic_cast<const ProfiledCostModel&>(*m).diagnostics().sources) {
+    said = said || s.find("priced as its bf16 kernel x 0.50") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+}
+
 TEST_F(ProfiledTest, LookupStatsSplitInterpolatedExtrapolatedAnalytic) {
   const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1),
                                           {synthetic_h100_gemm()}, {});
