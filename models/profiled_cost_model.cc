@@ -140,6 +140,13 @@ std::string describe_profile(const profiles::Profile* prof) {
   return prof->dir.empty() ? prof->meta.source : prof->dir;
 }
 
+// A kernel time whose part above the fixed latency `fixed_s` (capped at the time itself) is
+// multiplied by `factor`: more work in one launch, or the same work at another rate.
+double scaled_above_fixed_latency(double seconds, double fixed_s, double factor) {
+  const double t0 = std::min(fixed_s, seconds);
+  return t0 + factor * (seconds - t0);
+}
+
 // A curve of values over ln x, x ascending: linear in ln x between its points, held at the ends
 // (interp::bracket). Empty: at() is 1.
 struct LogCurve {
@@ -250,8 +257,8 @@ struct ProfiledCostModel::Impl {
         Lookup l = table->predict(m, n, k);
         if (sixteen_bit != nullptr) {
           const Lookup b = sixteen_bit->predict(m, n, k);
-          const double t0 = std::min(sixteen_bit->fit().t0_s, b.seconds);
-          const double scaled = t0 + work_ratio * (b.seconds - t0);
+          const double scaled =
+              scaled_above_fixed_latency(b.seconds, sixteen_bit->fit().t0_s, work_ratio);
           if (scaled < l.seconds) l = {scaled, b.extrapolated};
         }
         return l;
@@ -352,8 +359,8 @@ struct ProfiledCostModel::Impl {
   // One MoE layer's `touched` experts of `l`'s rows each, run as one grouped kernel: the GEMM's
   // fixed latency (its table's fitted roofline's, or the roofline's) paid once, not per expert.
   static double grouped_gemm_s(const GemmSource& g, const Lookup& l, double touched) {
-    const double t0 = std::min(l.seconds, g.table != nullptr ? g.table->fit().t0_s : g.fit.t0_s);
-    return touched * (l.seconds - t0) + t0;
+    return scaled_above_fixed_latency(
+        l.seconds, g.table != nullptr ? g.table->fit().t0_s : g.fit.t0_s, touched);
   }
   void resolve_donor(const std::vector<const profiles::Profile*>& order, const GpuSpec& donor);
   void resolve_uncalibrated();

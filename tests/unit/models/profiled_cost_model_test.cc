@@ -61,24 +61,29 @@ class ProfiledTest : public CatalogFixture {
   }
 };
 
-// A small synthetic H100 profile: GEMM rows for the Llama-3.1-8B tp1 shapes on m = 1..4096.
-profiles::Profile synthetic_h100_gemm() {
+// A synthetic GEMM profile of `gpu`: bf16 rows for the Llama-3.1-8B tp1 shapes on m = 1..max_m,
+// 5 us plus the longer of the operands' read at `bytes_per_s` and the FLOPs at `flops_per_s`.
+profiles::Profile synthetic_gemm(const std::string& gpu, double bytes_per_s, double flops_per_s,
+                                 int64_t max_m) {
   profiles::Profile p;
-  p.meta.gpu = "h100_sxm";
+  p.meta.gpu = gpu;
   p.meta.source = "test";
   p.meta.model = "generic";
   for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
            {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}}) {
-    for (int64_t m = 1; m <= 4096; m *= 2) {
+    for (int64_t m = 1; m <= max_m; m *= 2) {
       const double md = static_cast<double>(m), nd = static_cast<double>(n),
                    kd = static_cast<double>(k);
-      const double t =
-          5e-6 + std::max((nd * kd * 2 + 2 * md * (nd + kd)) / 2.8e12, 2 * md * nd * kd / 700e12);
+      const double t = 5e-6 + std::max((nd * kd * 2 + 2 * md * (nd + kd)) / bytes_per_s,
+                                       2 * md * nd * kd / flops_per_s);
       p.gemm.push_back({"bf16", m, n, k, t * 1e6});
     }
   }
   return p;
 }
+
+// A small synthetic H100 profile: GEMM rows for the Llama-3.1-8B tp1 shapes on m = 1..4096.
+profiles::Profile synthetic_h100_gemm() { return synthetic_gemm("h100_sxm", 2.8e12, 700e12, 4096); }
 
 TEST_F(ProfiledTest, IterationTimeIsTheBreakdownTotalAndAtLeastThePeakBound) {
   if (!have_real_tables()) {
@@ -364,20 +369,14 @@ TEST_F(ProfiledTest, QuantizedGemmsPreferAnEngineLayerTableToABareGemm) {
 // A GEMM profile of Llama-3.1-8B's tp1 shapes on `gpu`: bf16 rows at 70 % of the bf16 peak plus
 // 5 us (or the weight-read time, whichever is longer), and FP8 rows at `fp8_ratio` x those.
 profiles::Profile bf16_and_fp8_gemm(const GpuSpec& gpu, double fp8_ratio) {
-  profiles::Profile p;
-  p.meta.gpu = gpu.key;
-  p.meta.source = "test";
-  p.meta.model = "generic";
-  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
-           {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}}) {
-    for (int64_t m = 1; m <= 8192; m *= 2) {
-      const double md = static_cast<double>(m), nd = static_cast<double>(n),
-                   kd = static_cast<double>(k);
-      const double t = 5e-6 + std::max((nd * kd * 2 + 2 * md * (nd + kd)) / gpu.mem_bw_bytes_per_s,
-                                       2 * md * nd * kd / (0.7 * gpu.bf16_flops_per_s));
-      p.gemm.push_back({"bf16", m, n, k, t * 1e6});
-      p.gemm.push_back({"fp8_e4m3", m, n, k, t * fp8_ratio * 1e6});
-    }
+  profiles::Profile p =
+      synthetic_gemm(gpu.key, gpu.mem_bw_bytes_per_s, 0.7 * gpu.bf16_flops_per_s, 8192);
+  const size_t bf16_rows = p.gemm.size();
+  for (size_t i = 0; i < bf16_rows; ++i) {
+    profiles::GemmRow r = p.gemm[i];
+    r.dtype = "fp8_e4m3";
+    r.latency_us *= fp8_ratio;
+    p.gemm.push_back(r);
   }
   return p;
 }
