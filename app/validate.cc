@@ -97,7 +97,7 @@ int efficiency_report(const scenarios::DataRoot& root, const ValidateOptions& op
   out << fmt::format("GEMM efficiency: achieved FLOP/s over the dtype's peak on compute-bound "
                      "shapes (m, n, k >= {})\n",
                      models::kComputeBoundDim);
-  out << fmt::format("{:<14} {:<34} {:<10} {:>6} {:>8} {:>6}\n", "gpu", "source", "dtype", "rows",
+  out << fmt::format("{:<14} {:<34} {:<11} {:>6} {:>8} {:>6}\n", "gpu", "source", "dtype", "rows",
                      "median%", "max%");
   struct Table {
     std::string gpu, source;
@@ -116,7 +116,7 @@ int efficiency_report(const scenarios::DataRoot& root, const ValidateOptions& op
       const std::string source = fs::path(p.dir).filename().string();
       tables.push_back({gpu, source, &p});
       for (const models::GemmEfficiency& e : models::gemm_efficiency(p.gemm, spec)) {
-        out << fmt::format("{:<14} {:<34} {:<10} {:>6} {:>8.1f} {:>6.1f}\n", gpu, source, e.dtype,
+        out << fmt::format("{:<14} {:<34} {:<11} {:>6} {:>8.1f} {:>6.1f}\n", gpu, source, e.dtype,
                            e.rows, e.median * 100, e.max * 100);
         if (json) {
           (*json)["efficiency"].push_back({{"gpu", gpu}, {"source", source}, {"dtype", e.dtype},

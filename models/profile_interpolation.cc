@@ -202,7 +202,8 @@ void fit_compute(const std::vector<FitRow>& rows, const std::vector<size_t>& idx
 }  // namespace
 
 double table_dtype_bytes(const std::string& dtype) {
-  if (dtype == "fp8_e4m3" || dtype == "fp8" || dtype == "fp8_block" || dtype == "int8") {
+  if (dtype == "fp8_e4m3" || dtype == "fp8" || dtype == "fp8_rowwise" || dtype == "fp8_block" ||
+      dtype == "int8") {
     return 1;
   }
   if (dtype == "nvfp4") {

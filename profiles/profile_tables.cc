@@ -95,6 +95,7 @@ std::string canonical_dtype(const std::string& name) {
   static const std::vector<std::pair<std::string, std::string>> kAliases = {
       {"bf16", "bf16"},   {"bfloat16", "bf16"},     {"fp16", "fp16"},    {"float16", "fp16"},
       {"half", "fp16"},   {"fp8_e4m3", "fp8_e4m3"}, {"fp8", "fp8_e4m3"}, {"fp8_block", "fp8_block"},
+      {"fp8_rowwise", "fp8_rowwise"},
       {"nvfp4", "nvfp4"}, {"int8", "int8"},         {"int4_wo", "int4_wo"}, {"mxfp4", "mxfp4"},
       {"w4a16_mxfp4", "mxfp4"}};
   for (const auto& [alias, canonical] : kAliases) {

@@ -12,7 +12,8 @@
 // - Writing refuses what would not load back (unknown dtypes, non-finite latencies, repeated
 //   keys); every producer of profiles (harness, importers) gets its file text from to_csv() and
 //   meta_json() below, so equal rows give byte-identical files.
-// - Canonical dtype strings: "bf16", "fp16", "fp8_e4m3", "fp8_block", "nvfp4", "int8".
+// - Canonical dtype strings: "bf16", "fp16", "fp8_e4m3", "fp8_rowwise", "fp8_block", "nvfp4",
+//   "int8", "int4_wo", "mxfp4".
 // - Pure value types: no dependency on the engine or the cost model.
 #pragma once
 

@@ -34,6 +34,8 @@ std::string usage_text() {
          "  --ops LIST         comma list of gemm,attention_prefill,attention_decode,collective,"
          "memcpy,\n"
          "                     forward (default: all)\n"
+         "  --gemm-dtypes LIST comma list of bf16,fp8_e4m3,fp8_rowwise,fp8_block: the GEMM\n"
+         "                     table's dtypes, one per FP8 scaling recipe (default bf16,fp8_e4m3)\n"
          "  --quick            coarser grid\n"
          "  --reps N           timed repetitions per point, median reported (default 20)\n"
          "  --warmup N         untimed runs per point (default 3)\n"
@@ -74,6 +76,8 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
       o.tp = static_cast<int>(to_int(a, value(), 1));
     } else if (a == "--ops") {
       o.ops = parse_ops(value());
+    } else if (a == "--gemm-dtypes") {
+      o.gemm_dtypes = parse_gemm_dtypes(value());
     } else if (a == "--reps") {
       o.reps = static_cast<int>(to_int(a, value(), 1));
     } else if (a == "--warmup") {

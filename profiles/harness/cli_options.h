@@ -20,7 +20,8 @@ struct CliOptions {
   int tp = 1;              // --tp
   std::set<Op> ops = {Op::kGemm,       Op::kAttentionPrefill, Op::kAttentionDecode,
                       Op::kCollective, Op::kMemcpy,           Op::kForward};
-  bool quick = false;        // --quick
+  std::vector<std::string> gemm_dtypes = {"bf16", "fp8_e4m3"};  // --gemm-dtypes
+  bool quick = false;                                           // --quick
   int reps = 20;             // --reps
   int warmup = 3;            // --warmup
   double max_seconds = 0.0;  // --max-seconds (0 = no budget)

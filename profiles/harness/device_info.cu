@@ -114,8 +114,10 @@ std::string method_text() {
          std::to_string(static_cast<int>(kGraphThresholdUs)) +
          " us are timed as a CUDA graph of back-to-back launches (rotating operand copies that "
          "together exceed L2) divided by the launch count; random inputs; GEMM via cuBLASLt "
-         "(heuristic top algorithm, 32 MiB workspace, fp8 with per-tensor scales and fast "
-         "accumulation, bf16 output); attention via the cuDNN backend flash-attention graph "
+         "(heuristic top algorithm, 32 MiB workspace, bf16 output; fp8_e4m3 with per-tensor "
+         "scales and fp8_rowwise with per-channel weight and per-token activation scales, both "
+         "with fast accumulation; fp8_block with 128x128 weight and 1x128 activation block "
+         "scales); attention via the cuDNN backend flash-attention graph "
          "(bf16, BSHD layout, fp32 softmax); collectives via NCCL, slowest GPU; forward: one "
          "whole model forward pass (every layer's own weights and KV cache) timed with CUDA "
          "events, no L2 flush, median of the repetitions, decode also replayed as one captured "

@@ -373,11 +373,11 @@ class ForwardPass {
         p_(p),
         b_(b),
         t_(p.tokens()),
-        qkv_(lt, false, t_, m.qkv_n, m.hidden, nullptr),
-        o_(lt, false, t_, m.hidden, m.num_heads * m.head_dim, nullptr),
-        gate_up_(lt, false, t_, m.mlp_n, m.hidden, nullptr),
-        down_(lt, false, t_, m.hidden, m.mlp_inner, nullptr),
-        lm_head_(lt, false, p.batch, m.vocab, m.hidden, nullptr) {
+        qkv_(lt, GemmRecipe::kBf16, t_, m.qkv_n, m.hidden),
+        o_(lt, GemmRecipe::kBf16, t_, m.hidden, m.num_heads * m.head_dim),
+        gate_up_(lt, GemmRecipe::kBf16, t_, m.mlp_n, m.hidden),
+        down_(lt, GemmRecipe::kBf16, t_, m.hidden, m.mlp_inner),
+        lm_head_(lt, GemmRecipe::kBf16, p.batch, m.vocab, m.hidden) {
     const bool decode = p.kind == "decode";
     sdpa_ = build_sdpa_plan(dnn,
                             SdpaShape{p.batch, m.num_heads, m.num_kv_heads, decode ? 1 : p.q_tokens,

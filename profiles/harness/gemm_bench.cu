@@ -18,19 +18,33 @@ namespace {
 constexpr int kMaxWeightCopies = 8;
 
 // Device buffers for one (dtype, n, k): weight copies to rotate through, activations for the
-// largest m of the plan, and the output.
+// largest m of the plan, the output, and the recipe's scales (all 1.0).
 struct GemmBuffers {
   std::vector<void*> weights;
   void* x = nullptr;
   void* d = nullptr;
+  float* weight_scales = nullptr;
+  float* activation_scales = nullptr;
   ~GemmBuffers() {
     for (void* w : weights) {
       cudaFree(w);
     }
     cudaFree(x);
     cudaFree(d);
+    cudaFree(weight_scales);
+    cudaFree(activation_scales);
   }
 };
+
+// A device array of `count` (at least 1) floats equal to 1.0.
+float* alloc_unit_scales(int64_t count) {
+  std::vector<float> ones(static_cast<size_t>(std::max<int64_t>(count, 1)), 1.0f);
+  float* dev = nullptr;
+  SERVESIM_CUDA_CHECK(cudaMalloc(&dev, ones.size() * sizeof(float)));
+  SERVESIM_CUDA_CHECK(
+      cudaMemcpy(dev, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return dev;
+}
 
 }  // namespace
 
@@ -46,11 +60,7 @@ std::vector<GemmRow> run_gemm(const std::vector<GemmPoint>& points, const RunCon
   cublasLtHandle_t lt = nullptr;
   SERVESIM_CUBLAS_CHECK(cublasLtCreate(&lt));
   void* workspace = nullptr;
-  float* scale = nullptr;
   SERVESIM_CUDA_CHECK(cudaMalloc(&workspace, kGemmWorkspaceBytes));
-  SERVESIM_CUDA_CHECK(cudaMalloc(&scale, sizeof(float)));
-  float one = 1.0f;
-  SERVESIM_CUDA_CHECK(cudaMemcpy(scale, &one, sizeof one, cudaMemcpyHostToDevice));
 
   // Largest m per (dtype, n, k), so that one allocation serves every m of a shape.
   std::map<std::tuple<std::string, int64_t, int64_t>, int64_t> max_m;
@@ -70,9 +80,10 @@ std::vector<GemmRow> run_gemm(const std::vector<GemmPoint>& points, const RunCon
       break;
     }
     ++done;
-    bool fp8 = p.dtype != "bf16";
-    size_t in_bytes = fp8 ? 1 : 2;
     try {
+      GemmRecipe recipe = recipe_of_dtype(p.dtype);
+      bool fp8 = recipe != GemmRecipe::kBf16;
+      size_t in_bytes = fp8 ? 1 : 2;
       std::tuple<std::string, int64_t, int64_t> key{p.dtype, p.n, p.k};
       if (!buf || key != current_key) {
         buf.reset();
@@ -100,9 +111,12 @@ std::vector<GemmRow> run_gemm(const std::vector<GemmPoint>& points, const RunCon
         } else {
           fill_random_bf16(buf->x, mm * p.k, 5, 1.0f, timer.stream());
         }
+        auto [w_scales, x_scales] = scale_floats(recipe, mm, p.n, p.k);
+        buf->weight_scales = alloc_unit_scales(w_scales);
+        buf->activation_scales = alloc_unit_scales(x_scales);
         SERVESIM_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
       }
-      LtMatmul mm(lt, fp8, p.m, p.n, p.k, scale);
+      LtMatmul mm(lt, recipe, p.m, p.n, p.k, {buf->weight_scales, buf->activation_scales});
       GemmBuffers* b = buf.get();
       double us = timer.median_us(
           [&](cudaStream_t s, int v) { mm.run(s, b->weights[v], b->x, b->d, workspace); },
@@ -127,7 +141,6 @@ std::vector<GemmRow> run_gemm(const std::vector<GemmPoint>& points, const RunCon
     add_skip_note(ctx.skipped, "gemm", std::to_string(failed) + " points failed (see the run log)");
   }
   cudaFree(workspace);
-  cudaFree(scale);
   cublasLtDestroy(lt);
   return rows;
 }

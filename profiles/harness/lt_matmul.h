@@ -4,8 +4,17 @@
 // so that both run the same kernels for the same shape.
 //
 // Contract: the constructor picks cuBLASLt's top heuristic algorithm for (m, n, k) with a
-// kGemmWorkspaceBytes workspace and throws GpuError when there is none; run() enqueues one GEMM
-// (no synchronization, capturable in a CUDA graph).
+// kGemmWorkspaceBytes workspace and throws GpuError when there is none (also when this cuBLASLt or
+// GPU lacks the recipe's scaling mode); run() enqueues one GEMM (no synchronization, capturable in
+// a CUDA graph).
+//
+// Scaling recipes (GemmRecipe), each as serving engines run FP8 linear layers:
+//  - kFp8PerTensor: one fp32 scale per weight and per activation tensor, applied in the epilogue.
+//  - kFp8Rowwise: one fp32 scale per output channel of W and per token of X (cuBLASLt's outer
+//    vectors), applied in the epilogue: "per-channel weights, dynamic per-token activations".
+//  - kFp8Block: DeepSeek-V3's recipe, one fp32 scale per 128 x 128 block of W and per 1 x 128
+//    block of X, applied inside the main loop at each 128-deep step of k.
+// Scales are device pointers sized by scale_floats(); their values do not change the timing.
 #ifndef SERVESIM_PROFILES_HARNESS_LT_MATMUL_H_
 #define SERVESIM_PROFILES_HARNESS_LT_MATMUL_H_
 
@@ -14,6 +23,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "gpu_timer.h"
 
@@ -30,11 +40,63 @@ namespace servesim::profiling {
 
 inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
+enum class GemmRecipe { kBf16, kFp8PerTensor, kFp8Rowwise, kFp8Block };
+
+// The gemm.csv dtype of a recipe and back ("bf16", "fp8_e4m3", "fp8_rowwise", "fp8_block").
+inline const char* recipe_dtype(GemmRecipe r) {
+  switch (r) {
+    case GemmRecipe::kBf16:
+      return "bf16";
+    case GemmRecipe::kFp8PerTensor:
+      return "fp8_e4m3";
+    case GemmRecipe::kFp8Rowwise:
+      return "fp8_rowwise";
+    case GemmRecipe::kFp8Block:
+      return "fp8_block";
+  }
+  return "bf16";
+}
+inline GemmRecipe recipe_of_dtype(const std::string& dtype) {
+  for (GemmRecipe r : {GemmRecipe::kBf16, GemmRecipe::kFp8PerTensor, GemmRecipe::kFp8Rowwise,
+                       GemmRecipe::kFp8Block}) {
+    if (dtype == recipe_dtype(r)) {
+      return r;
+    }
+  }
+  throw GpuError("unknown GEMM dtype '" + dtype + "'");
+}
+
+// Device scale buffers of one GEMM: W's (cuBLASLt's A) and X's (cuBLASLt's B).
+struct GemmScales {
+  const float* weight = nullptr;
+  const float* activation = nullptr;
+};
+
+// Floats each scale buffer needs for an (m, n, k) GEMM under `r`, padded so that cuBLASLt's
+// 16-byte alignment of scale rows holds: {weight, activation}.
+inline std::pair<int64_t, int64_t> scale_floats(GemmRecipe r, int64_t m, int64_t n, int64_t k) {
+  auto pad4 = [](int64_t x) { return (x + 3) / 4 * 4; };
+  int64_t k_blocks = (k + 127) / 128;
+  switch (r) {
+    case GemmRecipe::kBf16:
+      return {0, 0};
+    case GemmRecipe::kFp8PerTensor:
+      return {1, 1};
+    case GemmRecipe::kFp8Rowwise:
+      return {pad4(n), pad4(m)};
+    case GemmRecipe::kFp8Block:
+      return {pad4((n + 127) / 128) * k_blocks, pad4(m) * k_blocks};
+  }
+  return {0, 0};
+}
+
 // One cuBLASLt matmul descriptor set and its chosen algorithm for a fixed (m, n, k).
 class LtMatmul {
  public:
-  LtMatmul(cublasLtHandle_t lt, bool fp8, int64_t m, int64_t n, int64_t k, const float* scale_dev)
+  LtMatmul(cublasLtHandle_t lt, GemmRecipe recipe, int64_t m, int64_t n, int64_t k,
+           GemmScales scales = {})
       : lt_(lt) {
+    bool fp8 = recipe != GemmRecipe::kBf16;
     cudaDataType_t in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
     SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = CUBLAS_OP_T;
@@ -44,14 +106,7 @@ class LtMatmul {
     SERVESIM_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (fp8) {
-      // Per-tensor scales (device pointers), fast accumulation as serving engines run fp8.
-      SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-          desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_dev, sizeof scale_dev));
-      SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-          desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_dev, sizeof scale_dev));
-      int8_t fast = 1;
-      SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
-                                                           &fast, sizeof fast));
+      set_scales(recipe, scales);
     }
     SERVESIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, in_type, k, n, k));
     SERVESIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, in_type, k, m, k));
@@ -82,6 +137,30 @@ class LtMatmul {
   }
 
  private:
+  // Scale pointers and modes of an FP8 recipe. Epilogue-scaled recipes accumulate fast, as serving
+  // engines run them; block scaling promotes its partial sums at every 128-deep step instead.
+  void set_scales(GemmRecipe recipe, GemmScales scales) {
+    int32_t w_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    int32_t x_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    if (recipe == GemmRecipe::kFp8Rowwise) {
+      w_mode = x_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    } else if (recipe == GemmRecipe::kFp8Block) {
+      w_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+      x_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    }
+    SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.weight, sizeof scales.weight));
+    SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.activation, sizeof scales.activation));
+    SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                         &w_mode, sizeof w_mode));
+    SERVESIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                                         &x_mode, sizeof x_mode));
+    int8_t fast = recipe == GemmRecipe::kFp8Block ? 0 : 1;
+    SERVESIM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+  }
+
   void destroy() {
     if (a_) cublasLtMatrixLayoutDestroy(a_);
     if (b_) cublasLtMatrixLayoutDestroy(b_);

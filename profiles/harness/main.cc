@@ -22,6 +22,7 @@ int run(const sp::CliOptions& cli) {
   }
   po.tp = cli.tp;
   po.ops = cli.ops;
+  po.gemm_dtypes = cli.gemm_dtypes;
   po.quick = cli.quick;
   po.reps = cli.reps;
   po.warmup = cli.warmup;

@@ -100,9 +100,14 @@ void add_gemm_points(const PlanOptions& o, Plan* plan) {
       }
     }
   }
-  std::vector<std::string> dtypes = {"bf16"};
-  if (o.fp8) {
-    dtypes.push_back("fp8_e4m3");
+  std::vector<std::string> dtypes;
+  std::string without_fp8;
+  for (const std::string& dtype : o.gemm_dtypes) {
+    if (o.fp8 || dtype == "bf16") {
+      dtypes.push_back(dtype);
+    } else {
+      without_fp8 += (without_fp8.empty() ? "" : ", ") + dtype;
+    }
   }
   for (const std::string& dtype : dtypes) {
     for (const Shape& s : shapes) {
@@ -111,8 +116,9 @@ void add_gemm_points(const PlanOptions& o, Plan* plan) {
       }
     }
   }
-  if (!o.fp8) {
-    plan->skipped["gemm"] = "fp8_e4m3 not measured: the GPU has no fp8 tensor cores (needs sm_89+)";
+  if (!without_fp8.empty()) {
+    plan->skipped["gemm"] =
+        without_fp8 + " not measured: the GPU has no fp8 tensor cores (needs sm_89+)";
   }
 }
 
@@ -370,6 +376,35 @@ std::string op_name(Op op) {
 std::vector<Op> all_ops() {
   return {Op::kGemm,       Op::kAttentionPrefill, Op::kAttentionDecode,
           Op::kCollective, Op::kMemcpy,           Op::kForward};
+}
+
+const std::vector<std::string>& gemm_dtype_names() {
+  static const std::vector<std::string> kNames = {"bf16", "fp8_e4m3", "fp8_rowwise", "fp8_block"};
+  return kNames;
+}
+
+std::vector<std::string> parse_gemm_dtypes(const std::string& list) {
+  const std::vector<std::string>& valid = gemm_dtype_names();
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty() || std::find(out.begin(), out.end(), item) != out.end()) {
+      continue;
+    }
+    if (std::find(valid.begin(), valid.end(), item) == valid.end()) {
+      std::string names;
+      for (const std::string& v : valid) {
+        names += (names.empty() ? "" : ", ") + v;
+      }
+      throw HarnessError("--gemm-dtypes: unknown dtype '" + item + "'; valid values are: " + names);
+    }
+    out.push_back(item);
+  }
+  if (out.empty()) {
+    throw HarnessError("--gemm-dtypes: empty list");
+  }
+  return out;
 }
 
 std::set<Op> parse_ops(const std::string& list) {

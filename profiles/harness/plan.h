@@ -63,6 +63,13 @@ std::string op_name(Op op);
 std::set<Op> parse_ops(const std::string& list);
 std::vector<Op> all_ops();
 
+// GEMM table dtypes the harness can time, one per FP8 scaling recipe (lt_matmul.h): "bf16",
+// "fp8_e4m3" (per-tensor), "fp8_rowwise" (per-channel weights, per-token activations),
+// "fp8_block" (128 x 128 weight blocks, 1 x 128 activation blocks).
+const std::vector<std::string>& gemm_dtype_names();
+// Parses a comma-separated --gemm-dtypes list. Throws HarnessError listing the valid names.
+std::vector<std::string> parse_gemm_dtypes(const std::string& list);
+
 struct PlanOptions {
   std::optional<ModelShape> model;  // nullopt: the generic grid
   int tp = 1;
@@ -74,12 +81,13 @@ struct PlanOptions {
   double max_seconds = 0.0;                      // whole-run budget; 0 = unlimited
   int num_gpus = 1;                              // GPUs taking part in collectives and peer copies
   bool fp8 = true;                               // the GPU has fp8 tensor cores (sm_89+)
+  std::vector<std::string> gemm_dtypes = {"bf16", "fp8_e4m3"};  // GEMM table dtypes
   int64_t gpu_memory_bytes = int64_t{80} << 30;  // bounds the attention working sets
 };
 
 struct GemmPoint {
   std::string layer;  // "qkv", "o", "gate_up", "down", "lm_head" or "grid" (not in the CSV)
-  std::string dtype;  // "bf16" or "fp8_e4m3"
+  std::string dtype;  // one of gemm_dtype_names()
   int64_t m = 0;      // tokens
   int64_t n = 0;
   int64_t k = 0;

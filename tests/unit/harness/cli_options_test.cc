@@ -7,7 +7,8 @@ namespace {
 
 TEST(CliOptions, ParsesRunOptions) {
   CliOptions o = parse_cli({"--model", "m.json", "--tp", "2", "--ops", "gemm,memcpy", "--quick",
-                            "--reps", "7", "--max-seconds", "60", "--out", "dir"});
+                            "--reps", "7", "--max-seconds", "60", "--out", "dir",
+                            "--gemm-dtypes", "fp8_block,bf16"});
   EXPECT_EQ(o.model_path, "m.json");
   EXPECT_EQ(o.tp, 2);
   EXPECT_EQ(o.ops, (std::set<Op>{Op::kGemm, Op::kMemcpy}));
@@ -15,6 +16,9 @@ TEST(CliOptions, ParsesRunOptions) {
   EXPECT_EQ(o.reps, 7);
   EXPECT_DOUBLE_EQ(o.max_seconds, 60.0);
   EXPECT_EQ(o.out_dir, "dir");
+  EXPECT_EQ(o.gemm_dtypes, (std::vector<std::string>{"fp8_block", "bf16"}));
+  EXPECT_EQ(parse_cli({"--model", "m.json"}).gemm_dtypes,
+            (std::vector<std::string>{"bf16", "fp8_e4m3"}));
   EXPECT_FALSE(o.plan_only);
 }
 

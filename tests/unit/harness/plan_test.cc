@@ -211,6 +211,27 @@ TEST(Plan, NoFp8OnOlderGpus) {
   EXPECT_EQ(p.skipped.count("gemm"), 1u);
 }
 
+TEST(Plan, GemmDtypesSelectScalingRecipes) {
+  PlanOptions o = llama_options(true);
+  o.ops = parse_ops("gemm");
+  const size_t per_dtype = build_plan(o).gemm.size() / 2;  // default: bf16, fp8_e4m3
+  o.gemm_dtypes = parse_gemm_dtypes("bf16,fp8_rowwise,fp8_block,fp8_rowwise");
+  EXPECT_EQ(o.gemm_dtypes, (std::vector<std::string>{"bf16", "fp8_rowwise", "fp8_block"}));
+  Plan p = build_plan(o);
+  ASSERT_EQ(p.gemm.size(), 3 * per_dtype);
+  EXPECT_EQ(p.gemm.front().dtype, "bf16");
+  EXPECT_EQ(p.gemm[per_dtype].dtype, "fp8_rowwise");
+  EXPECT_EQ(p.gemm.back().dtype, "fp8_block");
+  // Without FP8 tensor cores only bf16 is planned, and the note names what was left out.
+  o.fp8 = false;
+  p = build_plan(o);
+  EXPECT_EQ(p.gemm.size(), per_dtype);
+  EXPECT_EQ(p.skipped.at("gemm"),
+            "fp8_rowwise, fp8_block not measured: the GPU has no fp8 tensor cores (needs sm_89+)");
+  EXPECT_THROW(parse_gemm_dtypes("bf16,fp8_per_row"), HarnessError);
+  EXPECT_THROW(parse_gemm_dtypes(","), HarnessError);
+}
+
 TEST(Plan, CollectivesWithSeveralGpus) {
   PlanOptions o = llama_options(false);
   o.num_gpus = 8;
