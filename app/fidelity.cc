@@ -284,6 +284,65 @@ std::string gpu_class_of(const MappedRun& m, const scenarios::Catalogs& cat) {
   return models::gpu_class(cat.gpus.get(m.gpu));
 }
 
+// What a held-out estimate leaves out, one value at a time: the dense model, the GPU, or the
+// engine release of a row.
+struct HoldOutAxis {
+  const char* name;
+  std::string (*value)(const MappedRun&);
+};
+const std::vector<HoldOutAxis>& hold_out_axes() {
+  static const std::vector<HoldOutAxis> axes = {
+      {"model", [](const MappedRun& m) { return m.model; }},
+      {"GPU", [](const MappedRun& m) { return m.gpu; }},
+      {"engine release", [](const MappedRun& m) { return m.run.backend_version; }}};
+  return axes;
+}
+
+// The engine x GPU x model group with the largest TTFT MdAPE among `scored` (rows predicted),
+// groups of fewer than kMinWorstGroupRows rows aside; "-" when there is none.
+constexpr size_t kMinWorstGroupRows = 5;
+std::string worst_group(const std::vector<const Scored*>& scored) {
+  std::map<std::string, std::vector<const Scored*>> groups;
+  for (const Scored* s : scored) groups[s->row->group()].push_back(s);
+  std::string worst = "-";
+  double worst_ttft = -1;
+  for (const auto& [name, rows] : groups) {
+    if (rows.size() < kMinWorstGroupRows) continue;
+    const ErrorStats e = stats_of(rows);
+    if (e.ttft_mdape > worst_ttft) {
+      worst_ttft = e.ttft_mdape;
+      worst = fmt::format("{} ({} rows: TTFT {} %, TPOT {} %)", name, e.rows, pct(e.ttft_mdape),
+                          pct(e.tpot_mdape));
+    }
+  }
+  return worst;
+}
+
+// One line per held-out axis: the dense rows it held out, their errors, and the worst group.
+void print_hold_out_estimates(
+    std::ostream& out,
+    const std::vector<std::pair<const HoldOutAxis*, std::vector<Scored>>>& estimates) {
+  out << "\nHeld-out estimates (dense rows; each value of the axis predicted by the calibration "
+         "fitted on the other rows of its engine and GPU class):\n";
+  out << fmt::format("  {:<16} {:>5}  {:>10} {:>10} {:>10}  {}\n", "left out", "rows",
+                     "TTFT MdAPE", "TPOT MdAPE", "both <=25", "worst group");
+  for (const auto& [axis, scored] : estimates) {
+    std::vector<const Scored*> dense;
+    for (const Scored& s : scored) {
+      if (s.row != nullptr && s.row->calibrates() && s.pred.ok) dense.push_back(&s);
+    }
+    if (dense.empty()) {
+      out << fmt::format("  {:<16} {:>5}  (no engine and GPU class holds two of its values)\n",
+                         axis->name, 0);
+      continue;
+    }
+    const ErrorStats e = stats_of(dense);
+    out << fmt::format("  {:<16} {:>5}  {:>8} % {:>8} % {:>8} %  {}\n", axis->name, e.rows,
+                       pct(e.ttft_mdape), pct(e.tpot_mdape), pct(e.both_within_25),
+                       worst_group(dense));
+  }
+}
+
 // Prints a progress line on stderr when it is a terminal.
 class Progress {
  public:
@@ -568,49 +627,62 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
     for (const auto& [key, members] : groups) {
       for (size_t i : members) in_fit[i] = true;
     }
-    held_out.resize(todo.size());
+    // Every fit starts from the same neutral point, not from the shipped calibration: that one
+    // was fitted on every model, the held-out one included, and a local search started there
+    // would carry it into the held-out fit. So --fit also gives the same result every time.
+    const Theta start = kStart;
+    // Held-out predictions along one axis: in each group holding at least two of its values, each
+    // value's rows predicted by the calibration fitted on the group's other rows. Rows of groups
+    // with one value stay unset (row == nullptr).
+    const auto leave_one_out = [&](const HoldOutAxis& axis) {
+      std::vector<Scored> predicted(todo.size());
+      for (const auto& [key, members] : groups) {
+        std::set<std::string> values;
+        for (size_t i : members) values.insert(axis.value(*todo[i]));
+        if (values.size() < 2) continue;
+        for (const std::string& value : values) {
+          progress.line(fmt::format("fitting {} on {} without {} {}...", key.first, key.second,
+                                    axis.name, value));
+          std::vector<const MappedRun*> train, targets;
+          std::vector<size_t> where;
+          for (size_t i : members) {
+            if (axis.value(*todo[i]) == value) {
+              targets.push_back(todo[i]);
+              where.push_back(i);
+            } else {
+              train.push_back(todo[i]);
+            }
+          }
+          const Theta t = fit(spread(train, options.fit_max_rows), start, options, root);
+          const std::vector<Prediction> preds = predict_all(targets, &t, options.jobs, root);
+          for (size_t k = 0; k < where.size(); ++k) {
+            predicted[where[k]] = {todo[where[k]], todo_index[where[k]], preds[k]};
+          }
+        }
+      }
+      return predicted;
+    };
+    // The estimate of each axis over the dense rows it could hold out, with its worst group.
+    std::vector<std::pair<const HoldOutAxis*, std::vector<Scored>>> estimates;
+    for (const HoldOutAxis& axis : hold_out_axes()) {
+      estimates.emplace_back(&axis, leave_one_out(axis));
+    }
+    held_out = estimates.front().second;  // leave one model out: the error band shipped
     in_sample.resize(todo.size());
     for (const auto& [key, members] : groups) {
       const auto& [engine, cls] = key;
       const std::set<std::string> group_models = models_of(members);
-      // Every fit starts from the same neutral point, not from the shipped calibration: that one
-      // was fitted on every model, the held-out one included, and a local search started there
-      // would carry it into the held-out fit. So --fit also gives the same result every time.
-      const Theta start = kStart;
-      // A named reference: clang before 16 cannot capture a structured binding.
-      const auto& group_members = members;
-      auto rows_of = [&](const std::string& except) {
-        std::vector<const MappedRun*> rows;
-        for (size_t i : group_members) {
-          if (todo[i]->model != except) rows.push_back(todo[i]);
-        }
-        return rows;
-      };
-      // Leave one model out.
       std::vector<double> held_ttft, held_tpot;
-      for (const std::string& model : group_models) {
-        progress.line(fmt::format("fitting {} on {} without {}...", engine, cls, model));
-        const Theta t = fit(spread(rows_of(model), options.fit_max_rows), start, options, root);
-        std::vector<const MappedRun*> targets;
-        std::vector<size_t> where;
-        for (size_t i : members) {
-          if (todo[i]->model == model) {
-            targets.push_back(todo[i]);
-            where.push_back(i);
-          }
-        }
-        const std::vector<Prediction> preds = predict_all(targets, &t, options.jobs, root);
-        for (size_t k = 0; k < where.size(); ++k) {
-          held_out[where[k]] = {todo[where[k]], todo_index[where[k]], preds[k]};
-          if (preds[k].ok) {
-            held_ttft.push_back(preds[k].ttft_error(targets[k]->run));
-            held_tpot.push_back(preds[k].tpot_error(targets[k]->run));
-          }
+      for (size_t i : members) {
+        if (held_out[i].pred.ok) {
+          held_ttft.push_back(held_out[i].pred.ttft_error(todo[i]->run));
+          held_tpot.push_back(held_out[i].pred.tpot_error(todo[i]->run));
         }
       }
       // Every model: the calibration to ship.
       progress.line(fmt::format("fitting {} on {} with every model...", engine, cls));
-      const std::vector<const MappedRun*> all_rows = rows_of("");
+      std::vector<const MappedRun*> all_rows;
+      for (size_t i : members) all_rows.push_back(todo[i]);
       const Theta t = fit(spread(all_rows, options.fit_max_rows), start, options, root);
       models::EngineCalibration c = calibration_of(
           t, fmt::format("{} rows of {} model(s) ({}) measured on {} GPUs", all_rows.size(),
@@ -677,6 +749,7 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
           pct(e.tpot_mdape), e.tpot_mdape <= 0.08 ? "met" : "NOT MET", pct(e.both_within_25),
           e.both_within_25 >= 0.80 ? "met" : "NOT MET");
     }
+    print_hold_out_estimates(out, estimates);
     if (!options.write_calibration.empty()) {
       fitted.write(options.write_calibration);
       out << fmt::format("calibration written to {}\n", options.write_calibration);

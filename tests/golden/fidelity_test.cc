@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -479,6 +480,37 @@ TEST(Fidelity, AGroupOfOneModelIsPredictedNotFitted) {
   EXPECT_NE(written.str().find("\"vllm\""), std::string::npos) << written.str();
   EXPECT_EQ(written.str().find("\"trtllm\""), std::string::npos) << written.str();
   fs::remove(options.write_calibration);
+}
+
+// --fit holds out each model, each GPU and each engine release of an engine and GPU class in turn.
+// In vLLM's Hopper rows here the model and the GPU go together (Qwen3-32B on H100, Llama-3.1-8B on
+// H200), so leaving one GPU out trains on the same rows as leaving its model out and must give
+// the same errors; they hold one release (0.12.0), which therefore cannot be left out.
+TEST(Fidelity, FitPrintsTheHeldOutEstimateOfEachAxisWithItsWorstGroup) {
+  const std::string csv = csv_with_lines("axes", {1093, 1096, 1314, 1321});
+  FidelityOptions options;
+  options.jobs = 2;
+  options.fit = true;
+  options.fit_evaluations = 6;
+  options.fit_max_rows = 2;
+  std::ostringstream out;
+  ASSERT_EQ(run_fidelity(csv, options, root(), out), 0) << out.str();
+  const std::string text = out.str();
+  const size_t at = text.find("Held-out estimates (");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string section = text.substr(at, text.find("\n\n", at) - at);
+  std::smatch model, gpu;
+  const std::regex line_of_model(R"(\n  model +4 +([0-9.]+) % +([0-9.]+) % +([0-9.]+) %  (.+))");
+  const std::regex line_of_gpu(R"(\n  GPU +4 +([0-9.]+) % +([0-9.]+) % +([0-9.]+) %  (.+))");
+  ASSERT_TRUE(std::regex_search(section, model, line_of_model)) << section;
+  ASSERT_TRUE(std::regex_search(section, gpu, line_of_gpu)) << section;
+  for (int k = 1; k <= 3; ++k) EXPECT_EQ(model[k].str(), gpu[k].str()) << section;
+  // Groups of fewer than 5 rows are not named as the worst.
+  EXPECT_EQ(model[4].str(), "-") << section;
+  EXPECT_NE(section.find("engine release       0  (no engine and GPU class holds two of its "
+                         "values)"),
+            std::string::npos)
+      << section;
 }
 
 TEST(Fidelity, EmitScenarioPrintsARowsScenario) {
