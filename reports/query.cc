@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <system_error>
 
 #include "reports/sqlite_db.h"
@@ -87,16 +88,42 @@ void trim_right(std::string& line) {
   }
 }
 
+// The SQL of the sqlite3 shell's dot commands that `query` knows (".tables", ".schema [NAME]"),
+// or `sql` itself when it is no dot command. Throws InputError for any other dot command.
+std::string dot_command_sql(const std::string& sql) {
+  const size_t first = sql.find_first_not_of(" \t\n\r");
+  if (first == std::string::npos || sql[first] != '.') return sql;
+  const size_t last = sql.find_last_not_of(" \t\n\r;");
+  std::istringstream words(sql.substr(first, last - first + 1));
+  std::string command, name, extra;
+  words >> command >> name >> extra;
+  if (command == ".tables" && name.empty()) {
+    return "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE "
+           "'sqlite_%' ORDER BY name";
+  }
+  if (command == ".schema" && extra.empty()) {
+    std::string quoted;  // NAME as an SQL string literal
+    for (char c : name) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    return "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL" +
+           (name.empty() ? std::string() : " AND name = '" + quoted + "'") + " ORDER BY name";
+  }
+  throw InputError("query", 0,
+                   fmt::format("'{}' is not a dot command servesim query knows: use .tables, "
+                               ".schema [TABLE] or SQL",
+                               sql.substr(first, last - first + 1)));
+}
+
 }  // namespace
 
-QueryResult run_query(const std::string& db_path, const std::string& sql) {
+QueryResult run_query(const std::string& db_path, const std::string& statements) {
   std::error_code ec;
   if (!std::filesystem::exists(db_path, ec)) {
-    throw Error(fmt::format("{}: no such results database", db_path));
+    throw InputError(db_path, 0, "no such results database");
   }
   if (!std::filesystem::is_regular_file(db_path, ec)) {
-    throw Error(fmt::format("{}: not a regular file", db_path));
+    throw InputError(db_path, 0, "not a regular file");
   }
+  const std::string sql = dot_command_sql(statements);
   SqliteDb db(db_path, SqliteDb::Mode::kReadOnly);
   if (sqlite3_busy_timeout(db.handle(), kReadBusyTimeoutMs) != SQLITE_OK) {
     db.fail("setting the busy timeout");

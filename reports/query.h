@@ -15,11 +15,13 @@ struct QueryResult {
   std::vector<std::vector<std::string>> rows;  // each row has columns.size() cells
 };
 
-// Runs `sql` (one or more statements separated by ';') against the database at `db_path` and
-// returns the result of the last statement that yields columns.
-// Throws servesim::Error naming the path when the file does not exist or cannot be opened, and
-// carrying SQLite's message when the SQL fails.
-QueryResult run_query(const std::string& db_path, const std::string& sql);
+// Runs `statements` (one or more SQL statements separated by ';', or one of the sqlite3 shell's
+// dot commands ".tables" and ".schema [TABLE]") against the database at `db_path` and returns
+// the result of the last statement that yields columns. Leaves no file beside the database.
+// Throws servesim::InputError naming the path when the file does not exist, or naming an unknown
+// dot command; servesim::Error when it cannot be opened, carrying SQLite's message when the SQL
+// fails.
+QueryResult run_query(const std::string& db_path, const std::string& statements);
 
 // Renders `result` as an aligned table: a header, a rule of dashes under each column, one line
 // per row, then "(N rows)" ("(1 row)"). Columns are separated by two spaces. Numeric cells are

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "sim/core/error.h"
@@ -19,8 +21,11 @@ namespace {
 }  // namespace
 
 SqliteDb::SqliteDb(std::string path, Mode mode) : path_(std::move(path)) {
-  const int flags =
-      mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  const bool read_only = mode == Mode::kReadOnly;
+  const bool writable = ::access(path_.c_str(), W_OK) == 0;
+  const int flags = read_only && !writable ? SQLITE_OPEN_READONLY
+                    : read_only            ? SQLITE_OPEN_READWRITE
+                                           : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   const int rc = sqlite3_open_v2(path_.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     // The handle may exist even on failure; it carries the message and must still be closed.
@@ -30,6 +35,13 @@ SqliteDb::SqliteDb(std::string path, Mode mode) : path_(std::move(path)) {
     throw_sqlite(path_, message.c_str(), "opening the database");
   }
   sqlite3_extended_result_codes(db_, 1);
+  if (read_only && writable && !exec_noexcept("PRAGMA query_only = ON")) {
+    // A throwing constructor runs no destructor: close the handle here.
+    const std::string message = sqlite3_errmsg(db_);
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw_sqlite(path_, message.c_str(), "making the connection read-only");
+  }
 }
 
 SqliteDb::~SqliteDb() {

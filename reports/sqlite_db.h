@@ -18,6 +18,10 @@ namespace servesim::reports {
 
 class SqliteDb {
  public:
+  // kReadOnly: no statement can change the database (SQLite's query_only). Where the file is
+  // writable the connection is still opened read-write, so that closing it checkpoints and
+  // removes the -wal / -shm files a write-ahead-logged database needs while it is open: a
+  // read-only connection could not, and would leave them beside a database it only read.
   enum class Mode { kReadOnly, kReadWriteCreate };
 
   // Opens `path`. Throws Error when SQLite cannot open it. A file that exists but is not a

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 
@@ -56,6 +57,8 @@ TEST_F(QueryTest, MissingFileNamesThePath) {
   const std::string missing = path("nope.db");
   EXPECT_EQ(error_of([&] { run_query(missing, "SELECT 1"); }),
             missing + ": no such results database");
+  // Bad input, as `report` says of the same file (the CLI's exit code 2).
+  EXPECT_THROW(run_query(missing, "SELECT 1"), InputError);
   // And does not create it.
   EXPECT_FALSE(std::filesystem::exists(missing));
 }
@@ -75,6 +78,38 @@ TEST_F(QueryTest, IsReadOnly) {
                           "the query)");
   EXPECT_EQ(run_query(db, "SELECT count(*) FROM scalar").rows,
             (std::vector<std::vector<std::string>>{{"2"}}));
+}
+
+// A write-ahead-logged database needs -wal and -shm files while open; a query that only read it
+// leaves none behind.
+TEST_F(QueryTest, LeavesNoFilesBesideTheDatabase) {
+  const std::string db = make_db();
+  ASSERT_FALSE(std::filesystem::exists(db + "-wal"));
+  EXPECT_EQ(run_query(db, "SELECT count(*) FROM scalar").rows,
+            (std::vector<std::vector<std::string>>{{"2"}}));
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(db + "-shm"));
+}
+
+TEST_F(QueryTest, KnowsTheShellsTablesAndSchemaCommands) {
+  const std::string db = make_db();
+  const QueryResult tables = run_query(db, "  .tables ");
+  EXPECT_EQ(tables.columns, (std::vector<std::string>{"name"}));
+  EXPECT_NE(std::find(tables.rows.begin(), tables.rows.end(), std::vector<std::string>{"scalar"}),
+            tables.rows.end());
+  const QueryResult count = run_query(
+      db, "SELECT count(*) FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE "
+          "'sqlite_%'");
+  EXPECT_EQ(count.rows.front().front(), std::to_string(tables.rows.size()));
+  const QueryResult schema = run_query(db, ".schema scalar;");
+  ASSERT_EQ(schema.rows.size(), 1u);
+  EXPECT_EQ(schema.rows[0][0].rfind("CREATE TABLE scalar", 0), 0u) << schema.rows[0][0];
+  EXPECT_EQ(run_query(db, ".schema no_such_table").rows.size(), 0u);
+  EXPECT_GT(run_query(db, ".schema").rows.size(), 1u);
+  EXPECT_THROW(run_query(db, ".dump"), InputError);
+  EXPECT_EQ(error_of([&] { run_query(db, ".tables extra"); }),
+            "query: '.tables extra' is not a dot command servesim query knows: use .tables, "
+            ".schema [TABLE] or SQL");
 }
 
 TEST(FormatTableTest, Golden) {
