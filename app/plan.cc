@@ -159,8 +159,7 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
         const Json& g = (*gpus)[i];
         const std::string where = fmt::format("search.gpus[{}]", i);
         if (!g.is_string() || catalogs.gpus.all().count(g.get<std::string>()) == 0) {
-          issues.add(where, fmt::format("expected one of {}, got {}",
-                                        fmt::join(catalogs.gpus.keys(), ", "), scenarios::describe_json(g)));
+          issues.add(where, scenarios::choice_error(g, catalogs.gpus.keys()));
         } else {
           p.gpus.push_back(g.get<std::string>());
         }

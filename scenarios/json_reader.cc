@@ -49,6 +49,60 @@ const Json* ObjectReader::find(const std::string& key, bool required) {
 
 void ObjectReader::claim(const std::string& key) { seen_.push_back(key); }
 
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The one choice nearest to `value` within a slip's distance, if there is exactly one.
+std::optional<std::string> near_choice(const std::string& value,
+                                       const std::vector<std::string>& choices) {
+  const size_t slip = value.size() <= 4 ? 1 : value.size() <= 8 ? 2 : 3;
+  std::optional<std::string> best;
+  size_t best_distance = slip + 1;
+  bool tie = false;
+  for (const std::string& c : choices) {
+    const size_t d = edit_distance(value, c);
+    if (d < best_distance) {
+      best = c;
+      best_distance = d;
+      tie = false;
+    } else if (d == best_distance) {
+      tie = true;
+    }
+  }
+  return tie ? std::nullopt : best;
+}
+
+}  // namespace
+
+std::string choice_error(const Json& value, const std::vector<std::string>& choices) {
+  const std::optional<std::string> near =
+      value.is_string() ? near_choice(value.get<std::string>(), choices) : std::nullopt;
+  if (!near) {
+    return fmt::format("expected one of {}, got {}", fmt::join(choices, ", "),
+                       describe_json(value));
+  }
+  if (choices.size() > kListedChoices) {
+    return fmt::format("got {}; did you mean \"{}\"? (one of {} names)", describe_json(value),
+                       *near, choices.size());
+  }
+  return fmt::format("expected one of {}, got {}; did you mean \"{}\"?", fmt::join(choices, ", "),
+                     describe_json(value), *near);
+}
+
 std::optional<std::string> ObjectReader::string(const std::string& key,
                                                 std::optional<std::string> fallback,
                                                 const std::vector<std::string>& choices) {
@@ -59,8 +113,7 @@ std::optional<std::string> ObjectReader::string(const std::string& key,
       issues_.add(child_path(key), fmt::format("expected a string, got {}", describe_json(*v)));
     } else if (!choices.empty() &&
                std::find(choices.begin(), choices.end(), v->get<std::string>()) == choices.end()) {
-      issues_.add(child_path(key), fmt::format("expected one of {}, got {}",
-                                               fmt::join(choices, ", "), describe_json(*v)));
+      issues_.add(child_path(key), choice_error(*v, choices));
     } else {
       out = v->get<std::string>();
     }

@@ -36,6 +36,13 @@ std::string join_path(const std::string& parent, const std::string& key);
 // Short rendering of a JSON value for messages (strings quoted, long values elided).
 std::string describe_json(const Json& value);
 
+// The message for `value`, which is none of `choices`: "expected one of a, b, c, got "x"". When
+// one choice is nearer to a string value than any other and near enough to be a slip (edit
+// distance at most 1 for names of up to 4 characters, 2 up to 8, else 3), it adds "; did you mean
+// "y"?", and a long list (more than kListedChoices) is then only counted.
+inline constexpr size_t kListedChoices = 8;
+std::string choice_error(const Json& value, const std::vector<std::string>& choices);
+
 class ObjectReader {
  public:
   // `in` must outlive the reader. If `in` is not an object, an issue is recorded and every getter
