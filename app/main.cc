@@ -168,14 +168,20 @@ Json summary_json(const reports::RunSummary& summary) {
 
 // The miss breakdown of `run --explain-misses --json`: counts per objective and cause.
 Json misses_json(const reports::MissBreakdown& b) {
-  Json ttft = Json::object(), tpot = Json::object();
+  Json ttft = Json::object(), tpot = Json::object(), tbt = Json::object();
   for (int c = 0; c < reports::kNumMissCauses; ++c) {
     const char* name = reports::miss_cause_name(static_cast<reports::MissCause>(c));
     ttft[name] = b.ttft_by_cause[c];
     tpot[name] = b.tpot_by_cause[c];
+    tbt[name] = b.tbt_by_cause[c];
   }
-  return {{"requests", b.requests}, {"missed", b.missed},     {"ttft_missed", b.ttft_missed},
-          {"tpot_missed", b.tpot_missed}, {"ttft", ttft}, {"tpot", tpot}};
+  Json doc = {{"requests", b.requests}, {"missed", b.missed},     {"ttft_missed", b.ttft_missed},
+              {"tpot_missed", b.tpot_missed}, {"ttft", ttft}, {"tpot", tpot}};
+  if (b.tbt_objective) {
+    doc["tbt_missed"] = b.tbt_missed;
+    doc["tbt"] = tbt;
+  }
+  return doc;
 }
 
 // The `run --json` document (schema in the README).

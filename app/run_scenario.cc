@@ -214,6 +214,10 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
                              static_cast<double>(out.misses.ttft_by_cause[c]));
     run.scalars.emplace_back("misses", fmt::format("tpot_{}", cause),
                              static_cast<double>(out.misses.tpot_by_cause[c]));
+    if (out.misses.tbt_objective) {
+      run.scalars.emplace_back("misses", fmt::format("tbt_{}", cause),
+                               static_cast<double>(out.misses.tbt_by_cause[c]));
+    }
   }
   run.status = out.result.requests_unfinished > 0 ? "stopped" : "ok";
   run.wall_s = out.wall_s;

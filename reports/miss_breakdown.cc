@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "reports/summary.h"
+
 namespace servesim::reports {
 namespace {
 
@@ -83,22 +85,56 @@ MissCause ttft_cause(const sim::RequestRecord& r, const std::vector<InstanceLife
   return pools.pool_cause(prefill.role, r.arrival_ns, r.first_scheduled_ns);
 }
 
-MissCause tpot_cause(const sim::RequestRecord& r, const std::vector<InstanceLife>& instances,
-                     const PoolHistory& pools, double tpot_slo_ns) {
-  if (r.preemptions > 0) return MissCause::kKvPressure;
-  const double excess = static_cast<double>(r.done_ns - r.first_token_ns) -
-                        tpot_slo_ns * static_cast<double>(r.output_tokens - 1);
+// Time a request's decode spent waiting for KV: its hand-off (first token .. kv_arrived_ns) and
+// the recomputation after preemptions that took its decode steps.
+int64_t kv_time(const sim::RequestRecord& r) {
   const int64_t handoff = r.kv_arrived_ns >= 0 ? r.kv_arrived_ns - r.first_token_ns : 0;
-  const int64_t kv = handoff + r.recompute_ns;
-  if (static_cast<double>(kv + r.interference_ns) >= excess) {
-    return kv >= r.interference_ns ? MissCause::kKvPressure : MissCause::kPrefillInterference;
-  }
+  return handoff + r.recompute_ns;
+}
+
+// The pool rules over the request's decode span.
+MissCause decode_pool_cause(const sim::RequestRecord& r,
+                            const std::vector<InstanceLife>& instances, const PoolHistory& pools) {
   const InstanceLife& decode = life_of(instances, r.instance_id, r.request_id);
   const int64_t from = r.kv_arrived_ns >= 0 ? r.kv_arrived_ns : r.first_token_ns;
   return pools.pool_cause(decode.role, from, r.done_ns);
 }
 
+MissCause tpot_cause(const sim::RequestRecord& r, const std::vector<InstanceLife>& instances,
+                     const PoolHistory& pools, double tpot_slo_ns) {
+  if (r.preemptions > 0) return MissCause::kKvPressure;
+  const double excess = static_cast<double>(r.done_ns - r.first_token_ns) -
+                        tpot_slo_ns * static_cast<double>(r.output_tokens - 1);
+  const int64_t kv = kv_time(r);
+  if (static_cast<double>(kv + r.interference_ns) >= excess) {
+    return kv >= r.interference_ns ? MissCause::kKvPressure : MissCause::kPrefillInterference;
+  }
+  return decode_pool_cause(r, instances, pools);
+}
+
+MissCause tbt_cause(const sim::RequestRecord& r, const std::vector<InstanceLife>& instances,
+                    const PoolHistory& pools) {
+  if (r.preemptions > 0) return MissCause::kKvPressure;
+  const int64_t kv = kv_time(r);
+  if (kv + r.interference_ns > 0) {
+    return kv >= r.interference_ns ? MissCause::kKvPressure : MissCause::kPrefillInterference;
+  }
+  return decode_pool_cause(r, instances, pools);
+}
+
 }  // namespace
+
+const char* objective_name(Objective objective) {
+  switch (objective) {
+    case Objective::kTtft:
+      return "ttft";
+    case Objective::kTpot:
+      return "tpot";
+    case Objective::kTbt:
+      return "tbt";
+  }
+  return "?";
+}
 
 const char* miss_cause_name(MissCause cause) {
   switch (cause) {
@@ -144,25 +180,29 @@ MissBreakdown explain_misses(const std::vector<sim::RequestRecord>& requests,
                              const std::vector<InstanceLife>& instances, const sim::SloSpec& slo,
                              std::optional<int64_t> gpu_budget) {
   MissBreakdown b;
+  b.tbt_objective = slo.tbt_p99.has_value();
   const PoolHistory pools(instances, gpu_budget);
   for (const sim::RequestRecord& r : requests) {
     if (r.warmup) continue;
     ++b.requests;
     bool missed = false;
-    if (slo.ttft && r.ttft_ns() > slo.ttft->count()) {
-      const MissCause c = ttft_cause(r, instances, pools, slo.ttft->count());
-      ++b.ttft_missed;
-      ++b.ttft_by_cause[static_cast<int>(c)];
-      b.misses.push_back({r.request_id, false, c});
+    const auto count = [&](Objective objective, MissCause c, int64_t* total, int64_t* by_cause) {
+      ++*total;
+      ++by_cause[static_cast<int>(c)];
+      b.misses.push_back({r.request_id, objective, c});
       missed = true;
+    };
+    if (slo.ttft && r.ttft_ns() > slo.ttft->count()) {
+      count(Objective::kTtft, ttft_cause(r, instances, pools, slo.ttft->count()), &b.ttft_missed,
+            b.ttft_by_cause);
     }
     const double tpot_slo_ns = slo.tpot ? static_cast<double>(slo.tpot->count()) : 0.0;
     if (slo.tpot && r.output_tokens > 1 && r.tpot_ns() > tpot_slo_ns) {
-      const MissCause c = tpot_cause(r, instances, pools, tpot_slo_ns);
-      ++b.tpot_missed;
-      ++b.tpot_by_cause[static_cast<int>(c)];
-      b.misses.push_back({r.request_id, true, c});
-      missed = true;
+      count(Objective::kTpot, tpot_cause(r, instances, pools, tpot_slo_ns), &b.tpot_missed,
+            b.tpot_by_cause);
+    }
+    if (slo.tbt_p99 && !objectives_met(r, slo).tbt) {
+      count(Objective::kTbt, tbt_cause(r, instances, pools), &b.tbt_missed, b.tbt_by_cause);
     }
     b.missed += missed;
   }
@@ -174,15 +214,19 @@ std::string format_miss_breakdown(const MissBreakdown& b) {
     return of > 0 ? 100.0 * static_cast<double>(n) / static_cast<double>(of) : 0.0;
   };
   std::string out = fmt::format(
-      "SLO misses by cause ({} of {} requests missed: {} TTFT, {} TPOT)\n", b.missed, b.requests,
-      b.ttft_missed, b.tpot_missed);
-  out += fmt::format("  {:<21} {:>14} {:>14}  {}\n", "cause", "TTFT misses", "TPOT misses",
+      "SLO misses by cause ({} of {} requests missed: {} TTFT, {} TPOT{})\n", b.missed, b.requests,
+      b.ttft_missed, b.tpot_missed,
+      b.tbt_objective ? fmt::format(", {} TBT p99", b.tbt_missed) : std::string());
+  out += fmt::format("  {:<21} {:>14} {:>14}{}  {}\n", "cause", "TTFT misses", "TPOT misses",
+                     b.tbt_objective ? fmt::format(" {:>14}", "TBT misses") : std::string(),
                      "meaning");
+  const auto cell = [&](int64_t n, int64_t of) { return fmt::format("{:>6} {:>6.1f} %", n, share(n, of)); };
   for (const MissCause c : kCauses) {
-    const int64_t t = b.ttft_by_cause[static_cast<int>(c)];
-    const int64_t p = b.tpot_by_cause[static_cast<int>(c)];
-    out += fmt::format("  {:<21} {:>6} {:>6.1f} % {:>6} {:>6.1f} %  {}\n", miss_cause_name(c), t,
-                       share(t, b.ttft_missed), p, share(p, b.tpot_missed), miss_cause_meaning(c));
+    const int i = static_cast<int>(c);
+    out += fmt::format("  {:<21} {} {}{}  {}\n", miss_cause_name(c),
+                       cell(b.ttft_by_cause[i], b.ttft_missed), cell(b.tpot_by_cause[i], b.tpot_missed),
+                       b.tbt_objective ? " " + cell(b.tbt_by_cause[i], b.tbt_missed) : std::string(),
+                       miss_cause_meaning(c));
   }
   return out;
 }

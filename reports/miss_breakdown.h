@@ -23,8 +23,11 @@
 //                         computed with its decode steps took (RequestRecord::interference_ns);
 //   then, for the pool that decoded it over its decode span: scale_up_lag, gpu_budget or
 //   undersized_pool as above.
-// A request that misses both objectives is counted under both (its TTFT cause and its TPOT cause).
-// The tbt_p99 objective is not traced.
+// A TBT miss (more than 1 % of its token gaps above slo.tbt_p99, the rule of objectives_met()) is
+// traced on the stalls that make long gaps: kv_pressure when preempted; else, when its KV time or
+// its interference time (both as for TPOT) is nonzero, kv_pressure or prefill_interference by the
+// larger; else the pool rules over its decode span (its decode steps alone were too slow).
+// A request that misses several objectives is counted under each (one cause per objective).
 #pragma once
 
 #include <cstdint>
@@ -61,10 +64,13 @@ const char* miss_cause_name(MissCause cause);
 // One line saying what the cause means, for the printed breakdown.
 const char* miss_cause_meaning(MissCause cause);
 
+enum class Objective { kTtft, kTpot, kTbt };
+const char* objective_name(Objective objective);  // "ttft", "tpot", "tbt"
+
 // One missed objective of one request.
 struct RequestMiss {
   RequestId request_id = 0;
-  bool tpot = false;  // false: its TTFT objective
+  Objective objective = Objective::kTtft;
   MissCause cause = MissCause::kUndersizedPool;
 };
 
@@ -72,10 +78,13 @@ struct MissBreakdown {
   int64_t requests = 0;     // finished, not warm-up
   int64_t ttft_missed = 0;  // requests over the TTFT objective
   int64_t tpot_missed = 0;
-  int64_t missed = 0;       // requests over either
+  int64_t tbt_missed = 0;   // requests over the TBT p99 objective
+  int64_t missed = 0;       // requests over any
   int64_t ttft_by_cause[kNumMissCauses] = {};
   int64_t tpot_by_cause[kNumMissCauses] = {};
-  std::vector<RequestMiss> misses;  // in request order, the TTFT miss first
+  int64_t tbt_by_cause[kNumMissCauses] = {};
+  bool tbt_objective = false;  // the SLO has a TBT p99 objective (format shows its column)
+  std::vector<RequestMiss> misses;  // in request order; per request TTFT, TPOT, TBT
 };
 
 // REQUIRES: every record's instance ids index `instances`. `gpu_budget`: the elastic policy's

@@ -122,7 +122,7 @@ constexpr const char* kRequestMissSql = R"sql(
 CREATE TABLE request_miss(
   run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
   request_id INTEGER NOT NULL,
-  objective TEXT NOT NULL,  -- ttft | tpot
+  objective TEXT NOT NULL,  -- ttft | tpot | tbt
   cause TEXT NOT NULL,      -- local_prefill | kv_pressure | slow_prefill | prefill_interference |
                             -- scale_up_lag | gpu_budget | undersized_pool
   PRIMARY KEY (run_id, request_id, objective)
@@ -507,7 +507,7 @@ struct SqliteSink::Impl {
     guarded("writing a request miss", [&] {
       insert_miss->bind(1, run_id)
           .bind(2, static_cast<int64_t>(m.request_id))
-          .bind(3, std::string_view(m.tpot ? "tpot" : "ttft"))
+          .bind(3, std::string_view(objective_name(m.objective)))
           .bind(4, std::string_view(miss_cause_name(m.cause)))
           .run();
     });

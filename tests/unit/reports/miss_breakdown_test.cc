@@ -119,8 +119,8 @@ TEST(ExplainMisses, BothObjectivesCountedOnceAsARequestAndWarmupLeftOut) {
   EXPECT_EQ(b.ttft_missed, 1);
   EXPECT_EQ(b.tpot_missed, 1);
   ASSERT_EQ(b.misses.size(), 2u);
-  EXPECT_FALSE(b.misses[0].tpot);
-  EXPECT_TRUE(b.misses[1].tpot);
+  EXPECT_EQ(b.misses[0].objective, Objective::kTtft);
+  EXPECT_EQ(b.misses[1].objective, Objective::kTpot);
   EXPECT_EQ(b.ttft_by_cause[static_cast<int>(MissCause::kUndersizedPool)], 1);
   EXPECT_EQ(b.tpot_by_cause[static_cast<int>(MissCause::kUndersizedPool)], 1);
   const std::string table = format_miss_breakdown(b);
@@ -128,6 +128,40 @@ TEST(ExplainMisses, BothObjectivesCountedOnceAsARequestAndWarmupLeftOut) {
   EXPECT_NE(table.find("undersized_pool            1  100.0 %      1  100.0 %"),
             std::string::npos)
       << table;
+}
+
+// A request with more than 1 % of its gaps above the TBT p99 objective misses it (objectives_met's
+// rule), traced on what makes long gaps; its table gets a TBT column.
+TEST(ExplainMisses, TbtP99MissesAreTracedOnTheirStalls) {
+  const auto cluster = elastic_cluster();
+  sim::SloSpec s;
+  s.tbt_p99 = Duration{100 * kMs};
+  sim::RequestRecord r = request(0, 0, 50'000, 0, 100, 201, 40);  // 200 gaps
+  r.tbt_slo_violations = 2;  // 1 % of 200: still met
+  MissBreakdown b = explain_misses({r}, cluster, s, 8);
+  EXPECT_EQ(b.tbt_missed, 0);
+  EXPECT_TRUE(b.misses.empty());
+  r.tbt_slo_violations = 3;  // over 1 %, no stall recorded: its decode steps were too slow
+  EXPECT_EQ(only_cause(explain_misses({r}, cluster, s, 8)), MissCause::kUndersizedPool);
+  r.interference_ns = 300 * kMs;  // prompt chunks in its decode steps
+  b = explain_misses({r}, cluster, s, 8);
+  EXPECT_EQ(only_cause(b), MissCause::kPrefillInterference);
+  EXPECT_EQ(b.misses.front().objective, Objective::kTbt);
+  EXPECT_EQ(b.tbt_missed, 1);
+  EXPECT_EQ(b.missed, 1);
+  EXPECT_EQ(b.tbt_by_cause[static_cast<int>(MissCause::kPrefillInterference)], 1);
+  const std::string table = format_miss_breakdown(b);
+  EXPECT_NE(table.find("1 of 1 requests missed: 0 TTFT, 0 TPOT, 1 TBT p99"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("prefill_interference       0    0.0 %      0    0.0 %      1  100.0 %"),
+            std::string::npos)
+      << table;
+  r.recompute_ns = 400 * kMs;  // others' recomputation took longer
+  EXPECT_EQ(only_cause(explain_misses({r}, cluster, s, 8)), MissCause::kKvPressure);
+  // Without a TBT objective, no TBT column.
+  EXPECT_EQ(format_miss_breakdown(explain_misses({r}, cluster, slo(), 8)).find("TBT"),
+            std::string::npos);
+  EXPECT_EQ(std::string(objective_name(Objective::kTbt)), "tbt");
 }
 
 TEST(ExplainMisses, AnInstanceOutsideTheClusterIsAnError) {

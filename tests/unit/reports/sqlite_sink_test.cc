@@ -383,7 +383,8 @@ TEST_F(SqliteSinkTest, MigratesAVersion3DatabaseAndStoresMisses) {
     moved.kv_arrived_ns = moved.first_token_ns + 2'000'000;
     moved.interference_ns = 5'000'000;
     sink.listener().on_request(moved);
-    sink.add_misses({{0, false, MissCause::kScaleUpLag}, {0, true, MissCause::kKvPressure}});
+    sink.add_misses({{0, Objective::kTtft, MissCause::kScaleUpLag},
+                     {0, Objective::kTpot, MissCause::kKvPressure}});
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
