@@ -628,9 +628,15 @@ int main(int argc, char** argv) {
 
   std::string baseline;
   bool update = false;
-  auto* regress = cli.add_subcommand("regress", "goodput regression gate over canonical scenarios");
+  bool regress_json = false;
+  auto* regress = cli.add_subcommand(
+      "regress",
+      "goodput regression gate over canonical scenarios: an entry fails when its goodput leaves "
+      "baseline x (1 +- tolerance); file format in app/regress.h and the README");
   regress->add_option("baseline", baseline, "baseline JSON (bench/goodput_baseline.json)")->required();
-  regress->add_flag("--update", update, "rewrite the baseline with the measured goodput");
+  regress->add_flag("--update", update,
+                    "rewrite the baseline with the measured goodput (entries without one get it)");
+  regress->add_flag("--json", regress_json, "print one JSON document instead of the table");
 
   std::string dllm_table = "all";
   auto* dllm_report = cli.add_subcommand(
@@ -1050,7 +1056,7 @@ int main(int argc, char** argv) {
     }
     if (*regress) {
       const int failures = servesim::app::run_regression(
-          baseline, servesim::scenarios::DataRoot::discover(), {update}, std::cout);
+          baseline, servesim::scenarios::DataRoot::discover(), {update, regress_json}, std::cout);
       return failures == 0 ? 0 : 1;
     }
   } catch (const servesim::ConfigError& e) {

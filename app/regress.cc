@@ -1,7 +1,9 @@
 #include "app/regress.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -10,6 +12,33 @@
 #include "scenarios/json_reader.h"
 
 namespace servesim::app {
+namespace {
+
+// "ok", or why `measured` leaves the band baseline x (1 +- tolerance).
+std::string regress_verdict(double baseline, double tolerance, double measured) {
+  if (measured < baseline * (1.0 - tolerance)) return "FAIL (below baseline - tolerance)";
+  if (measured > baseline * (1.0 + tolerance)) {
+    return "FAIL (above baseline + tolerance: --update if intended)";
+  }
+  return "ok";
+}
+
+// Writes `text` to `path` through a temporary file beside it, renamed over it: a reader sees the
+// old file or the new one, never half of one.
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream f(temporary, std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) throw Error(fmt::format("{}: could not write {}", path, temporary));
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) throw Error(fmt::format("{}: could not replace it: {}", path, ec.message()));
+}
+
+}  // namespace
 
 int run_regression(const std::string& baseline_path, const scenarios::DataRoot& root,
                    const RegressOptions& options, std::ostream& out) {
@@ -42,7 +71,12 @@ int run_regression(const std::string& baseline_path, const scenarios::DataRoot& 
             }
           }
         }
-        e.goodput = r.number("goodput_tokens_per_s", std::nullopt, 0.0).value_or(0);
+        // Required unless --update is to fill it in.
+        e.goodput = r.number("goodput_tokens_per_s", 0.0, 0.0).value_or(0);
+        if (!options.update && !(*list)[i].contains("goodput_tokens_per_s")) {
+          issues.add(r.child_path("goodput_tokens_per_s"),
+                     "is required (servesim regress --update measures it and fills it in)");
+        }
         e.tolerance = r.number("tolerance", 0.05, 0.0, 1.0).value_or(0.05);
         r.finish();
         entries.push_back(e);
@@ -54,8 +88,11 @@ int run_regression(const std::string& baseline_path, const scenarios::DataRoot& 
 
   const std::string base_dir = std::filesystem::path(baseline_path).parent_path().string();
   int failures = 0;
-  out << fmt::format("{:<28} {:>14} {:>14} {:>8} {:>7}  {}\n", "entry", "baseline tok/s",
-                     "measured tok/s", "change", "tol", "verdict");
+  scenarios::Json report = {{"baseline", baseline_path}, {"entries", scenarios::Json::array()}};
+  if (!options.json) {
+    out << fmt::format("{:<28} {:>14} {:>14} {:>8} {:>7}  {}\n", "entry", "baseline tok/s",
+                       "measured tok/s", "change", "tol", "verdict");
+  }
   for (size_t i = 0; i < entries.size(); ++i) {
     Entry& e = entries[i];
     const std::string path = scenarios::resolve_data_path(e.scenario, base_dir, root);
@@ -70,22 +107,33 @@ int run_regression(const std::string& baseline_path, const scenarios::DataRoot& 
       ro.keep_records = false;
       measured = run_scenario(s, root, ro).summary.goodput_tokens_per_s;
     }
-    const double floor = e.goodput * (1.0 - e.tolerance);
-    const bool pass = measured >= floor;
-    if (!pass) failures++;
+    const std::string verdict = options.update ? "updated" : regress_verdict(e.goodput, e.tolerance, measured);
+    if (verdict.rfind("FAIL", 0) == 0) failures++;
     const double change = e.goodput > 0 ? (measured / e.goodput - 1.0) * 100.0 : 0.0;
-    out << fmt::format("{:<28} {:>14.1f} {:>14.1f} {:>+7.2f}% {:>6.1f}%  {}\n", e.name, e.goodput,
-                       measured, change, e.tolerance * 100.0,
-                       pass ? "ok" : "FAIL (below baseline - tolerance)");
+    if (options.json) {
+      report["entries"].push_back({{"name", e.name},
+                                   {"baseline", e.goodput},
+                                   {"measured", measured},
+                                   {"change", change / 100.0},
+                                   {"tolerance", e.tolerance},
+                                   {"verdict", verdict}});
+    } else {
+      out << fmt::format("{:<28} {:>14.1f} {:>14.1f} {:>+7.2f}% {:>6.1f}%  {}\n", e.name,
+                         e.goodput, measured, change, e.tolerance * 100.0, verdict);
+    }
     if (options.update) doc["entries"][i]["goodput_tokens_per_s"] = std::round(measured * 10) / 10;
   }
-  if (options.update) {
-    std::ofstream f(baseline_path);
-    f << doc.dump(2) << "\n";
+  if (options.update) write_atomically(baseline_path, doc.dump(2) + "\n");
+  report["passed"] = static_cast<int64_t>(entries.size()) - failures;
+  report["failed"] = failures;
+  report["updated"] = options.update;
+  if (options.json) {
+    out << report.dump(2) << "\n";
+  } else if (options.update) {
     out << fmt::format("updated {}\n", baseline_path);
-    return 0;
+  } else {
+    out << fmt::format("{} passed, {} failed\n", entries.size() - failures, failures);
   }
-  out << fmt::format("{} passed, {} failed\n", entries.size() - failures, failures);
   return failures;
 }
 
