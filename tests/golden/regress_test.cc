@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "scenarios/json_reader.h"
 #include "sim/core/error.h"
 
@@ -21,10 +23,12 @@ const scenarios::DataRoot& root() {
   return r;
 }
 
-// Writes a baseline of the quickstart scenario with `entries` (JSON objects without "scenario")
-// into a fresh folder; returns its path.
+// Writes a baseline of the quickstart scenario with `entries` (JSON objects without "scenario";
+// "@S" stands for the quickstart's "scenario") into a fresh folder of this process; returns its
+// path. ctest runs the tests of this file as parallel processes.
 std::string baseline_with(const std::string& name, const std::string& entries) {
-  const fs::path dir = fs::temp_directory_path() / ("servesim_regress_" + name);
+  const fs::path dir = fs::temp_directory_path() /
+                       ("servesim_regress_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string scenario = (fs::path(root().root) / "scenarios" / "quickstart.json").string();
