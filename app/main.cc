@@ -166,6 +166,20 @@ Json summary_json(const reports::RunSummary& summary) {
   return out;
 }
 
+// `run --slo KEY=DURATION` as the scenario override slo.KEY=DURATION. Throws ConfigError for a key
+// the scenario's slo section has not (capacity's percentile criteria such as ttft_p90 included).
+std::string slo_override(const std::string& objective) {
+  const size_t eq = objective.find('=');
+  const std::string key = objective.substr(0, eq);
+  if (eq == std::string::npos || (key != "ttft" && key != "tpot" && key != "tbt_p99")) {
+    throw servesim::ConfigError(
+        "run", {{"--slo", fmt::format("expected ttft=, tpot= or tbt_p99= and a duration, got "
+                                      "\"{}\" (percentile criteria are capacity's)",
+                                      objective)}});
+  }
+  return "slo." + objective;
+}
+
 // The miss breakdown of `run --explain-misses --json`: counts per objective and cause.
 Json misses_json(const reports::MissBreakdown& b) {
   Json ttft = Json::object(), tpot = Json::object(), tbt = Json::object();
@@ -606,6 +620,10 @@ int main(int argc, char** argv) {
   bool json = false;
   run->add_flag("--json", json,
                 "print the summary as one JSON document on stdout (the text goes to stderr)");
+  std::vector<std::string> run_slo;
+  run->add_option("--slo", run_slo,
+                  "an SLO objective of the scenario: ttft=DURATION, tpot=DURATION or "
+                  "tbt_p99=DURATION (repeatable; the same as --set slo.<key>=DURATION)");
   bool explain_misses = false;
   run->add_flag("--explain-misses", explain_misses,
                 "trace each request that missed the SLO to its cause and print the breakdown "
@@ -898,7 +916,12 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*run) return cmd_run(scenario_path, overrides, seed, db, no_db, json, explain_misses);
+    if (*run) {
+      for (const std::string& objective : run_slo) {
+        overrides.push_back(slo_override(objective));
+      }
+      return cmd_run(scenario_path, overrides, seed, db, no_db, json, explain_misses);
+    }
     if (*check) return cmd_check(scenario_path, overrides);
     if (*dllm_report) {
       return servesim::app::run_dllm_report(dllm_table, servesim::scenarios::DataRoot::discover(),

@@ -121,6 +121,29 @@ TEST(GoldenErrors, BadScenariosFailWithTheExpectedMessages) {
   }
 }
 
+// `run --slo KEY=DURATION` sets the scenario's objective, as --set slo.KEY=DURATION does; a
+// percentile criterion (capacity's) is bad input.
+TEST(GoldenCli, RunTakesSloObjectives) {
+  const std::string bin = std::string(SERVESIM_BIN) + " run --no-db ";
+  const auto with_slo = run_command(bin + "--slo ttft=200ms --slo tbt_p99=40ms");
+  const auto with_set = run_command(bin + "--set slo.ttft=200ms --set slo.tbt_p99=40ms");
+  ASSERT_EQ(with_slo.first, 0) << with_slo.second;
+  EXPECT_NE(with_slo.second.find("(TTFT <= 200 ms, TPOT <= 50 ms, TBT p99 <= 40 ms;"),
+            std::string::npos)
+      << with_slo.second;
+  const auto attainment = [](const std::string& out) {
+    return out.substr(out.find("SLO attainment"), out.find('\n', out.find("SLO attainment")) -
+                                                      out.find("SLO attainment"));
+  };
+  EXPECT_EQ(attainment(with_slo.second), attainment(with_set.second));
+  const auto bad = run_command(bin + "--slo ttft_p90=2s");
+  EXPECT_EQ(bad.first, 2);
+  EXPECT_NE(bad.second.find("--slo: expected ttft=, tpot= or tbt_p99= and a duration, got "
+                            "\"ttft_p90=2s\""),
+            std::string::npos)
+      << bad.second;
+}
+
 TEST(GoldenDeterminism, TwoProcessesGiveTheSameFingerprint) {
   const std::string cmd = std::string(SERVESIM_BIN) + " run --no-db | grep fingerprint";
   const auto a = run_command(cmd);
