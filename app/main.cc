@@ -704,8 +704,9 @@ int main(int argc, char** argv) {
   models_import->add_option("--hf-id", models_options.hf_id,
                             "Hugging Face id, e.g. Qwen/Qwen3-32B (default: _name_or_path)");
   models_import->add_option("--out", models_options.out_dir,
-                            "catalog folder to write into (default: models/catalog/models of the "
-                            "data root)");
+                            "catalog folder to write into, made if missing (default: "
+                            "models/catalog/models of the data root); servesim finds its models "
+                            "with SERVESIM_MODELS=DIR in the environment");
   models_import->add_option("--source", models_options.source,
                             "provenance recorded in the file (default: the hf-id's config.json)");
   models_import->add_option("--license", models_options.license,

@@ -8,6 +8,7 @@
 
 #include "models/hardware.h"
 #include "models/hf_import.h"
+#include "scenarios/scenario.h"
 #include "sim/core/error.h"
 
 namespace servesim::app {
@@ -105,6 +106,19 @@ int run_models_import(const std::string& config_path, const ModelsImportOptions&
   }
 
   const std::string dir = options.out_dir.empty() ? root.model_catalog_dir() : options.out_dir;
+  if (!options.out_dir.empty()) {
+    // A folder of the user's own: made if missing, and no key of the shipped catalog, which
+    // SERVESIM_MODELS loads beside it.
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw InputError(dir, 0, fmt::format("cannot create the folder: {}", ec.message()));
+    if (scenarios::Catalogs::get(root).models.all().count(key) != 0) {
+      throw InputError(config_path, 0,
+                       fmt::format("catalog key \"{}\" is a model of the shipped catalog; pass "
+                                   "another --key",
+                                   key));
+    }
+  }
   const models::WrittenModel written = models::write_catalog_model(doc, key, dir, options.force);
   const models::ModelSpec& m = written.spec;
 
@@ -144,9 +158,15 @@ int run_models_import(const std::string& config_path, const ModelsImportOptions&
       out << fmt::format("warning: approximate: {}\n", note.get<std::string>());
     }
   }
+  // Outside the data root, the catalog folder is found through SERVESIM_MODELS.
+  const std::string env =
+      options.out_dir.empty()
+          ? ""
+          : fmt::format("SERVESIM_MODELS={} ", std::filesystem::absolute(dir).lexically_normal().string());
   out << fmt::format("use it: \"model\": \"{}\" in a scenario", key);
+  if (!env.empty()) out << fmt::format(" with {}in the environment", env);
   if (const int tp = suggested_tp(m); tp > 0) {
-    out << fmt::format(", e.g. servesim check --set model={}{}\n", key,
+    out << fmt::format(", e.g. {}servesim check --set model={}{}\n", env, key,
                        tp > 1 ? fmt::format(" --set cluster.tp={}", tp) : "");
   } else {
     out << fmt::format(

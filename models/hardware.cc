@@ -417,6 +417,23 @@ ModelCatalog ModelCatalog::load(const std::string& dir) {
     const FieldReader reader(file.string());
     const std::string key = file.stem().string();
     catalog.models_.emplace(key, read_model(reader, key, parse_json_file<Json>(file.string())));
+    catalog.files_.emplace(key, file.string());
+  }
+  return catalog;
+}
+
+ModelCatalog ModelCatalog::load(const std::vector<std::string>& dirs) {
+  ModelCatalog catalog;
+  for (const std::string& dir : dirs) {
+    ModelCatalog one = load(dir);
+    for (auto& [key, spec] : one.models_) {
+      if (const auto it = catalog.files_.find(key); it != catalog.files_.end()) {
+        throw InputError(one.files_.at(key), 0,
+                         fmt::format("model \"{}\" is defined in {} too", key, it->second));
+      }
+      catalog.files_.emplace(key, one.files_.at(key));
+      catalog.models_.emplace(key, std::move(spec));
+    }
   }
   return catalog;
 }

@@ -181,12 +181,16 @@ class ModelCatalog {
  public:
   // Loads every *.json in `dir`, keyed by file stem. Throws InputError on malformed data.
   static ModelCatalog load(const std::string& dir);
+  // Loads each folder in turn (the shipped catalog, then a user's own folders). A key in two
+  // folders is an InputError naming both files.
+  static ModelCatalog load(const std::vector<std::string>& dirs);
   const ModelSpec& get(const std::string& key) const;
   std::vector<std::string> keys() const;
   const std::map<std::string, ModelSpec>& all() const { return models_; }
 
  private:
   std::map<std::string, ModelSpec> models_;
+  std::map<std::string, std::string> files_;  // key -> the file it came from
 };
 
 }  // namespace servesim::models

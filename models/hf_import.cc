@@ -730,6 +730,22 @@ std::string default_catalog_key(const std::string& config_path,
       }
     }
   }
+  if (stem == "config") {
+    // A model's own folder ("Qwen3-32B/config.json"), or the Hugging Face cache's
+    // "models--Qwen--Qwen3-32B/snapshots/<commit>/config.json".
+    const fs::path dir = fs::absolute(fs::path(config_path)).lexically_normal().parent_path();
+    std::string folder = dir.filename().string();
+    if (dir.parent_path().filename() == "snapshots") {
+      folder = dir.parent_path().parent_path().filename().string();
+    }
+    if (const size_t sep = folder.rfind("--"); sep != std::string::npos) {
+      folder = folder.substr(sep + 2);
+    }
+    folder = lower(folder);
+    if (valid_catalog_key(folder) && folder.find_first_of("0123456789") != std::string::npos) {
+      return folder;
+    }
+  }
   return "";
 }
 

@@ -75,7 +75,9 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
 // The catalog key a config file suggests: its file name without ".json" and a "config" suffix
 // ("Qwen--Qwen3-32B.config.json", "Qwen--Qwen3-32B_config.json"), after the last "--" (the
 // org--name convention), lower-cased: "qwen3-32b". A bare "config.json" falls back to the last
-// part of `_name_or_path`. Returns "" when neither gives a valid key.
+// part of `_name_or_path`, then to the name of its folder when that names a model (holds a digit):
+// "Qwen3-32B/config.json", or the Hugging Face cache's
+// "models--Qwen--Qwen3-32B/snapshots/<commit>/config.json". Returns "" when none gives a key.
 std::string default_catalog_key(const std::string& config_path,
                                 const nlohmann::ordered_json& config);
 

@@ -34,6 +34,16 @@ std::string DataRoot::gpu_catalog() const { return (fs::path(root) / "models/cat
 std::string DataRoot::model_catalog_dir() const {
   return (fs::path(root) / "models/catalog/models").string();
 }
+std::vector<std::string> DataRoot::model_catalog_dirs() const {
+  std::vector<std::string> dirs = {model_catalog_dir()};
+  if (const char* env = std::getenv("SERVESIM_MODELS"); env != nullptr) {
+    std::stringstream list(env);
+    for (std::string dir; std::getline(list, dir, ':');) {
+      if (!dir.empty()) dirs.push_back(dir);
+    }
+  }
+  return dirs;
+}
 std::string DataRoot::engine_calibration() const {
   return (fs::path(root) / "models/engines/calibration.json").string();
 }
@@ -46,7 +56,7 @@ const Catalogs& Catalogs::get(const DataRoot& root) {
   if (!slot) {
     slot = std::make_unique<Catalogs>(
         Catalogs{models::GpuCatalog::load(root.gpu_catalog()),
-                 models::ModelCatalog::load(root.model_catalog_dir()),
+                 models::ModelCatalog::load(root.model_catalog_dirs()),
                  models::EngineCalibrations::load(root.engine_calibration())});
   }
   return *slot;

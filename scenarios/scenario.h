@@ -41,6 +41,9 @@ struct DataRoot {
   static DataRoot discover();  // $SERVESIM_DATA, else the compiled-in source directory
   std::string gpu_catalog() const;
   std::string model_catalog_dir() const;
+  // model_catalog_dir(), then the folders of the environment's SERVESIM_MODELS (':'-separated):
+  // models of a user's own, e.g. written by `servesim models import --out DIR`.
+  std::vector<std::string> model_catalog_dirs() const;
   std::string engine_calibration() const;  // models/engines/calibration.json
 };
 

@@ -8,6 +8,8 @@
 // 3. Determinism across processes: the quickstart run twice by the CLI gives the same fingerprint.
 //
 // SERVESIM_UPDATE_GOLDEN=1 rewrites the expectations instead of comparing (then review the diff).
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "golden_util.h"
@@ -142,6 +144,36 @@ TEST(GoldenCli, RunTakesSloObjectives) {
                             "\"ttft_p90=2s\""),
             std::string::npos)
       << bad.second;
+}
+
+// `models import --out DIR` makes the folder, and the command it prints finds the model through
+// SERVESIM_MODELS; a key of the shipped catalog is refused there.
+TEST(GoldenCli, ModelsImportedToAFolderOfOnesOwnAreFound) {
+  const fs::path dir = fs::temp_directory_path() / ("servesim_import_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "Qwen3-32B");
+  const auto root = scenarios::DataRoot::discover();
+  fs::copy_file(fs::path(root.root) / "models/catalog/hf_configs/Qwen--Qwen3-32B.config.json",
+                dir / "Qwen3-32B" / "config.json");
+  const std::string bin = std::string(SERVESIM_BIN);
+  const std::string config = (dir / "Qwen3-32B" / "config.json").string();
+  const std::string out = (dir / "catalog" / "mine").string();  // does not exist yet
+  const auto refused = run_command(bin + " models import " + config + " --out " + out);
+  EXPECT_EQ(refused.first, 2);
+  EXPECT_NE(refused.second.find("catalog key \"qwen3-32b\" is a model of the shipped catalog"),
+            std::string::npos)
+      << refused.second;
+  const auto added = run_command(bin + " models import " + config + " --key my-qwen --out " + out);
+  ASSERT_EQ(added.first, 0) << added.second;
+  const std::string env = "SERVESIM_MODELS=" + out + " ";
+  EXPECT_NE(added.second.find("e.g. " + env + "servesim check --set model=my-qwen"),
+            std::string::npos)
+      << added.second;
+  const auto found = run_command(env + bin + " check --set model=my-qwen --set cluster.tp=2");
+  EXPECT_EQ(found.first, 0) << found.second;
+  const auto without = run_command(bin + " check --set model=my-qwen --set cluster.tp=2");
+  EXPECT_EQ(without.first, 2) << without.second;
+  fs::remove_all(dir);
 }
 
 TEST(GoldenDeterminism, TwoProcessesGiveTheSameFingerprint) {

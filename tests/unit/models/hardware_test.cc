@@ -5,6 +5,9 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -214,6 +217,28 @@ TEST(ModelCatalogTest, LoadsAllTwentyThreeModels) {
                                                       "qwen2.5-72b",
                                                       "qwen3-235b-a22b",
                                                       "qwen3-32b"}));
+}
+
+// The shipped catalog and a folder of one's own load together; a key in both names both files.
+TEST(ModelCatalogTest, FoldersLoadTogetherAndAKeyInTwoIsAnError) {
+  const fs::path dir = fs::temp_directory_path() / ("servesim_own_models_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string shipped = std::string(kDefaultModelCatalogDir) + "/qwen3-32b.json";
+  fs::copy_file(shipped, dir / "my-qwen.json");
+  const ModelCatalog both = ModelCatalog::load(std::vector<std::string>{kDefaultModelCatalogDir, dir.string()});
+  EXPECT_EQ(both.all().size(), ModelCatalog::load(kDefaultModelCatalogDir).all().size() + 1);
+  EXPECT_EQ(both.get("my-qwen").num_layers, both.get("qwen3-32b").num_layers);
+  fs::copy_file(shipped, dir / "qwen3-32b.json");
+  try {
+    ModelCatalog::load(std::vector<std::string>{kDefaultModelCatalogDir, dir.string()});
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), (dir / "qwen3-32b.json").string());
+    EXPECT_NE(e.message().find("model \"qwen3-32b\" is defined in"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ModelCatalogTest, KvBytesMatchEveryFile) {

@@ -551,6 +551,12 @@ TEST(HfImportKeys, DefaultKeyFromTheFileNameOrNameOrPath) {
   const Json named = {{"_name_or_path", "meta-llama/Llama-2-70b-hf"}};
   EXPECT_EQ(default_catalog_key("dl/config.json", named), "llama-2-70b-hf");
   EXPECT_EQ(default_catalog_key("dl/config.json", none), "");
+  // A bare config.json in a folder that names a model, or in the Hugging Face cache's layout.
+  EXPECT_EQ(default_catalog_key("downloads/Qwen3-32B/config.json", none), "qwen3-32b");
+  EXPECT_EQ(default_catalog_key(
+                "hub/models--meta-llama--Llama-3.1-8B-Instruct/snapshots/0e9e39f/config.json", none),
+            "llama-3.1-8b-instruct");
+  EXPECT_EQ(default_catalog_key("downloads/Qwen3-32B/config.json", named), "llama-2-70b-hf");
   EXPECT_TRUE(valid_catalog_key("qwen3-235b-a22b"));
   EXPECT_FALSE(valid_catalog_key("Qwen3"));
   EXPECT_FALSE(valid_catalog_key("../x"));
