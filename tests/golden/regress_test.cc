@@ -18,10 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const scenarios::DataRoot& root() {
-  static const scenarios::DataRoot r = scenarios::DataRoot::discover();
-  return r;
-}
+// The repository's data (scenarios, catalogs).
+const scenarios::DataRoot kRoot = scenarios::DataRoot::discover();
 
 // Writes a baseline of the quickstart scenario with `entries` (JSON objects without "scenario";
 // "@S" stands for the quickstart's "scenario") into a fresh folder of this process; returns its
@@ -31,7 +29,7 @@ std::string baseline_with(const std::string& name, const std::string& entries) {
                        ("servesim_regress_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const std::string scenario = (fs::path(root().root) / "scenarios" / "quickstart.json").string();
+  const std::string scenario = (fs::path(kRoot.root) / "scenarios" / "quickstart.json").string();
   std::string text = entries;
   for (size_t at = text.find("@S"); at != std::string::npos; at = text.find("@S")) {
     text.replace(at, 2, "\"scenario\": \"" + scenario + "\"");
@@ -46,7 +44,7 @@ double quickstart_goodput() {
   static const double measured = [] {
     const std::string path = baseline_with("measure", R"({"name": "q", @S})");
     std::ostringstream out;
-    run_regression(path, root(), {.update = true, .json = true}, out);
+    run_regression(path, kRoot, {.update = true, .json = true}, out);
     return scenarios::Json::parse(out.str()).at("entries").at(0).at("measured").get<double>();
   }();
   return measured;
@@ -61,7 +59,7 @@ TEST(Regress, FailsOutsideTheBandOnEitherSide) {
                             {{"name": "jump", @S, "goodput_tokens_per_s": {}, "tolerance": 0.02}})",
                           g, g * 1.5, g / 1.5));
   std::ostringstream out;
-  EXPECT_EQ(run_regression(path, root(), {}, out), 2) << out.str();
+  EXPECT_EQ(run_regression(path, kRoot, {}, out), 2) << out.str();
   const std::string text = out.str();
   EXPECT_NE(text.find("FAIL (below baseline - tolerance)"), std::string::npos) << text;
   EXPECT_NE(text.find("FAIL (above baseline + tolerance: --update if intended)"),
@@ -77,7 +75,7 @@ TEST(Regress, JsonHasEveryEntryAndTheCounts) {
                             {{"name": "drop", @S, "goodput_tokens_per_s": {}}})",
                           g, g * 2));
   std::ostringstream out;
-  EXPECT_EQ(run_regression(path, root(), {.json = true}, out), 1);
+  EXPECT_EQ(run_regression(path, kRoot, {.json = true}, out), 1);
   const scenarios::Json doc = scenarios::Json::parse(out.str());
   ASSERT_EQ(doc.at("entries").size(), 2u);
   EXPECT_EQ(doc["entries"][0]["verdict"], "ok");
@@ -93,7 +91,7 @@ TEST(Regress, UpdateFillsInANewEntryAndReplacesTheFileWhole) {
   // Without --update the missing value is an error that says how to get it.
   std::ostringstream out;
   try {
-    run_regression(path, root(), {}, out);
+    run_regression(path, kRoot, {}, out);
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("entries[0].goodput_tokens_per_s: is required "
@@ -101,14 +99,14 @@ TEST(Regress, UpdateFillsInANewEntryAndReplacesTheFileWhole) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(run_regression(path, root(), {.update = true}, out), 0);
+  EXPECT_EQ(run_regression(path, kRoot, {.update = true}, out), 0);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
   const scenarios::Json doc = scenarios::read_json_file(path, "baseline");
   EXPECT_NEAR(doc["entries"][0]["goodput_tokens_per_s"].get<double>(), quickstart_goodput(), 0.06);
   EXPECT_DOUBLE_EQ(doc["entries"][0]["tolerance"].get<double>(), 0.01);
   // The updated file passes.
   std::ostringstream again;
-  EXPECT_EQ(run_regression(path, root(), {}, again), 0) << again.str();
+  EXPECT_EQ(run_regression(path, kRoot, {}, again), 0) << again.str();
   fs::remove_all(fs::path(path).parent_path());
 }
 
