@@ -755,6 +755,7 @@ struct PlanConfig {
     double rate;
     bool meets;
     double attainment = kNaN, goodput = kNaN;
+    double output_tokens_per_s = kNaN;
   };
   std::vector<Probe> probes;
 };
@@ -830,7 +831,9 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
                  "(SELECT value FROM scalar s WHERE s.run_id = p.run_id AND s.entity = 'run' AND "
                  "s.name = 'slo_attainment'), "
                  "(SELECT value FROM scalar s WHERE s.run_id = p.run_id AND s.entity = 'run' AND "
-                 "s.name = 'goodput_tokens_per_s') "
+                 "s.name = 'goodput_tokens_per_s'), "
+                 "(SELECT value FROM scalar s WHERE s.run_id = p.run_id AND s.entity = 'run' AND "
+                 "s.name = 'output_tokens_per_s') "
                  "FROM plan_run p WHERE p.plan_id = ? ORDER BY p.config_index, p.rowid",
                  "reading plan runs");
     st.bind(1, plan_id);
@@ -839,7 +842,7 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
       if (it == by_index.end()) continue;
       configs[it->second].probes.push_back({st.column_int64(1), st.column_double(2),
                                             st.column_int64(3) != 0, column_or_nan(st, 4),
-                                            column_or_nan(st, 5)});
+                                            column_or_nan(st, 5), column_or_nan(st, 6)});
     }
   }
 
@@ -855,6 +858,17 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
   auto y_of = [&](const PlanConfig& c) {
     return have_capacity ? c.capacity : goodput_at_target(c);
   };
+  // Output tokens/s per GPU at the target rate (0 without a probe there): `servesim plan`'s
+  // tie-break between configs of equal cost.
+  auto tokens_per_gpu_at_target = [&](const PlanConfig& c) {
+    for (const auto& p : c.probes) {
+      if (target_mode && std::abs(p.rate - target_rate) <= 1e-9 * target_rate &&
+          std::isfinite(p.output_tokens_per_s) && c.num_gpus > 0) {
+        return p.output_tokens_per_s / static_cast<double>(c.num_gpus);
+      }
+    }
+    return 0.0;
+  };
 
   // Counts by status and pruning reason.
   std::map<std::string, int> by_status, by_reason;
@@ -868,8 +882,9 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
     if (c.status == "meets") ranked.push_back(&c);
   }
   std::stable_sort(ranked.begin(), ranked.end(), [&](const PlanConfig* a, const PlanConfig* b) {
-    if (target_mode) return a->cost < b->cost;
-    return a->capacity / a->cost > b->capacity / b->cost;
+    if (!target_mode) return a->capacity / a->cost > b->capacity / b->cost;
+    if (a->cost != b->cost) return a->cost < b->cost;
+    return tokens_per_gpu_at_target(*a) > tokens_per_gpu_at_target(*b);
   });
   const PlanConfig* chosen = ranked.empty() ? nullptr : ranked.front();
 

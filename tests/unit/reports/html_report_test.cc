@@ -22,7 +22,9 @@ size_t count(const std::string& text, const std::string& pattern) {
 class HtmlReportTest : public testing::TempDirTest {
  protected:
   // One run of `n` requests on two instances, with samples, scalars and a TBT histogram.
-  int64_t write_run(SqliteSink& sink, const std::string& policy, int n, bool split = false) {
+  // `output_tokens_per_s` > 0: that run scalar too.
+  int64_t write_run(SqliteSink& sink, const std::string& policy, int n, bool split = false,
+                    double output_tokens_per_s = 0) {
     const int64_t id = sink.begin_run({"unit", policy, "round_robin", "fixed", "test", "now", 1},
                                       {{"slo.ttft", "\"1s\""},
                                        {"slo.tbt_p99", "\"100ms\""},
@@ -54,6 +56,7 @@ class HtmlReportTest : public testing::TempDirTest {
     sink.add_scalar("run", "slo_attainment", 0.95);
     sink.add_scalar("run", "goodput_tokens_per_s", policy == "coloc" ? 100.0 : 120.0);
     sink.add_scalar("run", "ttft_p99_s", 0.2);
+    if (output_tokens_per_s > 0) sink.add_scalar("run", "output_tokens_per_s", output_tokens_per_s);
     LogHistogram h;
     for (int i = 1; i <= 100; ++i) h.add(int64_t{i} * 1'000'000, 1);
     sink.add_tbt_histogram(h);
@@ -162,6 +165,37 @@ TEST_F(HtmlReportTest, PlanShowsFrontierChosenAndPruning) {
   EXPECT_NE(html.find("data-chosen=\"0\""), std::string::npos);
   EXPECT_NE(html.find("data-reason=\"does not fit in GPU memory\""), std::string::npos);
   EXPECT_EQ(count(html, "data-role=\"probe\""), 2u);
+}
+
+// Configs of equal cost meeting the target: the one with more output tokens/s per GPU at the
+// target is chosen, as `servesim plan` ranks them, whatever their order in the plan.
+TEST_F(HtmlReportTest, PlanBreaksACostTieAsThePlanCommandDoes) {
+  const std::string db = path("r.db");
+  {
+    SqliteSink sink(db);
+    PlanStore store(db);
+    const int64_t plan =
+        store.begin_plan({"p", "p.json", "target", "now", R"({"slo": {"attainment": 0.9}})", 1.0});
+    store.add_run(plan, 0, write_run(sink, "coloc", 10, false, 100), 1.0, true);
+    store.add_run(plan, 1, write_run(sink, "coloc", 10, false, 300), 1.0, true);
+    PlanConfigRow a;
+    a.config_index = 0;
+    a.label = "slower";
+    a.status = "meets";
+    a.num_gpus = 2;
+    a.cost_per_hour = 4;
+    a.meets_target = 1;
+    store.add_config(plan, a);
+    PlanConfigRow b = a;
+    b.config_index = 1;
+    b.label = "faster";
+    store.add_config(plan, b);
+    store.finish_plan(plan, "ok");
+  }
+  ReportOptions options;
+  options.plan_id = 1;
+  const std::string html = render_report(db, options);
+  EXPECT_NE(html.find("data-chosen=\"1\""), std::string::npos) << html.substr(0, 2000);
 }
 
 TEST_F(HtmlReportTest, UnknownIdsNameWhatTheDatabaseHolds) {
