@@ -360,6 +360,45 @@ class Progress {
   bool enabled_;
 };
 
+// Dense rows by (engine, GPU class): indices into the simulated rows.
+using DenseGroups = std::map<std::pair<std::string, std::string>, std::vector<size_t>>;
+
+// Held-out predictions along one axis: in each group holding at least two of its values, each
+// value's rows predicted by the calibration fitted (from `start`) on the group's other rows.
+// Rows of groups with one value stay unset (row == nullptr).
+std::vector<Scored> leave_one_out(const HoldOutAxis& axis, const DenseGroups& groups,
+                                  const std::vector<const MappedRun*>& todo,
+                                  const std::vector<size_t>& todo_index, const Theta& start,
+                                  const FidelityOptions& options, const scenarios::DataRoot& root,
+                                  Progress& progress) {
+  std::vector<Scored> predicted(todo.size());
+  for (const auto& [key, members] : groups) {
+    std::set<std::string> values;
+    for (size_t i : members) values.insert(axis.value(*todo[i]));
+    if (values.size() < 2) continue;
+    for (const std::string& value : values) {
+      progress.line(
+          fmt::format("fitting {} on {} without {} {}...", key.first, key.second, axis.name, value));
+      std::vector<const MappedRun*> train, targets;
+      std::vector<size_t> where;
+      for (size_t i : members) {
+        if (axis.value(*todo[i]) == value) {
+          targets.push_back(todo[i]);
+          where.push_back(i);
+        } else {
+          train.push_back(todo[i]);
+        }
+      }
+      const Theta t = fit(spread(train, options.fit_max_rows), start, options, root);
+      const std::vector<Prediction> preds = predict_all(targets, &t, options.jobs, root);
+      for (size_t k = 0; k < where.size(); ++k) {
+        predicted[where[k]] = {todo[where[k]], todo_index[where[k]], preds[k]};
+      }
+    }
+  }
+  return predicted;
+}
+
 reports::FidelityRowRecord record_of(const Scored& s, const std::string& prediction) {
   reports::FidelityRowRecord r;
   const MappedRun& m = *s.row;
@@ -611,7 +650,7 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
   if (options.fit) {
     // Groups of dense rows by (engine, GPU class). A group of one model is not fitted: no model
     // of it could be held out; its rows are predicted like the MoE rows below.
-    std::map<std::pair<std::string, std::string>, std::vector<size_t>> groups;
+    DenseGroups groups;
     for (size_t i = 0; i < todo.size(); ++i) {
       if (todo[i]->calibrates()) {
         groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
@@ -631,41 +670,11 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
     // was fitted on every model, the held-out one included, and a local search started there
     // would carry it into the held-out fit. So --fit also gives the same result every time.
     const Theta start = kStart;
-    // Held-out predictions along one axis: in each group holding at least two of its values, each
-    // value's rows predicted by the calibration fitted on the group's other rows. Rows of groups
-    // with one value stay unset (row == nullptr).
-    const auto leave_one_out = [&](const HoldOutAxis& axis) {
-      std::vector<Scored> predicted(todo.size());
-      for (const auto& [key, members] : groups) {
-        std::set<std::string> values;
-        for (size_t i : members) values.insert(axis.value(*todo[i]));
-        if (values.size() < 2) continue;
-        for (const std::string& value : values) {
-          progress.line(fmt::format("fitting {} on {} without {} {}...", key.first, key.second,
-                                    axis.name, value));
-          std::vector<const MappedRun*> train, targets;
-          std::vector<size_t> where;
-          for (size_t i : members) {
-            if (axis.value(*todo[i]) == value) {
-              targets.push_back(todo[i]);
-              where.push_back(i);
-            } else {
-              train.push_back(todo[i]);
-            }
-          }
-          const Theta t = fit(spread(train, options.fit_max_rows), start, options, root);
-          const std::vector<Prediction> preds = predict_all(targets, &t, options.jobs, root);
-          for (size_t k = 0; k < where.size(); ++k) {
-            predicted[where[k]] = {todo[where[k]], todo_index[where[k]], preds[k]};
-          }
-        }
-      }
-      return predicted;
-    };
     // The estimate of each axis over the dense rows it could hold out, with its worst group.
     std::vector<std::pair<const HoldOutAxis*, std::vector<Scored>>> estimates;
     for (const HoldOutAxis& axis : hold_out_axes()) {
-      estimates.emplace_back(&axis, leave_one_out(axis));
+      estimates.emplace_back(
+          &axis, leave_one_out(axis, groups, todo, todo_index, start, options, root, progress));
     }
     held_out = estimates.front().second;  // leave one model out: the error band shipped
     in_sample.resize(todo.size());
