@@ -1,7 +1,7 @@
 # servesim — the two commands of the quick start:
 #   make demo   install the Debian packages if missing, build, run the embedded quickstart scenario
 #   make test   build and run the whole test suite (unit, golden, regression gate)
-# and the reliability checks (README "Fuzzing"):
+# and the reliability checks (docs/fuzzing.md):
 #   make test-sanitize   the whole test suite again, built with AddressSanitizer and UBSan
 #   make fuzz-smoke      every libFuzzer target of fuzz/ for FUZZ_SMOKE_S seconds (needs clang)
 #   make fuzz-campaign   the same for FUZZ_CAMPAIGN_S seconds each, corpus kept in FUZZ_WORK

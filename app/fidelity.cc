@@ -32,8 +32,8 @@ using scenarios::Json;
 // and the front end at 0, the GPU time scales at 1. Fitted on the shipped measured runs, they made
 // the leave-one-model-out error worse: a front end of tens of milliseconds per request became
 // queueing at high concurrency, and the GPU scales went to their bounds (prefill x2, decode
-// x0.7) to stand in for the waiting in the measured TTFTs, at the cost of TPOT (README,
-// "End-to-end fidelity"). They stay knobs a user may set.
+// x0.7) to stand in for the waiting in the measured TTFTs, at the cost of TPOT
+// (docs/fidelity.md). They stay knobs a user may set.
 constexpr size_t kNumKnobs = 7;
 constexpr std::array<const char*, kNumKnobs> kKnobs = {
     "cpu_iteration_us",    "cpu_request_us",    "cpu_token_us",    "frontend_request_us",

@@ -198,7 +198,7 @@ Json misses_json(const reports::MissBreakdown& b) {
   return doc;
 }
 
-// The `run --json` document (schema in the README).
+// The `run --json` document (schema in docs/results.md).
 Json run_json(const scenarios::Scenario& s, const app::RunOutcome& o, const std::string& db,
               const std::vector<std::string>& warnings) {
   Json doc = Json::object();

@@ -742,7 +742,7 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
                        options.db_path, stored_plan_id);
   }
   if (options.json) {
-    // The `plan --json` document (schema in the README).
+    // The `plan --json` document (schema in docs/results.md).
     Json doc = Json::object();
     doc["command"] = "plan";
     doc["plan"] = spec.name;

@@ -34,7 +34,7 @@ struct ValidateOptions {
   bool iterations = true;
   bool efficiency = true;  // GEMM efficiency against the peaks and the inversion check
   std::vector<std::string> gpus;  // empty: every GPU with tables
-  // When set, receives the report as JSON (schema in the README): every leave-one-out cell, every
+  // When set, receives the report as JSON (schema in docs/results.md): every leave-one-out cell, every
   // iteration-level point and forward pass, the failure counts.
   scenarios::Json* json = nullptr;
 };

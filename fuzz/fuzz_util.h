@@ -1,11 +1,11 @@
-// Shared plumbing of the libFuzzer targets (README.md, "Fuzzing").
+// Shared plumbing of the libFuzzer targets (docs/fuzzing.md).
 //
 // Contract: a target feeds its input to one parsing entry point, through a scratch file when the
 // entry point reads files. Bad input must end in the project's bad-input errors (ConfigError,
 // InputError: exit code 2); run_guarded() swallows those and lets every other exception escape,
 // so libFuzzer reports it (uncaught exception -> abort) together with the input.
 //
-// Known findings: exceptions of bugs already reported and being fixed (README.md, "Fuzzing") are
+// Known findings: exceptions of bugs already reported and being fixed (docs/fuzzing.md) are
 // swallowed too, so that `make fuzz-smoke` stays green while they are open; set
 // SERVESIM_FUZZ_STRICT=1 to report them. Remove an entry from is_known_finding() with its fix.
 #pragma once

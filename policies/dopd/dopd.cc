@@ -326,7 +326,7 @@ const ParamSchema& dopd_schema() {
     s.push_back({"eta", ParamType::kDouble, 0.85, "", "decode concurrency derating C_use = eta C_max",
                  {}, 0.05, 1.0});
     // 0.6: on the bursty replay (time scale 0.4) the highest SLO attainment whose GPU-seconds stay
-    // below the cheapest static layout that meets the SLO (README, "Elastic P/D").
+    // below the cheapest static layout that meets the SLO (docs/elastic-pd.md).
     s.push_back({"prefill_utilization", ParamType::kDouble, 0.6, "",
                  "target prefill-pool utilisation rho_P (eq. 16)", {}, 0.05, 1.0});
     s.push_back({"theta_q", ParamType::kDouble, 5.0, "requests",
@@ -354,7 +354,7 @@ const ParamSchema& dopd_schema() {
     s.push_back({"beta", ParamType::kDouble, 0.5, "", "eq. 17 safety factor", {}, 0.0, 1.0});
     // The released configurations prefill prompts up to 511 tokens on decode instances; on the
     // bursty replay that puts 39 % of the requests on them and most TPOT misses become prefill
-    // interference (README, "Elastic P/D"), so by default only the queue spill below does.
+    // interference (docs/elastic-pd.md), so by default only the queue spill below does.
     s.push_back({"max_local_prefill_length", ParamType::kInt, int64_t{0}, "tokens",
                  "prompts up to this length are prefilled on a decode instance (0: none; the "
                  "released configurations use 511)", {}, 0.0, {}});

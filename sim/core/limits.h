@@ -1,6 +1,6 @@
 // Resource limits: the largest simulations servesim accepts. Inputs beyond them are refused at
 // parse time with the limit in the message (a scenario error, exit 2), instead of exhausting
-// memory or running for hours. README.md "Limits" lists them.
+// memory or running for hours. docs/cli.md "Limits" lists them.
 //
 // Each bound is far above any published deployment or benchmark, and low enough that the
 // simulator's per-request, per-instance and per-sample state stays within a few GiB.

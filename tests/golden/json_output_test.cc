@@ -1,5 +1,5 @@
 // `--json` on run, capacity, plan, validate and iteration: stdout is one JSON document with the
-// keys the README documents, and the human text goes to stderr.
+// keys docs/results.md documents, and the human text goes to stderr.
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// One test per fuzzing finding (README.md, "Fuzzing"): the input that crashed a target of fuzz/,
+// One test per fuzzing finding (docs/fuzzing.md): the input that crashed a target of fuzz/,
 // fed to the same entry point, now ends in ConfigError or InputError (exit code 2).
 #include <gtest/gtest.h>
 

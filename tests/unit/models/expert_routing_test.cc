@@ -149,7 +149,7 @@ TEST(ExpertRouting, PowerLawModelAgainstMeasuredKernels) {
   std::printf("power-law kernels / balanced kernels, MdAPE over %zu points: power-law model "
               "%.1f %%, random routing %.1f %%, the balanced kernel as is %.1f %%\n",
               model_error.size(), 100 * model, 100 * uniform, 100 * flat);
-  // Measured, not assumed (README, "Expert routing"): 14.3 % for the model, 13.2 % for random
+  // Measured, not assumed (docs/cli.md, "Expert routing"): 14.3 % for the model, 13.2 % for random
   // routing, 12.3 % for the balanced kernel as is. The load model does not capture how the
   // kernels respond to skew, which is why measured power-law rows, where a table has them,
   // take precedence over it. The bounds catch a broken model or table.
