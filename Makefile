@@ -8,10 +8,15 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
-DEB_PACKAGES = cmake g++ make pkg-config libboost-dev libeigen3-dev nlohmann-json3-dev \
-  libcli11-dev libfmt-dev libsqlite3-dev sqlite3 libnlopt-dev libgtest-dev libgmock-dev googletest \
+# What servesim itself needs (make demo), then the test, benchmark, MPI, browser-test and fuzzing
+# tool chains (make test and the reliability targets).
+CORE_PACKAGES = cmake g++ make pkg-config libboost-dev libeigen3-dev nlohmann-json3-dev \
+  libcli11-dev libfmt-dev libsqlite3-dev libnlopt-dev
+DEB_PACKAGES = $(CORE_PACKAGES) sqlite3 libgtest-dev libgmock-dev googletest \
   libbenchmark-dev libopenmpi-dev openmpi-bin python3 chromium \
   clang libclang-rt-14-dev
+# make demo builds the servesim target alone, optimised without debug information.
+DEMO_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_FLAGS ?= -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DSERVESIM_SANITIZE=ON \
   -DSERVESIM_BUILD_BENCH=OFF
@@ -23,22 +28,33 @@ FUZZ_SMOKE_S ?= 20
 FUZZ_CAMPAIGN_S ?= 3600
 FUZZ_WORK ?= $(FUZZ_BUILD)/campaign
 
-.PHONY: demo deps build test test-sanitize fuzz-build fuzz-smoke fuzz-campaign bench clean
+.PHONY: demo deps deps-core build test test-sanitize fuzz-build fuzz-smoke fuzz-campaign bench clean
 
-demo: build
+demo: deps-core
+	cmake -S . -B $(BUILD) $(DEMO_FLAGS) -DSERVESIM_BUILD_TESTS=OFF -DSERVESIM_BUILD_BENCH=OFF \
+	  -DSERVESIM_BUILD_HARNESS=OFF
+	cmake --build $(BUILD) -j$(JOBS) --target servesim
 	./$(BUILD)/app/servesim run --db results.db
 
-# Installs the missing Debian packages (as root, or through sudo).
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# Installs the missing Debian packages of $(1) (as root, or through sudo).
+define install_missing
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
 	fi
+endef
+
+deps-core:
+	$(call install_missing,$(CORE_PACKAGES))
+
+deps:
+	$(call install_missing,$(DEB_PACKAGES))
 
 build: deps
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DSERVESIM_BUILD_TESTS=ON -DSERVESIM_BUILD_BENCH=ON \
+	  -DSERVESIM_BUILD_HARNESS=ON
 	cmake --build $(BUILD) -j$(JOBS)
 
 test: build
