@@ -22,6 +22,12 @@ size_t count(const std::string& text, const std::string& pattern) {
 class HtmlReportTest : public testing::TempDirTest {
  protected:
   // One run of `n` requests on two instances, with samples, scalars and a TBT histogram.
+  // A plan in target mode (1 req/s, attainment 0.9).
+  static int64_t begin_target_plan(PlanStore& store) {
+    return store.begin_plan(
+        {"p", "p.json", "target", "now", R"({"slo": {"attainment": 0.9}})", 1.0});
+  }
+
   // `output_tokens_per_s` > 0: that run scalar too.
   int64_t write_run(SqliteSink& sink, const std::string& policy, int n, bool split = false,
                     double output_tokens_per_s = 0) {
@@ -129,8 +135,7 @@ TEST_F(HtmlReportTest, PlanShowsFrontierChosenAndPruning) {
   {
     SqliteSink sink(db);
     PlanStore store(db);
-    const int64_t plan =
-        store.begin_plan({"p", "p.json", "target", "now", R"({"slo": {"attainment": 0.9}})", 1.0});
+    const int64_t plan = begin_target_plan(store);
     const int64_t r1 = write_run(sink, "coloc", 10);
     const int64_t r2 = write_run(sink, "coloc", 10);
     store.add_run(plan, 0, r1, 1.0, true);
@@ -174,22 +179,14 @@ TEST_F(HtmlReportTest, PlanBreaksACostTieAsThePlanCommandDoes) {
   {
     SqliteSink sink(db);
     PlanStore store(db);
-    const int64_t plan =
-        store.begin_plan({"p", "p.json", "target", "now", R"({"slo": {"attainment": 0.9}})", 1.0});
-    store.add_run(plan, 0, write_run(sink, "coloc", 10, false, 100), 1.0, true);
-    store.add_run(plan, 1, write_run(sink, "coloc", 10, false, 300), 1.0, true);
-    PlanConfigRow a;
-    a.config_index = 0;
-    a.label = "slower";
-    a.status = "meets";
-    a.num_gpus = 2;
-    a.cost_per_hour = 4;
-    a.meets_target = 1;
-    store.add_config(plan, a);
-    PlanConfigRow b = a;
-    b.config_index = 1;
-    b.label = "faster";
-    store.add_config(plan, b);
+    const int64_t plan = begin_target_plan(store);
+    // Two configs of 2 GPUs at $4/hour meeting the target, 100 and 300 output tokens/s there.
+    int64_t index = 0;
+    for (const auto& [label, tokens_per_s] : {std::pair{"slower", 100.0}, {"faster", 300.0}}) {
+      store.add_run(plan, index, write_run(sink, "coloc", 10, false, tokens_per_s), 1.0, true);
+      store.add_config(plan, {.config_index = index++, .label = label, .status = "meets",
+                              .num_gpus = 2, .cost_per_hour = 4, .meets_target = 1});
+    }
     store.finish_plan(plan, "ok");
   }
   ReportOptions options;
