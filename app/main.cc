@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "app/atomic_file.h"
 #include "app/capacity.h"
 #include "app/dllm_run.h"
 #include "app/dopd_ratio.h"
@@ -483,14 +484,7 @@ int cmd_report(const std::string& db, const std::vector<int64_t>& runs, std::opt
   options.plan_id = plan;
   reports::ReportStats stats;
   const std::string html = reports::render_report(db, options, &stats);
-  const std::string tmp = out_path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << html;
-    f.close();
-    if (!f) throw servesim::Error(fmt::format("{}: cannot write the report", tmp));
-  }
-  std::filesystem::rename(tmp, out_path);
+  app::write_file_atomically(out_path, html);
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("report     {}: {} run(s){}, {} charts, {:.0f} KB in {:.2f} s\n", out_path, stats.runs,

@@ -171,7 +171,8 @@ PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
       for (auto it = prices->begin(); it != prices->end(); ++it) {
         const std::string where = "search.prices." + it.key();
         if (catalogs.gpus.all().count(it.key()) == 0) {
-          issues.add(where, fmt::format("unknown GPU; expected one of {}", fmt::join(catalogs.gpus.keys(), ", ")));
+          issues.add(where, "unknown GPU; " + scenarios::choice_error(scenarios::Json(it.key()),
+                                                                  catalogs.gpus.keys()));
         } else if (!it.value().is_number() || it.value().get<double>() <= 0) {
           issues.add(where, fmt::format("expected a positive price in USD per GPU-hour, got {}",
                                         scenarios::describe_json(it.value())));

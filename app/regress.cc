@@ -2,11 +2,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <system_error>
 
 #include <fmt/format.h>
 
+#include "app/atomic_file.h"
 #include "app/dllm_run.h"
 #include "app/run_scenario.h"
 #include "scenarios/json_reader.h"
@@ -21,21 +20,6 @@ std::string regress_verdict(double baseline, double tolerance, double measured) 
     return "FAIL (above baseline + tolerance: --update if intended)";
   }
   return "ok";
-}
-
-// Writes `text` to `path` through a temporary file beside it, renamed over it: a reader sees the
-// old file or the new one, never half of one.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream f(temporary, std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) throw Error(fmt::format("{}: could not write {}", path, temporary));
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) throw Error(fmt::format("{}: could not replace it: {}", path, ec.message()));
 }
 
 }  // namespace
@@ -123,7 +107,7 @@ int run_regression(const std::string& baseline_path, const scenarios::DataRoot& 
     }
     if (options.update) doc["entries"][i]["goodput_tokens_per_s"] = std::round(measured * 10) / 10;
   }
-  if (options.update) write_atomically(baseline_path, doc.dump(2) + "\n");
+  if (options.update) write_file_atomically(baseline_path, doc.dump(2) + "\n");
   report["passed"] = static_cast<int64_t>(entries.size()) - failures;
   report["failed"] = failures;
   report["updated"] = options.update;
