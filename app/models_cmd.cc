@@ -8,7 +8,6 @@
 
 #include "models/hardware.h"
 #include "models/hf_import.h"
-#include "scenarios/scenario.h"
 #include "sim/core/error.h"
 
 namespace servesim::app {
@@ -112,7 +111,7 @@ int run_models_import(const std::string& config_path, const ModelsImportOptions&
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw InputError(dir, 0, fmt::format("cannot create the folder: {}", ec.message()));
-    if (scenarios::Catalogs::get(root).models.all().count(key) != 0) {
+    if (models::ModelCatalog::load(root.model_catalog_dir()).all().count(key) != 0) {
       throw InputError(config_path, 0,
                        fmt::format("catalog key \"{}\" is a model of the shipped catalog; pass "
                                    "another --key",

@@ -849,11 +849,16 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
   const bool target_mode = std::isfinite(target_rate) && target_rate > 0;
   bool have_capacity = false;
   for (const PlanConfig& c : configs) have_capacity = have_capacity || (c.capacity > 0);
-  auto goodput_at_target = [&](const PlanConfig& c) {
+  // The config's probe at the target rate; nullptr without a target or such a probe.
+  auto probe_at_target = [&](const PlanConfig& c) -> const PlanConfig::Probe* {
     for (const auto& p : c.probes) {
-      if (target_mode && std::abs(p.rate - target_rate) <= 1e-9 * target_rate) return p.goodput;
+      if (target_mode && std::abs(p.rate - target_rate) <= 1e-9 * target_rate) return &p;
     }
-    return kNaN;
+    return nullptr;
+  };
+  auto goodput_at_target = [&](const PlanConfig& c) {
+    const PlanConfig::Probe* p = probe_at_target(c);
+    return p ? p->goodput : kNaN;
   };
   auto y_of = [&](const PlanConfig& c) {
     return have_capacity ? c.capacity : goodput_at_target(c);
@@ -861,13 +866,10 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
   // Output tokens/s per GPU at the target rate (0 without a probe there): `servesim plan`'s
   // tie-break between configs of equal cost.
   auto tokens_per_gpu_at_target = [&](const PlanConfig& c) {
-    for (const auto& p : c.probes) {
-      if (target_mode && std::abs(p.rate - target_rate) <= 1e-9 * target_rate &&
-          std::isfinite(p.output_tokens_per_s) && c.num_gpus > 0) {
-        return p.output_tokens_per_s / static_cast<double>(c.num_gpus);
-      }
-    }
-    return 0.0;
+    const PlanConfig::Probe* p = probe_at_target(c);
+    return p && std::isfinite(p->output_tokens_per_s) && c.num_gpus > 0
+               ? p->output_tokens_per_s / static_cast<double>(c.num_gpus)
+               : 0.0;
   };
 
   // Counts by status and pruning reason.
