@@ -17,48 +17,14 @@
 #include "sim/core/error.h"
 #include "sim/core/rng.h"
 #include "sim/event_queue.h"
+#include "sim/instance_state.h"
+#include "sim/kv_manager.h"
 #include "sim/prefix_cache.h"
 
 namespace servesim::sim {
+using namespace detail;  // the engine's own state (sim/instance_state.h) and KV manager
+
 namespace {
-
-constexpr int32_t kNotRunning = -1;
-
-// Engine-only bookkeeping of one request (what policies never see) that the engine touches in
-// every iteration the request is in: one cache line per request.
-struct alignas(64) RequestState {
-  int32_t instance = -1;
-  int32_t running_pos = kNotRunning;  // index in its instance's running list
-  int64_t first_scheduled_ns = -1;
-  int64_t first_token_ns = -1;
-  int64_t last_token_ns = -1;
-  int64_t max_tbt_ns = 0;
-  int64_t tbt_violations = 0;
-  int32_t preemptions = 0;
-  int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
-  bool warmup = false;        // a benchmark warm-up request: its gaps stay out of the TBT histogram
-};
-static_assert(sizeof(RequestState) == 64);
-
-// The rest of a request's bookkeeping, read when its record is written.
-struct RequestExtras {
-  int64_t cached_tokens = 0;  // prompt tokens its first admission took from the prefix cache
-  int64_t split_tokens = 0;   // RequestRecord::split_tokens
-  int32_t prefill_instance = -1;  // RequestRecord::prefill_instance_id
-  int64_t kv_arrived_ns = -1;     // RequestRecord::kv_arrived_ns
-  int64_t interference_ns = 0;    // RequestRecord::interference_ns
-  int64_t recompute_ns = 0;       // RequestRecord::recompute_ns
-};
-
-// A request's prefix-cache state on its instance, kept only while it has some: the cache keys of
-// its prompt blocks (from its admission until all are registered), how many of them were
-// considered for the cache, and the keys of the cached blocks it references (the rest of its
-// blocks are private).
-struct PrefixState {
-  std::vector<uint64_t> block_keys;
-  int64_t keys_registered = 0;
-  std::vector<uint64_t> cache_refs;
-};
 
 // A prefilled request on its way from a prefill to a decode instance.
 struct Handoff {
@@ -69,73 +35,6 @@ struct Handoff {
   int64_t reserved_blocks = 0;  // on the decode instance, once the transfer started
 };
 
-struct BatchItem {
-  int32_t running_pos;
-  int64_t tokens;
-};
-
-struct InstanceState {
-  InstanceSetup setup;
-  std::vector<SeqView> running;
-  std::deque<SeqView> waiting;
-  int64_t free_blocks = 0;
-  int64_t outstanding = 0;
-  int64_t queued_prompt_blocks = 0;
-  bool busy = false;
-  bool schedule_pending = false;
-  SimTime batch_start{};
-  SimTime batch_end{};
-  // The running batch: running[0, batch_decodes) each take a one-token decode step (a decode run),
-  // then the items of `batch`.
-  int64_t batch_decodes = 0;
-  std::vector<BatchItem> batch;
-  models::BatchShape shape;  // of `batch` only, when batch_decodes > 0
-  // The leading decode run of `running` (InstanceView::decode_run), the positions in it whose step
-  // needs new KV blocks, and the fewest tokens any of its requests has left to sample. Valid while
-  // run_ready: found by the batch-done that left `running` as it is (or by find_decode_run()), and
-  // dropped by whatever changes `running` after it.
-  DecodeRun decode_run;
-  std::vector<int32_t> run_crossers;
-  int64_t run_to_first_finish = 0;
-  bool run_ready = false;
-  // Of the running batch's time, the shares of its prompt tokens and of its recomputed tokens (0
-  // unless it mixes them with one-token decode steps): what each of its decode steps is charged
-  // (RequestRecord::interference_ns, recompute_ns).
-  int64_t batch_interference_ns = 0;
-  int64_t batch_recompute_ns = 0;
-  BatchPlan plan;
-  InstanceStats stats;
-  int64_t busy_ns_at_last_sample = 0;
-  Lifecycle state = Lifecycle::kActive;
-  SimTime alive_from{};
-  SimTime retired_at{};
-  std::multiset<SimTime> wakes;  // pending kWake events of the batching policy
-  SimTime frontend_free_at{};    // when the front end finishes the requests it holds
-  PrefixCache cache;             // used only with InstanceSetup::prefix_caching
-  KvTierStore dram;              // InstanceSetup::dram_kv_bytes, in blocks
-  int64_t batch_load_ns = 0;     // KV loads from lower tiers the planned batch waits for
-};
-
-// Bytes of one KV block of `setup`'s instance.
-int64_t block_bytes(const InstanceSetup& setup) { return setup.kv_bytes_per_token * setup.block_size; }
-
-InstanceState make_instance_state(InstanceSetup s) {
-  InstanceState st;
-  st.free_blocks = s.num_blocks;
-  st.cache = PrefixCache(s.prefix_cache_kind);
-  const int64_t bytes = block_bytes(s);
-  st.dram = KvTierStore(bytes > 0 ? s.dram_kv_bytes / bytes : 0);
-  st.setup = std::move(s);
-  return st;
-}
-
-// Time to move `blocks` KV blocks of `bytes` each over `link` (nothing for no blocks).
-int64_t load_ns(const LinkSpec& link, int64_t blocks, int64_t bytes) {
-  if (blocks == 0) return 0;
-  return link.latency.count() +
-         static_cast<int64_t>(std::ceil(static_cast<double>(blocks * bytes) / link.bytes_per_s * 1e9));
-}
-
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   h *= 0xff51afd7ed558ccdULL;
@@ -145,36 +44,6 @@ uint64_t mix(uint64_t h, uint64_t v) {
 }  // namespace
 
 struct Engine::Impl {
-  // PrefixLookup over the instances' caches; a request's keys are computed once per block size.
-  class CacheLookup : public PrefixLookup {
-   public:
-    explicit CacheLookup(const Impl& impl) : impl_(impl) {}
-    int64_t cached_tokens(int32_t instance, const RequestSpec& spec) const override {
-      const InstanceState& inst = impl_.instances.at(static_cast<size_t>(instance));
-      if (!inst.setup.prefix_caching || spec.prefix_hash_ids.empty()) return 0;
-      const int64_t bs = inst.setup.block_size;
-      if (spec.id != keys_id_ || bs != keys_block_size_) {
-        keys_ = prefix_block_keys(spec, bs);
-        keys_id_ = spec.id;
-        keys_block_size_ = bs;
-      }
-      return inst.cache.match_prefix(keys_) * bs;
-    }
-
-   private:
-    const Impl& impl_;
-    mutable std::vector<uint64_t> keys_;
-    mutable RequestId keys_id_ = -1;
-    mutable int64_t keys_block_size_ = 0;
-  };
-  CacheLookup prefix_lookup{*this};
-  std::unordered_map<RequestId, PrefixState> prefix_states;  // requests holding prefix-cache state
-  KvTierStore remote;  // EngineConfig::remote_kv_bytes, in blocks of the first instance
-  // RequestRecord::dram_hit_tokens and remote_hit_tokens of the requests that loaded any.
-  std::unordered_map<RequestId, std::pair<int32_t, int32_t>> tier_hits;
-  std::vector<uint64_t> evicted_keys;  // scratch of take_blocks()
-  models::BatchShape recompute_shape;  // scratch of load_from_tiers()
-
   EngineConfig config;
   std::vector<InstanceState> instances;
   std::unique_ptr<RoutingPolicy> router;
@@ -184,6 +53,7 @@ struct Engine::Impl {
 
   std::vector<RequestState> requests;
   std::vector<RequestExtras> extras;  // by request id, like `requests`
+  KvManager kv{instances, workload.requests, requests, extras};  // KV blocks and prefix cache
   std::vector<std::vector<int64_t>> token_times;  // by request id, with config.record_token_times
   EventQueue queue;
   SimTime now{};
@@ -260,7 +130,7 @@ struct Engine::Impl {
       instances.push_back(make_instance_state(std::move(s)));
     }
     if (const int64_t bytes = block_bytes(instances.front().setup); bytes > 0) {
-      remote = KvTierStore(config.remote_kv_bytes / bytes);
+      kv.set_remote_blocks(config.remote_kv_bytes / bytes);
     }
     for (size_t i = 0; i < workload.requests.size(); ++i) {
       if (workload.requests[i].id != static_cast<RequestId>(i)) {
@@ -503,7 +373,7 @@ struct Engine::Impl {
     }
     for (RequestId id : pending_route) {
       const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
-      ClusterView view{now, &loads, instances.front().setup.block_size, &queues_view, &prefix_lookup};
+      ClusterView view{now, &loads, instances.front().setup.block_size, &queues_view, &kv.lookup()};
       const int32_t target = router->route(view, spec);
       if (target < 0 || static_cast<size_t>(target) >= instances.size()) {
         throw std::logic_error(fmt::format("router returned instance {} of {}", target,
@@ -599,13 +469,7 @@ struct Engine::Impl {
   }
 
   int32_t running_pos_of(const InstanceState& inst, RequestId id) const {
-    if (id < 0 || static_cast<size_t>(id) >= requests.size()) return kNotRunning;
-    const RequestState& rs = requests[static_cast<size_t>(id)];
-    if (rs.running_pos == kNotRunning || static_cast<size_t>(rs.running_pos) >= inst.running.size() ||
-        inst.running[static_cast<size_t>(rs.running_pos)].id != id) {
-      return kNotRunning;
-    }
-    return rs.running_pos;
+    return detail::running_pos_of(requests, inst, id);
   }
 
   [[noreturn]] void bad_plan(size_t i, const std::string& what) const {
@@ -625,7 +489,7 @@ struct Engine::Impl {
       }
       SeqView& seq = inst.running[static_cast<size_t>(pos)];
       RequestState& rs = requests[static_cast<size_t>(id)];
-      release_blocks(inst, seq.blocks, id);
+      kv.release_blocks(inst, seq.blocks, id);
       seq.blocks = 0;
       seq.computed_tokens = 0;
       seq.preemptions++;
@@ -656,178 +520,6 @@ struct Engine::Impl {
   }
 
   // ---- prefix caching ----
-
-  // New KV blocks `seq` needs for step `s` (the engine's allocation rule in on_schedule()).
-  int64_t new_blocks_for(const InstanceState& inst, const SeqView& seq, const ScheduledSeq& s) const {
-    const int64_t kv_tokens = inst.setup.kv_reserved_only
-                                  ? s.reserve_tokens
-                                  : std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
-    return extra_blocks_for(kv_tokens, seq.blocks, inst.setup.block_size);
-  }
-
-  // The requests admitted by `plan` start from the cached blocks of their prompt's longest cached
-  // prefix, as computed KV (at least the last prompt token is left to compute, for its logits),
-  // and their first chunk is trimmed to what is left. The policy planned without the hits: a hit
-  // never makes a request need more new blocks, but reviving an evictable cached block takes it
-  // from the free blocks the policy counted, so hits revive at most the plan's slack (free blocks
-  // it does not use, plus what earlier hits saved).
-  void reuse_cached_prefixes(InstanceState& inst, BatchPlan& plan) {
-    if (!inst.setup.prefix_caching || plan.admit.empty()) return;
-    int64_t slack = inst.free_blocks - (plan.decode_run ? inst.decode_run.new_blocks : 0);
-    for (const ScheduledSeq& s : plan.scheduled) {
-      const int32_t pos = running_pos_of(inst, s.id);
-      if (pos != kNotRunning) slack -= new_blocks_for(inst, inst.running[static_cast<size_t>(pos)], s);
-    }
-    const int64_t bs = inst.setup.block_size;
-    for (ScheduledSeq& s : plan.scheduled) {
-      if (std::find(plan.admit.begin(), plan.admit.end(), s.id) == plan.admit.end()) continue;
-      const int32_t pos = running_pos_of(inst, s.id);
-      if (pos == kNotRunning) continue;  // on_schedule() reports the invalid plan
-      SeqView& seq = inst.running[static_cast<size_t>(pos)];
-      const RequestSpec& spec = workload.requests[static_cast<size_t>(seq.id)];
-      if (seq.computed_tokens != 0 || seq.blocks != 0 || spec.prefix_hash_ids.empty()) continue;
-      RequestState& rs = requests[static_cast<size_t>(seq.id)];
-      PrefixState& ps = prefix_states[seq.id];
-      if (ps.block_keys.empty()) ps.block_keys = prefix_block_keys(spec, bs);
-      ps.keys_registered = 0;
-      const int64_t most = std::min<int64_t>(static_cast<int64_t>(ps.block_keys.size()),
-                                             (seq.target_tokens() - 1) / bs);
-      if (most <= 0) continue;
-      const int64_t before = new_blocks_for(inst, seq, s);
-      const PrefixCache::Hit hit = inst.cache.acquire_prefix(
-          std::span(ps.block_keys).first(static_cast<size_t>(most)), std::max<int64_t>(0, slack));
-      inst.free_blocks -= hit.revived;
-      slack -= hit.revived;
-      ps.cache_refs.assign(ps.block_keys.begin(), ps.block_keys.begin() + hit.blocks);
-      seq.blocks = hit.blocks;
-      seq.computed_tokens = hit.blocks * bs;
-      s.tokens = std::min(s.tokens, seq.remaining_tokens());
-      const TierLoad loaded = load_from_tiers(inst, seq, s, ps, most, before, slack);
-      if (seq.blocks == 0) continue;
-      ps.keys_registered = seq.blocks;
-      if (rs.preemptions == 0) {  // as the workload sees it
-        extras[static_cast<size_t>(seq.id)].cached_tokens = hit.blocks * bs;
-        if (loaded.dram_blocks + loaded.remote_blocks > 0) {
-          tier_hits[seq.id] = {static_cast<int32_t>(loaded.dram_blocks * bs),
-                               static_cast<int32_t>(loaded.remote_blocks * bs)};
-        }
-      }
-      inst.stats.prefix_hit_tokens += hit.blocks * bs;  // every reuse, re-admissions too
-      inst.stats.dram_hit_tokens += loaded.dram_blocks * bs;
-      inst.stats.remote_hit_tokens += loaded.remote_blocks * bs;
-      inst.batch_load_ns += loaded.ns;
-      slack += before - new_blocks_for(inst, seq, s) - loaded.dram_blocks - loaded.remote_blocks;
-    }
-  }
-
-  struct TierLoad {
-    int64_t dram_blocks = 0, remote_blocks = 0;
-    int64_t ns = 0;  // transfer time
-  };
-
-  // Past the cached blocks `seq` holds (its GPU hit), the run of its next keys (before key `most`)
-  // that the lower tiers hold, loaded into new blocks of `inst` when the transfer beats prefilling
-  // their tokens (InstanceSetup::dram_kv_bytes): the loaded blocks join the GPU cache held by the
-  // request, and `seq` and its step `s` advance past them. The run is shortened until its blocks
-  // and the step's new blocks fit in what the plan counted for the step (`before`, its new blocks
-  // without any hit) plus the plan's `slack`.
-  TierLoad load_from_tiers(InstanceState& inst, SeqView& seq, ScheduledSeq& s, PrefixState& ps,
-                           int64_t most, int64_t before, int64_t slack) {
-    if (inst.dram.capacity() == 0 && remote.capacity() == 0) return {};
-    const int64_t hit = seq.blocks, bs = inst.setup.block_size;
-    const auto key = [&](int64_t j) { return ps.block_keys[static_cast<size_t>(j)]; };
-    int64_t end = hit;
-    while (end < most && !inst.cache.contains(key(end)) &&  // on the GPU: evictable past the slack
-           (inst.dram.contains(key(end)) || remote.contains(key(end)))) {
-      ++end;
-    }
-    const auto blocks_with = [&](int64_t loaded) {  // blocks taken with `loaded` more blocks
-      SeqView probe = seq;
-      probe.blocks += loaded;
-      probe.computed_tokens += loaded * bs;
-      ScheduledSeq step = s;
-      step.tokens = std::min(step.tokens, probe.remaining_tokens());
-      return loaded + new_blocks_for(inst, probe, step);
-    };
-    while (end > hit && blocks_with(end - hit) > before + slack) --end;
-    if (end == hit) return {};
-    TierLoad load;
-    for (int64_t j = hit; j < end; ++j) ++(inst.dram.contains(key(j)) ? load.dram_blocks : load.remote_blocks);
-    const int64_t bytes = block_bytes(inst.setup);
-    load.ns = load_ns(inst.setup.dram_link, load.dram_blocks, bytes) +
-              load_ns(inst.setup.remote_link, load.remote_blocks, bytes);
-    recompute_shape.segments.assign(1, {(end - hit) * bs, end * bs, 0});
-    if (load.ns >= inst.setup.cost_model->iteration_time(recompute_shape).count()) return {};
-    take_blocks(inst, end - hit);
-    for (int64_t j = hit; j < end; ++j) {
-      if (inst.dram.contains(key(j))) inst.dram.touch(key(j));
-      if (remote.contains(key(j))) remote.touch(key(j));
-      insert_block(inst, ps, j);
-    }
-    seq.blocks = end;
-    seq.computed_tokens = end * bs;
-    s.tokens = std::min(s.tokens, seq.remaining_tokens());
-    return load;
-  }
-
-  // After an iteration: the keyed blocks `seq` has now fully computed join the cache, held by it.
-  void register_computed_blocks(InstanceState& inst, const SeqView& seq) {
-    auto it = prefix_states.find(seq.id);
-    if (it == prefix_states.end() || it->second.block_keys.empty()) return;
-    PrefixState& ps = it->second;
-    const int64_t full = std::min<int64_t>(static_cast<int64_t>(ps.block_keys.size()),
-                                           seq.computed_tokens / inst.setup.block_size);
-    for (int64_t j = ps.keys_registered; j < full; ++j) insert_block(inst, ps, j);
-    ps.keys_registered = std::max(ps.keys_registered, full);
-    if (ps.keys_registered == static_cast<int64_t>(ps.block_keys.size())) {
-      ps.block_keys = {};
-      ps.keys_registered = 0;
-    }
-  }
-
-  // Block j of the request's keys, computed (or loaded) into a block it holds, joins the cache:
-  // held through the cache when inserted or adopted (an adopted block's private copy is free
-  // again, unless adopting revived an evictable block, which takes that copy's place).
-  void insert_block(InstanceState& inst, PrefixState& ps, int64_t j) {
-    const uint64_t key = ps.block_keys[static_cast<size_t>(j)];
-    const PrefixCache::Inserted ins = inst.cache.insert(
-        key, j > 0 ? std::optional(ps.block_keys[static_cast<size_t>(j - 1)]) : std::nullopt);
-    if (ins.referenced) ps.cache_refs.push_back(key);
-    if (ins.adopted && !ins.revived) inst.free_blocks++;
-  }
-
-  // Takes `n` blocks of instance memory for new KV, reusing evictable cached blocks (in the
-  // cache's eviction order) when the never-cached free blocks run out; evicted blocks move to the
-  // lower tiers (InstanceSetup::dram_kv_bytes).
-  void take_blocks(InstanceState& inst, int64_t n) {
-    const int64_t uncached = inst.free_blocks - inst.cache.evictable();
-    if (n > uncached) {
-      const bool offloads = inst.dram.capacity() > 0 || remote.capacity() > 0;
-      evicted_keys.clear();
-      inst.cache.evict(n - uncached, offloads ? &evicted_keys : nullptr);
-      for (const uint64_t key : evicted_keys) {
-        if (const std::optional<uint64_t> dropped = inst.dram.store(key)) remote.store(*dropped);
-      }
-      inst.stats.offloaded_blocks += static_cast<int64_t>(evicted_keys.size());
-    }
-    inst.free_blocks -= n;
-  }
-
-  // A request gives back the `blocks` it holds on `inst`: its private blocks are free again, and
-  // each cached block it referenced becomes evictable (free, its KV kept) when it was the last
-  // holder.
-  void release_blocks(InstanceState& inst, int64_t blocks, RequestId id) {
-    auto it = prefix_states.find(id);
-    if (it == prefix_states.end()) {
-      inst.free_blocks += blocks;
-      return;
-    }
-    inst.free_blocks += blocks - static_cast<int64_t>(it->second.cache_refs.size());
-    for (const uint64_t key : it->second.cache_refs) {
-      if (inst.cache.release(key)) inst.free_blocks++;
-    }
-    prefix_states.erase(it);
-  }
 
   // Adds running[run.count] to the instance's decode run if it is a one-token decode step of a
   // request that stays; returns whether it was.
@@ -941,7 +633,7 @@ struct Engine::Impl {
     }
     apply_preemptions(i, inst, plan, run);
     apply_admissions(i, inst, plan);
-    reuse_cached_prefixes(inst, plan);
+    kv.reuse_cached_prefixes(inst, plan);
 
     // A batch its policy prices needs no shape for the cost model.
     const std::optional<Duration> priced = inst.setup.batching->batch_time(instance_view(i), plan);
@@ -972,7 +664,7 @@ struct Engine::Impl {
         bad_plan(i, fmt::format("request {}: {} tokens scheduled, {} remaining", s.id, s.tokens,
                                 seq.remaining_tokens()));
       }
-      const int64_t extra = new_blocks_for(inst, seq, s);
+      const int64_t extra = kv.new_blocks_for(inst, seq, s);
       new_blocks += extra;
       seq.blocks += extra;
       inst.batch.push_back({pos, s.tokens});
@@ -991,7 +683,7 @@ struct Engine::Impl {
     if (new_blocks > inst.free_blocks) {
       bad_plan(i, fmt::format("needs {} new KV blocks, {} free", new_blocks, inst.free_blocks));
     }
-    take_blocks(inst, new_blocks);
+    kv.take_blocks(inst, new_blocks);
     inst.stats.peak_used_blocks =
         std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
     if (inst.batch.empty() && run == 0) {
@@ -1091,7 +783,7 @@ struct Engine::Impl {
       }
       // (The general loop's other case, prompt tokens computed, is not one of a decode step.)
       if (inst.setup.prefix_caching && seq.computed_tokens % block_size == 0) {
-        register_computed_blocks(inst, seq);
+        kv.register_computed_blocks(inst, seq);
       }
       seq.generated_tokens++;
       record_token(seq.id, rs, t_ns);
@@ -1136,7 +828,7 @@ struct Engine::Impl {
       if (inst.setup.prefix_caching &&
           (seq.computed_tokens - item.tokens < seq.prompt_tokens ||
            seq.computed_tokens % inst.setup.block_size == 0)) {
-        register_computed_blocks(inst, seq);
+        kv.register_computed_blocks(inst, seq);
       }
       if (seq.split_tokens > 0 && rs.split_target >= 0 &&
           config.transfer.mode == KvTransferMode::kChunked) {
@@ -1209,11 +901,10 @@ struct Engine::Impl {
     if (inst.decode_run.count != static_cast<int64_t>(decodes)) return false;
     if (!inst.setup.batching->plans_steady_decode(instance_view(i))) return false;
     // With prefix caching, decode steps register nothing unless a request's hash ids cover its
-    // answer (keys still to register: register_computed_blocks()); such instances step.
+    // answer (keys still to register: KvManager::register_computed_blocks()); such instances step.
     if (inst.setup.prefix_caching) {
       for (const SeqView& seq : inst.running) {
-        const auto it = prefix_states.find(seq.id);
-        if (it != prefix_states.end() && !it->second.block_keys.empty()) return false;
+        if (kv.registering(seq.id)) return false;
       }
     }
     const int32_t target = static_cast<int32_t>(i);
@@ -1280,7 +971,7 @@ struct Engine::Impl {
               extra_blocks_for(context_of(static_cast<size_t>(pos)), seq.blocks, block_size);
           if (per_position) caps[pos] = seq.blocks * block_size;
         }
-        take_blocks(inst, new_blocks);
+        kv.take_blocks(inst, new_blocks);
       }
       // Blocks reserved for KV on its way here count too, as on_schedule() counts them.
       inst.stats.peak_used_blocks =
@@ -1399,7 +1090,7 @@ struct Engine::Impl {
       InstanceState& dst = instances[static_cast<size_t>(d)];
       const int64_t need = blocks_for_tokens(h.seq.computed_tokens, dst.setup.block_size);
       if (need > dst.free_blocks) return;  // wait for room on the decode side
-      take_blocks(dst, need);
+      kv.take_blocks(dst, need);
       dst.outstanding++;
       h.reserved_blocks = need;
       InstanceState& src = instances[static_cast<size_t>(h.source)];
@@ -1441,7 +1132,7 @@ struct Engine::Impl {
     Handoff h = it->second;
     in_transit.erase(it);
     InstanceState& src = instances[static_cast<size_t>(h.source)];
-    release_blocks(src, h.seq.blocks, id);
+    kv.release_blocks(src, h.seq.blocks, id);
     src.outstanding--;
     InstanceState& dst = instances[d];
     SeqView seq = h.seq;
@@ -1464,7 +1155,7 @@ struct Engine::Impl {
 
   void finish(size_t i, InstanceState& inst, const SeqView& seq) {
     RequestState& rs = requests[static_cast<size_t>(seq.id)];
-    release_blocks(inst, seq.blocks, seq.id);
+    kv.release_blocks(inst, seq.blocks, seq.id);
     inst.outstanding--;
     rs.running_pos = kNotRunning;
     set_in_system(-1);
@@ -1502,9 +1193,8 @@ struct Engine::Impl {
       }
       r.warmup = static_cast<size_t>(seq.id) < warmup_total;
       r.cached_tokens = x.cached_tokens;
-      if (const auto hits = tier_hits.find(seq.id); hits != tier_hits.end()) {
-        std::tie(r.dram_hit_tokens, r.remote_hit_tokens) = hits->second;
-        tier_hits.erase(hits);
+      if (const auto hits = kv.take_tier_hits(seq.id)) {
+        std::tie(r.dram_hit_tokens, r.remote_hit_tokens) = *hits;
       }
       r.split_tokens = x.split_tokens;
       r.prefill_instance_id = x.prefill_instance;
