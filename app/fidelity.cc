@@ -81,13 +81,16 @@ struct Prediction {
   double tpot_error(const MeasuredRun& r) const { return (tpot_ms - r.tpot_ms) / r.tpot_ms; }
 };
 
-// Simulates one mapped row, with the calibration knobs set to `theta` when given.
-Prediction predict(const MappedRun& m, const Theta* theta, const scenarios::DataRoot& root) {
+// Simulates one mapped row, with the calibration knobs set to `theta` when given, and a MoE
+// model's expert kernels scaled by `moe_kernel_scale` when it is positive (else as calibrated).
+Prediction predict(const MappedRun& m, const Theta* theta, const scenarios::DataRoot& root,
+                   double moe_kernel_scale = -1) {
   Prediction p;
   Json doc = m.scenario;
   if (theta) {
     for (size_t k = 0; k < kKnobs.size(); ++k) doc["engine"][kKnobs[k]] = (*theta)[k];
   }
+  if (moe_kernel_scale > 0) doc["engine"]["moe_kernel_scale"] = moe_kernel_scale;
   try {
     const scenarios::Scenario s = scenarios::parse_scenario(doc, m.run.id, "", root);
     RunOptions options;
@@ -108,9 +111,11 @@ Prediction predict(const MappedRun& m, const Theta* theta, const scenarios::Data
 }
 
 std::vector<Prediction> predict_all(const std::vector<const MappedRun*>& rows, const Theta* theta,
-                                    int jobs, const scenarios::DataRoot& root) {
+                                    int jobs, const scenarios::DataRoot& root,
+                                    double moe_kernel_scale = -1) {
   std::vector<Prediction> out(rows.size());
-  parallel_for(rows.size(), jobs, [&](size_t i) { out[i] = predict(*rows[i], theta, root); });
+  parallel_for(rows.size(), jobs,
+               [&](size_t i) { out[i] = predict(*rows[i], theta, root, moe_kernel_scale); });
   return out;
 }
 
@@ -119,7 +124,11 @@ double huber(double x) {
   return a <= kHuberDelta ? 0.5 * a * a : kHuberDelta * (a - 0.5 * kHuberDelta);
 }
 
-double loss_of(const std::vector<const MappedRun*>& rows, const std::vector<Prediction>& preds) {
+// What a fit's loss counts of each row.
+enum class LossTerms { kTtftAndTpot, kTpotOnly };
+
+double loss_of(const std::vector<const MappedRun*>& rows, const std::vector<Prediction>& preds,
+               LossTerms terms = LossTerms::kTtftAndTpot) {
   double loss = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const MeasuredRun& r = rows[i]->run;
@@ -127,7 +136,8 @@ double loss_of(const std::vector<const MappedRun*>& rows, const std::vector<Pred
       loss += 2 * kFailedRowLoss;
       continue;
     }
-    loss += huber(std::log(preds[i].ttft_ms / r.ttft_ms)) + huber(std::log(preds[i].tpot_ms / r.tpot_ms));
+    loss += huber(std::log(preds[i].tpot_ms / r.tpot_ms));
+    if (terms == LossTerms::kTtftAndTpot) loss += huber(std::log(preds[i].ttft_ms / r.ttft_ms));
   }
   return rows.empty() ? 0 : loss / static_cast<double>(rows.size());
 }
@@ -399,6 +409,195 @@ std::vector<Scored> leave_one_out(const HoldOutAxis& axis, const DenseGroups& gr
   return predicted;
 }
 
+// ---- MoE kernel calibration (models::MoeKernelCalibration)
+
+// Aggregated MoE rows by (engine, GPU class, expert weight format), of groups that hold two models
+// or more: indices into the simulated rows.
+using MoeKey = models::EngineCalibrations::MoeKey;
+using MoeGroups = std::map<MoeKey, std::vector<size_t>>;
+
+// The bounds of a fitted MoE kernel scale.
+constexpr double kMoeScaleLower = 0.25;
+constexpr double kMoeScaleUpper = 2.5;
+
+std::set<std::string> models_of(const std::vector<const MappedRun*>& todo,
+                                const std::vector<size_t>& members) {
+  std::set<std::string> models;
+  for (size_t i : members) models.insert(todo[i]->model);
+  return models;
+}
+
+MoeGroups moe_groups(const std::vector<const MappedRun*>& todo, const scenarios::Catalogs& cat) {
+  MoeGroups groups;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const MappedRun& m = *todo[i];
+    if (m.moe && !m.disaggregated()) {
+      groups[{m.engine, gpu_class_of(m, cat), m.weight_dtype}].push_back(i);
+    }
+  }
+  std::erase_if(groups, [&](const auto& g) { return models_of(todo, g.second).size() < 2; });
+  return groups;
+}
+
+// The dense calibration a row of `m`'s engine and GPU class is predicted with: the fitted one of
+// the class, else of Hopper, else the neutral start.
+Theta dense_theta_for(const MappedRun& m, const models::EngineCalibrations& fitted,
+                      const scenarios::Catalogs& cat) {
+  const models::EngineCalibration* c = fitted.find(m.engine, gpu_class_of(m, cat));
+  if (!c) c = fitted.find(m.engine, "hopper");
+  return c ? theta_of(*c) : kStart;
+}
+
+// The expert-kernel scale in [kMoeScaleLower, kMoeScaleUpper] that minimises the TPOT loss of
+// `rows`, each predicted with `theta`: a log-spaced grid, then golden-section refinement between
+// the grid points beside the best one (the loss is piecewise constant in the scale, so the grid
+// keeps a local search from stalling on a plateau). Deterministic. TPOT alone: a decode step is
+// where the expert kernels' time shows, while a TTFT also carries the closed loop's queueing,
+// which the scale does not stand for.
+double fit_moe_scale(const std::vector<const MappedRun*>& rows, const Theta& theta,
+                     const FidelityOptions& options, const scenarios::DataRoot& root) {
+  const auto loss_at = [&](double log_scale) {
+    return loss_of(rows, predict_all(rows, &theta, options.jobs, root, std::exp(log_scale)),
+                   LossTerms::kTpotOnly);
+  };
+  constexpr int kGridSteps = 12;
+  constexpr int kRefinements = 6;
+  const double lo = std::log(kMoeScaleLower);
+  const double step = (std::log(kMoeScaleUpper) - lo) / kGridSteps;
+  int best = 0;
+  double best_x = lo, best_loss = loss_at(lo);
+  for (int i = 1; i <= kGridSteps; ++i) {
+    const double l = loss_at(lo + i * step);
+    if (l < best_loss) best = i, best_x = lo + i * step, best_loss = l;
+  }
+  const double golden = (std::sqrt(5.0) - 1) / 2;
+  double a = lo + std::max(best - 1, 0) * step, b = lo + std::min(best + 1, kGridSteps) * step;
+  double c = b - golden * (b - a), d = a + golden * (b - a);
+  double fc = loss_at(c), fd = loss_at(d);
+  for (int k = 0; k < kRefinements; ++k) {
+    if (fc <= fd) {
+      b = d, d = c, fd = fc, c = b - golden * (b - a), fc = loss_at(c);
+    } else {
+      a = c, c = d, fc = fd, d = a + golden * (b - a), fd = loss_at(d);
+    }
+  }
+  if (fc < best_loss) best_x = c, best_loss = fc;
+  if (fd < best_loss) best_x = d;
+  return std::exp(best_x);
+}
+
+// What fit_moe_kernels() found for one group: the scale fitted on every model, the group's
+// held-out errors with the tables as they are (scale 1) and with each model's scale fitted on the
+// others, and whether the scale is kept.
+struct MoeFit {
+  models::MoeKernelCalibration calibration;
+  ErrorStats tables, held_out;
+  bool kept = false;
+};
+
+// Fits each MoE group's kernel scale leave-one-model-out and on every model. A scale is kept (set
+// in `fitted`, to be written) only where its held-out TPOT MdAPE beats the tables' on the group:
+// the measure it is fitted on, where the expert kernels show. (That choice is made on the
+// held-out rows themselves, so the kept groups' held-out figures are slightly optimistic.) The
+// held-out predictions go to `held_out`, the in-sample ones to `in_sample` (both indexed as
+// `todo`): with the scales where kept, at the tables' speed where not.
+std::map<MoeKey, MoeFit> fit_moe_kernels(const MoeGroups& groups,
+                                         const std::vector<const MappedRun*>& todo,
+                                         const std::vector<size_t>& todo_index,
+                                         models::EngineCalibrations& fitted,
+                                         const scenarios::Catalogs& cat,
+                                         const FidelityOptions& options,
+                                         const scenarios::DataRoot& root, Progress& progress,
+                                         std::vector<Scored>& held_out,
+                                         std::vector<Scored>& in_sample) {
+  std::map<MoeKey, MoeFit> out;
+  for (const auto& [key, members] : groups) {
+    const auto& [engine, cls, format] = key;
+    const Theta theta = dense_theta_for(*todo[members.front()], fitted, cat);
+    std::vector<const MappedRun*> rows;
+    for (size_t i : members) rows.push_back(todo[i]);
+    std::vector<double> tables_ttft, tables_tpot, held_ttft, held_tpot;
+    const std::vector<Prediction> as_tables = predict_all(rows, &theta, options.jobs, root, 1.0);
+    std::vector<Prediction> held(rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      if (!as_tables[k].ok) continue;
+      tables_ttft.push_back(as_tables[k].ttft_error(rows[k]->run));
+      tables_tpot.push_back(as_tables[k].tpot_error(rows[k]->run));
+    }
+    const std::set<std::string> group_models = models_of(todo, members);
+    for (const std::string& model : group_models) {
+      progress.line(fmt::format("fitting the MoE kernels of {} on {} ({}) without {}...", engine,
+                                cls, format, model));
+      std::vector<const MappedRun*> train, targets;
+      std::vector<size_t> where;  // positions in `rows`
+      for (size_t k = 0; k < rows.size(); ++k) {
+        if (rows[k]->model == model) {
+          targets.push_back(rows[k]);
+          where.push_back(k);
+        } else {
+          train.push_back(rows[k]);
+        }
+      }
+      const double scale = fit_moe_scale(spread(train, options.fit_max_rows), theta, options, root);
+      const std::vector<Prediction> preds = predict_all(targets, &theta, options.jobs, root, scale);
+      for (size_t k = 0; k < where.size(); ++k) {
+        held[where[k]] = preds[k];
+        if (!preds[k].ok) continue;
+        held_ttft.push_back(preds[k].ttft_error(targets[k]->run));
+        held_tpot.push_back(preds[k].tpot_error(targets[k]->run));
+      }
+    }
+    progress.line(fmt::format("fitting the MoE kernels of {} on {} ({}) with every model...",
+                              engine, cls, format));
+    MoeFit f;
+    f.calibration.scale = fit_moe_scale(spread(rows, options.fit_max_rows), theta, options, root);
+    f.calibration.fitted_on =
+        fmt::format("{} aggregated MoE rows of {} models ({})", rows.size(), group_models.size(),
+                    fmt::join(group_models, ", "));
+    f.tables = error_stats(tables_ttft, tables_tpot);
+    f.held_out = error_stats(held_ttft, held_tpot);
+    f.calibration.held_out = models::HeldOutError{f.held_out.rows,
+                                                  static_cast<int64_t>(group_models.size()),
+                                                  f.held_out.ttft_mdape,
+                                                  f.held_out.ttft_p90_ape,
+                                                  f.held_out.tpot_mdape,
+                                                  f.held_out.tpot_p90_ape,
+                                                  f.held_out.both_within_25};
+    f.kept = f.held_out.rows > 0 && f.held_out.tpot_mdape < f.tables.tpot_mdape;
+    std::vector<Prediction> fitted_preds = as_tables;
+    if (f.kept) {
+      fitted.set_moe(engine, cls, format, f.calibration);
+      fitted_preds = predict_all(rows, &theta, options.jobs, root, f.calibration.scale);
+    } else {
+      held = as_tables;
+    }
+    for (size_t k = 0; k < members.size(); ++k) {
+      held_out[members[k]] = {todo[members[k]], todo_index[members[k]], held[k]};
+      in_sample[members[k]] = {todo[members[k]], todo_index[members[k]], fitted_preds[k]};
+    }
+    out.emplace(key, std::move(f));
+  }
+  return out;
+}
+
+void print_moe_fits(std::ostream& out, const std::map<MoeKey, MoeFit>& fits) {
+  out << "\nMoE kernel scales (per engine, GPU class and expert weight format where the aggregated "
+         "MoE rows hold two models or more: the routed experts' time x scale, fitted on TPOT; held "
+         "out: each model predicted with the scale fitted on the others; kept where that beats "
+         "the tables' held-out TPOT):\n";
+  if (fits.empty()) out << "  none (no such group)\n";
+  for (const auto& [key, f] : fits) {
+    const auto& [engine, cls, format] = key;
+    out << fmt::format("  {:<7} {:<9} {:<10} x{:.3f}  held out: TTFT MdAPE {} -> {} %, TPOT MdAPE "
+                       "{} -> {} %, both within 25 % {} -> {} %  [{}]{}\n",
+                       engine, cls, format, f.calibration.scale, pct(f.tables.ttft_mdape),
+                       pct(f.held_out.ttft_mdape), pct(f.tables.tpot_mdape),
+                       pct(f.held_out.tpot_mdape), pct(f.tables.both_within_25),
+                       pct(f.held_out.both_within_25), f.calibration.fitted_on,
+                       f.kept ? "" : "; not kept: held-out TPOT no better than the tables'");
+  }
+}
+
 reports::FidelityRowRecord record_of(const Scored& s, const std::string& prediction) {
   reports::FidelityRowRecord r;
   const MappedRun& m = *s.row;
@@ -656,12 +855,8 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
         groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
       }
     }
-    const auto models_of = [&](const std::vector<size_t>& members) {
-      std::set<std::string> models;
-      for (size_t i : members) models.insert(todo[i]->model);
-      return models;
-    };
-    std::erase_if(groups, [&](const auto& group) { return models_of(group.second).size() < 2; });
+    std::erase_if(groups,
+                  [&](const auto& group) { return models_of(todo, group.second).size() < 2; });
     std::vector<bool> in_fit(todo.size(), false);
     for (const auto& [key, members] : groups) {
       for (size_t i : members) in_fit[i] = true;
@@ -680,7 +875,7 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
     in_sample.resize(todo.size());
     for (const auto& [key, members] : groups) {
       const auto& [engine, cls] = key;
-      const std::set<std::string> group_models = models_of(members);
+      const std::set<std::string> group_models = models_of(todo, members);
       std::vector<double> held_ttft, held_tpot;
       for (size_t i : members) {
         if (held_out[i].pred.ok) {
@@ -711,15 +906,23 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
       size_t k = 0;
       for (size_t i : members) in_sample[i] = {todo[i], todo_index[i], preds[k++]};
     }
-    // MoE, disaggregated and unfitted dense rows: predicted with their engine's dense calibration
-    // of the GPU class, else of Hopper (held out by construction: none is in any fit).
+    // MoE kernel scales, fitted on the aggregated MoE rows of groups of two models or more.
+    const MoeGroups moe = moe_groups(todo, cat);
+    for (const auto& [key, members] : moe) {
+      for (size_t i : members) in_fit[i] = true;
+    }
+    const std::map<MoeKey, MoeFit> moe_fits = fit_moe_kernels(
+        moe, todo, todo_index, fitted, cat, options, root, progress, held_out, in_sample);
+    // Other MoE, disaggregated and unfitted dense rows: predicted with their engine's dense
+    // calibration of the GPU class, else of Hopper, and a MoE group's kernel scale (held out by
+    // construction: none is in any fit); never with the shipped MoE kernel calibration.
     for (size_t i = 0; i < todo.size(); ++i) {
       if (in_fit[i]) continue;
-      const models::EngineCalibration* c =
-          fitted.find(todo[i]->engine, gpu_class_of(*todo[i], cat));
-      if (!c) c = fitted.find(todo[i]->engine, "hopper");
-      const Theta t = c ? theta_of(*c) : kStart;
-      held_out[i] = {todo[i], todo_index[i], predict(*todo[i], &t, root)};
+      const MappedRun& m = *todo[i];
+      const Theta t = dense_theta_for(m, fitted, cat);
+      const models::MoeKernelCalibration* k =
+          fitted.find_moe(m.engine, gpu_class_of(m, cat), m.weight_dtype);
+      held_out[i] = {todo[i], todo_index[i], predict(m, &t, root, k ? k->scale : 1.0)};
     }
     std::erase_if(held_out, [](const Scored& s) { return s.row == nullptr; });
     std::erase_if(in_sample, [](const Scored& s) { return s.row == nullptr; });
@@ -735,13 +938,13 @@ int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
                          c.frontend_request_us, c.frontend_token_us, c.gpu_scale.prefill,
                          c.gpu_scale.decode, c.fitted_on);
     }
+    print_moe_fits(out, moe_fits);
     print_table(out,
                 "Held out (leave one model out: each dense model predicted by the calibration "
                 "fitted on the other models of its engine and GPU class; MoE rows by the dense "
-                "calibration):",
+                "calibration, and the MoE kernel scale fitted on the group's other models):",
                 held_out);
-    print_table(out, "In-sample (calibration fitted on every dense model, as written):",
-                in_sample);
+    print_table(out, "In-sample (calibration fitted on every model, as written):", in_sample);
     std::vector<const Scored*> dense;
     for (const Scored& s : held_out) {
       if (s.row->calibrates() && s.pred.ok) dense.push_back(&s);

@@ -16,6 +16,8 @@ using Json = nlohmann::ordered_json;
 
 constexpr const char* kFormat = "servesim-engine-calibration";
 
+double rounded(double v) { return std::round(v * 1e4) / 1e4; }
+
 // Reads fields of one JSON object, naming the file and path of the first bad one.
 class Fields {
  public:
@@ -60,6 +62,51 @@ class Fields {
   std::string path_;
 };
 
+HeldOutError read_held_out(const Fields& hf) {
+  HeldOutError e;
+  e.rows = std::llround(hf.number("rows"));
+  e.models = std::llround(hf.number("models"));
+  e.ttft_mdape = hf.number("ttft_mdape");
+  e.ttft_p90_ape = hf.number("ttft_p90_ape");
+  e.tpot_mdape = hf.number("tpot_mdape");
+  e.tpot_p90_ape = hf.number("tpot_p90_ape");
+  e.within_25_both = hf.number("within_25_both");
+  return e;
+}
+
+Json held_out_json(const HeldOutError& e) {
+  return {{"rows", e.rows},
+          {"models", e.models},
+          {"ttft_mdape", rounded(e.ttft_mdape)},
+          {"ttft_p90_ape", rounded(e.ttft_p90_ape)},
+          {"tpot_mdape", rounded(e.tpot_mdape)},
+          {"tpot_p90_ape", rounded(e.tpot_p90_ape)},
+          {"within_25_both", rounded(e.within_25_both)}};
+}
+
+// The provenance fields of a written entry: what it was fitted on, and its held-out error.
+void add_provenance(Json& j, const std::string& fitted_on, const std::optional<HeldOutError>& h) {
+  j["fitted_on"] = fitted_on;
+  if (h) j["held_out"] = held_out_json(*h);
+}
+
+// A scale field, checked against [0.05, 20]; absent: 1 unless required.
+double read_scale(const Fields& f, const char* key, bool required = false) {
+  const double v = f.number(key, required, 1);
+  if (v < 0.05 || v > 20) f.fail(f.at(key), fmt::format("expected a scale in [0.05, 20], got {}", v));
+  return v;
+}
+
+MoeKernelCalibration read_moe_entry(const std::string& file, const Json& j,
+                                    const std::string& path) {
+  const Fields f(file, j, path);
+  MoeKernelCalibration c;
+  c.scale = read_scale(f, "scale", /*required=*/true);
+  c.fitted_on = f.text("fitted_on");
+  if (const Json* h = f.object("held_out")) c.held_out = read_held_out(Fields(file, *h, f.at("held_out")));
+  return c;
+}
+
 EngineCalibration read_entry(const std::string& file, const Json& j, const std::string& path) {
   const Fields f(file, j, path);
   EngineCalibration c;
@@ -68,29 +115,12 @@ EngineCalibration read_entry(const std::string& file, const Json& j, const std::
   c.cpu.per_token_ns = f.number("cpu_token_us") * 1e3;
   c.frontend_request_us = f.number("frontend_request_us");
   c.frontend_token_us = f.number("frontend_token_us");
-  for (const char* k : {"gpu_prefill_scale", "gpu_decode_scale"}) {
-    const double v = f.number(k, /*required=*/false, 1);
-    if (v < 0.05 || v > 20) f.fail(f.at(k), fmt::format("expected a scale in [0.05, 20], got {}", v));
-  }
-  c.gpu_scale.prefill = f.number("gpu_prefill_scale", false, 1);
-  c.gpu_scale.decode = f.number("gpu_decode_scale", false, 1);
+  c.gpu_scale.prefill = read_scale(f, "gpu_prefill_scale");
+  c.gpu_scale.decode = read_scale(f, "gpu_decode_scale");
   c.fitted_on = f.text("fitted_on");
-  if (const Json* h = f.object("held_out")) {
-    const Fields hf(file, *h, f.at("held_out"));
-    HeldOutError e;
-    e.rows = std::llround(hf.number("rows"));
-    e.models = std::llround(hf.number("models"));
-    e.ttft_mdape = hf.number("ttft_mdape");
-    e.ttft_p90_ape = hf.number("ttft_p90_ape");
-    e.tpot_mdape = hf.number("tpot_mdape");
-    e.tpot_p90_ape = hf.number("tpot_p90_ape");
-    e.within_25_both = hf.number("within_25_both");
-    c.held_out = e;
-  }
+  if (const Json* h = f.object("held_out")) c.held_out = read_held_out(Fields(file, *h, f.at("held_out")));
   return c;
 }
-
-double rounded(double v) { return std::round(v * 1e4) / 1e4; }
 
 }  // namespace
 
@@ -116,6 +146,22 @@ EngineCalibrations EngineCalibrations::load(const std::string& path) {
           read_entry(path, *g, fmt::format("engines.{}.{}", e.key(), g.key()));
     }
   }
+  // "moe_kernels": {engine: {GPU class: {weight format: {...}}}}
+  if (const Json* moe = top.object("moe_kernels")) {
+    const std::string at = "moe_kernels";
+    if (!moe->is_object()) top.fail(at, "expected an object of engines");
+    for (auto e = moe->begin(); e != moe->end(); ++e) {
+      if (!e->is_object()) top.fail(at + "." + e.key(), "expected an object of GPU classes");
+      for (auto g = e->begin(); g != e->end(); ++g) {
+        const std::string gpath = fmt::format("{}.{}.{}", at, e.key(), g.key());
+        if (!g->is_object()) top.fail(gpath, "expected an object of weight formats");
+        for (auto w = g->begin(); w != g->end(); ++w) {
+          out.moe_[{e.key(), g.key(), w.key()}] =
+              read_moe_entry(path, *w, fmt::format("{}.{}", gpath, w.key()));
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -139,20 +185,25 @@ void EngineCalibrations::write(const std::string& path) const {
     j["frontend_token_us"] = rounded(c.frontend_token_us);
     j["gpu_prefill_scale"] = rounded(c.gpu_scale.prefill);
     j["gpu_decode_scale"] = rounded(c.gpu_scale.decode);
-    j["fitted_on"] = c.fitted_on;
-    if (c.held_out) {
-      const HeldOutError& e = *c.held_out;
-      j["held_out"] = {{"rows", e.rows},
-                       {"models", e.models},
-                       {"ttft_mdape", rounded(e.ttft_mdape)},
-                       {"ttft_p90_ape", rounded(e.ttft_p90_ape)},
-                       {"tpot_mdape", rounded(e.tpot_mdape)},
-                       {"tpot_p90_ape", rounded(e.tpot_p90_ape)},
-                       {"within_25_both", rounded(e.within_25_both)}};
-    }
+    add_provenance(j, c.fitted_on, c.held_out);
     engines[key.first][key.second] = j;
   }
   doc["engines"] = engines;
+  if (!moe_.empty()) {
+    doc["moe_kernels_note"] =
+        "Per engine, GPU class and expert weight format: the routed experts' time x scale, the "
+        "engine's MoE kernels against the measured MoE tables, fitted by `servesim fidelity --fit` "
+        "on the measured MoE rows where they hold two models or more; held_out is its "
+        "leave-one-model-out error.";
+    Json moe = Json::object();
+    for (const auto& [key, c] : moe_) {
+      Json j = Json::object();
+      j["scale"] = rounded(c.scale);
+      add_provenance(j, c.fitted_on, c.held_out);
+      moe[std::get<0>(key)][std::get<1>(key)][std::get<2>(key)] = j;
+    }
+    doc["moe_kernels"] = moe;
+  }
   std::ofstream out(path);
   out << doc.dump(2) << "\n";
   if (!out) throw Error(fmt::format("{}: cannot write the engine calibration", path));
@@ -167,6 +218,18 @@ const EngineCalibration* EngineCalibrations::find(const std::string& engine,
 void EngineCalibrations::set(const std::string& engine, const std::string& gpu_class,
                              EngineCalibration c) {
   entries_[{engine, gpu_class}] = std::move(c);
+}
+
+const MoeKernelCalibration* EngineCalibrations::find_moe(const std::string& engine,
+                                                         const std::string& gpu_class,
+                                                         const std::string& weight_format) const {
+  auto it = moe_.find({engine, gpu_class, weight_format});
+  return it == moe_.end() ? nullptr : &it->second;
+}
+
+void EngineCalibrations::set_moe(const std::string& engine, const std::string& gpu_class,
+                                 const std::string& weight_format, MoeKernelCalibration c) {
+  moe_[{engine, gpu_class, weight_format}] = std::move(c);
 }
 
 }  // namespace servesim::models

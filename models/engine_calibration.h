@@ -10,12 +10,15 @@
 //   leave-one-model-out error band.
 // - load() validates every field and throws InputError naming the file and the JSON path; a
 //   missing file yields an empty set (every engine then runs uncalibrated, and says so).
+// - MoE kernel calibrations (MoeKernelCalibration) sit apart, under "moe_kernels", per engine,
+//   GPU class and expert weight format: they never stand in for a class's CPU costs.
 // - write() produces the file load() reads, pretty-printed, deterministic (sorted keys).
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "models/serving_engine.h"
@@ -42,6 +45,18 @@ struct EngineCalibration {
   std::optional<HeldOutError> held_out;
 };
 
+// An engine's MoE kernels against the measured MoE tables (vLLM's fused-MoE kernels, or the
+// grouped-GEMM estimate where no MoE rows of the shape exist), on one GPU class and expert weight
+// format, where no table of that engine's own MoE kernels ships: the routed experts' time x
+// `scale` (ProfiledParams::moe_kernel_scale). Fitted by `servesim fidelity --fit` on the measured
+// MoE rows of that engine, GPU class and weight format, only where they hold two models or more;
+// held_out is its leave-one-model-out error.
+struct MoeKernelCalibration {
+  double scale = 1;
+  std::string fitted_on;
+  std::optional<HeldOutError> held_out;
+};
+
 class EngineCalibrations {
  public:
   // Reads `path` (see the contract). Throws InputError on malformed content.
@@ -56,8 +71,18 @@ class EngineCalibrations {
     return entries_;
   }
 
+  // The MoE kernel calibration of `engine` on `gpu_class` for experts of `weight_format` (a
+  // dtype name, e.g. "fp8_block"), or null.
+  using MoeKey = std::tuple<std::string, std::string, std::string>;  // engine, class, format
+  const MoeKernelCalibration* find_moe(const std::string& engine, const std::string& gpu_class,
+                                       const std::string& weight_format) const;
+  void set_moe(const std::string& engine, const std::string& gpu_class,
+               const std::string& weight_format, MoeKernelCalibration c);
+  const std::map<MoeKey, MoeKernelCalibration>& all_moe() const { return moe_; }
+
  private:
   std::map<std::pair<std::string, std::string>, EngineCalibration> entries_;
+  std::map<MoeKey, MoeKernelCalibration> moe_;
 };
 
 }  // namespace servesim::models

@@ -524,6 +524,9 @@ ProfiledCostModel::Impl::Impl(const Deployment& dep, const std::vector<profiles:
   if (p.memo_tokens < 0) {
     throw std::invalid_argument("memo_tokens must be non-negative");
   }
+  if (!(p.moe_kernel_scale > 0)) {
+    throw std::invalid_argument("moe_kernel_scale must be positive");
+  }
   shapes = detail::rank_shapes(d);
   {
     detail::Throughputs x = detail::peak_throughputs(d);
@@ -796,6 +799,12 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
     }
     if (moe_table == nullptr) {
       resolve_moe_efficiency(order);
+    }
+    if (params.moe_kernel_scale != 1.0) {
+      diag.sources.push_back(fmt::format(
+          "moe_mlp: routed experts x{:.3g} for the serving engine's MoE kernels (engine "
+          "calibration)",
+          params.moe_kernel_scale));
     }
   }
 
@@ -1311,10 +1320,12 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
     const RankLoad load = shapes.expert_load->busiest(m);
     const double routed = load.routed_rows;
     const double touched = load.touched_experts;
+    // The engine's MoE kernels against the tables (ProfiledParams::moe_kernel_scale).
+    const double expert_layers = moe_layers * params.moe_kernel_scale;
     if (moe_table != nullptr && moe_table_own_routing) {
       // Measured under this routing, its busiest rank included: the pass's tokens as they are.
       const Lookup l = moe_table->predict(moe_key, m);
-      mlp.add(moe_layers * l.seconds, kind_of(l));
+      mlp.add(expert_layers * l.seconds, kind_of(l));
     } else if (moe_table != nullptr) {
       // The table's rows are loads of num_tokens tokens: the busiest rank's load is that of
       // routed / (k / ep) tokens. A balanced row spreads them over min(E/ep, routed) experts, so
@@ -1323,14 +1334,14 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
       const Lookup l = moe_table->predict(moe_key, routed * shapes.ep / shapes.experts_per_token);
       const double spread =
           moe_table_balanced ? touched / std::min(shapes.experts / shapes.ep, routed) : 1.0;
-      mlp.add(moe_layers * l.seconds * spread, kind_of(l));
+      mlp.add(expert_layers * l.seconds * spread, kind_of(l));
     } else {
       // The touched experts run as one grouped kernel per layer, scaled by what the fused MoE
       // kernels of the dtype's measured shapes take over that estimate at as many tokens.
       const double scale = moe_efficiency.at(routed * shapes.ep / shapes.experts_per_token);
       const auto experts = [&](const GemmSource& g) {
         const Lookup l = g.at(routed / touched);
-        mlp.add(moe_layers * scale * grouped_gemm_s(g, l, touched), g.kind(l));
+        mlp.add(expert_layers * scale * grouped_gemm_s(g, l, touched), g.kind(l));
       };
       experts(gate_up);
       experts(down);

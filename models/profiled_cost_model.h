@@ -81,6 +81,11 @@ struct ProfiledParams {
   // TP all-reduce through vLLM's custom all-reduce (CUDA-graph path) where its rows cover the
   // message; false: NCCL all-reduce rows only (engines without the custom kernel, e.g. DistServe).
   bool custom_allreduce = true;
+  // A MoE model's routed experts (fused-MoE rows or the grouped-GEMM estimate) take this times
+  // the tables' time: the serving engine's own MoE kernels against the measured ones, where no
+  // table of the engine's kernels exists (an engine calibration, models/engine_calibration.h).
+  // 1: the tables as measured. Dense models, the router and shared experts ignore it.
+  double moe_kernel_scale = 1.0;
 };
 
 // Counts that describe how a model was calibrated.

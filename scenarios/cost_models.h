@@ -22,6 +22,10 @@ struct CostModelChoice {
   std::string type = "profiled";  // "profiled" (measured tables) or "roofline"
   models::RooflineParams roofline;  // knobs shared by both (overhead, fallbacks)
   bool custom_allreduce = true;     // profiled: vLLM's custom all-reduce rows (else NCCL rows)
+  // profiled: a MoE model's routed experts x this (the serving engine's MoE kernels against the
+  // tables; ProfiledParams::moe_kernel_scale). Not part of the scenario's section: an engine
+  // model's calibration sets it.
+  double moe_kernel_scale = 1.0;
 };
 
 // Builds the cost model for a deployment. A profiled model of a GPU without tables borrows the

@@ -831,6 +831,7 @@ policies::EngineSetup resolve_engine(const Scenario& s, int tp, const DataRoot& 
   target.gpu = &catalogs.gpus.get(s.cluster.gpu);
   target.model = &catalogs.models.get(s.model);
   target.tp = tp;
+  target.weight_dtype = s.cluster.weight_dtype;
   target.calibrations = &catalogs.engine_calibrations;
   const EngineChoice& e = s.engine.value();
   return policies::engine_models().get(e.type).build(e.version, e.knobs, target);
@@ -1169,11 +1170,14 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     if (!cost) {
       const models::Deployment dep{&model, &gpu, g.tp, s.cluster.weight_dtype, s.cluster.kv_dtype,
                                    g.ep, g.attention_dp, g.pp, s.cluster.expert_routing};
-      cost = make_cost_model({s.cost_type, s.cost, s.cost_custom_allreduce}, dep, root);
-      if (s.engine) {
-        const policies::EngineSetup& e =
-            engine_by_tp.try_emplace(g.tp, resolve_engine(s, g.tp, root)).first->second;
-        models::EngineRuntime runtime = e.runtime;
+      CostModelChoice choice{s.cost_type, s.cost, s.cost_custom_allreduce};
+      const policies::EngineSetup* e =
+          s.engine ? &engine_by_tp.try_emplace(g.tp, resolve_engine(s, g.tp, root)).first->second
+                   : nullptr;
+      if (e) choice.moe_kernel_scale = e->moe_kernel_scale;
+      cost = make_cost_model(choice, dep, root);
+      if (e) {
+        models::EngineRuntime runtime = e->runtime;
         runtime.scheduler_ranks = g.attention_dp;
         cost = models::make_engine_cost_model(cost, std::move(runtime));
       }

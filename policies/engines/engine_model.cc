@@ -115,8 +115,36 @@ ParamSchema calibration_knobs() {
                 "GPU time of prefill passes against the kernel tables (0.05..20); -1 = calibrated"),
       knob_spec("gpu_decode_scale", "",
                 "GPU time of decode passes against the kernel tables (0.05..20); -1 = calibrated"),
+      knob_spec("moe_kernel_scale", "",
+                "a MoE model's routed experts: the engine's MoE kernels against the kernel tables "
+                "(0.05..20); -1 = calibrated (1 where no MoE kernel calibration exists)"),
   };
 }
+
+namespace {
+
+// The MoE kernel calibration in effect for `target`: its model is MoE and the engine has one for
+// the GPU class and expert weight format. Null otherwise.
+const models::MoeKernelCalibration* moe_kernel_calibration(const std::string& engine,
+                                                           const std::string& cls,
+                                                           const EngineTarget& target) {
+  if (!target.calibrations || !target.model || !target.model->moe) return nullptr;
+  return target.calibrations->find_moe(engine, cls, models::dtype_name(target.weight_dtype));
+}
+
+std::string moe_kernel_note(const std::string& engine, const std::string& cls,
+                            const EngineTarget& target, const models::MoeKernelCalibration& moe) {
+  std::string out = fmt::format(
+      "MoE kernels x{:.3g} of the tables ({} on {} GPUs, {} experts; fitted on {})", moe.scale,
+      engine, cls, models::dtype_name(target.weight_dtype), moe.fitted_on);
+  if (moe.held_out) {
+    out += fmt::format(", held out: TTFT MdAPE {:.1f} %, TPOT MdAPE {:.1f} %",
+                       moe.held_out->ttft_mdape * 100, moe.held_out->tpot_mdape * 100);
+  }
+  return out;
+}
+
+}  // namespace
 
 void apply_calibration(const std::string& engine, const ParamValues& knobs,
                        const EngineTarget& target, bool overlapped, EngineSetup& setup) {
@@ -157,6 +185,7 @@ void apply_calibration(const std::string& engine, const ParamValues& knobs,
       std::llround(pick("frontend_request_us", cal ? cal->frontend_request_us : 0) * 1e3)};
   setup.frontend.per_prompt_token_ns =
       pick("frontend_token_us", cal ? cal->frontend_token_us : 0) * 1e3;
+  // `calibrated`: the value in effect unless the knob is set (1 where no calibration gives one).
   auto pick_scale = [&](const char* name, double calibrated) {
     const double v = knob(knobs, name);
     if (v >= 0 && !(v >= 0.05 && v <= 20)) {
@@ -164,13 +193,20 @@ void apply_calibration(const std::string& engine, const ParamValues& knobs,
                               fmt::format("expected -1 (calibrated) or a scale in [0.05, 20], "
                                           "got {}", v)}});
     }
-    const double chosen = v >= 0 ? v : (cal ? calibrated : 1.0);
+    const double chosen = v >= 0 ? v : calibrated;
     setup.resolved.set(name, chosen);
     return chosen;
   };
   setup.runtime.gpu_scale.prefill =
       pick_scale("gpu_prefill_scale", cal ? cal->gpu_scale.prefill : 1.0);
   setup.runtime.gpu_scale.decode = pick_scale("gpu_decode_scale", cal ? cal->gpu_scale.decode : 1.0);
+  const models::MoeKernelCalibration* moe = moe_kernel_calibration(engine, cls, target);
+  setup.moe_kernel_scale = pick_scale("moe_kernel_scale", moe ? moe->scale : 1.0);
+  if (knob(knobs, "moe_kernel_scale") >= 0) {
+    note += fmt::format("; MoE kernels x{:.3g} of the tables, set explicitly", setup.moe_kernel_scale);
+  } else if (moe) {
+    note += "; " + moe_kernel_note(engine, cls, target, *moe);
+  }
   bool explicit_any = false;
   for (const ParamSpec& k : calibration_knobs()) explicit_any |= knob(knobs, k.name.c_str()) >= 0;
   setup.calibration_note = explicit_any ? note + "; some set explicitly" : note;

@@ -19,7 +19,10 @@
 //   which the scenario stores with the results.
 // - Calibration: the CPU and front-end costs come from the calibration of the engine on the
 //   deployment's GPU class (models/engine_calibration.h), else from its Hopper calibration
-//   (said in calibration_note), else zero (said too). Knobs set explicitly override them.
+//   (said in calibration_note), else zero (said too). A MoE model's expert kernels take the
+//   engine's MoE kernel calibration of the GPU class and expert weight format where one exists
+//   (models::MoeKernelCalibration; no borrowing across classes or formats), said in
+//   calibration_note too. Knobs set explicitly override them.
 // - build() is deterministic and throws ConfigError (JSON path "engine.<knob>") for a knob value
 //   the engine would reject.
 #pragma once
@@ -45,6 +48,7 @@ struct EngineTarget {
   const models::GpuSpec* gpu = nullptr;
   const models::ModelSpec* model = nullptr;
   int tp = 1;
+  models::Dtype weight_dtype = models::Dtype::kBf16;  // a MoE model's expert weight format
   const models::EngineCalibrations* calibrations = nullptr;  // may be null: uncalibrated
 };
 
@@ -54,6 +58,9 @@ struct EngineSetup {
   ParamValues resolved;           // every knob with its value in effect
   models::MemoryParams memory;    // KV-capacity rule and sizing
   models::EngineRuntime runtime;  // CUDA graphs and per-iteration CPU cost
+  // A MoE model's routed experts x this (ProfiledParams::moe_kernel_scale): the engine's MoE
+  // kernels against the kernel tables, from its MoE kernel calibration (1: none in effect).
+  double moe_kernel_scale = 1.0;
   sim::FrontendSpec frontend;
   // A fresh instance of the engine's own scheduler.
   std::function<std::unique_ptr<sim::BatchingPolicy>()> make_scheduler;

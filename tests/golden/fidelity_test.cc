@@ -21,6 +21,7 @@
 
 #include "app/fidelity.h"
 #include "app/measured_runs.h"
+#include "models/engine_calibration.h"
 #include "policies/builtin.h"
 #include "policies/engines/engine_model.h"
 #include "reports/query.h"
@@ -51,6 +52,16 @@ std::string csv_with_lines(const std::string& name, const std::vector<int>& line
   const fs::path p = fs::temp_directory_path() / ("servesim_fidelity_" + name + ".csv");
   std::ofstream(p) << out;
   return p.string();
+}
+
+// --fit with few evaluations and rows per fit: what the fit tests need, fast.
+FidelityOptions quick_fit_options() {
+  FidelityOptions options;
+  options.jobs = 2;
+  options.fit = true;
+  options.fit_evaluations = 6;
+  options.fit_max_rows = 2;
+  return options;
 }
 
 const MeasuredRun& row_at_line(const std::vector<MeasuredRun>& runs, int line) {
@@ -425,11 +436,7 @@ TEST(Fidelity, FitsDoNotStartFromTheShippedCalibration) {
       std::chrono::microseconds(9000));
 
   auto fitted = [&](const scenarios::DataRoot& r, const std::string& name) {
-    FidelityOptions options;
-    options.jobs = 2;
-    options.fit = true;
-    options.fit_evaluations = 6;
-    options.fit_max_rows = 2;
+    FidelityOptions options = quick_fit_options();
     options.write_calibration = (fs::temp_directory_path() / name).string();
     std::ostringstream out;
     EXPECT_EQ(run_fidelity(csv, options, r, out), 0) << out.str();
@@ -455,11 +462,7 @@ TEST(Fidelity, AGroupOfOneModelIsPredictedNotFitted) {
   // vLLM rows of two models on Hopper (Qwen3-32B on H100, Llama-3.1-8B FP8 on H200) and a
   // TensorRT-LLM Qwen3-32B row on GB200 (line 498), the only one of its engine on Blackwell.
   const std::string csv = csv_with_lines("one_model_group", {1093, 1314, 498});
-  FidelityOptions options;
-  options.jobs = 2;
-  options.fit = true;
-  options.fit_evaluations = 6;
-  options.fit_max_rows = 2;
+  FidelityOptions options = quick_fit_options();
   options.write_calibration = (fs::temp_directory_path() / "servesim_fit_one_model.json").string();
   std::ostringstream out;
   ASSERT_EQ(run_fidelity(csv, options, root(), out), 0) << out.str();
@@ -488,11 +491,7 @@ TEST(Fidelity, AGroupOfOneModelIsPredictedNotFitted) {
 // the same errors; they hold one release (0.12.0), which therefore cannot be left out.
 TEST(Fidelity, FitPrintsTheHeldOutEstimateOfEachAxisWithItsWorstGroup) {
   const std::string csv = csv_with_lines("axes", {1093, 1096, 1314, 1321});
-  FidelityOptions options;
-  options.jobs = 2;
-  options.fit = true;
-  options.fit_evaluations = 6;
-  options.fit_max_rows = 2;
+  FidelityOptions options = quick_fit_options();
   std::ostringstream out;
   ASSERT_EQ(run_fidelity(csv, options, root(), out), 0) << out.str();
   const std::string text = out.str();
@@ -511,6 +510,38 @@ TEST(Fidelity, FitPrintsTheHeldOutEstimateOfEachAxisWithItsWorstGroup) {
                          "values)"),
             std::string::npos)
       << section;
+}
+
+// The MoE rows of an engine, GPU class and expert weight format that hold two models fit an
+// expert-kernel scale: each model held out in turn, then on both; the scale is written under
+// "moe_kernels" with its held-out band, apart from the CPU calibrations, and the report prints it
+// with the held-out errors at the tables' speed and with the scale.
+TEST(Fidelity, MoeRowsOfTwoModelsFitAnExpertKernelScaleLeaveOneModelOut) {
+  // SGLang on H200, block-scaled FP8 experts: DeepSeek-R1 (line 31, TP 8, c = 4) and
+  // Qwen3-235B-A22B (line 1190, TP 2, c = 3).
+  const std::string csv = csv_with_lines("moe_fit", {31, 1190});
+  FidelityOptions options = quick_fit_options();
+  options.write_calibration = (fs::temp_directory_path() / "servesim_fit_moe.json").string();
+  std::ostringstream out;
+  ASSERT_EQ(run_fidelity(csv, options, root(), out), 0) << out.str();
+  const std::string text = out.str();
+  const std::regex line(
+      R"(\n  sglang  hopper    fp8_block  x([0-9.]+)  held out: TTFT MdAPE [0-9.]+ -> [0-9.]+ %, TPOT MdAPE [0-9.]+ -> [0-9.]+ %, both within 25 % [0-9.]+ -> [0-9.]+ %  \[2 aggregated MoE rows of 2 models \(deepseek-v3, qwen3-235b-a22b\)\])");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, line)) << text;
+  const double scale = std::stod(m[1].str());
+  EXPECT_GE(scale, 0.25);
+  EXPECT_LE(scale, 2.5);
+  const models::EngineCalibrations written =
+      models::EngineCalibrations::load(options.write_calibration);
+  const models::MoeKernelCalibration* k = written.find_moe("sglang", "hopper", "fp8_block");
+  ASSERT_NE(k, nullptr);
+  EXPECT_NEAR(k->scale, scale, 1e-3);
+  ASSERT_TRUE(k->held_out.has_value());
+  EXPECT_EQ(k->held_out->rows, 2);
+  EXPECT_EQ(k->held_out->models, 2);
+  EXPECT_EQ(written.find("sglang", "hopper"), nullptr);  // no dense rows: no CPU calibration
+  fs::remove(options.write_calibration);
 }
 
 TEST(Fidelity, EmitScenarioPrintsARowsScenario) {

@@ -183,6 +183,49 @@ TEST_F(ProfiledTest, Mxfp4ExpertsUseTheirMoeTableWhereMeasured) {
   EXPECT_GT(h200->lookup_stats().extrapolated_s, 0);
 }
 
+// An engine's MoE kernel scale multiplies the routed experts' time, whether it comes from a MoE
+// table (B200) or the grouped-GEMM estimate (H200), and nothing else: the MLP time is linear in
+// it (scales >= 1 here, clear of the peak-rate clamp), every other operator and a dense model
+// are untouched, the model's sources say so, and a scale <= 0 is refused.
+TEST_F(ProfiledTest, MoeKernelScaleMultipliesTheRoutedExpertsAlone) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const BatchShape step = decodes(128, 1000);
+  for (const char* gpu : {"b200_sxm", "h200_sxm"}) {
+    const Deployment d = deployment("gpt-oss-120b", gpu, 1, Dtype::kMxfp4);
+    std::vector<OperatorTimes> t;
+    for (double scale : {1.0, 1.5, 2.0}) {
+      ProfiledParams p;
+      p.moe_kernel_scale = scale;
+      const auto m = load_profiled_cost_model(d, *gpus_, "profiles", p);
+      t.push_back(m->breakdown(step));
+      const auto& sources = dynamic_cast<const ProfiledCostModel&>(*m).diagnostics().sources;
+      const bool said = std::any_of(sources.begin(), sources.end(), [](const std::string& s) {
+        return s.find("routed experts x1.5 for the serving engine's MoE kernels") !=
+               std::string::npos;
+      });
+      EXPECT_EQ(said, scale == 1.5) << gpu;
+    }
+    const double half_step = seconds(t[1].mlp_gemm) - seconds(t[0].mlp_gemm);
+    EXPECT_GT(half_step, 0.3 * seconds(t[1].mlp_gemm)) << gpu;  // experts dominate the MLP
+    EXPECT_NEAR(seconds(t[2].mlp_gemm) - seconds(t[1].mlp_gemm), half_step, 1e-3 * half_step)
+        << gpu;
+    EXPECT_EQ(t[0].qkv_gemm, t[2].qkv_gemm);
+    EXPECT_EQ(t[0].attention_decode, t[2].attention_decode);
+    EXPECT_EQ(t[0].allreduce, t[2].allreduce);
+    EXPECT_EQ(t[0].lm_head, t[2].lm_head);
+  }
+  ProfiledParams twice;
+  twice.moe_kernel_scale = 2;
+  const Deployment dense = deployment("llama-3.1-8b", "h100_sxm", 1);
+  EXPECT_EQ(load_profiled_cost_model(dense, *gpus_, "profiles", twice)->iteration_time(step),
+            load_profiled_cost_model(dense, *gpus_, "profiles")->iteration_time(step));
+  ProfiledParams zero;
+  zero.moe_kernel_scale = 0;
+  EXPECT_THROW(load_profiled_cost_model(dense, *gpus_, "profiles", zero), std::invalid_argument);
+}
+
 // Without MoE rows of the model's shape, the experts' grouped-GEMM estimate is scaled by the
 // measured fused-MoE kernels of other shapes over the same estimate: rows twice as slow make the
 // experts' time twice as long (the router GEMM aside), and with no MoE rows at all the estimate

@@ -284,5 +284,42 @@ TEST(EngineCalibrations, WriteThenLoadRoundTripsAndBadFieldsNameTheirPath) {
   std::remove(path.c_str());
 }
 
+TEST(EngineCalibrations, MoeKernelScalesRoundTripApartFromTheClassCalibrations) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "servesim_moe_calibration_test.json").string();
+  EngineCalibrations c;
+  MoeKernelCalibration k;
+  k.scale = 0.62;
+  k.fitted_on = "39 rows";
+  k.held_out = HeldOutError{39, 2, 0.3, 0.9, 0.1, 0.2, 0.4};
+  c.set_moe("sglang", "hopper", "fp8_block", k);
+  c.write(path);
+  const EngineCalibrations back = EngineCalibrations::load(path);
+  const MoeKernelCalibration* r = back.find_moe("sglang", "hopper", "fp8_block");
+  ASSERT_NE(r, nullptr);
+  EXPECT_DOUBLE_EQ(r->scale, 0.62);
+  EXPECT_EQ(r->fitted_on, "39 rows");
+  ASSERT_TRUE(r->held_out.has_value());
+  EXPECT_DOUBLE_EQ(r->held_out->tpot_mdape, 0.1);
+  // A MoE kernel scale is no calibration of the class's CPU costs, nor of another format.
+  EXPECT_EQ(back.find("sglang", "hopper"), nullptr);
+  EXPECT_EQ(back.find_moe("sglang", "hopper", "fp8"), nullptr);
+
+  std::ofstream(path) << R"({"format": "servesim-engine-calibration", "engines": {},
+      "moe_kernels": {"sglang": {"hopper": {"fp8_block": {"fitted_on": "x"}}}}})";
+  try {
+    EngineCalibrations::load(path);
+    FAIL() << "expected an InputError for a missing scale";
+  } catch (const InputError& err) {
+    EXPECT_NE(err.message().find("moe_kernels.sglang.hopper.fp8_block.scale: missing"),
+              std::string::npos)
+        << err.what();
+  }
+  std::ofstream(path) << R"({"format": "servesim-engine-calibration", "engines": {},
+      "moe_kernels": {"sglang": {"hopper": {"fp8_block": {"scale": 0.01}}}}})";
+  EXPECT_THROW(EngineCalibrations::load(path), InputError);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace servesim::models

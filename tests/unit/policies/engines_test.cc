@@ -351,5 +351,41 @@ TEST_F(EngineDefaults, AnExplicitGpuScaleOverridesTheCalibrationAndIsRangeChecke
   }
 }
 
+// A MoE model takes its engine's MoE kernel calibration of the GPU class and expert weight format,
+// and says so; another format, a dense model or an explicit knob do not take it.
+TEST_F(EngineDefaults, MoeKernelCalibrationAppliesToItsEngineClassAndFormatOnly) {
+  models::EngineCalibrations cal;
+  models::MoeKernelCalibration k;
+  k.scale = 0.6;
+  k.fitted_on = "39 aggregated MoE rows of 2 models";
+  cal.set_moe("sglang", "hopper", "fp8_block", k);
+  const EngineModelEntry& e = engine_models().get("sglang");
+  EngineTarget t;
+  t.gpu = &gpus.get("h200_sxm");
+  t.model = &models.get("deepseek-v3");
+  t.weight_dtype = models::Dtype::kFp8Block;
+  t.calibrations = &cal;
+  ParamValues knobs = ParamValues::defaults(e.schema);
+  const EngineSetup s = e.build("0.5.9", knobs, t);
+  EXPECT_DOUBLE_EQ(s.moe_kernel_scale, 0.6) << s.calibration_note;
+  EXPECT_NE(s.calibration_note.find("MoE kernels x0.6 of the tables (sglang on hopper GPUs, "
+                                    "fp8_block experts; fitted on 39 aggregated MoE rows"),
+            std::string::npos)
+      << s.calibration_note;
+  t.weight_dtype = models::Dtype::kFp8;
+  EXPECT_DOUBLE_EQ(e.build("0.5.9", knobs, t).moe_kernel_scale, 1.0);
+  t.weight_dtype = models::Dtype::kFp8Block;
+  t.model = &models.get("llama-3.1-8b");
+  EXPECT_DOUBLE_EQ(e.build("0.5.9", knobs, t).moe_kernel_scale, 1.0);
+  t.model = &models.get("deepseek-v3");
+  knobs.set("moe_kernel_scale", 1.2);
+  const EngineSetup by_hand = e.build("0.5.9", knobs, t);
+  EXPECT_DOUBLE_EQ(by_hand.moe_kernel_scale, 1.2);
+  EXPECT_NE(by_hand.calibration_note.find("MoE kernels x1.2 of the tables, set explicitly"),
+            std::string::npos)
+      << by_hand.calibration_note;
+  EXPECT_EQ(by_hand.calibration_note.find("x0.6"), std::string::npos) << by_hand.calibration_note;
+}
+
 }  // namespace
 }  // namespace servesim::policies
