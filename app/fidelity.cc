@@ -173,7 +173,7 @@ double nlopt_objective(unsigned n, const double* x, double* grad, void* data) {
 
 // Fits the calibration knobs of one engine on `rows` (derivative-free: a simulation is piecewise
 // constant in its costs), from `start`.
-Theta fit(const std::vector<const MappedRun*>& rows, const Theta& start,
+Theta fit_theta(const std::vector<const MappedRun*>& rows, const Theta& start,
           const FidelityOptions& options, const scenarios::DataRoot& root) {
   FitContext ctx{&rows, options.jobs, &root};
   nlopt_opt opt = nlopt_create(NLOPT_LN_SBPLX, static_cast<unsigned>(kKnobs.size()));
@@ -399,7 +399,7 @@ std::vector<Scored> leave_one_out(const HoldOutAxis& axis, const DenseGroups& gr
           train.push_back(todo[i]);
         }
       }
-      const Theta t = fit(spread(train, options.fit_max_rows), start, options, root);
+      const Theta t = fit_theta(spread(train, options.fit_max_rows), start, options, root);
       const std::vector<Prediction> preds = predict_all(targets, &t, options.jobs, root);
       for (size_t k = 0; k < where.size(); ++k) {
         predicted[where[k]] = {todo[where[k]], todo_index[where[k]], preds[k]};
@@ -407,6 +407,19 @@ std::vector<Scored> leave_one_out(const HoldOutAxis& axis, const DenseGroups& gr
     }
   }
   return predicted;
+}
+
+// The calibration file's held-out band of errors `e` measured over `models` models.
+models::HeldOutError held_out_error(const ErrorStats& e, size_t models) {
+  models::HeldOutError h;
+  h.rows = e.rows;
+  h.models = static_cast<int64_t>(models);
+  h.ttft_mdape = e.ttft_mdape;
+  h.ttft_p90_ape = e.ttft_p90_ape;
+  h.tpot_mdape = e.tpot_mdape;
+  h.tpot_p90_ape = e.tpot_p90_ape;
+  h.within_25_both = e.both_within_25;
+  return h;
 }
 
 // ---- MoE kernel calibration (models::MoeKernelCalibration)
@@ -556,13 +569,7 @@ std::map<MoeKey, MoeFit> fit_moe_kernels(const MoeGroups& groups,
                     fmt::join(group_models, ", "));
     f.tables = error_stats(tables_ttft, tables_tpot);
     f.held_out = error_stats(held_ttft, held_tpot);
-    f.calibration.held_out = models::HeldOutError{f.held_out.rows,
-                                                  static_cast<int64_t>(group_models.size()),
-                                                  f.held_out.ttft_mdape,
-                                                  f.held_out.ttft_p90_ape,
-                                                  f.held_out.tpot_mdape,
-                                                  f.held_out.tpot_p90_ape,
-                                                  f.held_out.both_within_25};
+    f.calibration.held_out = held_out_error(f.held_out, group_models.size());
     f.kept = f.held_out.rows > 0 && f.held_out.tpot_mdape < f.tables.tpot_mdape;
     std::vector<Prediction> fitted_preds = as_tables;
     if (f.kept) {
@@ -668,6 +675,299 @@ void print_worst(std::ostream& out, const std::vector<Scored>& scored, int count
                      csv_path);
 }
 
+// ---- the study, step by step (run_fidelity)
+
+Duration checked_client_jitter(const std::string& csv_path, const FidelityOptions& options) {
+  Duration client_jitter{};
+  try {
+    client_jitter = parse_duration(options.bench.client_jitter);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(csv_path, {{"--client-jitter", e.what()}});
+  }
+  if (client_jitter.count() < 0) {
+    throw ConfigError(csv_path, {{"--client-jitter", "expected a duration >= 0"}});
+  }
+  return client_jitter;
+}
+
+// --emit-scenario: prints the scenario of the row named by id or line. Throws ConfigError when
+// there is none or it is not mapped.
+int emit_scenario(const std::vector<MappedRun>& mapped, const FidelityOptions& options,
+                  const std::string& csv_path, std::ostream& out) {
+  for (const MappedRun& m : mapped) {
+    if (m.run.id != options.emit_scenario && std::to_string(m.run.line) != options.emit_scenario) {
+      continue;
+    }
+    if (!m.mapped()) {
+      throw ConfigError(csv_path, {{fmt::format("line {}", m.run.line),
+                                    "not mapped to a scenario: " + m.skip_reason}});
+    }
+    out << m.scenario.dump(2) << "\n";
+    return 0;
+  }
+  throw ConfigError(csv_path, {{"--emit-scenario", fmt::format("no row with id or line \"{}\"",
+                                                               options.emit_scenario)}});
+}
+
+// The rows a study simulates (mapped, of the engines asked for), and the others counted by
+// reason.
+struct StudyRows {
+  std::vector<const MappedRun*> todo;
+  std::vector<size_t> index;  // each one's row index in the CSV (0-based data row)
+  std::map<std::string, int64_t> skipped, assumed;
+};
+
+StudyRows select_rows(const std::vector<MappedRun>& mapped, const FidelityOptions& options) {
+  StudyRows rows;
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    const MappedRun& m = mapped[i];
+    if (!options.engines.empty() &&
+        std::find(options.engines.begin(), options.engines.end(), m.run.backend) ==
+            options.engines.end()) {
+      continue;
+    }
+    if (!m.mapped()) {
+      const size_t cut = m.skip_reason.find(" (");
+      rows.skipped[m.skip_reason.substr(0, cut)]++;
+      continue;
+    }
+    if (!m.assumption.empty()) rows.assumed[m.assumption]++;
+    rows.todo.push_back(&m);
+    rows.index.push_back(i);
+  }
+  return rows;
+}
+
+void print_study_header(std::ostream& out, size_t csv_rows, const std::string& csv_path,
+                        const StudyRows& rows, const FidelityOptions& options, bool jitter) {
+  int64_t moe_rows = 0;
+  for (const MappedRun* m : rows.todo) moe_rows += m->moe;
+  out << fmt::format("servesim fidelity: {} rows of {}\n", csv_rows, csv_path);
+  out << fmt::format("  mapped to scenarios: {} ({} dense, {} MoE)\n", rows.todo.size(),
+                     rows.todo.size() - static_cast<size_t>(moe_rows), moe_rows);
+  print_counts(out, "skipped", rows.skipped);
+  print_counts(out, "mapped with an assumption", rows.assumed);
+  out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients ({}), {} x c "
+                     "requests{} after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
+                     jitter ? fmt::format("each send delayed by a uniform draw below {}",
+                                          options.bench.client_jitter)
+                            : std::string("sending the instant a response ends"),
+                     options.bench.requests_per_client,
+                     options.bench.max_measured_requests > 0
+                         ? fmt::format(" (at most {} and at least {} rounds)",
+                                       options.bench.max_measured_requests,
+                                       BenchmarkTemplate::kMinMeasuredRounds)
+                         : std::string(),
+                     options.bench.warmup_per_client,
+                     options.bench.dataset_entries > 0
+                         ? fmt::format("prompts from {} dataset entries",
+                                       options.bench.dataset_entries)
+                         : std::string("every prompt unique"));
+}
+
+// Every row simulated with the calibration in effect; prints the time taken and each row that
+// could not be simulated (counted in `failed`).
+std::vector<Scored> simulate_in_effect(const StudyRows& rows, const FidelityOptions& options,
+                                       const scenarios::DataRoot& root, Progress& progress,
+                                       std::ostream& out, int& failed) {
+  const auto t0 = std::chrono::steady_clock::now();
+  progress.line(
+      fmt::format("simulating {} rows with the calibration in effect...", rows.todo.size()));
+  const std::vector<Prediction> preds = predict_all(rows.todo, nullptr, options.jobs, root);
+  std::vector<Scored> scored(rows.todo.size());
+  for (size_t i = 0; i < rows.todo.size(); ++i) scored[i] = {rows.todo[i], rows.index[i], preds[i]};
+  const double sim_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out << fmt::format("  simulated {} rows in {:.1f} s on {} thread(s)\n", rows.todo.size(), sim_s,
+                     options.jobs);
+  failed = 0;
+  for (const Scored& s : scored) {
+    if (s.pred.ok) continue;
+    ++failed;
+    out << fmt::format("  line {} could not be simulated: {}\n", s.row->run.line, s.pred.error);
+  }
+  return scored;
+}
+
+// The calibration file in effect and what its entries were fitted on.
+std::string calibration_in_effect(const scenarios::Catalogs& cat, const scenarios::DataRoot& root) {
+  if (cat.engine_calibrations.all().empty()) return "none (no calibration file)";
+  std::set<std::string> fitted;
+  for (const auto& [key, c] : cat.engine_calibrations.all()) fitted.insert(c.fitted_on);
+  return fmt::format("{} (fitted on: {})", root.engine_calibration(), fmt::join(fitted, "; "));
+}
+
+// What --fit found: the held-out and in-sample predictions (by row, as StudyRows::todo, rows of
+// no prediction dropped), the calibrations to write, each axis's held-out estimate and the MoE
+// kernel fits.
+struct FitStudy {
+  std::vector<Scored> held_out, in_sample;
+  models::EngineCalibrations fitted;
+  std::vector<std::pair<const HoldOutAxis*, std::vector<Scored>>> estimates;
+  std::map<MoeKey, MoeFit> moe_fits;
+};
+
+// Groups of dense rows by (engine, GPU class), of two models or more. A group of one model is not
+// fitted: no model of it could be held out; its rows are predicted like the MoE rows.
+DenseGroups dense_groups(const std::vector<const MappedRun*>& todo, const scenarios::Catalogs& cat) {
+  DenseGroups groups;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (todo[i]->calibrates()) groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
+  }
+  std::erase_if(groups, [&](const auto& group) { return models_of(todo, group.second).size() < 2; });
+  return groups;
+}
+
+// Each dense group's calibration fitted on every model (set in fit.fitted, with the group's
+// leave-one-model-out band from fit.held_out) and its in-sample predictions.
+void fit_dense_calibrations(const DenseGroups& groups, const StudyRows& rows, const Theta& start,
+                            const FidelityOptions& options, const scenarios::DataRoot& root,
+                            Progress& progress, FitStudy& fit) {
+  const std::vector<const MappedRun*>& todo = rows.todo;
+  for (const auto& [key, members] : groups) {
+    const auto& [engine, cls] = key;
+    const std::set<std::string> group_models = models_of(todo, members);
+    std::vector<double> held_ttft, held_tpot;
+    for (size_t i : members) {
+      if (!fit.held_out[i].pred.ok) continue;
+      held_ttft.push_back(fit.held_out[i].pred.ttft_error(todo[i]->run));
+      held_tpot.push_back(fit.held_out[i].pred.tpot_error(todo[i]->run));
+    }
+    progress.line(fmt::format("fitting {} on {} with every model...", engine, cls));
+    std::vector<const MappedRun*> all_rows;
+    for (size_t i : members) all_rows.push_back(todo[i]);
+    const Theta t = fit_theta(spread(all_rows, options.fit_max_rows), start, options, root);
+    models::EngineCalibration c = calibration_of(
+        t, fmt::format("{} rows of {} model(s) ({}) measured on {} GPUs", all_rows.size(),
+                       group_models.size(), fmt::join(group_models, ", "), cls));
+    if (!held_ttft.empty()) {
+      const ErrorStats e = error_stats(held_ttft, held_tpot);
+      c.held_out = held_out_error(e, group_models.size());
+    }
+    fit.fitted.set(engine, cls, c);
+    const std::vector<Prediction> preds = predict_all(all_rows, &t, options.jobs, root);
+    for (size_t k = 0; k < members.size(); ++k) {
+      fit.in_sample[members[k]] = {todo[members[k]], rows.index[members[k]], preds[k]};
+    }
+  }
+}
+
+FitStudy run_fit(const StudyRows& rows, const scenarios::Catalogs& cat,
+                 const FidelityOptions& options, const scenarios::DataRoot& root,
+                 Progress& progress) {
+  const std::vector<const MappedRun*>& todo = rows.todo;
+  FitStudy fit;
+  const DenseGroups groups = dense_groups(todo, cat);
+  std::vector<bool> in_fit(todo.size(), false);
+  for (const auto& [key, members] : groups) {
+    for (size_t i : members) in_fit[i] = true;
+  }
+  // Every fit starts from the same neutral point, not from the shipped calibration: that one was
+  // fitted on every model, the held-out one included, and a local search started there would
+  // carry it into the held-out fit. So --fit also gives the same result every time.
+  const Theta start = kStart;
+  for (const HoldOutAxis& axis : hold_out_axes()) {
+    fit.estimates.emplace_back(
+        &axis, leave_one_out(axis, groups, todo, rows.index, start, options, root, progress));
+  }
+  fit.held_out = fit.estimates.front().second;  // leave one model out: the error band shipped
+  fit.in_sample.resize(todo.size());
+  fit_dense_calibrations(groups, rows, start, options, root, progress, fit);
+  // MoE kernel scales, fitted on the aggregated MoE rows of groups of two models or more.
+  const MoeGroups moe = moe_groups(todo, cat);
+  for (const auto& [key, members] : moe) {
+    for (size_t i : members) in_fit[i] = true;
+  }
+  fit.moe_fits = fit_moe_kernels(moe, todo, rows.index, fit.fitted, cat, options, root, progress,
+                                 fit.held_out, fit.in_sample);
+  // Other MoE, disaggregated and unfitted dense rows: predicted with their engine's dense
+  // calibration of the GPU class, else of Hopper, and a MoE group's kernel scale (held out by
+  // construction: none is in any fit); never with the shipped MoE kernel calibration.
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (in_fit[i]) continue;
+    const MappedRun& m = *todo[i];
+    const Theta t = dense_theta_for(m, fit.fitted, cat);
+    const models::MoeKernelCalibration* k =
+        fit.fitted.find_moe(m.engine, gpu_class_of(m, cat), m.weight_dtype);
+    fit.held_out[i] = {todo[i], rows.index[i], predict(m, &t, root, k ? k->scale : 1.0)};
+  }
+  std::erase_if(fit.held_out, [](const Scored& s) { return s.row == nullptr; });
+  std::erase_if(fit.in_sample, [](const Scored& s) { return s.row == nullptr; });
+  progress.line("");
+  return fit;
+}
+
+void print_targets(std::ostream& out, const std::vector<Scored>& held_out) {
+  std::vector<const Scored*> dense;
+  for (const Scored& s : held_out) {
+    if (s.row->calibrates() && s.pred.ok) dense.push_back(&s);
+  }
+  const ErrorStats e = stats_of(dense);
+  if (e.rows == 0) {
+    out << "\nTargets (dense rows, held out): no held-out rows (every engine and GPU class "
+           "has rows of a single model, so no model can be left out)\n";
+    return;
+  }
+  out << fmt::format(
+      "\nTargets (dense rows, held out, {} rows): TTFT MdAPE {} % (target <= 15 %: {}), TPOT "
+      "MdAPE {} % (target <= 8 %: {}), rows within 25 % on both {} % (target >= 80 %: {})\n",
+      e.rows, pct(e.ttft_mdape), e.ttft_mdape <= 0.15 ? "met" : "NOT MET", pct(e.tpot_mdape),
+      e.tpot_mdape <= 0.08 ? "met" : "NOT MET", pct(e.both_within_25),
+      e.both_within_25 >= 0.80 ? "met" : "NOT MET");
+}
+
+// The fitted calibrations, the held-out and in-sample tables, the targets and each axis's
+// estimate; writes the calibration when asked.
+void print_fit_report(std::ostream& out, const FitStudy& fit, const FidelityOptions& options) {
+  out << "\nFitted calibrations (per engine and GPU class; CPU per iteration + per request + "
+         "per token, front end per request + per prompt token, GPU time scales):\n";
+  for (const auto& [key, c] : fit.fitted.all()) {
+    out << fmt::format("  {:<7} {:<9} CPU {:.0f} us + {:.2f} us/request + {:.3f} us/token; "
+                       "front end {:.0f} us + {:.3f} us/token; GPU x{:.3f} prefill, x{:.3f} "
+                       "decode  [{}]\n",
+                       key.first, key.second, static_cast<double>(c.cpu.per_iteration.count()) / 1e3,
+                       c.cpu.per_request_ns / 1e3, c.cpu.per_token_ns / 1e3,
+                       c.frontend_request_us, c.frontend_token_us, c.gpu_scale.prefill,
+                       c.gpu_scale.decode, c.fitted_on);
+  }
+  print_moe_fits(out, fit.moe_fits);
+  print_table(out,
+              "Held out (leave one model out: each dense model predicted by the calibration "
+              "fitted on the other models of its engine and GPU class; MoE rows by the dense "
+              "calibration, and the MoE kernel scale fitted on the group's other models):",
+              fit.held_out);
+  print_table(out, "In-sample (calibration fitted on every model, as written):", fit.in_sample);
+  print_targets(out, fit.held_out);
+  print_hold_out_estimates(out, fit.estimates);
+  if (!options.write_calibration.empty()) {
+    fit.fitted.write(options.write_calibration);
+    out << fmt::format("calibration written to {}\n", options.write_calibration);
+  }
+}
+
+// The study's rows (skipped ones included) and header, in one transaction.
+void write_study(const std::string& csv_path, const FidelityOptions& options,
+                 const std::vector<MappedRun>& mapped, const std::vector<Scored>& calibrated,
+                 const FitStudy& fit, const std::string& calibration_note, int failed,
+                 std::ostream& out) {
+  std::vector<reports::FidelityRowRecord> records;
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    if (!mapped[i].mapped()) records.push_back(record_of({&mapped[i], i, {}}, "calibrated"));
+  }
+  for (const Scored& s : calibrated) records.push_back(record_of(s, "calibrated"));
+  for (const Scored& s : fit.held_out) records.push_back(record_of(s, "held_out"));
+  for (const Scored& s : fit.in_sample) records.push_back(record_of(s, "in_sample"));
+  reports::FidelityHeader h;
+  h.csv = csv_path;
+  h.started_at = utc_now_iso();
+  h.code_rev = SERVESIM_VERSION;
+  h.mode = options.fit ? "fit" : "predict";
+  h.calibration = calibration_note;
+  h.status = failed > 0 ? "failed rows" : "ok";
+  const int64_t id = reports::write_fidelity(options.db_path, h, records);
+  out << fmt::format("\nresults    {} (fidelity_id {}; tables fidelity, fidelity_row)\n",
+                     options.db_path, id);
+}
+
 }  // namespace
 
 std::string error_band(const scenarios::Scenario& s, const scenarios::DataRoot& root) {
@@ -732,263 +1032,37 @@ ErrorStats error_stats(const std::vector<double>& ttft_errors,
 
 int run_fidelity(const std::string& csv_path, const FidelityOptions& options,
                  const scenarios::DataRoot& root, std::ostream& out) {
-  Duration client_jitter{};
-  try {
-    client_jitter = parse_duration(options.bench.client_jitter);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(csv_path, {{"--client-jitter", e.what()}});
-  }
-  if (client_jitter.count() < 0) {
-    throw ConfigError(csv_path, {{"--client-jitter", "expected a duration >= 0"}});
-  }
+  const bool jitter = checked_client_jitter(csv_path, options).count() > 0;
   policies::register_builtin_policies();
   const scenarios::Catalogs& cat = scenarios::Catalogs::get(root);
   const std::vector<MeasuredRun> runs = read_measured_runs(csv_path);
   std::vector<MappedRun> mapped;
   mapped.reserve(runs.size());
   for (const MeasuredRun& r : runs) mapped.push_back(map_measured_run(r, cat, options.bench));
+  if (!options.emit_scenario.empty()) return emit_scenario(mapped, options, csv_path, out);
 
-  if (!options.emit_scenario.empty()) {
-    for (const MappedRun& m : mapped) {
-      if (m.run.id != options.emit_scenario &&
-          std::to_string(m.run.line) != options.emit_scenario) {
-        continue;
-      }
-      if (!m.mapped()) {
-        throw ConfigError(csv_path, {{fmt::format("line {}", m.run.line),
-                                      "not mapped to a scenario: " + m.skip_reason}});
-      }
-      out << m.scenario.dump(2) << "\n";
-      return 0;
-    }
-    throw ConfigError(csv_path, {{"--emit-scenario", fmt::format("no row with id or line \"{}\"",
-                                                                 options.emit_scenario)}});
-  }
-
-  // Rows to simulate, and the skipped ones counted by reason.
-  std::vector<const MappedRun*> todo;
-  std::vector<size_t> todo_index;
-  std::map<std::string, int64_t> skipped, assumed;
-  for (size_t i = 0; i < mapped.size(); ++i) {
-    const MappedRun& m = mapped[i];
-    if (!options.engines.empty() &&
-        std::find(options.engines.begin(), options.engines.end(), m.run.backend) ==
-            options.engines.end()) {
-      continue;
-    }
-    if (!m.mapped()) {
-      const size_t cut = m.skip_reason.find(" (");
-      skipped[m.skip_reason.substr(0, cut)]++;
-      continue;
-    }
-    if (!m.assumption.empty()) assumed[m.assumption]++;
-    todo.push_back(&m);
-    todo_index.push_back(i);
-  }
-  int64_t moe_rows = 0;
-  for (const MappedRun* m : todo) moe_rows += m->moe;
-  out << fmt::format("servesim fidelity: {} rows of {}\n", runs.size(), csv_path);
-  out << fmt::format("  mapped to scenarios: {} ({} dense, {} MoE)\n", todo.size(),
-                     todo.size() - static_cast<size_t>(moe_rows), moe_rows);
-  print_counts(out, "skipped", skipped);
-  print_counts(out, "mapped with an assumption", assumed);
-  const bool jitter = client_jitter.count() > 0;
-  out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients ({}), {} x c "
-                     "requests{} after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
-                     jitter ? fmt::format("each send delayed by a uniform draw below {}",
-                                          options.bench.client_jitter)
-                            : std::string("sending the instant a response ends"),
-                     options.bench.requests_per_client,
-                     options.bench.max_measured_requests > 0
-                         ? fmt::format(" (at most {} and at least {} rounds)",
-                                       options.bench.max_measured_requests,
-                                       BenchmarkTemplate::kMinMeasuredRounds)
-                         : std::string(),
-                     options.bench.warmup_per_client,
-                     options.bench.dataset_entries > 0
-                         ? fmt::format("prompts from {} dataset entries",
-                                       options.bench.dataset_entries)
-                         : std::string("every prompt unique"));
-
+  const StudyRows rows = select_rows(mapped, options);
+  print_study_header(out, runs.size(), csv_path, rows, options, jitter);
   Progress progress;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<Scored> calibrated(todo.size());
-  progress.line(fmt::format("simulating {} rows with the calibration in effect...", todo.size()));
-  {
-    const std::vector<Prediction> preds = predict_all(todo, nullptr, options.jobs, root);
-    for (size_t i = 0; i < todo.size(); ++i) calibrated[i] = {todo[i], todo_index[i], preds[i]};
-  }
-  const double sim_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out << fmt::format("  simulated {} rows in {:.1f} s on {} thread(s)\n", todo.size(), sim_s,
-                     options.jobs);
   int failed = 0;
-  for (const Scored& s : calibrated) {
-    if (!s.pred.ok) {
-      ++failed;
-      out << fmt::format("  line {} could not be simulated: {}\n", s.row->run.line, s.pred.error);
-    }
-  }
-
-  std::string calibration_note = "none (no calibration file)";
-  if (!cat.engine_calibrations.all().empty()) {
-    std::set<std::string> fitted;
-    for (const auto& [key, c] : cat.engine_calibrations.all()) fitted.insert(c.fitted_on);
-    calibration_note = fmt::format("{} (fitted on: {})", root.engine_calibration(),
-                                   fmt::join(fitted, "; "));
-  }
+  const std::vector<Scored> calibrated = simulate_in_effect(rows, options, root, progress, out, failed);
+  const std::string calibration_note = calibration_in_effect(cat, root);
   print_table(out,
               fmt::format("Predictions with the engine calibration in effect ({}). Rows of the "
                           "models it was fitted on are in-sample here; held-out errors come from "
                           "--fit.",
                           calibration_note),
               calibrated);
-
-  std::vector<Scored> held_out, in_sample;
-  models::EngineCalibrations fitted;
+  FitStudy fit;
   if (options.fit) {
-    // Groups of dense rows by (engine, GPU class). A group of one model is not fitted: no model
-    // of it could be held out; its rows are predicted like the MoE rows below.
-    DenseGroups groups;
-    for (size_t i = 0; i < todo.size(); ++i) {
-      if (todo[i]->calibrates()) {
-        groups[{todo[i]->engine, gpu_class_of(*todo[i], cat)}].push_back(i);
-      }
-    }
-    std::erase_if(groups,
-                  [&](const auto& group) { return models_of(todo, group.second).size() < 2; });
-    std::vector<bool> in_fit(todo.size(), false);
-    for (const auto& [key, members] : groups) {
-      for (size_t i : members) in_fit[i] = true;
-    }
-    // Every fit starts from the same neutral point, not from the shipped calibration: that one
-    // was fitted on every model, the held-out one included, and a local search started there
-    // would carry it into the held-out fit. So --fit also gives the same result every time.
-    const Theta start = kStart;
-    // The estimate of each axis over the dense rows it could hold out, with its worst group.
-    std::vector<std::pair<const HoldOutAxis*, std::vector<Scored>>> estimates;
-    for (const HoldOutAxis& axis : hold_out_axes()) {
-      estimates.emplace_back(
-          &axis, leave_one_out(axis, groups, todo, todo_index, start, options, root, progress));
-    }
-    held_out = estimates.front().second;  // leave one model out: the error band shipped
-    in_sample.resize(todo.size());
-    for (const auto& [key, members] : groups) {
-      const auto& [engine, cls] = key;
-      const std::set<std::string> group_models = models_of(todo, members);
-      std::vector<double> held_ttft, held_tpot;
-      for (size_t i : members) {
-        if (held_out[i].pred.ok) {
-          held_ttft.push_back(held_out[i].pred.ttft_error(todo[i]->run));
-          held_tpot.push_back(held_out[i].pred.tpot_error(todo[i]->run));
-        }
-      }
-      // Every model: the calibration to ship.
-      progress.line(fmt::format("fitting {} on {} with every model...", engine, cls));
-      std::vector<const MappedRun*> all_rows;
-      for (size_t i : members) all_rows.push_back(todo[i]);
-      const Theta t = fit(spread(all_rows, options.fit_max_rows), start, options, root);
-      models::EngineCalibration c = calibration_of(
-          t, fmt::format("{} rows of {} model(s) ({}) measured on {} GPUs", all_rows.size(),
-                         group_models.size(), fmt::join(group_models, ", "), cls));
-      if (!held_ttft.empty()) {
-        const ErrorStats e = error_stats(held_ttft, held_tpot);
-        c.held_out = models::HeldOutError{e.rows,
-                                          static_cast<int64_t>(group_models.size()),
-                                          e.ttft_mdape,
-                                          e.ttft_p90_ape,
-                                          e.tpot_mdape,
-                                          e.tpot_p90_ape,
-                                          e.both_within_25};
-      }
-      fitted.set(engine, cls, c);
-      const std::vector<Prediction> preds = predict_all(all_rows, &t, options.jobs, root);
-      size_t k = 0;
-      for (size_t i : members) in_sample[i] = {todo[i], todo_index[i], preds[k++]};
-    }
-    // MoE kernel scales, fitted on the aggregated MoE rows of groups of two models or more.
-    const MoeGroups moe = moe_groups(todo, cat);
-    for (const auto& [key, members] : moe) {
-      for (size_t i : members) in_fit[i] = true;
-    }
-    const std::map<MoeKey, MoeFit> moe_fits = fit_moe_kernels(
-        moe, todo, todo_index, fitted, cat, options, root, progress, held_out, in_sample);
-    // Other MoE, disaggregated and unfitted dense rows: predicted with their engine's dense
-    // calibration of the GPU class, else of Hopper, and a MoE group's kernel scale (held out by
-    // construction: none is in any fit); never with the shipped MoE kernel calibration.
-    for (size_t i = 0; i < todo.size(); ++i) {
-      if (in_fit[i]) continue;
-      const MappedRun& m = *todo[i];
-      const Theta t = dense_theta_for(m, fitted, cat);
-      const models::MoeKernelCalibration* k =
-          fitted.find_moe(m.engine, gpu_class_of(m, cat), m.weight_dtype);
-      held_out[i] = {todo[i], todo_index[i], predict(m, &t, root, k ? k->scale : 1.0)};
-    }
-    std::erase_if(held_out, [](const Scored& s) { return s.row == nullptr; });
-    std::erase_if(in_sample, [](const Scored& s) { return s.row == nullptr; });
-    progress.line("");
-    out << "\nFitted calibrations (per engine and GPU class; CPU per iteration + per request + "
-           "per token, front end per request + per prompt token, GPU time scales):\n";
-    for (const auto& [key, c] : fitted.all()) {
-      out << fmt::format("  {:<7} {:<9} CPU {:.0f} us + {:.2f} us/request + {:.3f} us/token; "
-                         "front end {:.0f} us + {:.3f} us/token; GPU x{:.3f} prefill, x{:.3f} "
-                         "decode  [{}]\n",
-                         key.first, key.second, static_cast<double>(c.cpu.per_iteration.count()) / 1e3,
-                         c.cpu.per_request_ns / 1e3, c.cpu.per_token_ns / 1e3,
-                         c.frontend_request_us, c.frontend_token_us, c.gpu_scale.prefill,
-                         c.gpu_scale.decode, c.fitted_on);
-    }
-    print_moe_fits(out, moe_fits);
-    print_table(out,
-                "Held out (leave one model out: each dense model predicted by the calibration "
-                "fitted on the other models of its engine and GPU class; MoE rows by the dense "
-                "calibration, and the MoE kernel scale fitted on the group's other models):",
-                held_out);
-    print_table(out, "In-sample (calibration fitted on every model, as written):", in_sample);
-    std::vector<const Scored*> dense;
-    for (const Scored& s : held_out) {
-      if (s.row->calibrates() && s.pred.ok) dense.push_back(&s);
-    }
-    const ErrorStats e = stats_of(dense);
-    if (e.rows == 0) {
-      out << "\nTargets (dense rows, held out): no held-out rows (every engine and GPU class "
-             "has rows of a single model, so no model can be left out)\n";
-    } else {
-      out << fmt::format(
-          "\nTargets (dense rows, held out, {} rows): TTFT MdAPE {} % (target <= 15 %: {}), TPOT "
-          "MdAPE {} % (target <= 8 %: {}), rows within 25 % on both {} % (target >= 80 %: {})\n",
-          e.rows, pct(e.ttft_mdape), e.ttft_mdape <= 0.15 ? "met" : "NOT MET",
-          pct(e.tpot_mdape), e.tpot_mdape <= 0.08 ? "met" : "NOT MET", pct(e.both_within_25),
-          e.both_within_25 >= 0.80 ? "met" : "NOT MET");
-    }
-    print_hold_out_estimates(out, estimates);
-    if (!options.write_calibration.empty()) {
-      fitted.write(options.write_calibration);
-      out << fmt::format("calibration written to {}\n", options.write_calibration);
-    }
+    fit = run_fit(rows, cat, options, root, progress);
+    print_fit_report(out, fit, options);
   }
-  print_worst(out, options.fit ? held_out : calibrated, options.worst, csv_path);
-
+  print_worst(out, options.fit ? fit.held_out : calibrated, options.worst, csv_path);
   if (!options.db_path.empty()) {
-    std::vector<reports::FidelityRowRecord> records;
-    for (size_t i = 0; i < mapped.size(); ++i) {
-      if (!mapped[i].mapped()) records.push_back(record_of({&mapped[i], i, {}}, "calibrated"));
-    }
-    for (const Scored& s : calibrated) records.push_back(record_of(s, "calibrated"));
-    for (const Scored& s : held_out) records.push_back(record_of(s, "held_out"));
-    for (const Scored& s : in_sample) records.push_back(record_of(s, "in_sample"));
-    reports::FidelityHeader h;
-    h.csv = csv_path;
-    h.started_at = utc_now_iso();
-    h.code_rev = SERVESIM_VERSION;
-    h.mode = options.fit ? "fit" : "predict";
-    h.calibration = calibration_note;
-    h.status = failed > 0 ? "failed rows" : "ok";
-    const int64_t id = reports::write_fidelity(options.db_path, h, records);
-    out << fmt::format("\nresults    {} (fidelity_id {}; tables fidelity, fidelity_row)\n",
-                       options.db_path, id);
+    write_study(csv_path, options, mapped, calibrated, fit, calibration_note, failed, out);
   }
-  return !todo.empty() && failed == static_cast<int>(todo.size()) ? 1 : 0;
+  return !rows.todo.empty() && failed == static_cast<int>(rows.todo.size()) ? 1 : 0;
 }
 
 }  // namespace servesim::app
