@@ -411,15 +411,13 @@ std::vector<Scored> leave_one_out(const HoldOutAxis& axis, const DenseGroups& gr
 
 // The calibration file's held-out band of errors `e` measured over `models` models.
 models::HeldOutError held_out_error(const ErrorStats& e, size_t models) {
-  models::HeldOutError h;
-  h.rows = e.rows;
-  h.models = static_cast<int64_t>(models);
-  h.ttft_mdape = e.ttft_mdape;
-  h.ttft_p90_ape = e.ttft_p90_ape;
-  h.tpot_mdape = e.tpot_mdape;
-  h.tpot_p90_ape = e.tpot_p90_ape;
-  h.within_25_both = e.both_within_25;
-  return h;
+  return {.rows = e.rows,
+          .models = static_cast<int64_t>(models),
+          .ttft_mdape = e.ttft_mdape,
+          .ttft_p90_ape = e.ttft_p90_ape,
+          .tpot_mdape = e.tpot_mdape,
+          .tpot_p90_ape = e.tpot_p90_ape,
+          .within_25_both = e.both_within_25};
 }
 
 // ---- MoE kernel calibration (models::MoeKernelCalibration)
