@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -592,490 +594,618 @@ int cmd_query(const std::string& db, const std::string& sql) {
   return 0;
 }
 
+// ---- the subcommands: each declares its own options and what it runs
+
+// A subcommand of the CLI: its CLI11 node and what runs when it is the one given (the exit
+// status). Options are stored in the run function's own arguments, shared with its parser.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// The --set option every scenario command takes.
+void add_overrides(CLI::App* sub, std::vector<std::string>& overrides,
+                   const char* help = "override a scenario value: path=value (repeatable)") {
+  sub->add_option("--set", overrides, help);
+}
+
+Command add_run(CLI::App& cli) {
+  struct Args {
+    std::string scenario;
+    std::vector<std::string> overrides, slo;
+    std::optional<uint64_t> seed;
+    std::string db = "results.db";
+    bool no_db = false, json = false, explain_misses = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* run = cli.add_subcommand("run", "run a scenario (the embedded quickstart when none given)");
+  run->add_option("scenario", a->scenario, "scenario JSON file (or \"quickstart\")");
+  add_overrides(run, a->overrides);
+  run->add_option("--seed", a->seed, "override the scenario's seed");
+  run->add_option("--db", a->db, "results database (SQLite), appended to")->capture_default_str();
+  run->add_flag("--no-db", a->no_db, "do not write a results database");
+  run->add_flag("--json", a->json,
+                "print the summary as one JSON document on stdout (the text goes to stderr)");
+  run->add_option("--slo", a->slo,
+                  "an SLO objective of the scenario: ttft=DURATION, tpot=DURATION or "
+                  "tbt_p99=DURATION (repeatable; the same as --set slo.<key>=DURATION)");
+  run->add_flag("--explain-misses", a->explain_misses,
+                "trace each request that missed the SLO to its cause and print the breakdown "
+                "(always stored in the request_miss table)");
+  return {run, [a] {
+            std::vector<std::string> overrides = a->overrides;
+            for (const std::string& objective : a->slo) overrides.push_back(slo_override(objective));
+            return cmd_run(a->scenario, overrides, a->seed, a->db, a->no_db, a->json,
+                           a->explain_misses);
+          }};
+}
+
+Command add_check(CLI::App& cli) {
+  struct Args {
+    std::string scenario;
+    std::vector<std::string> overrides;
+  };
+  auto a = std::make_shared<Args>();
+  auto* check = cli.add_subcommand("check", "validate a scenario and print what it resolves to");
+  check->add_option("scenario", a->scenario, "scenario JSON file (or \"quickstart\")");
+  add_overrides(check, a->overrides);
+  return {check, [a] { return cmd_check(a->scenario, a->overrides); }};
+}
+
+Command add_list(CLI::App& cli) {
+  auto what = std::make_shared<std::string>();
+  auto* list = cli.add_subcommand("list", "list gpus, models, policies or traces");
+  list->add_option("what", *what, "gpus | models | policies | traces")
+      ->required()
+      ->check(CLI::IsMember({"gpus", "models", "policies", "traces"}));
+  return {list, [what] { return cmd_list(*what); }};
+}
+
+Command add_query(CLI::App& cli) {
+  auto a = std::make_shared<std::pair<std::string, std::string>>();  // database, SQL
+  auto* query = cli.add_subcommand("query", "run SQL on a results database and print a table");
+  query->add_option("db", a->first, "results database")->required();
+  query->add_option("sql", a->second, "SQL statement")->required();
+  return {query, [a] { return cmd_query(a->first, a->second); }};
+}
+
+Command add_regress(CLI::App& cli) {
+  struct Args {
+    std::string baseline;
+    bool update = false, json = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* regress = cli.add_subcommand(
+      "regress",
+      "goodput regression gate over canonical scenarios: an entry fails when its goodput leaves "
+      "baseline x (1 +- tolerance); file format in app/regress.h and the README");
+  regress->add_option("baseline", a->baseline, "baseline JSON (bench/goodput_baseline.json)")
+      ->required();
+  regress->add_flag("--update", a->update,
+                    "rewrite the baseline with the measured goodput (entries without one get it)");
+  regress->add_flag("--json", a->json, "print one JSON document instead of the table");
+  return {regress, [a] {
+            const int failures = app::run_regression(
+                a->baseline, scenarios::DataRoot::discover(), {a->update, a->json}, std::cout);
+            return failures == 0 ? 0 : 1;
+          }};
+}
+
+Command add_dllm_report(CLI::App& cli) {
+  struct Args {
+    std::string table = "all";
+    int64_t baseline_batch = 1;
+  };
+  auto a = std::make_shared<Args>();
+  auto* dllm_report = cli.add_subcommand(
+      "dllm-report", "dLLM-Serve paper tables (Table 4, RTX 4090 sweep, ablation, sensitivity) "
+                     "next to the paper's numbers");
+  dllm_report->add_option("--table", a->table, "all | l40s | rtx4090 | ablation | sensitivity")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "l40s", "rtx4090", "ablation", "sensitivity"}));
+  dllm_report
+      ->add_option("--baseline-batch", a->baseline_batch,
+                   "cap every baseline's static batch (policy max_batch_size): 1 (the paper's "
+                   "convention) runs them one request at a time, as their released generate() "
+                   "does; 0 = the largest that fits")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  return {dllm_report, [a] {
+            return app::run_dllm_report(a->table, scenarios::DataRoot::discover(), std::cout,
+                                        a->baseline_batch);
+          }};
+}
+
+// `profiles import` and `profiles compare`.
+std::vector<Command> add_profiles(CLI::App& cli) {
+  struct Args {
+    std::string import_kind, import_dir, out_root = "profiles";
+    std::string compare_a, compare_b;
+  };
+  auto a = std::make_shared<Args>();
+  auto* profiles_cmd = cli.add_subcommand("profiles", "import and compare measured profiles");
+  profiles_cmd->require_subcommand(1);
+  auto* import = profiles_cmd->add_subcommand(
+      "import", "convert a measured dataset (aiconfigurator or vidur) into servesim profiles");
+  import->add_option("source", a->import_kind, "aiconfigurator | vidur")
+      ->required()
+      ->check(CLI::IsMember({"aiconfigurator", "vidur"}));
+  import->add_option("dir", a->import_dir, "dataset directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  import->add_option("--out", a->out_root, "profiles root to write into")->capture_default_str();
+  auto* compare = profiles_cmd->add_subcommand("compare", "ratio statistics of profile B vs A");
+  compare->add_option("a", a->compare_a, "reference profile directory")->required();
+  compare->add_option("b", a->compare_b, "profile directory to compare")->required();
+  return {{import,
+           [a] {
+             app::import_profiles(a->import_kind, a->import_dir, a->out_root, std::cout);
+             return 0;
+           }},
+          {compare, [a] {
+             app::compare_profile_dirs(a->compare_a, a->compare_b, std::cout);
+             return 0;
+           }}};
+}
+
+// `models import` and `models list`.
+std::vector<Command> add_models(CLI::App& cli) {
+  struct Args {
+    std::string config;
+    app::ModelsImportOptions options;
+  };
+  auto a = std::make_shared<Args>();
+  auto* models_cmd = cli.add_subcommand("models", "add models to the catalog and list them");
+  models_cmd->require_subcommand(1);
+  auto* import = models_cmd->add_subcommand(
+      "import", fmt::format("add a model to the catalog from a Hugging Face config.json "
+                            "(model_type {})",
+                            fmt::join(models::supported_hf_model_types(), ", ")));
+  app::ModelsImportOptions& o = a->options;
+  import->add_option("config", a->config, "the model's config.json")->required();
+  import->add_option("--key", o.key,
+                     "catalog key (default: from the file name or _name_or_path, "
+                     "lower-cased, e.g. qwen3-32b)");
+  import->add_option("--name", o.name,
+                     "display name (default: the last part of --hf-id, else the key)");
+  import->add_option("--hf-id", o.hf_id,
+                     "Hugging Face id, e.g. Qwen/Qwen3-32B (default: _name_or_path)");
+  import->add_option("--out", o.out_dir,
+                     "catalog folder to write into, made if missing (default: "
+                     "models/catalog/models of the data root); servesim finds its models "
+                     "with SERVESIM_MODELS=DIR in the environment");
+  import->add_option("--source", o.source,
+                     "provenance recorded in the file (default: the hf-id's config.json)");
+  import->add_option("--license", o.license, "license note recorded in the file, e.g. Apache-2.0");
+  import->add_flag("--force", o.force, "replace an existing model of that key");
+  import->add_option("--expert-routing", o.expert_routing,
+                     "a MoE model's default expert routing: random, balanced or "
+                     "power_law_<alpha> (e.g. power_law_1.2)");
+  import->add_option("--expert-routing-note", o.expert_routing_note,
+                     "where that routing estimate comes from, recorded in the file");
+  import->add_flag("--allow-approximate", o.allow_approximate,
+                   "import MoE shared experts and dense layers between MoE layers, which "
+                   "the cost model leaves out of iteration time (weights stay exact)");
+  auto* list = models_cmd->add_subcommand("list", "list the catalog's models");
+  return {{import,
+           [a] {
+             return app::run_models_import(a->config, a->options, scenarios::DataRoot::discover(),
+                                           std::cout);
+           }},
+          {list, [] { return cmd_list("models"); }}};
+}
+
+Command add_report(CLI::App& cli) {
+  struct Args {
+    std::string db, out = "report.html";
+    std::vector<int64_t> runs;
+    std::optional<int64_t> plan;
+  };
+  auto a = std::make_shared<Args>();
+  auto* report = cli.add_subcommand(
+      "report",
+      "one self-contained HTML file (inline SVG, no network) of runs and a plan in a "
+      "results database: configuration, SLO attainment, goodput, latency CDFs, time "
+      "series; several runs are overlaid");
+  report->add_option("db", a->db, "results database")->required();
+  report->add_option("--run", a->runs,
+                     "run id (repeatable; several are compared; default: the last run unless "
+                     "--plan is given)");
+  report->add_option("--plan", a->plan, "plan id: Pareto frontier, pruning, capacity search");
+  report->add_option("-o,--output", a->out, "HTML file to write")->capture_default_str();
+  return {report, [a] { return cmd_report(a->db, a->runs, a->plan, a->out); }};
+}
+
+Command add_compare(CLI::App& cli) {
+  struct Args {
+    std::string db, out = "compare.html";
+    std::vector<int64_t> runs;
+  };
+  auto a = std::make_shared<Args>();
+  auto* compare =
+      cli.add_subcommand("compare",
+                         "HTML comparison of runs in a results database: overlaid plots and a "
+                         "side-by-side table with deltas (the report renderer)");
+  compare->add_option("db", a->db, "results database")->required();
+  compare->add_option("--run", a->runs, "run id (repeatable, two or more)")
+      ->required()
+      ->expected(1, -1);
+  compare->add_option("-o,--output", a->out, "HTML file to write")->capture_default_str();
+  return {compare, [a] {
+            if (a->runs.size() < 2) {
+              fmt::print(stderr, "servesim: compare needs two or more --run ids\n");
+              return 2;
+            }
+            return cmd_report(a->db, a->runs, std::nullopt, a->out);
+          }};
+}
+
+Command add_iteration(CLI::App& cli) {
+  struct Args {
+    std::string scenario;
+    std::vector<std::string> overrides;
+    IterationArgs shape;
+  };
+  auto a = std::make_shared<Args>();
+  IterationArgs& i = a->shape;
+  auto* iteration =
+      cli.add_subcommand("iteration",
+                         "one iteration's predicted time for a batch shape, with its per-operator "
+                         "breakdown (the deployment of a scenario, the quickstart by default)");
+  iteration->add_option("scenario", a->scenario, "scenario JSON file (or \"quickstart\")");
+  iteration->add_option("--model", i.model, "model key (servesim list models)");
+  iteration->add_option("--gpu", i.gpu, "GPU key (servesim list gpus)");
+  iteration->add_option("--tp", i.tp, "tensor-parallel degree")->check(CLI::Range(1, 64));
+  iteration->add_option("--prefill", i.prefill, "prompt tokens computed in the pass")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  iteration
+      ->add_option("--prefill-cached", i.prefill_cached,
+                   "tokens of that prompt already in the KV cache (a later chunk)")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  iteration->add_option("--decode-batch", i.decode_batch, "decode requests in the pass")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  iteration
+      ->add_option("--context", i.context,
+                   "tokens each decode request attends (its context length)")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  add_overrides(iteration, a->overrides,
+                "override a scenario value: path=value (repeatable), e.g. engine options");
+  iteration->add_flag("--json", i.json, "print the result as one JSON document");
+  return {iteration, [a] { return cmd_iteration(a->scenario, a->overrides, a->shape); }};
+}
+
+// The capacity result as one JSON document: the criteria, the capacity, what binds above it and
+// every probe with its checks.
+Json capacity_json(const std::string& scenario, const app::CapacityOptions& co,
+                   const app::SloCriteria& criteria, const app::CapacityResult& r,
+                   const std::vector<std::string>& binding, double above) {
+  Json probes = Json::array();
+  for (const auto& p : r.probes) {
+    Json checks = Json::array();
+    for (const auto& c : criteria.check(p.summary, p.rate)) {
+      checks.push_back({{"name", c.name},
+                        {"value", c.value},
+                        {"limit", c.limit},
+                        {"at_least", c.at_least},
+                        {"ok", c.ok},
+                        {"unit", c.unit}});
+    }
+    probes.push_back({{"rate_per_s", p.rate},
+                      {"meets", p.meets},
+                      {"checks", checks},
+                      {"slo_attainment", std::isfinite(p.summary.slo_attainment)
+                                             ? Json(p.summary.slo_attainment)
+                                             : Json(nullptr)},
+                      {"sustained_rate_per_s", p.summary.sustained_rate_per_s},
+                      {"goodput_tokens_per_s", p.summary.goodput_tokens_per_s},
+                      {"stopped_early",
+                       p.stopped_early.empty() ? Json(nullptr) : Json(p.stopped_early)}});
+  }
+  return {{"command", "capacity"},
+          {"scenario", scenario},
+          {"objectives", co.slo},
+          {"attainment_required", co.attainment ? Json(*co.attainment) : Json(nullptr)},
+          {"min_throughput_ratio", co.min_throughput_ratio},
+          {"capacity_rps", r.capacity_rps},
+          {"binding", binding},
+          {"binding_rate_per_s", above > 0 ? Json(above) : Json(nullptr)},
+          {"at_capacity", summary_json(r.at_capacity)},
+          {"probes", probes}};
+}
+
+// What ends the search: the criteria failing at the lowest failing rate above capacity (returned
+// in `above`; 0 when no probe failed above it).
+std::vector<std::string> binding_criteria(const app::SloCriteria& criteria,
+                                          const app::CapacityResult& r, double& above) {
+  std::vector<std::string> binding;
+  above = 0;
+  for (const auto& p : r.probes) {
+    if (!p.meets && p.rate > r.capacity_rps && (above == 0 || p.rate < above)) above = p.rate;
+  }
+  for (const auto& p : r.probes) {
+    if (p.rate != above) continue;
+    if (!p.stopped_early.empty()) {
+      binding.push_back(p.stopped_early.substr(0, p.stopped_early.find(':')));
+      continue;
+    }
+    for (const auto& c : criteria.check(p.summary, p.rate)) {
+      if (!c.ok) binding.push_back(c.name);
+    }
+  }
+  return binding;
+}
+
+struct CapacityArgs {
+  std::string scenario;
+  std::vector<std::string> overrides, slo;
+  std::optional<double> attainment, start;
+  bool full_probes = false, json = false;
+};
+
+int cmd_capacity(const CapacityArgs& a) {
+  app::CapacityOptions co;
+  co.slo = a.slo;
+  co.attainment = a.attainment;
+  co.early_stop = !a.full_probes;
+  if (a.start) {
+    // Given explicitly, 0 is no rate at all (the option's absence means the scenario's own).
+    if (!(*a.start > 0)) {
+      throw ConfigError("capacity",
+                        {{"--start-rate", fmt::format("expected a rate in (0, {:g}] req/s, got {}",
+                                                      app::kMaxCapacityRate, *a.start)}});
+    }
+    co.start_rate = *a.start;
+  }
+  std::ostream& text = a.json ? std::cerr : std::cout;
+  const auto r = app::find_capacity(a.scenario, a.overrides, co, scenarios::DataRoot::discover(),
+                                    text);
+  if (r.capacity_rps <= 0) {
+    fmt::print(stderr, "servesim: capacity: {}\n", r.no_rate_reason);
+    if (!a.json) return 1;
+  }
+  const auto criteria =
+      app::SloCriteria::parse(co.slo, co.attainment, co.min_throughput_ratio, "capacity");
+  double above = 0;
+  const std::vector<std::string> binding = binding_criteria(criteria, r, above);
+  text << fmt::format(
+      "\nserving capacity {:.3f} req/s; at that rate: goodput {:.1f} tok/s, {:.3f} req/s/GPU, "
+      "SLO attainment {:.2f} % ({})\n",
+      r.capacity_rps, r.at_capacity.goodput_tokens_per_s,
+      r.at_capacity.num_gpus > 0 ? r.at_capacity.request_rate_per_s / r.at_capacity.num_gpus
+                                 : 0.0,
+      r.at_capacity.slo_attainment * 100,
+      co.attainment ? "a criterion" : "the scenario's per-request objectives, not a criterion");
+  if (!binding.empty()) {
+    text << fmt::format("binding    {} (fails at {:.3f} req/s, the lowest failing rate probed)\n",
+                        fmt::join(binding, ", "), above);
+  }
+  if (a.json) {
+    fmt::print("{}\n", capacity_json(a.scenario, co, criteria, r, binding, above).dump(2));
+  }
+  return r.capacity_rps > 0 ? 0 : 1;
+}
+
+Command add_capacity(CLI::App& cli) {
+  auto a = std::make_shared<CapacityArgs>();
+  auto* capacity = cli.add_subcommand(
+      "capacity", "serving capacity: the largest request rate meeting the SLO (bisection on rate)");
+  capacity->add_option("scenario", a->scenario, "scenario JSON file")->required();
+  capacity->add_option("--slo", a->slo,
+                       "objective: tbt_p99=100ms, ttft_p90=2s, tpot_p99=50ms, ttft=1s ... "
+                       "(repeatable)")
+      ->required();
+  capacity->add_option("--attainment", a->attainment,
+                       "also require this share of requests to meet the per-request objectives");
+  capacity->add_option("--start-rate", a->start, "first rate probed (default: the scenario's)");
+  add_overrides(capacity, a->overrides);
+  capacity->add_flag("--full-probes", a->full_probes,
+                     "run every probe to the end (by default a probe stops once it can no longer "
+                     "meet the SLO; the capacity found is the same)");
+  capacity->add_flag("--json", a->json,
+                     "print the result as one JSON document on stdout (the text goes to stderr)");
+  return {capacity, [a] { return cmd_capacity(*a); }};
+}
+
+Command add_validate(CLI::App& cli) {
+  struct Args {
+    std::vector<std::string> gpus;
+    bool skip_loo = false, skip_iterations = false, skip_efficiency = false, json = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* validate = cli.add_subcommand("validate", "fidelity report of the calibrated cost model");
+  validate->add_option("--gpu", a->gpus, "only these GPUs (repeatable)");
+  validate->add_flag("--no-leave-one-out", a->skip_loo, "skip the leave-one-out table checks");
+  validate->add_flag("--no-iterations", a->skip_iterations, "skip the iteration-level checks");
+  validate->add_flag("--no-efficiency", a->skip_efficiency,
+                     "skip the GEMM efficiency report and its inversion check");
+  validate->add_flag("--json", a->json,
+                     "print the report as one JSON document on stdout (the text goes to stderr)");
+  return {validate, [a] {
+            app::ValidateOptions vo;
+            vo.leave_one_out = !a->skip_loo;
+            vo.iterations = !a->skip_iterations;
+            vo.efficiency = !a->skip_efficiency;
+            vo.gpus = a->gpus;
+            Json doc;
+            if (a->json) vo.json = &doc;
+            const int failed = app::run_validation(scenarios::DataRoot::discover(), vo, {},
+                                                   a->json ? std::cerr : std::cout);
+            if (a->json) fmt::print("{}\n", doc.dump(2));
+            return failed == 0 ? 0 : 1;
+          }};
+}
+
+Command add_plan(CLI::App& cli) {
+  struct Args {
+    std::string path, db = "results.db";
+    app::PlanRunOptions options;
+    bool no_db = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* plan = cli.add_subcommand(
+      "plan", "capacity planner: cheapest config meeting the SLO, capacity per config, Pareto "
+              "frontier (under mpirun, configs are sharded over ranks)");
+  plan->add_option("plan", a->path, "plan JSON file")->required();
+  plan->add_option("--db", a->db, "results database (SQLite), appended to")->capture_default_str();
+  plan->add_flag("--no-db", a->no_db, "do not write a results database");
+  plan->add_option("--jobs,-j", a->options.jobs, "simulations in parallel (threads per rank)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  plan->add_option("--explain", a->options.explain,
+                   "config index or label: show why it was pruned or which SLO it fails, by how much");
+  plan->add_flag("--json", a->options.json,
+                 "print the summary as one JSON document on stdout (the text goes to stderr)");
+  plan->add_option("--emit-scenario", a->options.emit,
+                   "config index or label: print its scenario document (for servesim run)");
+  return {plan, [a] {
+            a->options.db_path = a->no_db ? "" : a->db;
+            a->options.progress = true;
+            app::install_plan_interrupt_handler();
+            return app::run_plan(a->path, a->options, scenarios::DataRoot::discover(),
+                                 a->options.json ? std::cerr : std::cout);
+          }};
+}
+
+// The benchmark client's options of `fidelity` (the aiperf-style closed loop of each row).
+void add_benchmark_options(CLI::App* sub, app::BenchmarkTemplate& bench) {
+  sub->add_option("--requests-per-client", bench.requests_per_client,
+                  "measured requests per benchmark client")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  sub->add_option("--max-requests", bench.max_measured_requests,
+                  "at most this many measured requests per row, in whole rounds of its "
+                  "clients and at least 4 rounds (0: requests-per-client x clients always)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
+  sub->add_option("--warmup-per-client", bench.warmup_per_client,
+                  "warm-up requests per benchmark client")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  sub->add_option("--dataset-entries", bench.dataset_entries,
+                  "prompts drawn from this many dataset entries, as aiperf's "
+                  "--num-dataset-entries (repeats hit the engines' prefix caches); 0 = every "
+                  "prompt unique")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
+  sub->add_option("--client-jitter", bench.client_jitter,
+                  "each benchmark client's send is delayed by a uniform draw below this "
+                  "duration, so that clients drift apart as real ones do (0s: they send "
+                  "the instant a response ends and stay in lock step)")
+      ->capture_default_str();  // checked by run_fidelity (ConfigError naming the option)
+}
+
+Command add_fidelity(CLI::App& cli) {
+  struct Args {
+    std::string csv, db = "fidelity.db", deployment = "aiconfigurator";
+    app::FidelityOptions options;
+    bool no_db = false;
+  };
+  auto a = std::make_shared<Args>();
+  app::FidelityOptions& o = a->options;
+  o.jobs = app::default_jobs();
+  auto* fidelity = cli.add_subcommand(
+      "fidelity", "end-to-end fidelity: predict measured benchmark runs of vLLM / SGLang / "
+                  "TensorRT-LLM (CSV in the shared measured-runs format), error statistics, "
+                  "leave-one-model-out calibration fit");
+  fidelity->add_option("csv", a->csv, "measured runs (e.g. "
+                       "profiles/measured_runs/aiconfigurator_silicon_calibration.csv)")
+      ->required();
+  fidelity->add_option("--db", a->db, "results database (SQLite), appended to")
+      ->capture_default_str();
+  fidelity->add_flag("--no-db", a->no_db, "do not write a results database");
+  fidelity->add_option("--jobs,-j", o.jobs, "simulations in parallel")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  fidelity->add_flag("--fit", o.fit,
+                     "fit the engine calibrations: leave-one-model-out (reported as held-out "
+                     "error) and on every model");
+  fidelity->add_option("--write-calibration", o.write_calibration,
+                       "with --fit: write the calibration fitted on every model to this file "
+                       "(models/engines/calibration.json is the one servesim reads)");
+  fidelity->add_option("--engine", o.engines, "only rows of this engine (repeatable)")
+      ->check(CLI::IsMember({"vllm", "sglang", "trtllm"}));
+  fidelity->add_option("--worst", o.worst, "worst rows listed")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  fidelity->add_option("--emit-scenario", o.emit_scenario,
+                       "a row's id or CSV line: print its scenario document (for servesim run)");
+  add_benchmark_options(fidelity, o.bench);
+  fidelity->add_option("--deployment", a->deployment,
+                       "how the measured engines are assumed deployed: aiconfigurator (its "
+                       "generator's rules) or defaults (the engines' shipped defaults)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"aiconfigurator", "defaults"}));
+  fidelity->add_option("--fit-evaluations", o.fit_evaluations,
+                       "objective evaluations per calibration fit")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  fidelity->add_option("--fit-rows", o.fit_max_rows,
+                       "rows per calibration fit (an even spread of the group's rows)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  return {fidelity, [a] {
+            a->options.db_path = a->no_db ? "" : a->db;
+            a->options.bench.deployment =
+                a->deployment == "defaults" ? app::BenchmarkTemplate::Deployment::kEngineDefaults
+                                            : app::BenchmarkTemplate::Deployment::kAiconfigurator;
+            return app::run_fidelity(a->csv, a->options, scenarios::DataRoot::discover(),
+                                     std::cout);
+          }};
+}
+
+Command add_dopd_ratio(CLI::App& cli) {
+  struct Args {
+    std::string scenario;
+    std::vector<std::string> overrides;
+    app::DopdRatioOptions options;
+  };
+  auto a = std::make_shared<Args>();
+  auto* dopd_ratio = cli.add_subcommand(
+      "dopd-ratio", "DOPD's optimal P/D ratio (eq. 11-14) for a disaggregated scenario, with its inputs");
+  dopd_ratio->add_option("scenario", a->scenario, "scenario JSON file")->required();
+  dopd_ratio->add_option("--isl", a->options.isl, "mean input tokens (default: the workload's)");
+  dopd_ratio->add_option("--osl", a->options.osl, "mean output tokens (default: the workload's)");
+  dopd_ratio
+      ->add_option("--eta", a->options.eta, "decode concurrency derating (C_use = eta C_max)")
+      ->capture_default_str();
+  add_overrides(dopd_ratio, a->overrides);
+  return {dopd_ratio, [a] {
+            const auto root = scenarios::DataRoot::discover();
+            app::print_dopd_ratio(load(a->scenario, a->overrides, root), root, a->options,
+                                  std::cout);
+            return 0;
+          }};
+}
+
+// Every subcommand, in the order `servesim --help` lists them.
+std::vector<Command> add_commands(CLI::App& cli) {
+  std::vector<Command> commands = {add_run(cli),   add_check(cli),   add_list(cli),
+                                   add_query(cli), add_regress(cli), add_dllm_report(cli)};
+  for (Command& c : add_profiles(cli)) commands.push_back(std::move(c));
+  for (Command& c : add_models(cli)) commands.push_back(std::move(c));
+  for (Command c : {add_report(cli), add_compare(cli), add_iteration(cli), add_capacity(cli),
+                    add_validate(cli), add_plan(cli), add_fidelity(cli), add_dopd_ratio(cli)}) {
+    commands.push_back(std::move(c));
+  }
+  return commands;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App cli{"servesim: discrete-event simulator and capacity planner for LLM serving"};
   cli.require_subcommand(1);
   cli.set_version_flag("--version", SERVESIM_VERSION);
-
-  std::string scenario_path;
-  std::vector<std::string> overrides;
-  std::optional<uint64_t> seed;
-  std::string db = "results.db";
-  bool no_db = false;
-
-  auto* run = cli.add_subcommand("run", "run a scenario (the embedded quickstart when none given)");
-  run->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
-  run->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
-  run->add_option("--seed", seed, "override the scenario's seed");
-  run->add_option("--db", db, "results database (SQLite), appended to")->capture_default_str();
-  run->add_flag("--no-db", no_db, "do not write a results database");
-  bool json = false;
-  run->add_flag("--json", json,
-                "print the summary as one JSON document on stdout (the text goes to stderr)");
-  std::vector<std::string> run_slo;
-  run->add_option("--slo", run_slo,
-                  "an SLO objective of the scenario: ttft=DURATION, tpot=DURATION or "
-                  "tbt_p99=DURATION (repeatable; the same as --set slo.<key>=DURATION)");
-  bool explain_misses = false;
-  run->add_flag("--explain-misses", explain_misses,
-                "trace each request that missed the SLO to its cause and print the breakdown "
-                "(always stored in the request_miss table)");
-
-  auto* check = cli.add_subcommand("check", "validate a scenario and print what it resolves to");
-  check->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
-  check->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
-
-  std::string what;
-  auto* list = cli.add_subcommand("list", "list gpus, models, policies or traces");
-  list->add_option("what", what, "gpus | models | policies | traces")
-      ->required()
-      ->check(CLI::IsMember({"gpus", "models", "policies", "traces"}));
-
-  std::string sql;
-  auto* query = cli.add_subcommand("query", "run SQL on a results database and print a table");
-  query->add_option("db", db, "results database")->required();
-  query->add_option("sql", sql, "SQL statement")->required();
-
-  std::string baseline;
-  bool update = false;
-  bool regress_json = false;
-  auto* regress = cli.add_subcommand(
-      "regress",
-      "goodput regression gate over canonical scenarios: an entry fails when its goodput leaves "
-      "baseline x (1 +- tolerance); file format in app/regress.h and the README");
-  regress->add_option("baseline", baseline, "baseline JSON (bench/goodput_baseline.json)")->required();
-  regress->add_flag("--update", update,
-                    "rewrite the baseline with the measured goodput (entries without one get it)");
-  regress->add_flag("--json", regress_json, "print one JSON document instead of the table");
-
-  std::string dllm_table = "all";
-  auto* dllm_report = cli.add_subcommand(
-      "dllm-report", "dLLM-Serve paper tables (Table 4, RTX 4090 sweep, ablation, sensitivity) "
-                     "next to the paper's numbers");
-  dllm_report->add_option("--table", dllm_table, "all | l40s | rtx4090 | ablation | sensitivity")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"all", "l40s", "rtx4090", "ablation", "sensitivity"}));
-  int64_t dllm_baseline_batch = 1;
-  dllm_report
-      ->add_option("--baseline-batch", dllm_baseline_batch,
-                   "cap every baseline's static batch (policy max_batch_size): 1 (the paper's "
-                   "convention) runs them one request at a time, as their released generate() "
-                   "does; 0 = the largest that fits")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
-
-  auto* profiles_cmd = cli.add_subcommand("profiles", "import and compare measured profiles");
-  profiles_cmd->require_subcommand(1);
-  std::string import_kind, import_dir, out_root = "profiles";
-  auto* import = profiles_cmd->add_subcommand(
-      "import", "convert a measured dataset (aiconfigurator or vidur) into servesim profiles");
-  import->add_option("source", import_kind, "aiconfigurator | vidur")
-      ->required()
-      ->check(CLI::IsMember({"aiconfigurator", "vidur"}));
-  import->add_option("dir", import_dir, "dataset directory")->required()->check(CLI::ExistingDirectory);
-  import->add_option("--out", out_root, "profiles root to write into")->capture_default_str();
-  std::string compare_a, compare_b;
-  auto* compare = profiles_cmd->add_subcommand("compare", "ratio statistics of profile B vs A");
-  compare->add_option("a", compare_a, "reference profile directory")->required();
-  compare->add_option("b", compare_b, "profile directory to compare")->required();
-
-  auto* models_cmd = cli.add_subcommand("models", "add models to the catalog and list them");
-  models_cmd->require_subcommand(1);
-  std::string models_config;
-  servesim::app::ModelsImportOptions models_options;
-  auto* models_import = models_cmd->add_subcommand(
-      "import", fmt::format("add a model to the catalog from a Hugging Face config.json "
-                            "(model_type {})",
-                            fmt::join(servesim::models::supported_hf_model_types(), ", ")));
-  models_import->add_option("config", models_config, "the model's config.json")->required();
-  models_import->add_option("--key", models_options.key,
-                            "catalog key (default: from the file name or _name_or_path, "
-                            "lower-cased, e.g. qwen3-32b)");
-  models_import->add_option("--name", models_options.name,
-                            "display name (default: the last part of --hf-id, else the key)");
-  models_import->add_option("--hf-id", models_options.hf_id,
-                            "Hugging Face id, e.g. Qwen/Qwen3-32B (default: _name_or_path)");
-  models_import->add_option("--out", models_options.out_dir,
-                            "catalog folder to write into, made if missing (default: "
-                            "models/catalog/models of the data root); servesim finds its models "
-                            "with SERVESIM_MODELS=DIR in the environment");
-  models_import->add_option("--source", models_options.source,
-                            "provenance recorded in the file (default: the hf-id's config.json)");
-  models_import->add_option("--license", models_options.license,
-                            "license note recorded in the file, e.g. Apache-2.0");
-  models_import->add_flag("--force", models_options.force, "replace an existing model of that key");
-  models_import->add_option("--expert-routing", models_options.expert_routing,
-                            "a MoE model's default expert routing: random, balanced or "
-                            "power_law_<alpha> (e.g. power_law_1.2)");
-  models_import->add_option("--expert-routing-note", models_options.expert_routing_note,
-                            "where that routing estimate comes from, recorded in the file");
-  models_import->add_flag("--allow-approximate", models_options.allow_approximate,
-                          "import MoE shared experts and dense layers between MoE layers, which "
-                          "the cost model leaves out of iteration time (weights stay exact)");
-  auto* models_list = models_cmd->add_subcommand("list", "list the catalog's models");
-
-  std::string report_db, report_out = "report.html";
-  std::vector<int64_t> report_runs;
-  std::optional<int64_t> report_plan;
-  auto* report = cli.add_subcommand(
-      "report",
-      "one self-contained HTML file (inline SVG, no network) of runs and a plan in a "
-      "results database: configuration, SLO attainment, goodput, latency CDFs, time "
-      "series; several runs are overlaid");
-  report->add_option("db", report_db, "results database")->required();
-  report->add_option("--run", report_runs,
-                     "run id (repeatable; several are compared; default: the last run unless "
-                     "--plan is given)");
-  report->add_option("--plan", report_plan, "plan id: Pareto frontier, pruning, capacity search");
-  report->add_option("-o,--output", report_out, "HTML file to write")->capture_default_str();
-  std::string compare_db;
-  std::vector<int64_t> compare_runs;
-  std::string compare_out = "compare.html";
-  auto* compare_cmd =
-      cli.add_subcommand("compare",
-                         "HTML comparison of runs in a results database: overlaid plots and a "
-                         "side-by-side table with deltas (the report renderer)");
-  compare_cmd->add_option("db", compare_db, "results database")->required();
-  compare_cmd->add_option("--run", compare_runs, "run id (repeatable, two or more)")
-      ->required()
-      ->expected(1, -1);
-  compare_cmd->add_option("-o,--output", compare_out, "HTML file to write")->capture_default_str();
-
-  IterationArgs iteration_args;
-  auto* iteration =
-      cli.add_subcommand("iteration",
-                         "one iteration's predicted time for a batch shape, with its per-operator "
-                         "breakdown (the deployment of a scenario, the quickstart by default)");
-  iteration->add_option("scenario", scenario_path, "scenario JSON file (or \"quickstart\")");
-  iteration->add_option("--model", iteration_args.model, "model key (servesim list models)");
-  iteration->add_option("--gpu", iteration_args.gpu, "GPU key (servesim list gpus)");
-  iteration->add_option("--tp", iteration_args.tp, "tensor-parallel degree")
-      ->check(CLI::Range(1, 64));
-  iteration->add_option("--prefill", iteration_args.prefill, "prompt tokens computed in the pass")
-      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
-  iteration
-      ->add_option("--prefill-cached", iteration_args.prefill_cached,
-                   "tokens of that prompt already in the KV cache (a later chunk)")
-      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
-  iteration
-      ->add_option("--decode-batch", iteration_args.decode_batch, "decode requests in the pass")
-      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
-  iteration
-      ->add_option("--context", iteration_args.context,
-                   "tokens each decode request attends (its context length)")
-      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
-  iteration->add_option("--set", overrides,
-                        "override a scenario value: path=value (repeatable), e.g. engine options");
-  iteration->add_flag("--json", iteration_args.json, "print the result as one JSON document");
-
-  auto* capacity = cli.add_subcommand(
-      "capacity", "serving capacity: the largest request rate meeting the SLO (bisection on rate)");
-  std::vector<std::string> capacity_slo;
-  std::optional<double> capacity_attainment;
-  std::optional<double> capacity_start;
-  capacity->add_option("scenario", scenario_path, "scenario JSON file")->required();
-  capacity->add_option("--slo", capacity_slo,
-                       "objective: tbt_p99=100ms, ttft_p90=2s, tpot_p99=50ms, ttft=1s ... "
-                       "(repeatable)")
-      ->required();
-  capacity->add_option("--attainment", capacity_attainment,
-                       "also require this share of requests to meet the per-request objectives");
-  capacity->add_option("--start-rate", capacity_start, "first rate probed (default: the scenario's)");
-  capacity->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
-  bool capacity_full_probes = false;
-  capacity->add_flag("--full-probes", capacity_full_probes,
-                     "run every probe to the end (by default a probe stops once it can no longer "
-                     "meet the SLO; the capacity found is the same)");
-  bool capacity_json = false;
-  capacity->add_flag("--json", capacity_json,
-                     "print the result as one JSON document on stdout (the text goes to stderr)");
-
-  auto* validate = cli.add_subcommand("validate", "fidelity report of the calibrated cost model");
-  std::vector<std::string> validate_gpus;
-  bool skip_loo = false, skip_iterations = false, skip_efficiency = false;
-  validate->add_option("--gpu", validate_gpus, "only these GPUs (repeatable)");
-  validate->add_flag("--no-leave-one-out", skip_loo, "skip the leave-one-out table checks");
-  validate->add_flag("--no-iterations", skip_iterations, "skip the iteration-level checks");
-  validate->add_flag("--no-efficiency", skip_efficiency,
-                     "skip the GEMM efficiency report and its inversion check");
-  bool validate_json = false;
-  validate->add_flag("--json", validate_json,
-                     "print the report as one JSON document on stdout (the text goes to stderr)");
-
-  auto* plan = cli.add_subcommand(
-      "plan", "capacity planner: cheapest config meeting the SLO, capacity per config, Pareto "
-              "frontier (under mpirun, configs are sharded over ranks)");
-  std::string plan_path;
-  servesim::app::PlanRunOptions plan_options;
-  bool plan_no_db = false;
-  plan->add_option("plan", plan_path, "plan JSON file")->required();
-  plan->add_option("--db", db, "results database (SQLite), appended to")->capture_default_str();
-  plan->add_flag("--no-db", plan_no_db, "do not write a results database");
-  plan->add_option("--jobs,-j", plan_options.jobs, "simulations in parallel (threads per rank)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  plan->add_option("--explain", plan_options.explain,
-                   "config index or label: show why it was pruned or which SLO it fails, by how much");
-  plan->add_flag("--json", plan_options.json,
-                 "print the summary as one JSON document on stdout (the text goes to stderr)");
-  plan->add_option("--emit-scenario", plan_options.emit,
-                   "config index or label: print its scenario document (for servesim run)");
-
-  auto* fidelity = cli.add_subcommand(
-      "fidelity", "end-to-end fidelity: predict measured benchmark runs of vLLM / SGLang / "
-                  "TensorRT-LLM (CSV in the shared measured-runs format), error statistics, "
-                  "leave-one-model-out calibration fit");
-  std::string fidelity_csv;
-  servesim::app::FidelityOptions fidelity_options;
-  fidelity_options.jobs = servesim::app::default_jobs();
-  bool fidelity_no_db = false;
-  std::string fidelity_db = "fidelity.db";
-  fidelity->add_option("csv", fidelity_csv, "measured runs (e.g. "
-                       "profiles/measured_runs/aiconfigurator_silicon_calibration.csv)")
-      ->required();
-  fidelity->add_option("--db", fidelity_db, "results database (SQLite), appended to")
-      ->capture_default_str();
-  fidelity->add_flag("--no-db", fidelity_no_db, "do not write a results database");
-  fidelity->add_option("--jobs,-j", fidelity_options.jobs, "simulations in parallel")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  fidelity->add_flag("--fit", fidelity_options.fit,
-                     "fit the engine calibrations: leave-one-model-out (reported as held-out "
-                     "error) and on every model");
-  fidelity->add_option("--write-calibration", fidelity_options.write_calibration,
-                       "with --fit: write the calibration fitted on every model to this file "
-                       "(models/engines/calibration.json is the one servesim reads)");
-  fidelity->add_option("--engine", fidelity_options.engines, "only rows of this engine (repeatable)")
-      ->check(CLI::IsMember({"vllm", "sglang", "trtllm"}));
-  fidelity->add_option("--worst", fidelity_options.worst, "worst rows listed")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 100000));
-  fidelity->add_option("--emit-scenario", fidelity_options.emit_scenario,
-                       "a row's id or CSV line: print its scenario document (for servesim run)");
-  fidelity->add_option("--requests-per-client", fidelity_options.bench.requests_per_client,
-                       "measured requests per benchmark client")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  fidelity->add_option("--max-requests", fidelity_options.bench.max_measured_requests,
-                       "at most this many measured requests per row, in whole rounds of its "
-                       "clients and at least 4 rounds (0: requests-per-client x clients always)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
-  fidelity->add_option("--warmup-per-client", fidelity_options.bench.warmup_per_client,
-                       "warm-up requests per benchmark client")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
-  fidelity->add_option("--dataset-entries", fidelity_options.bench.dataset_entries,
-                       "prompts drawn from this many dataset entries, as aiperf's "
-                       "--num-dataset-entries (repeats hit the engines' prefix caches); 0 = every "
-                       "prompt unique")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
-  fidelity->add_option("--client-jitter", fidelity_options.bench.client_jitter,
-                       "each benchmark client's send is delayed by a uniform draw below this "
-                       "duration, so that clients drift apart as real ones do (0s: they send "
-                       "the instant a response ends and stay in lock step)")
-      ->capture_default_str();  // checked by run_fidelity (ConfigError naming the option)
-  std::string fidelity_deployment = "aiconfigurator";
-  fidelity->add_option("--deployment", fidelity_deployment,
-                       "how the measured engines are assumed deployed: aiconfigurator (its "
-                       "generator's rules) or defaults (the engines' shipped defaults)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"aiconfigurator", "defaults"}));
-  fidelity->add_option("--fit-evaluations", fidelity_options.fit_evaluations,
-                       "objective evaluations per calibration fit")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  fidelity->add_option("--fit-rows", fidelity_options.fit_max_rows,
-                       "rows per calibration fit (an even spread of the group's rows)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-
-  auto* dopd_ratio = cli.add_subcommand(
-      "dopd-ratio", "DOPD's optimal P/D ratio (eq. 11-14) for a disaggregated scenario, with its inputs");
-  servesim::app::DopdRatioOptions ratio_options;
-  dopd_ratio->add_option("scenario", scenario_path, "scenario JSON file")->required();
-  dopd_ratio->add_option("--isl", ratio_options.isl, "mean input tokens (default: the workload's)");
-  dopd_ratio->add_option("--osl", ratio_options.osl, "mean output tokens (default: the workload's)");
-  dopd_ratio->add_option("--eta", ratio_options.eta, "decode concurrency derating (C_use = eta C_max)")
-      ->capture_default_str();
-  dopd_ratio->add_option("--set", overrides, "override a scenario value: path=value (repeatable)");
-
+  const std::vector<Command> commands = add_commands(cli);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = cli.exit(e);
     return rc == 0 ? 0 : 2;
   }
-
   try {
-    if (*run) {
-      for (const std::string& objective : run_slo) {
-        overrides.push_back(slo_override(objective));
-      }
-      return cmd_run(scenario_path, overrides, seed, db, no_db, json, explain_misses);
-    }
-    if (*check) return cmd_check(scenario_path, overrides);
-    if (*dllm_report) {
-      return servesim::app::run_dllm_report(dllm_table, servesim::scenarios::DataRoot::discover(),
-                                            std::cout, dllm_baseline_batch);
-    }
-    if (*list) return cmd_list(what);
-    if (*query) return cmd_query(db, sql);
-    if (*iteration) return cmd_iteration(scenario_path, overrides, iteration_args);
-    if (*report) return cmd_report(report_db, report_runs, report_plan, report_out);
-    if (*compare_cmd) {
-      if (compare_runs.size() < 2) {
-        fmt::print(stderr, "servesim: compare needs two or more --run ids\n");
-        return 2;
-      }
-      return cmd_report(compare_db, compare_runs, std::nullopt, compare_out);
-    }
-    if (*import) {
-      servesim::app::import_profiles(import_kind, import_dir, out_root, std::cout);
-      return 0;
-    }
-    if (*compare) {
-      servesim::app::compare_profile_dirs(compare_a, compare_b, std::cout);
-      return 0;
-    }
-    if (*models_import) {
-      return servesim::app::run_models_import(models_config, models_options,
-                                              servesim::scenarios::DataRoot::discover(), std::cout);
-    }
-    if (*models_list) return cmd_list("models");
-    if (*validate) {
-      servesim::app::ValidateOptions vo;
-      vo.leave_one_out = !skip_loo;
-      vo.iterations = !skip_iterations;
-      vo.efficiency = !skip_efficiency;
-      vo.gpus = validate_gpus;
-      Json validate_doc;
-      if (validate_json) vo.json = &validate_doc;
-      const int failed = servesim::app::run_validation(
-          servesim::scenarios::DataRoot::discover(), vo, {}, validate_json ? std::cerr : std::cout);
-      if (validate_json) fmt::print("{}\n", validate_doc.dump(2));
-      return failed == 0 ? 0 : 1;
-    }
-    if (*capacity) {
-      servesim::app::CapacityOptions co;
-      co.slo = capacity_slo;
-      co.attainment = capacity_attainment;
-      co.early_stop = !capacity_full_probes;
-      if (capacity_start) {
-        // Given explicitly, 0 is no rate at all (the option's absence means the scenario's own).
-        if (!(*capacity_start > 0)) {
-          throw servesim::ConfigError(
-              "capacity",
-              {{"--start-rate", fmt::format("expected a rate in (0, {:g}] req/s, got {}",
-                                            servesim::app::kMaxCapacityRate, *capacity_start)}});
-        }
-        co.start_rate = *capacity_start;
-      }
-      std::ostream& text = capacity_json ? std::cerr : std::cout;
-      const auto r = servesim::app::find_capacity(scenario_path, overrides, co,
-                                                  servesim::scenarios::DataRoot::discover(), text);
-      if (r.capacity_rps <= 0) {
-        fmt::print(stderr, "servesim: capacity: {}\n", r.no_rate_reason);
-        if (!capacity_json) return 1;
-      }
-      // What ends the search: the criteria failing at the lowest failing rate above capacity.
-      const auto criteria = servesim::app::SloCriteria::parse(co.slo, co.attainment,
-                                                              co.min_throughput_ratio, "capacity");
-      std::vector<std::string> binding;
-      double above = 0;
-      for (const auto& p : r.probes) {
-        if (!p.meets && p.rate > r.capacity_rps && (above == 0 || p.rate < above)) above = p.rate;
-      }
-      for (const auto& p : r.probes) {
-        if (p.rate != above) continue;
-        if (!p.stopped_early.empty()) {
-          binding.push_back(p.stopped_early.substr(0, p.stopped_early.find(':')));
-          continue;
-        }
-        for (const auto& c : criteria.check(p.summary, p.rate)) {
-          if (!c.ok) binding.push_back(c.name);
-        }
-      }
-      text << fmt::format(
-          "\nserving capacity {:.3f} req/s; at that rate: goodput {:.1f} tok/s, {:.3f} req/s/GPU, "
-          "SLO attainment {:.2f} % ({})\n",
-          r.capacity_rps, r.at_capacity.goodput_tokens_per_s,
-          r.at_capacity.num_gpus > 0 ? r.at_capacity.request_rate_per_s / r.at_capacity.num_gpus
-                                     : 0.0,
-          r.at_capacity.slo_attainment * 100,
-          co.attainment ? "a criterion" : "the scenario's per-request objectives, not a criterion");
-      if (!binding.empty()) {
-        text << fmt::format(
-            "binding    {} (fails at {:.3f} req/s, the lowest failing rate probed)\n",
-            fmt::join(binding, ", "), above);
-      }
-      if (capacity_json) {
-        Json probes = Json::array();
-        for (const auto& p : r.probes) {
-          Json checks = Json::array();
-          for (const auto& c : criteria.check(p.summary, p.rate)) {
-            checks.push_back({{"name", c.name},
-                              {"value", c.value},
-                              {"limit", c.limit},
-                              {"at_least", c.at_least},
-                              {"ok", c.ok},
-                              {"unit", c.unit}});
-          }
-          probes.push_back({{"rate_per_s", p.rate},
-                            {"meets", p.meets},
-                            {"checks", checks},
-                            {"slo_attainment", std::isfinite(p.summary.slo_attainment)
-                                                   ? Json(p.summary.slo_attainment)
-                                                   : Json(nullptr)},
-                            {"sustained_rate_per_s", p.summary.sustained_rate_per_s},
-                            {"goodput_tokens_per_s", p.summary.goodput_tokens_per_s},
-                            {"stopped_early", p.stopped_early.empty() ? Json(nullptr)
-                                                                      : Json(p.stopped_early)}});
-        }
-        Json doc = {{"command", "capacity"},
-                    {"scenario", scenario_path},
-                    {"objectives", co.slo},
-                    {"attainment_required", co.attainment ? Json(*co.attainment) : Json(nullptr)},
-                    {"min_throughput_ratio", co.min_throughput_ratio},
-                    {"capacity_rps", r.capacity_rps},
-                    {"binding", binding},
-                    {"binding_rate_per_s", above > 0 ? Json(above) : Json(nullptr)},
-                    {"at_capacity", summary_json(r.at_capacity)},
-                    {"probes", probes}};
-        fmt::print("{}\n", doc.dump(2));
-      }
-      return r.capacity_rps > 0 ? 0 : 1;
-    }
-    if (*plan) {
-      plan_options.db_path = plan_no_db ? "" : db;
-      plan_options.progress = true;
-      servesim::app::install_plan_interrupt_handler();
-      return servesim::app::run_plan(plan_path, plan_options,
-                                     servesim::scenarios::DataRoot::discover(),
-                                     plan_options.json ? std::cerr : std::cout);
-    }
-    if (*fidelity) {
-      fidelity_options.db_path = fidelity_no_db ? "" : fidelity_db;
-      fidelity_options.bench.deployment =
-          fidelity_deployment == "defaults"
-              ? servesim::app::BenchmarkTemplate::Deployment::kEngineDefaults
-              : servesim::app::BenchmarkTemplate::Deployment::kAiconfigurator;
-      return servesim::app::run_fidelity(fidelity_csv, fidelity_options,
-                                         servesim::scenarios::DataRoot::discover(), std::cout);
-    }
-    if (*dopd_ratio) {
-      const auto root = servesim::scenarios::DataRoot::discover();
-      servesim::app::print_dopd_ratio(load(scenario_path, overrides, root), root, ratio_options,
-                                      std::cout);
-      return 0;
-    }
-    if (*regress) {
-      const int failures = servesim::app::run_regression(
-          baseline, servesim::scenarios::DataRoot::discover(), {update, regress_json}, std::cout);
-      return failures == 0 ? 0 : 1;
+    for (const Command& c : commands) {
+      if (*c.app) return c.run();
     }
   } catch (const servesim::ConfigError& e) {
     fmt::print(stderr, "servesim: {}\n", e.what());
