@@ -349,6 +349,32 @@ struct ProfiledCostModel::Impl {
       const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
       std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>* cache);
   void resolve_direct(const std::vector<const profiles::Profile*>& order);
+  // Profiles searched in two tiers (engine_kernels_first): `profiles` lists the first tier, then
+  // the second, from index `second`.
+  struct ProfileTiers {
+    std::vector<const profiles::Profile*> profiles;
+    size_t second = 0;
+  };
+  static ProfileTiers engine_kernels_first(const std::vector<const profiles::Profile*>& order,
+                                           const char* kind);
+  using GemmTableCache =
+      std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*>;
+  // Where pick_gemm() looks: every profile in order (fallback fits), the tiers of 16-bit and of
+  // quantized tables, and the GEMM tables built so far.
+  struct GemmSearch {
+    const std::vector<const profiles::Profile*>& order;
+    ProfileTiers sixteen_bit, quantized;
+    GemmTableCache cache;
+  };
+  void pick_gemm(GemmSearch& where, const char* name, double n, double k, double wb,
+                 const std::vector<std::string>& dtypes, GemmSource* src);
+  void resolve_gemms(GemmSearch& search);
+  void resolve_moe_table(const std::vector<const profiles::Profile*>& order);
+  bool pick_prefill_table(const ProfileTiers& tiers, bool want_causal);
+  void resolve_attention(const ProfileTiers& tiers);
+  void resolve_decode_attention(const ProfileTiers& tiers);
+  void resolve_allreduce(const std::vector<const profiles::Profile*>& order);
+  void resolve_elementwise(const std::vector<const profiles::Profile*>& order);
   // Sets src->sixteen_bit when `prof`'s `dtype` rows are slower per unit of work than its 16-bit
   // rows on their shared compute-bound shapes (a precision inversion, gemm_efficiency.h).
   void price_inverted_by_sixteen_bit(
@@ -629,270 +655,282 @@ void ProfiledCostModel::Impl::resolve_moe_efficiency(
   diag.sources.push_back("moe_mlp: expert GEMMs from the gemm table (no moe rows)");
 }
 
-void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::Profile*>& order) {
-  std::map<std::pair<const profiles::Profile*, std::string>, const interp::GemmTable*> cache;
-  std::vector<std::string> used;
-  // Kernels a serving engine runs come before stand-ins for them: a profile whose meta lists a
-  // table kind in "standalone_kernels" timed a library kernel the engines do not run for it
-  // (servesim-profile: quantized GEMMs on operands quantized beforehand, cuDNN attention). For
-  // quantized GEMMs and attention, such profiles form a second tier, searched only when no profile
-  // of the first (timed through an engine's operators) has the table.
-  struct Tiers {
-    std::vector<const profiles::Profile*> profiles;  // the first tier, then the second
-    size_t second = 0;                               // index of the first profile of the second
-  };
-  const auto engine_kernels_first = [&](const char* kind) {
-    Tiers t;
-    std::vector<const profiles::Profile*> standalone;
-    for (const profiles::Profile* prof : order) {
-      const auto it = prof->meta.fields.find("standalone_kernels");
-      const bool stands_in =
-          it != prof->meta.fields.end() &&
-          ("," + it->second + ",").find(std::string(",") + kind + ",") != std::string::npos;
-      (stands_in ? standalone : t.profiles).push_back(prof);
-    }
-    t.second = t.profiles.size();
-    t.profiles.insert(t.profiles.end(), standalone.begin(), standalone.end());
-    return t;
-  };
-  const Tiers sixteen_bit_tiers{order, order.size()};
-  const Tiers quantized_tiers = engine_kernels_first("quantized_gemm");
-  const Tiers attention_tiers = engine_kernels_first("attention");
+// Kernels a serving engine runs come before stand-ins for them: a profile whose meta lists a
+// table kind in "standalone_kernels" timed a library kernel the engines do not run for it
+// (servesim-profile: quantized GEMMs on operands quantized beforehand, cuDNN attention). For
+// quantized GEMMs and attention, such profiles form a second tier, searched only when no profile
+// of the first (timed through an engine's operators) has the table.
+ProfiledCostModel::Impl::ProfileTiers ProfiledCostModel::Impl::engine_kernels_first(
+    const std::vector<const profiles::Profile*>& order, const char* kind) {
+  ProfileTiers t;
+  std::vector<const profiles::Profile*> standalone;
+  for (const profiles::Profile* prof : order) {
+    const auto it = prof->meta.fields.find("standalone_kernels");
+    const bool stands_in =
+        it != prof->meta.fields.end() &&
+        ("," + it->second + ",").find(std::string(",") + kind + ",") != std::string::npos;
+    (stands_in ? standalone : t.profiles).push_back(prof);
+  }
+  t.second = t.profiles.size();
+  t.profiles.insert(t.profiles.end(), standalone.begin(), standalone.end());
+  return t;
+}
 
-  // GEMMs, tier by tier: a profile with the exact shape first, else the one with the richest
-  // (n, k) grid.
-  const auto pick_gemm = [&](const char* name, double n, double k, double wb,
-                             const std::vector<std::string>& dtypes, GemmSource* src) {
-    src->n = n;
-    src->k = k;
-    src->weight_bytes = wb;
-    for (const std::string& dtype : dtypes) {
-      const Tiers& tiers = dtype == "bf16" || dtype == "fp16" ? sixteen_bit_tiers : quantized_tiers;
-      const interp::GemmTable* best = nullptr;
-      const profiles::Profile* best_prof = nullptr;
-      const auto search = [&](size_t begin, size_t end) {
-        for (size_t i = begin; i < end; ++i) {
-          const interp::GemmTable* t = gemm_table(*tiers.profiles[i], dtype, gpu, &cache);
-          if (t != nullptr && t->has_shape(n, k)) {
-            best = t;
-            best_prof = tiers.profiles[i];
-            return;
-          }
-        }
-        size_t most = 0;
-        for (size_t i = begin; i < end; ++i) {
-          const interp::GemmTable* t = gemm_table(*tiers.profiles[i], dtype, gpu, &cache);
-          if (t != nullptr && t->points() > most) {
-            most = t->points();
-            best = t;
-            best_prof = tiers.profiles[i];
-          }
-        }
-      };
-      search(0, tiers.second);
-      if (best == nullptr) {
-        search(tiers.second, tiers.profiles.size());
-      }
-      if (best != nullptr) {
-        src->table = best;
-        diag.sources.push_back(fmt::format("{}: gemm {} n={} k={} from {}{}", name, dtype, n, k,
-                                           describe_profile(best_prof),
-                                           best->has_shape(n, k) ? " (measured shape)" : ""));
-        price_inverted_by_sixteen_bit(*best_prof, dtype, name, &cache, src);
-        return;
-      }
-    }
-    // No rows of the dtype: the fitted roofline of any 16-bit GEMM table, scaled to the dtype's
-    // peak, else the roofline's achievable throughputs.
-    src->dtype_extrapolated = wb < 2 && d.weight_dtype != Dtype::kFp8;
-    const double dtype_peak = gpu.peak_flops_per_s(d.weight_dtype);
-    for (const profiles::Profile* prof : order) {
-      for (const char* dt : {"bf16", "fp16"}) {
-        const interp::GemmTable* t = gemm_table(*prof, dt, gpu, &cache);
-        if (t != nullptr) {
-          const double ratio =
-              wb < 2 && gpu.bf16_flops_per_s > 0 ? dtype_peak / gpu.bf16_flops_per_s : 1;
-          src->fit = t->fit().scaled(ratio, 1);
-          diag.sources.push_back(fmt::format("{}: fitted roofline of gemm {} from {} (no {} rows)",
-                                             name, dt, describe_profile(prof), dtypes.front()));
+// A GEMM family's source, tier by tier (GemmSearch): a profile with the exact shape first, else
+// the one with the richest (n, k) grid.
+void ProfiledCostModel::Impl::pick_gemm(GemmSearch& where, const char* name, double n, double k,
+                                        double wb, const std::vector<std::string>& dtypes,
+                                        GemmSource* src) {
+  src->n = n;
+  src->k = k;
+  src->weight_bytes = wb;
+  for (const std::string& dtype : dtypes) {
+    const ProfileTiers& tiers =
+        dtype == "bf16" || dtype == "fp16" ? where.sixteen_bit : where.quantized;
+    const interp::GemmTable* best = nullptr;
+    const profiles::Profile* best_prof = nullptr;
+    const auto search = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const interp::GemmTable* t = gemm_table(*tiers.profiles[i], dtype, gpu, &where.cache);
+        if (t != nullptr && t->has_shape(n, k)) {
+          best = t;
+          best_prof = tiers.profiles[i];
           return;
         }
       }
+      size_t most = 0;
+      for (size_t i = begin; i < end; ++i) {
+        const interp::GemmTable* t = gemm_table(*tiers.profiles[i], dtype, gpu, &where.cache);
+        if (t != nullptr && t->points() > most) {
+          most = t->points();
+          best = t;
+          best_prof = tiers.profiles[i];
+        }
+      }
+    };
+    search(0, tiers.second);
+    if (best == nullptr) {
+      search(tiers.second, tiers.profiles.size());
     }
-    src->fit = fit_from_throughputs(
-        wb < 2 ? gpu.peak_flops_per_s(d.weight_dtype) *
-                     detail::derived_compute_efficiency(gpu, params.roofline, d.weight_dtype)
-               : gpu.bf16_flops_per_s *
-                     detail::derived_compute_efficiency(gpu, params.roofline, Dtype::kBf16),
-        gpu.mem_bw_bytes_per_s * params.roofline.memory_efficiency,
-        to_seconds(params.roofline.kernel_launch));
-    diag.sources.push_back(fmt::format("{}: roofline (no gemm table)", name));
-  };
+    if (best != nullptr) {
+      src->table = best;
+      diag.sources.push_back(fmt::format("{}: gemm {} n={} k={} from {}{}", name, dtype, n, k,
+                                         describe_profile(best_prof),
+                                         best->has_shape(n, k) ? " (measured shape)" : ""));
+      price_inverted_by_sixteen_bit(*best_prof, dtype, name, &where.cache, src);
+      return;
+    }
+  }
+  // No rows of the dtype: the fitted roofline of any 16-bit GEMM table, scaled to the dtype's
+  // peak, else the roofline's achievable throughputs.
+  src->dtype_extrapolated = wb < 2 && d.weight_dtype != Dtype::kFp8;
+  const double dtype_peak = gpu.peak_flops_per_s(d.weight_dtype);
+  for (const profiles::Profile* prof : where.order) {
+    for (const char* dt : {"bf16", "fp16"}) {
+      const interp::GemmTable* t = gemm_table(*prof, dt, gpu, &where.cache);
+      if (t != nullptr) {
+        const double ratio =
+            wb < 2 && gpu.bf16_flops_per_s > 0 ? dtype_peak / gpu.bf16_flops_per_s : 1;
+        src->fit = t->fit().scaled(ratio, 1);
+        diag.sources.push_back(fmt::format("{}: fitted roofline of gemm {} from {} (no {} rows)",
+                                           name, dt, describe_profile(prof), dtypes.front()));
+        return;
+      }
+    }
+  }
+  src->fit = fit_from_throughputs(
+      wb < 2 ? gpu.peak_flops_per_s(d.weight_dtype) *
+                   detail::derived_compute_efficiency(gpu, params.roofline, d.weight_dtype)
+             : gpu.bf16_flops_per_s *
+                   detail::derived_compute_efficiency(gpu, params.roofline, Dtype::kBf16),
+      gpu.mem_bw_bytes_per_s * params.roofline.memory_efficiency,
+      to_seconds(params.roofline.kernel_launch));
+  diag.sources.push_back(fmt::format("{}: roofline (no gemm table)", name));
+}
+
+// Every GEMM family of the deployment: the weights' linear layers, the LM head, a MoE model's
+// shared experts, dense layers and router.
+void ProfiledCostModel::Impl::resolve_gemms(GemmSearch& search) {
   const std::vector<std::string> wdtypes = weight_table_dtypes(d.weight_dtype);
   const std::vector<std::string> act16 = {"bf16", "fp16"};
   const double wb = shapes.weight_bytes;
-  pick_gemm("qkv_gemm", shapes.qkv_n, shapes.qkv_k, wb, wdtypes, &qkv);
-  pick_gemm("o_gemm", shapes.o_n, shapes.o_k, wb, wdtypes, &o);
-  pick_gemm(shapes.moe ? "expert_gate_up" : "gate_up_gemm", shapes.gate_up_n, shapes.gate_up_k, wb,
+  pick_gemm(search, "qkv_gemm", shapes.qkv_n, shapes.qkv_k, wb, wdtypes, &qkv);
+  pick_gemm(search, "o_gemm", shapes.o_n, shapes.o_k, wb, wdtypes, &o);
+  pick_gemm(search, shapes.moe ? "expert_gate_up" : "gate_up_gemm", shapes.gate_up_n, shapes.gate_up_k, wb,
             wdtypes, &gate_up);
-  pick_gemm(shapes.moe ? "expert_down" : "down_gemm", shapes.down_n, shapes.down_k, wb, wdtypes,
+  pick_gemm(search, shapes.moe ? "expert_down" : "down_gemm", shapes.down_n, shapes.down_k, wb, wdtypes,
             &down);
-  pick_gemm("lm_head", shapes.lm_head_n, shapes.lm_head_k, 2, act16, &lm_head);
+  pick_gemm(search, "lm_head", shapes.lm_head_n, shapes.lm_head_k, 2, act16, &lm_head);
   if (shapes.shared_down_k > 0) {
-    pick_gemm("shared_expert_gate_up", shapes.shared_gate_up_n, shapes.hidden, wb, wdtypes,
+    pick_gemm(search, "shared_expert_gate_up", shapes.shared_gate_up_n, shapes.hidden, wb, wdtypes,
               &shared_gate_up);
-    pick_gemm("shared_expert_down", shapes.hidden, shapes.shared_down_k, wb, wdtypes,
+    pick_gemm(search, "shared_expert_down", shapes.hidden, shapes.shared_down_k, wb, wdtypes,
               &shared_down);
   }
   if (shapes.dense_layers > 0) {
-    pick_gemm("gate_up_gemm", shapes.dense_gate_up_n, shapes.hidden, wb, wdtypes, &dense_gate_up);
-    pick_gemm("down_gemm", shapes.hidden, shapes.dense_down_k, wb, wdtypes, &dense_down);
+    pick_gemm(search, "gate_up_gemm", shapes.dense_gate_up_n, shapes.hidden, wb, wdtypes, &dense_gate_up);
+    pick_gemm(search, "down_gemm", shapes.hidden, shapes.dense_down_k, wb, wdtypes, &dense_down);
   }
-  if (shapes.moe) {
-    pick_gemm("moe_router", shapes.experts, shapes.hidden, 2, act16, &router);
-    // The fused MoE layer table: rows measured under the deployment's own power-law routing,
-    // else balanced routing, else the mildest power law.
-    const bool power_law = d.routing().kind == ExpertRouting::Kind::kPowerLaw;
-    const std::string own_routing = d.routing().name();
-    const std::string dtype = gemm_dtype(d.weight_dtype);
-    for (const profiles::Profile* prof : order) {
-      std::vector<interp::CurveTable::Row> rows;
-      std::string best_dist;
-      double best_alpha = std::numeric_limits<double>::infinity();
-      for (const profiles::MoeRow& r : prof->moe) {
-        if (r.dtype != dtype || r.hidden_size != model.hidden_size ||
-            r.inter_size != model.moe->expert_intermediate_size ||
-            r.topk != model.moe->experts_per_token || r.num_experts != model.moe->num_experts ||
-            r.moe_tp != d.tp / d.ep || r.moe_ep != d.ep) {
-          continue;
-        }
-        const double alpha = power_law && r.distribution == own_routing ? -1
-                             : r.distribution == "balanced"              ? 0
-                                                                         : power_law_alpha(r.distribution);
-        if (alpha < best_alpha) {
-          best_alpha = alpha;
-          best_dist = r.distribution;
-        }
-      }
-      if (best_dist.empty()) {
+  if (shapes.moe) pick_gemm(search, "moe_router", shapes.experts, shapes.hidden, 2, act16, &router);
+}
+
+// A MoE model's routed experts: its fused-MoE table rows where a profile measured its shape,
+// else the grouped-GEMM estimate scaled by the measured kernels' efficiency.
+void ProfiledCostModel::Impl::resolve_moe_table(const std::vector<const profiles::Profile*>& order) {
+  if (!shapes.moe) return;
+  // The fused MoE layer table: rows measured under the deployment's own power-law routing,
+  // else balanced routing, else the mildest power law.
+  const bool power_law = d.routing().kind == ExpertRouting::Kind::kPowerLaw;
+  const std::string own_routing = d.routing().name();
+  const std::string dtype = gemm_dtype(d.weight_dtype);
+  for (const profiles::Profile* prof : order) {
+    std::vector<interp::CurveTable::Row> rows;
+    std::string best_dist;
+    double best_alpha = std::numeric_limits<double>::infinity();
+    for (const profiles::MoeRow& r : prof->moe) {
+      if (r.dtype != dtype || r.hidden_size != model.hidden_size ||
+          r.inter_size != model.moe->expert_intermediate_size ||
+          r.topk != model.moe->experts_per_token || r.num_experts != model.moe->num_experts ||
+          r.moe_tp != d.tp / d.ep || r.moe_ep != d.ep) {
         continue;
       }
-      for (const profiles::MoeRow& r : prof->moe) {
-        if (r.dtype == dtype && r.hidden_size == model.hidden_size &&
-            r.inter_size == model.moe->expert_intermediate_size &&
-            r.topk == model.moe->experts_per_token && r.num_experts == model.moe->num_experts &&
-            r.moe_tp == d.tp / d.ep && r.moe_ep == d.ep && r.distribution == best_dist) {
-          if (moe_key.empty()) {
-            moe_key = interp::moe_key(r);
-          }
-          rows.push_back(
-              {interp::moe_key(r), static_cast<double>(r.num_tokens), r.latency_us * 1e-6});
-        }
+      const double alpha = power_law && r.distribution == own_routing ? -1
+                           : r.distribution == "balanced"              ? 0
+                                                                       : power_law_alpha(r.distribution);
+      if (alpha < best_alpha) {
+        best_alpha = alpha;
+        best_dist = r.distribution;
       }
-      curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
-      moe_table = curve_tables.back().get();
-      moe_table_balanced = best_dist == "balanced";
-      moe_table_own_routing = power_law && best_dist == own_routing;
-      diag.sources.push_back(
-          fmt::format("moe_mlp: moe {} from {}", moe_key, describe_profile(prof)));
-      break;
     }
-    if (moe_table == nullptr) {
-      resolve_moe_efficiency(order);
+    if (best_dist.empty()) {
+      continue;
     }
-    if (params.moe_kernel_scale != 1.0) {
-      diag.sources.push_back(fmt::format(
-          "moe_mlp: routed experts x{:.3g} for the serving engine's MoE kernels (engine "
-          "calibration)",
-          params.moe_kernel_scale));
+    for (const profiles::MoeRow& r : prof->moe) {
+      if (r.dtype == dtype && r.hidden_size == model.hidden_size &&
+          r.inter_size == model.moe->expert_intermediate_size &&
+          r.topk == model.moe->experts_per_token && r.num_experts == model.moe->num_experts &&
+          r.moe_tp == d.tp / d.ep && r.moe_ep == d.ep && r.distribution == best_dist) {
+        if (moe_key.empty()) {
+          moe_key = interp::moe_key(r);
+        }
+        rows.push_back(
+            {interp::moe_key(r), static_cast<double>(r.num_tokens), r.latency_us * 1e-6});
+      }
     }
+    curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
+    moe_table = curve_tables.back().get();
+    moe_table_balanced = best_dist == "balanced";
+    moe_table_own_routing = power_law && best_dist == own_routing;
+    diag.sources.push_back(
+        fmt::format("moe_mlp: moe {} from {}", moe_key, describe_profile(prof)));
+    break;
   }
+  if (moe_table == nullptr) {
+    resolve_moe_efficiency(order);
+  }
+  if (params.moe_kernel_scale != 1.0) {
+    diag.sources.push_back(fmt::format(
+        "moe_mlp: routed experts x{:.3g} for the serving engine's MoE kernels (engine "
+        "calibration)",
+        params.moe_kernel_scale));
+  }
+}
 
-  // Attention.
+// The prefill attention table of the deployment's KV dtype and masking (causal or not) from
+// `tiers`, bound to the model's heads; false when no profile has one.
+bool ProfiledCostModel::Impl::pick_prefill_table(const ProfileTiers& tiers, bool want_causal) {
   const std::string kv = kv_dtype_name(d.kv_dtype);
   const double peak_bw = gpu.mem_bw_bytes_per_s;
-  const auto pick_prefill = [&](bool want_causal) -> bool {
-    const interp::PrefillTable* exact = nullptr;
-    const interp::PrefillTable* any = nullptr;
-    const profiles::Profile* exact_prof = nullptr;
-    const profiles::Profile* any_prof = nullptr;
-    for (size_t i = 0; i < attention_tiers.profiles.size(); ++i) {
-      if (i == attention_tiers.second && any != nullptr) {
-        break;  // a table of the first tier covers the heads
-      }
-      const profiles::Profile* prof = attention_tiers.profiles[i];
-      const BuiltTable<interp::PrefillTable> built = shared_table<interp::PrefillTable>(
-          *prof, fmt::format("prefill|{}|{}|{}|{}", kv, want_causal, gpu.key, dtype_name(d.kv_dtype)),
-          [&] {
-            BuiltTable<interp::PrefillTable> b;
-            std::vector<profiles::AttentionPrefillRow> rows;
-            for (const profiles::AttentionPrefillRow& r : prof->attention_prefill) {
-              const std::string rkv = r.kv_dtype.empty() ? r.dtype : r.kv_dtype;
-              if (r.dtype != "bf16" || rkv != kv || r.causal != want_causal) {
-                continue;
-              }
-              profiles::AttentionPrefillRow c = r;
-              const double attn_peak = gpu.peak_flops_per_s(d.kv_dtype);
-              const double bound = std::max(
-                  interp::prefill_reference(
-                      fit_from_throughputs(attn_peak, peak_bw, 0), r.num_heads, r.num_kv_heads,
-                      r.head_dim, static_cast<double>(r.batch), static_cast<double>(r.q_tokens),
-                      static_cast<double>(r.prefix_tokens), interp::table_dtype_bytes(rkv),
-                      r.causal),
-                  0.0);
-              if (c.latency_us * 1e-6 < bound) {
-                c.latency_us = bound * 1e6;
-                ++b.clamped["attention_prefill"];
-              }
-              rows.push_back(c);
+  const interp::PrefillTable* exact = nullptr;
+  const interp::PrefillTable* any = nullptr;
+  const profiles::Profile* exact_prof = nullptr;
+  const profiles::Profile* any_prof = nullptr;
+  for (size_t i = 0; i < tiers.profiles.size(); ++i) {
+    if (i == tiers.second && any != nullptr) {
+      break;  // a table of the first tier covers the heads
+    }
+    const profiles::Profile* prof = tiers.profiles[i];
+    const BuiltTable<interp::PrefillTable> built = shared_table<interp::PrefillTable>(
+        *prof, fmt::format("prefill|{}|{}|{}|{}", kv, want_causal, gpu.key, dtype_name(d.kv_dtype)),
+        [&] {
+          BuiltTable<interp::PrefillTable> b;
+          std::vector<profiles::AttentionPrefillRow> rows;
+          for (const profiles::AttentionPrefillRow& r : prof->attention_prefill) {
+            const std::string rkv = r.kv_dtype.empty() ? r.dtype : r.kv_dtype;
+            if (r.dtype != "bf16" || rkv != kv || r.causal != want_causal) {
+              continue;
             }
-            if (!rows.empty()) b.table = std::make_shared<interp::PrefillTable>(rows, want_causal);
-            return b;
-          });
-      for (const auto& [name, count] : built.clamped) diag.rows_clamped_to_peak[name] += count;
-      if (!built.table) {
-        continue;
-      }
-      prefill_tables.push_back(built.table);
-      const interp::PrefillTable* t = built.table.get();
-      if (!t->covers(heads)) {
-        continue;
-      }
-      if (any == nullptr) {
-        any = t;
-        any_prof = prof;
-      }
-      if (t->has_family(heads)) {
-        exact = t;
-        exact_prof = prof;
-        break;
-      }
+            profiles::AttentionPrefillRow c = r;
+            const double attn_peak = gpu.peak_flops_per_s(d.kv_dtype);
+            const double bound = std::max(
+                interp::prefill_reference(
+                    fit_from_throughputs(attn_peak, peak_bw, 0), r.num_heads, r.num_kv_heads,
+                    r.head_dim, static_cast<double>(r.batch), static_cast<double>(r.q_tokens),
+                    static_cast<double>(r.prefix_tokens), interp::table_dtype_bytes(rkv),
+                    r.causal),
+                0.0);
+            if (c.latency_us * 1e-6 < bound) {
+              c.latency_us = bound * 1e6;
+              ++b.clamped["attention_prefill"];
+            }
+            rows.push_back(c);
+          }
+          if (!rows.empty()) b.table = std::make_shared<interp::PrefillTable>(rows, want_causal);
+          return b;
+        });
+    for (const auto& [name, count] : built.clamped) diag.rows_clamped_to_peak[name] += count;
+    if (!built.table) {
+      continue;
     }
-    prefill = exact != nullptr ? exact : any;
-    if (prefill != nullptr) {
-      prefill_bound = prefill->bind(heads);
-      diag.sources.push_back(fmt::format(
-          "attention_prefill: {} kv {} from {}{}", want_causal ? "causal" : "bidirectional", kv,
-          describe_profile(exact != nullptr ? exact_prof : any_prof),
-          exact != nullptr ? "" : " (head configuration transferred)"));
+    prefill_tables.push_back(built.table);
+    const interp::PrefillTable* t = built.table.get();
+    if (!t->covers(heads)) {
+      continue;
     }
-    return prefill != nullptr;
-  };
+    if (any == nullptr) {
+      any = t;
+      any_prof = prof;
+    }
+    if (t->has_family(heads)) {
+      exact = t;
+      exact_prof = prof;
+      break;
+    }
+  }
+  prefill = exact != nullptr ? exact : any;
+  if (prefill != nullptr) {
+    prefill_bound = prefill->bind(heads);
+    diag.sources.push_back(fmt::format(
+        "attention_prefill: {} kv {} from {}{}", want_causal ? "causal" : "bidirectional", kv,
+        describe_profile(exact != nullptr ? exact_prof : any_prof),
+        exact != nullptr ? "" : " (head configuration transferred)"));
+  }
+  return prefill != nullptr;
+}
+
+// Attention tables: prefill (a bidirectional model may borrow the causal kernel's), then decode.
+void ProfiledCostModel::Impl::resolve_attention(const ProfileTiers& tiers) {
   // MLA has no attention tables (their rows are GQA head configurations): roofline only.
-  if (!shapes.mla && !pick_prefill(causal) && !causal && pick_prefill(true)) {
+  if (!shapes.mla && !pick_prefill_table(tiers, causal) && !causal && pick_prefill_table(tiers, true)) {
     prefill_bidirectional_from_causal = true;
   }
+  resolve_decode_attention(tiers);
+}
+
+void ProfiledCostModel::Impl::resolve_decode_attention(const ProfileTiers& tiers) {
+  const std::string kv = kv_dtype_name(d.kv_dtype);
+  const double peak_bw = gpu.mem_bw_bytes_per_s;
   if (!shapes.mla) {
     const interp::DecodeTable* exact = nullptr;
     const interp::DecodeTable* any = nullptr;
     const profiles::Profile* exact_prof = nullptr;
     const profiles::Profile* any_prof = nullptr;
     const int64_t l2 = gpu.l2_bytes;
-    for (size_t i = 0; i < attention_tiers.profiles.size(); ++i) {
-      if (i == attention_tiers.second && any != nullptr) {
+    for (size_t i = 0; i < tiers.profiles.size(); ++i) {
+      if (i == tiers.second && any != nullptr) {
         break;  // a table of the first tier covers the heads
       }
-      const profiles::Profile* prof = attention_tiers.profiles[i];
+      const profiles::Profile* prof = tiers.profiles[i];
       const BuiltTable<interp::DecodeTable> built = shared_table<interp::DecodeTable>(
           *prof, fmt::format("decode|{}|{}", kv, gpu.key), [&] {
             BuiltTable<interp::DecodeTable> b;
@@ -967,7 +1005,9 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
                                       to_seconds(params.roofline.kernel_launch));
     diag.sources.push_back("attention_decode: roofline (no table)");
   }
+}
 
+void ProfiledCostModel::Impl::resolve_allreduce(const std::vector<const profiles::Profile*>& order) {
   // All-reduce: vLLM's custom all-reduce where it covers the message, else NCCL. Profiles that
   // measured vLLM's custom kernel come first (their harness measured NCCL beside it, so the two
   // curves meet consistently), then the rest in the source order.
@@ -1054,56 +1094,65 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
       diag.sources.push_back("allreduce: link roofline (no collective table)");
     }
   }
+}
 
-  // Elementwise: Vidur rows for this model and tp, all five operators present.
-  {
-    const std::string name = interp::normalized_model_name(model.key);
-    static const std::array<std::pair<const char*, double>, 5> kOps = {
-        {{"input_layernorm", 1},
-         {"post_attention_layernorm", 1},
-         {"attn_rope", 1},
-         {"mlp_act", 1},
-         {"add", 2}}};
-    for (const profiles::Profile* prof : order) {
-      std::vector<interp::CurveTable::Row> rows;
-      std::map<std::string, int> seen;
-      for (const profiles::ElementwiseRow& r : prof->elementwise) {
-        if (r.tp != d.tp || interp::normalized_model_name(r.model) != name) {
-          continue;
-        }
-        rows.push_back({interp::elementwise_key(r.model, r.op, r.tp),
-                        static_cast<double>(r.num_tokens), r.latency_us * 1e-6});
-        seen[r.op] += 1;
-      }
-      bool complete = true;
-      for (const auto& [op, count] : kOps) {
-        complete &= seen.count(op) > 0;
-      }
-      if (!complete) {
+// Elementwise: Vidur rows for this model and tp, all five operators present.
+void ProfiledCostModel::Impl::resolve_elementwise(const std::vector<const profiles::Profile*>& order) {
+  const std::string name = interp::normalized_model_name(model.key);
+  static const std::array<std::pair<const char*, double>, 5> kOps = {
+      {{"input_layernorm", 1},
+       {"post_attention_layernorm", 1},
+       {"attn_rope", 1},
+       {"mlp_act", 1},
+       {"add", 2}}};
+  for (const profiles::Profile* prof : order) {
+    std::vector<interp::CurveTable::Row> rows;
+    std::map<std::string, int> seen;
+    for (const profiles::ElementwiseRow& r : prof->elementwise) {
+      if (r.tp != d.tp || interp::normalized_model_name(r.model) != name) {
         continue;
       }
-      curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
-      elementwise = curve_tables.back().get();
-      for (const auto& [op, count] : kOps) {
-        elementwise_keys.emplace_back(interp::elementwise_key(model.key, op, d.tp), count);
-      }
-      diag.sources.push_back(
-          fmt::format("norms_elementwise: vidur elementwise from {}", describe_profile(prof)));
-      break;
+      rows.push_back({interp::elementwise_key(r.model, r.op, r.tp),
+                      static_cast<double>(r.num_tokens), r.latency_us * 1e-6});
+      seen[r.op] += 1;
     }
-    if (elementwise == nullptr) {
-      // Roofline bytes at the bandwidth fitted to the GEMM table of the dense GEMMs.
-      const interp::GemmTable* t = qkv.table != nullptr ? qkv.table : lm_head.table;
-      elementwise_bw = t != nullptr && t->fit().bandwidth() > 0
-                           ? std::min(t->fit().bandwidth(), gpu.mem_bw_bytes_per_s)
-                           : gpu.mem_bw_bytes_per_s * params.roofline.memory_efficiency;
-      diag.sources.push_back(
-          fmt::format("norms_elementwise: roofline bytes at {:.0f} GB/s (fitted to the "
-                      "gemm table) + {} "
-                      "launches",
-                      elementwise_bw / 1e9, detail::kElementwiseKernelsPerLayer));
+    bool complete = true;
+    for (const auto& [op, count] : kOps) {
+      complete &= seen.count(op) > 0;
     }
+    if (!complete) {
+      continue;
+    }
+    curve_tables.push_back(std::make_unique<interp::CurveTable>(rows));
+    elementwise = curve_tables.back().get();
+    for (const auto& [op, count] : kOps) {
+      elementwise_keys.emplace_back(interp::elementwise_key(model.key, op, d.tp), count);
+    }
+    diag.sources.push_back(
+        fmt::format("norms_elementwise: vidur elementwise from {}", describe_profile(prof)));
+    break;
   }
+  if (elementwise == nullptr) {
+    // Roofline bytes at the bandwidth fitted to the GEMM table of the dense GEMMs.
+    const interp::GemmTable* t = qkv.table != nullptr ? qkv.table : lm_head.table;
+    elementwise_bw = t != nullptr && t->fit().bandwidth() > 0
+                         ? std::min(t->fit().bandwidth(), gpu.mem_bw_bytes_per_s)
+                         : gpu.mem_bw_bytes_per_s * params.roofline.memory_efficiency;
+    diag.sources.push_back(
+        fmt::format("norms_elementwise: roofline bytes at {:.0f} GB/s (fitted to the "
+                    "gemm table) + {} "
+                    "launches",
+                    elementwise_bw / 1e9, detail::kElementwiseKernelsPerLayer));
+  }
+}
+
+void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::Profile*>& order) {
+  GemmSearch search{order, {order, order.size()}, engine_kernels_first(order, "quantized_gemm"), {}};
+  resolve_gemms(search);
+  resolve_moe_table(order);
+  resolve_attention(engine_kernels_first(order, "attention"));
+  resolve_allreduce(order);
+  resolve_elementwise(order);
   note = fmt::format("{}: measured tables of {}", gpu.key, gpu.key);
   for (const auto& [table, count] : diag.rows_clamped_to_peak) {
     note += fmt::format("; {} {} rows faster than the peak bound clamped", count, table);
