@@ -460,66 +460,54 @@ sim::SloSpec read_slo(ObjectReader& top) {
   return slo;
 }
 
-Scenario parse_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
-                        const DataRoot& root) {
-  policies::register_builtin_policies();
-  const Catalogs& catalogs = Catalogs::get(root);
-  Issues issues;
-  Scenario s;
-  s.source = source;
-  s.base_dir = base_dir;
-  Json resolved = Json::object();
-  ObjectReader top(doc, "", issues, resolved);
+namespace {
 
-  s.name = top.string("name", fs::path(source).stem().string()).value_or("");
-  s.description = top.string("description", std::string()).value_or("");
-  s.seed = static_cast<uint64_t>(top.integer("seed", int64_t{0}, 0).value_or(0));
-  const auto model = top.string("model", std::nullopt, catalogs.models.keys());
-  if (model) s.model = *model;
-
-  // cluster
-  bool cluster_sets_layout = false;
-  {
-    const Json* in = top.object("cluster", true);
-    Json& out = resolved["cluster"];
-    const Json empty = Json::object();
-    ObjectReader r(in ? *in : empty, "cluster", issues, out);
-    if (in) {
-      cluster_sets_layout = in->contains("instances") || in->contains("tp");
-      if (auto g = r.string("gpu", std::nullopt, catalogs.gpus.keys())) s.cluster.gpu = *g;
-      s.cluster.instances = r.integer("instances", int64_t{1}, 1, kMaxInstances).value_or(1);
-      s.cluster.tp = static_cast<int>(r.integer("tp", int64_t{1}, 1, 64).value_or(1));
-      s.cluster.ep = static_cast<int>(r.integer("ep", int64_t{1}, 1, 256).value_or(1));
-      s.cluster.attention_dp =
-          static_cast<int>(r.integer("attention_dp", int64_t{1}, 1, 256).value_or(1));
-      s.cluster.pp = static_cast<int>(r.integer("pp", int64_t{1}, 1, 64).value_or(1));
-      // "" (absent): the model's catalog default, resolved below.
-      if (const std::string routing = r.string("expert_routing", std::string()).value_or("");
-          !routing.empty()) {
-        try {
-          s.cluster.expert_routing = models::parse_expert_routing(routing);
-        } catch (const std::invalid_argument& e) {
-          issues.add("cluster.expert_routing", e.what());
-        }
+// The `cluster` section. Returns whether it sets the instance layout (instances or tp).
+bool read_cluster(ObjectReader& top, const Catalogs& catalogs, Issues& issues, Json& resolved,
+                  Scenario& s) {
+  bool sets_layout = false;
+  const Json* in = top.object("cluster", true);
+  Json& out = resolved["cluster"];
+  const Json empty = Json::object();
+  ObjectReader r(in ? *in : empty, "cluster", issues, out);
+  if (in) {
+    sets_layout = in->contains("instances") || in->contains("tp");
+    if (auto g = r.string("gpu", std::nullopt, catalogs.gpus.keys())) s.cluster.gpu = *g;
+    s.cluster.instances = r.integer("instances", int64_t{1}, 1, kMaxInstances).value_or(1);
+    s.cluster.tp = static_cast<int>(r.integer("tp", int64_t{1}, 1, 64).value_or(1));
+    s.cluster.ep = static_cast<int>(r.integer("ep", int64_t{1}, 1, 256).value_or(1));
+    s.cluster.attention_dp =
+        static_cast<int>(r.integer("attention_dp", int64_t{1}, 1, 256).value_or(1));
+    s.cluster.pp = static_cast<int>(r.integer("pp", int64_t{1}, 1, 64).value_or(1));
+    // "" (absent): the model's catalog default, resolved below.
+    if (const std::string routing = r.string("expert_routing", std::string()).value_or("");
+        !routing.empty()) {
+      try {
+        s.cluster.expert_routing = models::parse_expert_routing(routing);
+      } catch (const std::invalid_argument& e) {
+        issues.add("cluster.expert_routing", e.what());
       }
-      s.cluster.weight_dtype =
-          models::parse_dtype(r.string("weight_dtype", std::string("bf16"), models::weight_dtype_names()).value_or("bf16"));
-      s.cluster.kv_dtype =
-          models::parse_dtype(r.string("kv_dtype", std::string("bf16"), models::kv_dtype_names()).value_or("bf16"));
-      s.cluster.prefix_caching = r.boolean("prefix_caching", false).value_or(false);
-      s.cluster.prefix_cache_kind =
-          r.string("prefix_cache_kind", std::string("block_hash"), {"block_hash", "radix"})
-                  .value_or("block_hash") == "radix"
-              ? sim::PrefixCacheKind::kRadix
-              : sim::PrefixCacheKind::kBlockHash;
-      // Bounded so that the capacity in bytes fits an int64 (1 PiB per instance, 64 PiB shared).
-      s.cluster.kv_dram_gib = r.number("kv_dram_gib", 0.0, 0.0, 1024.0 * 1024).value_or(0);
-      s.cluster.kv_remote_gib = r.number("kv_remote_gib", 0.0, 0.0, 64.0 * 1024 * 1024).value_or(0);
-      r.finish();
     }
+    s.cluster.weight_dtype =
+        models::parse_dtype(r.string("weight_dtype", std::string("bf16"), models::weight_dtype_names()).value_or("bf16"));
+    s.cluster.kv_dtype =
+        models::parse_dtype(r.string("kv_dtype", std::string("bf16"), models::kv_dtype_names()).value_or("bf16"));
+    s.cluster.prefix_caching = r.boolean("prefix_caching", false).value_or(false);
+    s.cluster.prefix_cache_kind =
+        r.string("prefix_cache_kind", std::string("block_hash"), {"block_hash", "radix"})
+                .value_or("block_hash") == "radix"
+            ? sim::PrefixCacheKind::kRadix
+            : sim::PrefixCacheKind::kBlockHash;
+    // Bounded so that the capacity in bytes fits an int64 (1 PiB per instance, 64 PiB shared).
+    s.cluster.kv_dram_gib = r.number("kv_dram_gib", 0.0, 0.0, 1024.0 * 1024).value_or(0);
+    s.cluster.kv_remote_gib = r.number("kv_remote_gib", 0.0, 0.0, 64.0 * 1024 * 1024).value_or(0);
+    r.finish();
   }
+  return sets_layout;
+}
 
-  // engine
+// The `engine` section: the engine model, its version and knobs.
+void read_engine(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
   if (const Json* in = top.object("engine", false)) {
     Json& out = resolved["engine"];
     ObjectReader r(*in, "engine", issues, out);
@@ -542,281 +530,325 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
     }
     r.finish();
   }
+}
 
-  {
-    std::map<std::string, const ParamSchema*> policies;
-    add_schemas(sim::batching_policies(), policies);
-    add_schemas(sim::cluster_policies(), policies);
-    read_router(top, s.router);
-    if (s.engine && s.engine->schedules) {
-      s.policy.type = s.engine->type;  // the engine's own scheduler
-    } else {
-      read_plugin(top, "policy", "coloc", policies, s.policy);
-    }
-    s.cluster_policy = sim::cluster_policies().contains(s.policy.type);
+// The `router` and `policy` sections (an engine without a policy runs its own scheduler).
+void read_policies(ObjectReader& top, Scenario& s) {
+  std::map<std::string, const ParamSchema*> policies;
+  add_schemas(sim::batching_policies(), policies);
+  add_schemas(sim::cluster_policies(), policies);
+  read_router(top, s.router);
+  if (s.engine && s.engine->schedules) {
+    s.policy.type = s.engine->type;  // the engine's own scheduler
+  } else {
+    read_plugin(top, "policy", "coloc", policies, s.policy);
   }
+  s.cluster_policy = sim::cluster_policies().contains(s.policy.type);
+}
 
-  // network
-  {
-    const Json empty = Json::object();
-    const Json* in = top.object("network", false);
-    Json& out = resolved["network"];
-    ObjectReader r(in ? *in : empty, "network", issues, out);
-    const NetworkSpec d;
-    s.network.gpus_per_node =
-        static_cast<int>(r.integer("gpus_per_node", int64_t{d.gpus_per_node}, 1, 1024).value_or(8));
-    s.network.inter_node_gbps_per_gpu =
-        r.number("inter_node_gbps_per_gpu", d.inter_node_gbps_per_gpu, 0.0, {}, true)
-            .value_or(d.inter_node_gbps_per_gpu);
-    s.network.inter_node_latency =
-        r.duration("inter_node_latency", d.inter_node_latency).value_or(d.inter_node_latency);
-    s.network.intra_node_latency =
-        r.duration("intra_node_latency", d.intra_node_latency).value_or(d.intra_node_latency);
-    r.finish();
+// The `network` section.
+void read_network(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
+  const Json empty = Json::object();
+  const Json* in = top.object("network", false);
+  Json& out = resolved["network"];
+  ObjectReader r(in ? *in : empty, "network", issues, out);
+  const NetworkSpec d;
+  s.network.gpus_per_node =
+      static_cast<int>(r.integer("gpus_per_node", int64_t{d.gpus_per_node}, 1, 1024).value_or(8));
+  s.network.inter_node_gbps_per_gpu =
+      r.number("inter_node_gbps_per_gpu", d.inter_node_gbps_per_gpu, 0.0, {}, true)
+          .value_or(d.inter_node_gbps_per_gpu);
+  s.network.inter_node_latency =
+      r.duration("inter_node_latency", d.inter_node_latency).value_or(d.inter_node_latency);
+  s.network.intra_node_latency =
+      r.duration("intra_node_latency", d.intra_node_latency).value_or(d.intra_node_latency);
+  r.finish();
+}
+
+// The `cost_model` section (an engine replaces its iteration overhead).
+void read_cost_model(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
+  const Json empty = Json::object();
+  const Json* in = top.object("cost_model", false);
+  Json& out = resolved["cost_model"];
+  ObjectReader r(in ? *in : empty, "cost_model", issues, out);
+  const models::RooflineParams d;
+  s.cost_type = r.string("type", std::string("profiled"), {"profiled", "roofline"}).value_or("profiled");
+  s.cost_custom_allreduce =
+      r.string("allreduce", std::string("custom"), {"custom", "nccl"}).value_or("custom") == "custom";
+  s.cost.compute_efficiency = r.number("compute_efficiency", d.compute_efficiency, 0.0, 1.0).value_or(0);
+  s.cost.memory_efficiency =
+      r.number("memory_efficiency", d.memory_efficiency, 0.0, 1.0, true).value_or(d.memory_efficiency);
+  s.cost.link_efficiency =
+      r.number("link_efficiency", d.link_efficiency, 0.0, 1.0, true).value_or(d.link_efficiency);
+  s.cost.kernel_launch = r.duration("kernel_launch", d.kernel_launch).value_or(d.kernel_launch);
+  s.cost.allreduce_latency =
+      r.duration("allreduce_latency", d.allreduce_latency).value_or(d.allreduce_latency);
+  if (s.engine && r.has("iteration_overhead")) {
+    issues.add(r.child_path("iteration_overhead"),
+               "an engine model replaces the constant iteration overhead with its own CPU cost "
+               "(engine.cpu_iteration_us, cpu_request_us, cpu_token_us); remove one of the two");
   }
-
-  // cost model
-  {
-    const Json empty = Json::object();
-    const Json* in = top.object("cost_model", false);
-    Json& out = resolved["cost_model"];
-    ObjectReader r(in ? *in : empty, "cost_model", issues, out);
-    const models::RooflineParams d;
-    s.cost_type = r.string("type", std::string("profiled"), {"profiled", "roofline"}).value_or("profiled");
-    s.cost_custom_allreduce =
-        r.string("allreduce", std::string("custom"), {"custom", "nccl"}).value_or("custom") == "custom";
-    s.cost.compute_efficiency = r.number("compute_efficiency", d.compute_efficiency, 0.0, 1.0).value_or(0);
-    s.cost.memory_efficiency =
-        r.number("memory_efficiency", d.memory_efficiency, 0.0, 1.0, true).value_or(d.memory_efficiency);
-    s.cost.link_efficiency =
-        r.number("link_efficiency", d.link_efficiency, 0.0, 1.0, true).value_or(d.link_efficiency);
-    s.cost.kernel_launch = r.duration("kernel_launch", d.kernel_launch).value_or(d.kernel_launch);
-    s.cost.allreduce_latency =
-        r.duration("allreduce_latency", d.allreduce_latency).value_or(d.allreduce_latency);
-    if (s.engine && r.has("iteration_overhead")) {
-      issues.add(r.child_path("iteration_overhead"),
-                 "an engine model replaces the constant iteration overhead with its own CPU cost "
-                 "(engine.cpu_iteration_us, cpu_request_us, cpu_token_us); remove one of the two");
-    }
-    s.cost.iteration_overhead =
-        r.duration("iteration_overhead", d.iteration_overhead).value_or(d.iteration_overhead);
-    if (s.engine) {
-      s.cost.iteration_overhead = Duration{0};
-      out["iteration_overhead"] = "0ns";
-    }
-    r.finish();
+  s.cost.iteration_overhead =
+      r.duration("iteration_overhead", d.iteration_overhead).value_or(d.iteration_overhead);
+  if (s.engine) {
+    s.cost.iteration_overhead = Duration{0};
+    out["iteration_overhead"] = "0ns";
   }
+  r.finish();
+}
 
-  // workload
+// The `output` section.
+void read_output(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
+  const Json empty = Json::object();
+  const Json* in = top.object("output", false);
+  Json& out = resolved["output"];
+  ObjectReader r(in ? *in : empty, "output", issues, out);
+  s.output.sample_interval =
+      r.duration("sample_interval", s.output.sample_interval).value_or(s.output.sample_interval);
+  if (s.output.sample_interval.count() != 0 && s.output.sample_interval < kMinSampleInterval) {
+    issues.add("output.sample_interval",
+               fmt::format("expected 0s (no time series) or at least {}, got {}",
+                           format_param_value(kMinSampleInterval),
+                           format_param_value(s.output.sample_interval)));
+  }
+  s.output.record_token_times = r.boolean("record_token_times", false).value_or(false);
+  s.output.fast_forward = r.boolean("fast_forward", true).value_or(true);
+  r.finish();
+}
+
+// The `stop` section.
+void read_stop(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
+  const Json empty = Json::object();
+  const Json* in = top.object("stop", false);
+  Json& out = resolved["stop"];
+  ObjectReader r(in ? *in : empty, "stop", issues, out);
+  if (r.has("max_time")) s.max_time = r.duration("max_time", std::nullopt, false);
+  r.claim("max_time");
+  r.finish();
+}
+
+// The `context` section: the model's position limit and what happens to longer requests.
+void read_context(ObjectReader& top, const Catalogs& catalogs, Issues& issues, Json& resolved,
+                  Scenario& s) {
+  const Json empty = Json::object();
+  const Json* in = top.object("context", false);
+  Json& out = resolved["context"];
+  ObjectReader r(in ? *in : empty, "context", issues, out);
+  const int64_t model_limit =
+      s.model.empty() ? 0 : catalogs.models.get(s.model).max_position_embeddings;
+  s.max_context_tokens =
+      r.integer("max_tokens", model_limit, 0, kMaxRequestTokens).value_or(model_limit);
+  s.truncate_context =
+      r.string("overflow", std::string("reject"), {"reject", "truncate"}).value_or("reject") ==
+      "truncate";
+  r.finish();
+}
+
+// The instance groups a cluster policy lays out, checked against the cluster section (which may
+// not set the layout) and the policy's own limits.
+void plan_policy_groups(Scenario& s, bool cluster_sets_layout, Issues& issues, Json& resolved) {
+  if (cluster_sets_layout) {
+    issues.add("cluster", fmt::format("instances and tp are set by policy {}'s own parameters; "
+                                      "remove cluster.instances and cluster.tp",
+                                      s.policy.type));
+  }
+  if (s.cluster.attention_dp > 1) {
+    issues.add("cluster.attention_dp",
+               fmt::format("policy {} lays out its own instance groups: set attention data "
+                           "parallelism with its knobs (disagg: attention_dp_prefill, "
+                           "attention_dp_decode), or leave cluster.attention_dp at 1",
+                           s.policy.type));
+  }
+  if (s.cluster.pp > 1) {
+    issues.add("cluster.pp", fmt::format("policy {} lays out its own instance groups, which "
+                                         "have no pipeline stages; leave cluster.pp at 1",
+                                         s.policy.type));
+  }
+  const sim::ClusterLayout layout = sim::cluster_policies().get(s.policy.type).make(s.policy.params);
+  int64_t total = 0;
+  for (const auto& g : layout.groups) {
+    GroupPlan plan;
+    plan.role = g.role;
+    plan.count = g.count;
+    plan.tp = g.tp;
+    plan.ep = g.ep > 0 ? g.ep : s.cluster.ep;
+    plan.ep_from_policy = g.ep > 0;
+    plan.attention_dp = g.attention_dp;
+    plan.memory_params.block_size = g.block_size;
+    plan.memory_params.gpu_memory_utilization = g.gpu_memory_utilization;
+    plan.memory_params.max_num_batched_tokens = g.max_num_batched_tokens;
+    plan.memory_params.max_num_seqs = g.max_num_seqs;
+    s.groups.push_back(plan);
+    total += g.count;
+  }
+  int64_t gpus = 0;
+  for (const auto& g : layout.groups) gpus += g.count * g.tp * g.attention_dp;
+  if (total > kMaxInstances) {
+    issues.add("policy", fmt::format("policy {} lays out {} instances, more than the {} a "
+                                     "cluster may hold",
+                                     s.policy.type, total, kMaxInstances));
+  }
+  if (s.policy.params.contains("gpu_budget") &&
+      gpus > s.policy.params.get_int("gpu_budget")) {
+    issues.add("policy.gpu_budget",
+               fmt::format("the starting layout of policy {} needs {} GPUs, more than its GPU "
+                           "budget of {}",
+                           s.policy.type, gpus, s.policy.params.get_int("gpu_budget")));
+  }
+  if (s.policy.params.contains("forecast") &&
+      s.policy.params.get_string("forecast") == "oracle") {
+    // The clairvoyant forecast reads arrival times before the run; those of a closed loop, of
+    // sessions and of a benchmark's measured phase after its warm-up depend on it (the engine
+    // refuses them too).
+    const Json& w = resolved["workload"];
+    const std::string type = w.value("type", std::string());
+    const bool warmup = type == "benchmark" && w.value("warmup_requests", int64_t{0}) > 0;
+    if (type == "closed_loop" || type == "sessions" ||
+        (type == "benchmark" && w.contains("concurrency")) || warmup) {
+      issues.add(
+          "policy.forecast",
+          fmt::format("oracle needs an open-loop workload (a trace or generated "
+                      "arrivals): the send times of a {} depend on the run",
+                      warmup ? "benchmark workload with warm-up requests" : type + " workload"));
+    }
+  }
+  s.cluster.instances = total;
+  s.cluster.tp = layout.groups.front().tp;
+  resolved["cluster"]["instances"] = total;
+  resolved["cluster"]["tp"] = s.cluster.tp;
+}
+
+// The one unified group of a scenario without a cluster policy, its memory sized by the batching
+// policy's knobs or the engine's own rule.
+void plan_unified_group(Scenario& s, Issues& issues, Json& resolved, const DataRoot& root) {
+  // A batching policy's memory knobs (coloc's block_size, gpu_memory_utilization, token
+  // budget and sequence limit) size the plan; policies without them keep the defaults.
+  GroupPlan plan;
+  plan.count = s.cluster.instances;
+  plan.tp = s.cluster.tp;
+  plan.ep = s.cluster.ep;
+  plan.attention_dp = s.cluster.attention_dp;
+  plan.pp = s.cluster.pp;
+  if (plan.engine_instances() > kMaxInstances) {
+    issues.add("cluster.pp",
+               fmt::format("{} instances of {} pipeline stages run as {} engine instances, more "
+                           "than the {} a cluster may hold",
+                           plan.count, plan.pp, plan.engine_instances(), kMaxInstances));
+  }
+  const ParamValues& p = s.policy.params;
+  models::MemoryParams& m = plan.memory_params;
+  if (p.contains("block_size")) m.block_size = p.get_int("block_size");
+  if (p.contains("gpu_memory_utilization")) {
+    m.gpu_memory_utilization = p.get_double("gpu_memory_utilization");
+  }
+  if (p.contains("max_num_batched_tokens")) {
+    m.max_num_batched_tokens = p.get_int("max_num_batched_tokens");
+  }
+  if (p.contains("max_num_seqs")) m.max_num_seqs = p.get_int("max_num_seqs");
+  if (s.engine) {
+    // The engine sizes memory as it does itself; the resolved document shows its knobs.
+    const policies::EngineSetup setup = resolve_engine(s, s.cluster.tp, root);
+    m = setup.memory;
+    Json& out = resolved["engine"];
+    if (s.engine->requested_version.empty()) out["version"] = setup.version;
+    for (const auto& [name, value] : setup.resolved.all()) out[name] = param_json(value);
+  }
+  s.groups.push_back(plan);
+}
+
+// Cross-field checks: every group's deployment must be valid and fit in memory (issues found
+// here are deployment errors).
+void check_deployments(Scenario& s, const Catalogs& catalogs, Issues& issues, Json& resolved) {
+  const auto& model_spec = catalogs.models.get(s.model);
+  const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
+  if (model_spec.moe) {
+    resolved["cluster"]["expert_routing"] =
+        s.cluster.expert_routing.value_or(model_spec.expert_routing).name();
+  } else if (s.cluster.expert_routing) {
+    issues.add("cluster.expert_routing",
+               fmt::format("{} is a dense model: it has no experts to route to", s.model));
+  } else {
+    resolved["cluster"].erase("expert_routing");
+  }
+  for (GroupPlan& g : s.groups) {
+    const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
+                                 s.cluster.kv_dtype, g.ep, g.attention_dp, g.pp,
+                                 s.cluster.expert_routing};
+    if (const std::string e = models::pipeline_parallel_error(model_spec, g.pp, g.attention_dp);
+        !e.empty()) {
+      issues.add("cluster.pp", e);
+      continue;
+    }
+    if (const std::string e = models::expert_parallel_error(model_spec, g.tp, 1, g.attention_dp);
+        !e.empty()) {
+      issues.add(s.cluster_policy ? fmt::format("policy.attention_dp_{}", sim::role_name(g.role))
+                                  : std::string("cluster.attention_dp"),
+                 e);
+      continue;
+    }
+    if (const std::string e =
+            models::expert_parallel_error(model_spec, g.tp, g.ep, g.attention_dp);
+        !e.empty()) {
+      // A disaggregated layout's own knob (ep_prefill / ep_decode), else cluster.ep.
+      issues.add(g.ep_from_policy ? fmt::format("policy.ep_{}", sim::role_name(g.role))
+                                  : std::string("cluster.ep"),
+                 e);
+      continue;
+    }
+    try {
+      models::make_roofline_cost_model(dep, s.cost);
+      g.memory = models::plan_memory(dep, g.memory_params);
+      if (g.memory.num_blocks < g.pp) {
+        issues.add("cluster.pp", fmt::format("{} KV blocks cannot be shared by {} micro-batch "
+                                             "slots; use fewer pipeline stages",
+                                             g.memory.num_blocks, g.pp));
+      }
+    } catch (const CapacityError& e) {
+      issues.add(s.cluster_policy ? "policy" : "cluster", e.what());
+    }
+  }
+}
+
+}  // namespace
+
+Scenario parse_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
+                        const DataRoot& root) {
+  policies::register_builtin_policies();
+  const Catalogs& catalogs = Catalogs::get(root);
+  Issues issues;
+  Scenario s;
+  s.source = source;
+  s.base_dir = base_dir;
+  Json resolved = Json::object();
+  ObjectReader top(doc, "", issues, resolved);
+
+  s.name = top.string("name", fs::path(source).stem().string()).value_or("");
+  s.description = top.string("description", std::string()).value_or("");
+  s.seed = static_cast<uint64_t>(top.integer("seed", int64_t{0}, 0).value_or(0));
+  const auto model = top.string("model", std::nullopt, catalogs.models.keys());
+  if (model) s.model = *model;
+  const bool cluster_sets_layout = read_cluster(top, catalogs, issues, resolved, s);
+  read_engine(top, issues, resolved, s);
+  read_policies(top, s);
+  read_network(top, issues, resolved, s);
+  read_cost_model(top, issues, resolved, s);
   if (const Json* w = top.object("workload", true)) {
     validate_workload(*w, "workload", issues, resolved["workload"], base_dir, root, true);
   }
-
   s.slo = read_slo(top);
-
-  // output
-  {
-    const Json empty = Json::object();
-    const Json* in = top.object("output", false);
-    Json& out = resolved["output"];
-    ObjectReader r(in ? *in : empty, "output", issues, out);
-    s.output.sample_interval =
-        r.duration("sample_interval", s.output.sample_interval).value_or(s.output.sample_interval);
-    if (s.output.sample_interval.count() != 0 && s.output.sample_interval < kMinSampleInterval) {
-      issues.add("output.sample_interval",
-                 fmt::format("expected 0s (no time series) or at least {}, got {}",
-                             format_param_value(kMinSampleInterval),
-                             format_param_value(s.output.sample_interval)));
-    }
-    s.output.record_token_times = r.boolean("record_token_times", false).value_or(false);
-    s.output.fast_forward = r.boolean("fast_forward", true).value_or(true);
-    r.finish();
-  }
-
-  // context: the model's position limit and what happens to longer requests
-  {
-    const Json empty = Json::object();
-    const Json* in = top.object("context", false);
-    Json& out = resolved["context"];
-    ObjectReader r(in ? *in : empty, "context", issues, out);
-    const int64_t model_limit = model ? catalogs.models.get(*model).max_position_embeddings : 0;
-    s.max_context_tokens =
-        r.integer("max_tokens", model_limit, 0, kMaxRequestTokens).value_or(model_limit);
-    s.truncate_context =
-        r.string("overflow", std::string("reject"), {"reject", "truncate"}).value_or("reject") ==
-        "truncate";
-    r.finish();
-  }
-
-  // stop
-  {
-    const Json empty = Json::object();
-    const Json* in = top.object("stop", false);
-    Json& out = resolved["stop"];
-    ObjectReader r(in ? *in : empty, "stop", issues, out);
-    if (r.has("max_time")) s.max_time = r.duration("max_time", std::nullopt, false);
-    r.claim("max_time");
-    r.finish();
-  }
+  read_output(top, issues, resolved, s);
+  read_context(top, catalogs, issues, resolved, s);
+  read_stop(top, issues, resolved, s);
   top.finish();
 
   // Instance groups: a cluster policy lays them out; otherwise one unified group.
   if (issues.empty() && s.cluster_policy) {
-    if (cluster_sets_layout) {
-      issues.add("cluster", fmt::format("instances and tp are set by policy {}'s own parameters; "
-                                        "remove cluster.instances and cluster.tp",
-                                        s.policy.type));
-    }
-    if (s.cluster.attention_dp > 1) {
-      issues.add("cluster.attention_dp",
-                 fmt::format("policy {} lays out its own instance groups: set attention data "
-                             "parallelism with its knobs (disagg: attention_dp_prefill, "
-                             "attention_dp_decode), or leave cluster.attention_dp at 1",
-                             s.policy.type));
-    }
-    if (s.cluster.pp > 1) {
-      issues.add("cluster.pp", fmt::format("policy {} lays out its own instance groups, which "
-                                           "have no pipeline stages; leave cluster.pp at 1",
-                                           s.policy.type));
-    }
-    const sim::ClusterLayout layout = sim::cluster_policies().get(s.policy.type).make(s.policy.params);
-    int64_t total = 0;
-    for (const auto& g : layout.groups) {
-      GroupPlan plan;
-      plan.role = g.role;
-      plan.count = g.count;
-      plan.tp = g.tp;
-      plan.ep = g.ep > 0 ? g.ep : s.cluster.ep;
-      plan.ep_from_policy = g.ep > 0;
-      plan.attention_dp = g.attention_dp;
-      plan.memory_params.block_size = g.block_size;
-      plan.memory_params.gpu_memory_utilization = g.gpu_memory_utilization;
-      plan.memory_params.max_num_batched_tokens = g.max_num_batched_tokens;
-      plan.memory_params.max_num_seqs = g.max_num_seqs;
-      s.groups.push_back(plan);
-      total += g.count;
-    }
-    int64_t gpus = 0;
-    for (const auto& g : layout.groups) gpus += g.count * g.tp * g.attention_dp;
-    if (total > kMaxInstances) {
-      issues.add("policy", fmt::format("policy {} lays out {} instances, more than the {} a "
-                                       "cluster may hold",
-                                       s.policy.type, total, kMaxInstances));
-    }
-    if (s.policy.params.contains("gpu_budget") &&
-        gpus > s.policy.params.get_int("gpu_budget")) {
-      issues.add("policy.gpu_budget",
-                 fmt::format("the starting layout of policy {} needs {} GPUs, more than its GPU "
-                             "budget of {}",
-                             s.policy.type, gpus, s.policy.params.get_int("gpu_budget")));
-    }
-    if (s.policy.params.contains("forecast") &&
-        s.policy.params.get_string("forecast") == "oracle") {
-      // The clairvoyant forecast reads arrival times before the run; those of a closed loop, of
-      // sessions and of a benchmark's measured phase after its warm-up depend on it (the engine
-      // refuses them too).
-      const Json& w = resolved["workload"];
-      const std::string type = w.value("type", std::string());
-      const bool warmup = type == "benchmark" && w.value("warmup_requests", int64_t{0}) > 0;
-      if (type == "closed_loop" || type == "sessions" ||
-          (type == "benchmark" && w.contains("concurrency")) || warmup) {
-        issues.add(
-            "policy.forecast",
-            fmt::format("oracle needs an open-loop workload (a trace or generated "
-                        "arrivals): the send times of a {} depend on the run",
-                        warmup ? "benchmark workload with warm-up requests" : type + " workload"));
-      }
-    }
-    s.cluster.instances = total;
-    s.cluster.tp = layout.groups.front().tp;
-    resolved["cluster"]["instances"] = total;
-    resolved["cluster"]["tp"] = s.cluster.tp;
+    plan_policy_groups(s, cluster_sets_layout, issues, resolved);
   } else if (issues.empty()) {
-    // A batching policy's memory knobs (coloc's block_size, gpu_memory_utilization, token
-    // budget and sequence limit) size the plan; policies without them keep the defaults.
-    GroupPlan plan;
-    plan.count = s.cluster.instances;
-    plan.tp = s.cluster.tp;
-    plan.ep = s.cluster.ep;
-    plan.attention_dp = s.cluster.attention_dp;
-    plan.pp = s.cluster.pp;
-    if (plan.engine_instances() > kMaxInstances) {
-      issues.add("cluster.pp",
-                 fmt::format("{} instances of {} pipeline stages run as {} engine instances, more "
-                             "than the {} a cluster may hold",
-                             plan.count, plan.pp, plan.engine_instances(), kMaxInstances));
-    }
-    const ParamValues& p = s.policy.params;
-    models::MemoryParams& m = plan.memory_params;
-    if (p.contains("block_size")) m.block_size = p.get_int("block_size");
-    if (p.contains("gpu_memory_utilization")) {
-      m.gpu_memory_utilization = p.get_double("gpu_memory_utilization");
-    }
-    if (p.contains("max_num_batched_tokens")) {
-      m.max_num_batched_tokens = p.get_int("max_num_batched_tokens");
-    }
-    if (p.contains("max_num_seqs")) m.max_num_seqs = p.get_int("max_num_seqs");
-    if (s.engine) {
-      // The engine sizes memory as it does itself; the resolved document shows its knobs.
-      const policies::EngineSetup setup = resolve_engine(s, s.cluster.tp, root);
-      m = setup.memory;
-      Json& out = resolved["engine"];
-      if (s.engine->requested_version.empty()) out["version"] = setup.version;
-      for (const auto& [name, value] : setup.resolved.all()) out[name] = param_json(value);
-    }
-    s.groups.push_back(plan);
+    plan_unified_group(s, issues, resolved, root);
   }
-
-  // Cross-field checks: every group's deployment must be valid and fit in memory.
   if (issues.empty()) {
-    const auto& model_spec = catalogs.models.get(s.model);
-    const auto& gpu_spec = catalogs.gpus.get(s.cluster.gpu);
-    if (model_spec.moe) {
-      resolved["cluster"]["expert_routing"] =
-          s.cluster.expert_routing.value_or(model_spec.expert_routing).name();
-    } else if (s.cluster.expert_routing) {
-      issues.add("cluster.expert_routing",
-                 fmt::format("{} is a dense model: it has no experts to route to", s.model));
-    } else {
-      resolved["cluster"].erase("expert_routing");
-    }
-    for (GroupPlan& g : s.groups) {
-      const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
-                                   s.cluster.kv_dtype, g.ep, g.attention_dp, g.pp,
-                                   s.cluster.expert_routing};
-      if (const std::string e = models::pipeline_parallel_error(model_spec, g.pp, g.attention_dp);
-          !e.empty()) {
-        issues.add("cluster.pp", e);
-        continue;
-      }
-      if (const std::string e = models::expert_parallel_error(model_spec, g.tp, 1, g.attention_dp);
-          !e.empty()) {
-        issues.add(s.cluster_policy ? fmt::format("policy.attention_dp_{}", sim::role_name(g.role))
-                                    : std::string("cluster.attention_dp"),
-                   e);
-        continue;
-      }
-      if (const std::string e =
-              models::expert_parallel_error(model_spec, g.tp, g.ep, g.attention_dp);
-          !e.empty()) {
-        // A disaggregated layout's own knob (ep_prefill / ep_decode), else cluster.ep.
-        issues.add(g.ep_from_policy ? fmt::format("policy.ep_{}", sim::role_name(g.role))
-                                    : std::string("cluster.ep"),
-                   e);
-        continue;
-      }
-      try {
-        models::make_roofline_cost_model(dep, s.cost);
-        g.memory = models::plan_memory(dep, g.memory_params);
-        if (g.memory.num_blocks < g.pp) {
-          issues.add("cluster.pp", fmt::format("{} KV blocks cannot be shared by {} micro-batch "
-                                               "slots; use fewer pipeline stages",
-                                               g.memory.num_blocks, g.pp));
-        }
-      } catch (const CapacityError& e) {
-        issues.add(s.cluster_policy ? "policy" : "cluster", e.what());
-      }
-    }
+    check_deployments(s, catalogs, issues, resolved);
     if (!issues.empty()) throw DeploymentError(source, issues.list());
   }
   if (!issues.empty()) throw ConfigError(source, issues.list());
