@@ -462,6 +462,14 @@ sim::SloSpec read_slo(ObjectReader& top) {
 
 namespace {
 
+// A reader of the optional top-level section `name` (an empty object when it is absent) that
+// writes what it resolves to resolved[name].
+ObjectReader section_reader(ObjectReader& top, const char* name, Issues& issues, Json& resolved) {
+  static const Json kEmpty = Json::object();
+  const Json* in = top.object(name, false);
+  return ObjectReader(in ? *in : kEmpty, name, issues, resolved[name]);
+}
+
 // The `cluster` section. Returns whether it sets the instance layout (instances or tp).
 bool read_cluster(ObjectReader& top, const Catalogs& catalogs, Issues& issues, Json& resolved,
                   Scenario& s) {
@@ -548,10 +556,7 @@ void read_policies(ObjectReader& top, Scenario& s) {
 
 // The `network` section.
 void read_network(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
-  const Json empty = Json::object();
-  const Json* in = top.object("network", false);
-  Json& out = resolved["network"];
-  ObjectReader r(in ? *in : empty, "network", issues, out);
+  ObjectReader r = section_reader(top, "network", issues, resolved);
   const NetworkSpec d;
   s.network.gpus_per_node =
       static_cast<int>(r.integer("gpus_per_node", int64_t{d.gpus_per_node}, 1, 1024).value_or(8));
@@ -567,10 +572,7 @@ void read_network(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s
 
 // The `cost_model` section (an engine replaces its iteration overhead).
 void read_cost_model(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
-  const Json empty = Json::object();
-  const Json* in = top.object("cost_model", false);
-  Json& out = resolved["cost_model"];
-  ObjectReader r(in ? *in : empty, "cost_model", issues, out);
+  ObjectReader r = section_reader(top, "cost_model", issues, resolved);
   const models::RooflineParams d;
   s.cost_type = r.string("type", std::string("profiled"), {"profiled", "roofline"}).value_or("profiled");
   s.cost_custom_allreduce =
@@ -592,17 +594,14 @@ void read_cost_model(ObjectReader& top, Issues& issues, Json& resolved, Scenario
       r.duration("iteration_overhead", d.iteration_overhead).value_or(d.iteration_overhead);
   if (s.engine) {
     s.cost.iteration_overhead = Duration{0};
-    out["iteration_overhead"] = "0ns";
+    resolved["cost_model"]["iteration_overhead"] = "0ns";
   }
   r.finish();
 }
 
 // The `output` section.
 void read_output(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
-  const Json empty = Json::object();
-  const Json* in = top.object("output", false);
-  Json& out = resolved["output"];
-  ObjectReader r(in ? *in : empty, "output", issues, out);
+  ObjectReader r = section_reader(top, "output", issues, resolved);
   s.output.sample_interval =
       r.duration("sample_interval", s.output.sample_interval).value_or(s.output.sample_interval);
   if (s.output.sample_interval.count() != 0 && s.output.sample_interval < kMinSampleInterval) {
@@ -618,10 +617,7 @@ void read_output(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s)
 
 // The `stop` section.
 void read_stop(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
-  const Json empty = Json::object();
-  const Json* in = top.object("stop", false);
-  Json& out = resolved["stop"];
-  ObjectReader r(in ? *in : empty, "stop", issues, out);
+  ObjectReader r = section_reader(top, "stop", issues, resolved);
   if (r.has("max_time")) s.max_time = r.duration("max_time", std::nullopt, false);
   r.claim("max_time");
   r.finish();
@@ -630,10 +626,7 @@ void read_stop(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
 // The `context` section: the model's position limit and what happens to longer requests.
 void read_context(ObjectReader& top, const Catalogs& catalogs, Issues& issues, Json& resolved,
                   Scenario& s) {
-  const Json empty = Json::object();
-  const Json* in = top.object("context", false);
-  Json& out = resolved["context"];
-  ObjectReader r(in ? *in : empty, "context", issues, out);
+  ObjectReader r = section_reader(top, "context", issues, resolved);
   const int64_t model_limit =
       s.model.empty() ? 0 : catalogs.models.get(s.model).max_position_embeddings;
   s.max_context_tokens =
