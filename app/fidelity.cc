@@ -373,6 +373,49 @@ class Progress {
 // Dense rows by (engine, GPU class): indices into the simulated rows.
 using DenseGroups = std::map<std::pair<std::string, std::string>, std::vector<size_t>>;
 
+// The rows at `members` (indices into `todo`).
+std::vector<const MappedRun*> rows_at(const std::vector<const MappedRun*>& todo,
+                                      const std::vector<size_t>& members) {
+  std::vector<const MappedRun*> rows;
+  for (size_t i : members) rows.push_back(todo[i]);
+  return rows;
+}
+
+// The rows at `members` split by `held_out`: those it holds out (the targets, with their indices
+// into `todo`) and the others (the rows to fit on).
+struct HoldOutSplit {
+  std::vector<const MappedRun*> train, targets;
+  std::vector<size_t> targets_at;
+};
+template <class HeldOut>
+HoldOutSplit split_members(const std::vector<const MappedRun*>& todo,
+                           const std::vector<size_t>& members, HeldOut held_out) {
+  HoldOutSplit split;
+  for (size_t i : members) {
+    if (held_out(*todo[i])) {
+      split.targets.push_back(todo[i]);
+      split.targets_at.push_back(i);
+    } else {
+      split.train.push_back(todo[i]);
+    }
+  }
+  return split;
+}
+
+// Sets into[at[k]] to the row at that index scored with preds[k].
+void place(std::vector<Scored>& into, const std::vector<size_t>& at,
+           const std::vector<const MappedRun*>& todo, const std::vector<size_t>& todo_index,
+           const std::vector<Prediction>& preds) {
+  for (size_t k = 0; k < at.size(); ++k) into[at[k]] = {todo[at[k]], todo_index[at[k]], preds[k]};
+}
+
+// The errors of the rows at `members` of `scored`.
+ErrorStats stats_at(const std::vector<Scored>& scored, const std::vector<size_t>& members) {
+  std::vector<const Scored*> rows;
+  for (size_t i : members) rows.push_back(&scored[i]);
+  return stats_of(rows);
+}
+
 // Held-out predictions along one axis: in each group holding at least two of its values, each
 // value's rows predicted by the calibration fitted (from `start`) on the group's other rows.
 // Rows of groups with one value stay unset (row == nullptr).
@@ -389,21 +432,11 @@ std::vector<Scored> leave_one_out(const HoldOutAxis& axis, const DenseGroups& gr
     for (const std::string& value : values) {
       progress.line(
           fmt::format("fitting {} on {} without {} {}...", key.first, key.second, axis.name, value));
-      std::vector<const MappedRun*> train, targets;
-      std::vector<size_t> where;
-      for (size_t i : members) {
-        if (axis.value(*todo[i]) == value) {
-          targets.push_back(todo[i]);
-          where.push_back(i);
-        } else {
-          train.push_back(todo[i]);
-        }
-      }
-      const Theta t = fit_theta(spread(train, options.fit_max_rows), start, options, root);
-      const std::vector<Prediction> preds = predict_all(targets, &t, options.jobs, root);
-      for (size_t k = 0; k < where.size(); ++k) {
-        predicted[where[k]] = {todo[where[k]], todo_index[where[k]], preds[k]};
-      }
+      const HoldOutSplit split = split_members(
+          todo, members, [&](const MappedRun& m) { return axis.value(m) == value; });
+      const Theta t = fit_theta(spread(split.train, options.fit_max_rows), start, options, root);
+      place(predicted, split.targets_at, todo, todo_index,
+            predict_all(split.targets, &t, options.jobs, root));
     }
   }
   return predicted;
@@ -525,38 +558,19 @@ std::map<MoeKey, MoeFit> fit_moe_kernels(const MoeGroups& groups,
   for (const auto& [key, members] : groups) {
     const auto& [engine, cls, format] = key;
     const Theta theta = dense_theta_for(*todo[members.front()], fitted, cat);
-    std::vector<const MappedRun*> rows;
-    for (size_t i : members) rows.push_back(todo[i]);
-    std::vector<double> tables_ttft, tables_tpot, held_ttft, held_tpot;
-    const std::vector<Prediction> as_tables = predict_all(rows, &theta, options.jobs, root, 1.0);
-    std::vector<Prediction> held(rows.size());
-    for (size_t k = 0; k < rows.size(); ++k) {
-      if (!as_tables[k].ok) continue;
-      tables_ttft.push_back(as_tables[k].ttft_error(rows[k]->run));
-      tables_tpot.push_back(as_tables[k].tpot_error(rows[k]->run));
-    }
+    const std::vector<const MappedRun*> rows = rows_at(todo, members);
+    std::vector<Scored> as_tables(todo.size());
+    place(as_tables, members, todo, todo_index, predict_all(rows, &theta, options.jobs, root, 1.0));
     const std::set<std::string> group_models = models_of(todo, members);
     for (const std::string& model : group_models) {
       progress.line(fmt::format("fitting the MoE kernels of {} on {} ({}) without {}...", engine,
                                 cls, format, model));
-      std::vector<const MappedRun*> train, targets;
-      std::vector<size_t> where;  // positions in `rows`
-      for (size_t k = 0; k < rows.size(); ++k) {
-        if (rows[k]->model == model) {
-          targets.push_back(rows[k]);
-          where.push_back(k);
-        } else {
-          train.push_back(rows[k]);
-        }
-      }
-      const double scale = fit_moe_scale(spread(train, options.fit_max_rows), theta, options, root);
-      const std::vector<Prediction> preds = predict_all(targets, &theta, options.jobs, root, scale);
-      for (size_t k = 0; k < where.size(); ++k) {
-        held[where[k]] = preds[k];
-        if (!preds[k].ok) continue;
-        held_ttft.push_back(preds[k].ttft_error(targets[k]->run));
-        held_tpot.push_back(preds[k].tpot_error(targets[k]->run));
-      }
+      const HoldOutSplit split =
+          split_members(todo, members, [&](const MappedRun& m) { return m.model == model; });
+      const double scale =
+          fit_moe_scale(spread(split.train, options.fit_max_rows), theta, options, root);
+      place(held_out, split.targets_at, todo, todo_index,
+            predict_all(split.targets, &theta, options.jobs, root, scale));
     }
     progress.line(fmt::format("fitting the MoE kernels of {} on {} ({}) with every model...",
                               engine, cls, format));
@@ -565,20 +579,16 @@ std::map<MoeKey, MoeFit> fit_moe_kernels(const MoeGroups& groups,
     f.calibration.fitted_on =
         fmt::format("{} aggregated MoE rows of {} models ({})", rows.size(), group_models.size(),
                     fmt::join(group_models, ", "));
-    f.tables = error_stats(tables_ttft, tables_tpot);
-    f.held_out = error_stats(held_ttft, held_tpot);
+    f.tables = stats_at(as_tables, members);
+    f.held_out = stats_at(held_out, members);
     f.calibration.held_out = held_out_error(f.held_out, group_models.size());
     f.kept = f.held_out.rows > 0 && f.held_out.tpot_mdape < f.tables.tpot_mdape;
-    std::vector<Prediction> fitted_preds = as_tables;
     if (f.kept) {
       fitted.set_moe(engine, cls, format, f.calibration);
-      fitted_preds = predict_all(rows, &theta, options.jobs, root, f.calibration.scale);
+      place(in_sample, members, todo, todo_index,
+            predict_all(rows, &theta, options.jobs, root, f.calibration.scale));
     } else {
-      held = as_tables;
-    }
-    for (size_t k = 0; k < members.size(); ++k) {
-      held_out[members[k]] = {todo[members[k]], todo_index[members[k]], held[k]};
-      in_sample[members[k]] = {todo[members[k]], todo_index[members[k]], fitted_preds[k]};
+      for (size_t i : members) held_out[i] = in_sample[i] = as_tables[i];
     }
     out.emplace(key, std::move(f));
   }
@@ -824,28 +834,17 @@ void fit_dense_calibrations(const DenseGroups& groups, const StudyRows& rows, co
   for (const auto& [key, members] : groups) {
     const auto& [engine, cls] = key;
     const std::set<std::string> group_models = models_of(todo, members);
-    std::vector<double> held_ttft, held_tpot;
-    for (size_t i : members) {
-      if (!fit.held_out[i].pred.ok) continue;
-      held_ttft.push_back(fit.held_out[i].pred.ttft_error(todo[i]->run));
-      held_tpot.push_back(fit.held_out[i].pred.tpot_error(todo[i]->run));
-    }
     progress.line(fmt::format("fitting {} on {} with every model...", engine, cls));
-    std::vector<const MappedRun*> all_rows;
-    for (size_t i : members) all_rows.push_back(todo[i]);
+    const std::vector<const MappedRun*> all_rows = rows_at(todo, members);
     const Theta t = fit_theta(spread(all_rows, options.fit_max_rows), start, options, root);
     models::EngineCalibration c = calibration_of(
         t, fmt::format("{} rows of {} model(s) ({}) measured on {} GPUs", all_rows.size(),
                        group_models.size(), fmt::join(group_models, ", "), cls));
-    if (!held_ttft.empty()) {
-      const ErrorStats e = error_stats(held_ttft, held_tpot);
+    if (const ErrorStats e = stats_at(fit.held_out, members); e.rows > 0) {
       c.held_out = held_out_error(e, group_models.size());
     }
     fit.fitted.set(engine, cls, c);
-    const std::vector<Prediction> preds = predict_all(all_rows, &t, options.jobs, root);
-    for (size_t k = 0; k < members.size(); ++k) {
-      fit.in_sample[members[k]] = {todo[members[k]], rows.index[members[k]], preds[k]};
-    }
+    place(fit.in_sample, members, todo, rows.index, predict_all(all_rows, &t, options.jobs, root));
   }
 }
 

@@ -609,6 +609,12 @@ void add_overrides(CLI::App* sub, std::vector<std::string>& overrides,
   sub->add_option("--set", overrides, help);
 }
 
+// The --db and --no-db options of a command that writes a results database.
+void add_db_options(CLI::App* sub, std::string& db, bool& no_db) {
+  sub->add_option("--db", db, "results database (SQLite), appended to")->capture_default_str();
+  sub->add_flag("--no-db", no_db, "do not write a results database");
+}
+
 Command add_run(CLI::App& cli) {
   struct Args {
     std::string scenario;
@@ -622,8 +628,7 @@ Command add_run(CLI::App& cli) {
   run->add_option("scenario", a->scenario, "scenario JSON file (or \"quickstart\")");
   add_overrides(run, a->overrides);
   run->add_option("--seed", a->seed, "override the scenario's seed");
-  run->add_option("--db", a->db, "results database (SQLite), appended to")->capture_default_str();
-  run->add_flag("--no-db", a->no_db, "do not write a results database");
+  add_db_options(run, a->db, a->no_db);
   run->add_flag("--json", a->json,
                 "print the summary as one JSON document on stdout (the text goes to stderr)");
   run->add_option("--slo", a->slo,
@@ -1046,8 +1051,7 @@ Command add_plan(CLI::App& cli) {
       "plan", "capacity planner: cheapest config meeting the SLO, capacity per config, Pareto "
               "frontier (under mpirun, configs are sharded over ranks)");
   plan->add_option("plan", a->path, "plan JSON file")->required();
-  plan->add_option("--db", a->db, "results database (SQLite), appended to")->capture_default_str();
-  plan->add_flag("--no-db", a->no_db, "do not write a results database");
+  add_db_options(plan, a->db, a->no_db);
   plan->add_option("--jobs,-j", a->options.jobs, "simulations in parallel (threads per rank)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -1110,9 +1114,7 @@ Command add_fidelity(CLI::App& cli) {
   fidelity->add_option("csv", a->csv, "measured runs (e.g. "
                        "profiles/measured_runs/aiconfigurator_silicon_calibration.csv)")
       ->required();
-  fidelity->add_option("--db", a->db, "results database (SQLite), appended to")
-      ->capture_default_str();
-  fidelity->add_flag("--no-db", a->no_db, "do not write a results database");
+  add_db_options(fidelity, a->db, a->no_db);
   fidelity->add_option("--jobs,-j", o.jobs, "simulations in parallel")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

@@ -78,7 +78,6 @@ class EngineCalibrations {
                                        const std::string& weight_format) const;
   void set_moe(const std::string& engine, const std::string& gpu_class,
                const std::string& weight_format, MoeKernelCalibration c);
-  const std::map<MoeKey, MoeKernelCalibration>& all_moe() const { return moe_; }
 
  private:
   std::map<std::pair<std::string, std::string>, EngineCalibration> entries_;

@@ -17,15 +17,6 @@ int64_t KvManager::CacheLookup::cached_tokens(int32_t instance, const RequestSpe
   return inst.cache.match_prefix(keys_) * bs;
 }
 
-// New KV blocks `seq` needs for step `s` (the engine's allocation rule in on_schedule()).
-int64_t KvManager::new_blocks_for(const InstanceState& inst, const SeqView& seq,
-                                  const ScheduledSeq& s) const {
-  const int64_t kv_tokens = inst.setup.kv_reserved_only
-                                ? s.reserve_tokens
-                                : std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
-  return extra_blocks_for(kv_tokens, seq.blocks, inst.setup.block_size);
-}
-
 // The requests admitted by `plan` start from the cached blocks of their prompt's longest cached
 // prefix, as computed KV (at least the last prompt token is left to compute, for its logits),
 // and their first chunk is trimmed to what is left. The policy planned without the hits: a hit

@@ -16,6 +16,7 @@
 // - Deterministic: no container order leaks into results.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
@@ -42,7 +43,14 @@ class KvManager {
   const PrefixLookup& lookup() const { return lookup_; }
 
   // New KV blocks `seq` needs for step `s` (the engine's allocation rule in on_schedule()).
-  int64_t new_blocks_for(const InstanceState& inst, const SeqView& seq, const ScheduledSeq& s) const;
+  // Inline: the engine asks it for every request of every planned batch.
+  static int64_t new_blocks_for(const InstanceState& inst, const SeqView& seq,
+                                const ScheduledSeq& s) {
+    const int64_t kv_tokens = inst.setup.kv_reserved_only
+                                  ? s.reserve_tokens
+                                  : std::max(seq.computed_tokens + s.tokens, s.reserve_tokens);
+    return extra_blocks_for(kv_tokens, seq.blocks, inst.setup.block_size);
+  }
 
   // Before the admitted requests of `plan` run, each starts from the cached blocks of its
   // prompt's longest cached prefix (and what the lower tiers hold past it), and its first chunk
