@@ -4,6 +4,8 @@
 #include <array>
 #include <cctype>
 
+#include <boost/algorithm/string/case_conv.hpp>
+#include <boost/algorithm/string/predicate.hpp>
 #include <fmt/format.h>
 
 #include "profiles/profile_csv.h"
@@ -17,15 +19,9 @@ constexpr const char* kExpectedColumns =
     "gemm_quant_mode, batch_size, tp_size, pp_size, attention_dp_size, moe_tp_size, moe_ep_size, "
     "silicon_ttft_ms, silicon_tpot_ms";
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 // "meta-llama/Llama-3.1-8B-Instruct-FP8" -> "llama-3.1-8b".
 std::string model_stem(const std::string& id) {
-  std::string s = lower(id);
+  std::string s = boost::algorithm::to_lower_copy(id);
   if (const size_t slash = s.rfind('/'); slash != std::string::npos) s = s.substr(slash + 1);
   for (bool changed = true; changed;) {
     changed = false;
@@ -239,7 +235,7 @@ std::string MappedRun::group() const {
 std::string catalog_model_for(const std::string& hf_id, const models::ModelCatalog& catalog) {
   const std::string want = model_stem(hf_id);
   for (const auto& [key, spec] : catalog.all()) {
-    if (!spec.hf_id.empty() && lower(spec.hf_id) == lower(hf_id)) return key;
+    if (!spec.hf_id.empty() && boost::algorithm::iequals(spec.hf_id, hf_id)) return key;
   }
   for (const auto& [key, spec] : catalog.all()) {
     if ((!spec.hf_id.empty() && model_stem(spec.hf_id) == want) || model_stem(key) == want) {
@@ -283,9 +279,10 @@ MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& ca
     if (m.gpu.empty() && catalogs.gpus.all().count(key)) m.gpu = key;
   }
   if (policies::engine_models().contains(r.backend)) m.engine = r.backend;
-  const std::string quant = lower(m.moe && !r.moe_quant_mode.empty() ? r.moe_quant_mode
-                                  : r.gemm_quant_mode.empty()         ? r.precision
-                                                                      : r.gemm_quant_mode);
+  const std::string quant =
+      boost::algorithm::to_lower_copy(m.moe && !r.moe_quant_mode.empty() ? r.moe_quant_mode
+                                      : r.gemm_quant_mode.empty()        ? r.precision
+                                                                         : r.gemm_quant_mode);
   const bool fp4_cores =
       !m.gpu.empty() && catalogs.gpus.get(m.gpu).peak_flops_per_s(models::Dtype::kNvfp4) > 0;
   const bool mxfp4_checkpoint =

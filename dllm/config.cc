@@ -6,11 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/units.h"
 
 namespace servesim::dllm {
 namespace {
-
-constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -90,10 +89,11 @@ std::string memory_shortfall(const DllmConfig& config, const models::Deployment&
       static_batch_memory(config.algorithm, d, config.memory, config.denoise, 1, seq_len);
   const int64_t usable = usable_bytes(d, config.memory);
   if (need.total() <= usable) return "";
-  return fmt::format("{} on {} with {} cannot hold one request of {} tokens: {:.2f} GiB > {:.2f} "
-                     "GiB usable",
-                     algorithm_name(config.algorithm), d.gpu->key, d.model->key, seq_len,
-                     need.total() / kGib, usable / kGib);
+  return fmt::format(
+      "{} on {} with {} cannot hold one request of {} tokens: {:.2f} GiB > {:.2f} "
+      "GiB usable",
+      algorithm_name(config.algorithm), d.gpu->key, d.model->key, seq_len,
+      need.total() / kBytesPerGiB, usable / kBytesPerGiB);
 }
 
 }  // namespace servesim::dllm

@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "models/memory_model.h"
+#include "sim/core/units.h"
 
 namespace servesim::dllm {
 namespace {
-constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
 constexpr int64_t kLogitBytes = 2;  // bf16 logits
 }  // namespace
 
@@ -68,8 +68,9 @@ std::string PagePoolPlan::describe() const {
   return fmt::format(
       "{:.2f} GiB usable - {:.2f} GiB weights - {:.2f} GiB runtime - {:.2f} GiB activations - "
       "{:.2f} GiB logit reserve = {} KV pages of {:.0f} MiB",
-      usable_bytes / kGib, weight_bytes / kGib, runtime_overhead_bytes / kGib,
-      activation_bytes / kGib, logit_reserve_bytes / kGib, std::max<int64_t>(num_pages, 0),
+      usable_bytes / kBytesPerGiB, weight_bytes / kBytesPerGiB,
+      runtime_overhead_bytes / kBytesPerGiB, activation_bytes / kBytesPerGiB,
+      logit_reserve_bytes / kBytesPerGiB, std::max<int64_t>(num_pages, 0),
       page_bytes / (1024.0 * 1024.0));
 }
 

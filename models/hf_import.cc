@@ -12,6 +12,7 @@
 #include <set>
 #include <utility>
 
+#include <boost/algorithm/string/case_conv.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -358,12 +359,6 @@ bool looks_like_hub_id(const std::string& id) {
          id.front() != '.' && id.back() != '/' && id.find(' ') == std::string::npos;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -705,11 +700,11 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
 std::string default_catalog_key(const std::string& config_path,
                                 const nlohmann::ordered_json& config) {
   std::string stem = fs::path(config_path).filename().string();
-  if (ends_with(lower(stem), ".json")) {
+  if (ends_with(boost::algorithm::to_lower_copy(stem), ".json")) {
     stem.resize(stem.size() - 5);
   }
   for (const char* suffix : {".config", "_config", "-config"}) {
-    if (ends_with(lower(stem), suffix)) {
+    if (ends_with(boost::algorithm::to_lower_copy(stem), suffix)) {
       stem.resize(stem.size() - std::strlen(suffix));
       break;
     }
@@ -717,14 +712,15 @@ std::string default_catalog_key(const std::string& config_path,
   if (const size_t sep = stem.rfind("--"); sep != std::string::npos) {
     stem = stem.substr(sep + 2);
   }
-  stem = lower(stem);
+  stem = boost::algorithm::to_lower_copy(stem);
   if (stem != "config" && valid_catalog_key(stem)) {
     return stem;
   }
   if (config.is_object()) {
     auto it = config.find("_name_or_path");
     if (it != config.end() && it->is_string()) {
-      const std::string from_name = lower(last_part(it->get<std::string>()));
+      const std::string from_name =
+          boost::algorithm::to_lower_copy(last_part(it->get<std::string>()));
       if (valid_catalog_key(from_name)) {
         return from_name;
       }
@@ -741,7 +737,7 @@ std::string default_catalog_key(const std::string& config_path,
     if (const size_t sep = folder.rfind("--"); sep != std::string::npos) {
       folder = folder.substr(sep + 2);
     }
-    folder = lower(folder);
+    folder = boost::algorithm::to_lower_copy(folder);
     if (valid_catalog_key(folder) && folder.find_first_of("0123456789") != std::string::npos) {
       return folder;
     }

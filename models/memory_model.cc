@@ -38,11 +38,11 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/units.h"
 
 namespace servesim::models {
 namespace {
 
-constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMib = 1024.0 * 1024.0;
 constexpr int64_t kDefaultRuntimeOverheadBytes = int64_t{1} << 30;  // 1 GiB
 constexpr double kActivationPeakFactor = 2.0;
@@ -165,19 +165,19 @@ std::string degrees(const Deployment& d) {
   std::string what = fmt::format(
       "{} ({:.1f} GB of {} weights) does not fit on {} x {} ({:.1f} GiB, {:.0f} % usable): ", m.key,
       total_weights_gb, dtype_name(d.weight_dtype), d.gpus(), d.gpu->key,
-      static_cast<double>(plan.gpu_memory_bytes) / kGib, p.gpu_memory_utilization * 100);
+      static_cast<double>(plan.gpu_memory_bytes) / kBytesPerGiB, p.gpu_memory_utilization * 100);
   if (plan.weight_bytes_per_gpu > plan.usable_bytes) {
     what += fmt::format("needs {:.1f} GiB per GPU for weights alone at {}",
-                        static_cast<double>(plan.weight_bytes_per_gpu) / kGib, degrees(d));
+                        static_cast<double>(plan.weight_bytes_per_gpu) / kBytesPerGiB, degrees(d));
   } else {
     what += fmt::format(
         "needs {:.1f} GiB weights + {:.2f} GiB activation reserve + {:.2f} GiB runtime overhead "
         "+ {:.1f} MiB for one KV block per GPU at {}, but only {:.1f} GiB is usable",
-        static_cast<double>(plan.weight_bytes_per_gpu) / kGib,
-        static_cast<double>(plan.activation_reserve_bytes) / kGib,
-        static_cast<double>(plan.runtime_overhead_bytes) / kGib,
+        static_cast<double>(plan.weight_bytes_per_gpu) / kBytesPerGiB,
+        static_cast<double>(plan.activation_reserve_bytes) / kBytesPerGiB,
+        static_cast<double>(plan.runtime_overhead_bytes) / kBytesPerGiB,
         static_cast<double>(plan.block_size * plan.kv_bytes_per_token_per_gpu) / kMib, degrees(d),
-        static_cast<double>(plan.usable_bytes) / kGib);
+        static_cast<double>(plan.usable_bytes) / kBytesPerGiB);
   }
   const int better_tp = smallest_fitting_tp(d, p);
   if (better_tp > 0) {
@@ -190,7 +190,7 @@ std::string degrees(const Deployment& d) {
 }
 
 std::string gib(int64_t bytes) {
-  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / kGib);
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / kBytesPerGiB);
 }
 
 }  // namespace

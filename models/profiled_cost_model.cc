@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include <boost/algorithm/string/case_conv.hpp>
 #include <fmt/format.h>
 
 #include "models/attention_dp.h"
@@ -217,13 +218,6 @@ RooflineFit fit_from_throughputs(double flops_per_s, double bytes_per_s, double 
   return f;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return s;
-}
-
 // Power-law alpha of a distribution string ("power_law_1.2" -> 1.2); +inf for others.
 double power_law_alpha(const std::string& d) {
   const std::string prefix = "power_law_";
@@ -423,14 +417,14 @@ std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
     return p->gemm.size() + p->attention_prefill.size() + p->attention_decode.size() +
            p->collective.size() + p->moe.size() + p->elementwise.size();
   };
-  const std::string model_key = lower(model.key);
+  const std::string model_key = boost::algorithm::to_lower_copy(model.key);
   const auto rank = [&](const profiles::Profile* p) {
     int r = 2;
     if (!params.prefer_source.empty() &&
         (p->meta.source.find(params.prefer_source) != std::string::npos ||
          p->dir.find(params.prefer_source) != std::string::npos)) {
       r = 0;
-    } else if (lower(p->meta.model) == model_key) {
+    } else if (boost::algorithm::to_lower_copy(p->meta.model) == model_key) {
       r = 1;
     }
     return r;

@@ -10,11 +10,10 @@
 #include "dllm/memory.h"
 #include "dllm/scheduler.h"
 #include "dllm/step_cost.h"
+#include "sim/core/units.h"
 
 namespace servesim::policies {
 namespace {
-
-constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
 
 // What both dLLM policies share: the configuration, the request plans, the pass pricing and the
 // counters.
@@ -228,8 +227,9 @@ class StaticBatching final : public DllmBatchingBase {
               "{:.2f} + runtime {:.2f} + KV {:.2f} + activations {:.2f} + logits {:.2f} GiB > "
               "{:.2f} GiB usable",
               dllm::algorithm_name(c_.algorithm), d_.gpu->key, d_.model->key, l,
-              need.weight_bytes / kGib, need.runtime_overhead_bytes / kGib, need.kv_bytes / kGib,
-              need.activation_bytes / kGib, need.logits_bytes / kGib, usable / kGib));
+              need.weight_bytes / kBytesPerGiB, need.runtime_overhead_bytes / kBytesPerGiB,
+              need.kv_bytes / kBytesPerGiB, need.activation_bytes / kBytesPerGiB,
+              need.logits_bytes / kBytesPerGiB, usable / kBytesPerGiB));
         }
         break;
       }
@@ -303,9 +303,10 @@ class DllmRecords : public sim::RecordListener {
 
 std::string describe_dllm_memory(const DllmInstanceSpec& spec) {
   if (spec.config.algorithm == dllm::Algorithm::kDllmServe) return page_pool(spec).describe();
-  return fmt::format("static batches: largest FCFS prefix with weights + KV + activations + "
-                     "logits <= {:.2f} GiB usable",
-                     dllm::usable_bytes(spec.deployment, spec.config.memory) / kGib);
+  return fmt::format(
+      "static batches: largest FCFS prefix with weights + KV + activations + "
+      "logits <= {:.2f} GiB usable",
+      dllm::usable_bytes(spec.deployment, spec.config.memory) / kBytesPerGiB);
 }
 
 sim::InstanceSetup make_dllm_instance(const DllmInstanceSpec& spec,
@@ -330,7 +331,7 @@ sim::InstanceSetup make_dllm_instance(const DllmInstanceSpec& spec,
           spec.deployment.gpu->key, spec.deployment.model->key, pool.describe(),
           (pool.weight_bytes + pool.runtime_overhead_bytes + pool.activation_bytes +
            pool.logit_reserve_bytes + pool.page_bytes - pool.usable_bytes) /
-              kGib));
+              kBytesPerGiB));
     }
     const int64_t longest_prompt = longest_dllm_serve_sequence(c, pool) - c.denoise.gen_length;
     if (longest_prompt < 1) {

@@ -40,33 +40,6 @@ int64_t message_bytes(const CsvReader& csv, int message_size, int64_t element_by
   return elements * element_bytes;
 }
 
-// Accumulates what one system's import dropped or merged, per table.
-class Notes {
- public:
-  void add(const std::string& table, const std::string& text) {
-    std::string& note = notes_[table];
-    note += (note.empty() ? "" : "; ") + text;
-  }
-  void merged(const std::string& table, int64_t count) {
-    if (count > 0) {
-      add(table, fmt::format("{} repeated measurements of an existing key merged into it "
-                             "(median)",
-                             count));
-    }
-  }
-  // One "<count> rows with <what> <value> dropped<why>" per counted value.
-  void counted(const std::string& table, const std::map<std::string, int64_t>& counts,
-               const std::string& what, const std::string& why = "") {
-    for (const auto& [value, count] : counts) {
-      add(table, fmt::format("{} rows with {} {} dropped{}", count, what, value, why));
-    }
-  }
-  const std::map<std::string, std::string>& all() const { return notes_; }
-
- private:
-  std::map<std::string, std::string> notes_;
-};
-
 // Facts gathered across the tables of one system.
 struct SystemFacts {
   std::set<std::string> devices;
@@ -102,7 +75,7 @@ int64_t element_bytes(const std::string& dtype) {
   return 0;
 }
 
-void import_gemm(const std::string& path, Profile* p, Notes* notes, SystemFacts* facts) {
+void import_gemm(const std::string& path, Profile* p, ImportNotes* notes, SystemFacts* facts) {
   const char* expected = "device,gemm_dtype,m,n,k,latency";
   CsvReader csv(path);
   csv.require("device", expected);  // the GPU the table was measured on
@@ -131,7 +104,7 @@ void import_gemm(const std::string& path, Profile* p, Notes* notes, SystemFacts*
 }
 
 // Context (prefill) or generation (decode) attention; both files have the same columns.
-void import_attention(const std::string& path, bool context, Profile* p, Notes* notes,
+void import_attention(const std::string& path, bool context, Profile* p, ImportNotes* notes,
                       SystemFacts* facts) {
   const char* expected =
       "device,batch_size,isl,num_heads,num_key_value_heads,head_dim,beam_width,attn_dtype,"
@@ -211,7 +184,7 @@ void import_attention(const std::string& path, bool context, Profile* p, Notes* 
 }
 
 void import_moe(const std::string& path, const AiconfiguratorImportOptions& options, Profile* p,
-                Notes* notes, SystemFacts* facts) {
+                ImportNotes* notes, SystemFacts* facts) {
   const char* expected =
       "device,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,"
       "distribution,latency";
@@ -271,7 +244,7 @@ void import_moe(const std::string& path, const AiconfiguratorImportOptions& opti
   p->moe = rows.take();
 }
 
-void import_nccl(const std::string& path, RowMerger<CollectiveRow>* rows, Notes* notes,
+void import_nccl(const std::string& path, RowMerger<CollectiveRow>* rows, ImportNotes* notes,
                  SystemFacts* facts) {
   const char* expected = "device,op_name,nccl_dtype,num_gpus,message_size,latency";
   CsvReader csv(path);
@@ -298,8 +271,8 @@ void import_nccl(const std::string& path, RowMerger<CollectiveRow>* rows, Notes*
   notes->counted("collective", unknown, "nccl_dtype");
 }
 
-void import_custom_allreduce(const std::string& path, RowMerger<CollectiveRow>* rows, Notes* notes,
-                             SystemFacts* facts) {
+void import_custom_allreduce(const std::string& path, RowMerger<CollectiveRow>* rows,
+                             ImportNotes* notes, SystemFacts* facts) {
   const char* expected = "device,allreduce_dtype,num_gpus,message_size,latency,backend";
   CsvReader csv(path);
   csv.require("device", expected);  // the GPU the table was measured on
@@ -366,7 +339,7 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
   fs::path vllm_dir = root / vllm;
 
   Profile p;
-  Notes notes;
+  ImportNotes notes;
   SystemFacts facts;
   auto exists = [](const fs::path& path) { return fs::is_regular_file(path); };
   auto absent = [&notes](const std::string& table, const std::string& file) {

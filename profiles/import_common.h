@@ -5,8 +5,11 @@
 // count), counting how many rows were merged away.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +29,33 @@ std::string utc_now_iso8601();
 
 // Sorted names of the sub-directories of `dir` (empty if `dir` is not a directory).
 std::vector<std::string> subdirectories(const std::string& dir);
+
+// Accumulates what one import dropped or merged, per table, as the profile's skipped notes.
+class ImportNotes {
+ public:
+  void add(const std::string& table, const std::string& text) {
+    std::string& note = notes_[table];
+    note += (note.empty() ? "" : "; ") + text;
+  }
+  void merged(const std::string& table, int64_t count) {
+    if (count > 0) {
+      add(table, fmt::format("{} repeated measurements of an existing key merged into it "
+                             "(median)",
+                             count));
+    }
+  }
+  // One "<count> rows with <what> <value> dropped<why>" per counted value.
+  void counted(const std::string& table, const std::map<std::string, int64_t>& counts,
+               const std::string& what, const std::string& why = "") {
+    for (const auto& [value, count] : counts) {
+      add(table, fmt::format("{} rows with {} {} dropped{}", count, what, value, why));
+    }
+  }
+  const std::map<std::string, std::string>& all() const { return notes_; }
+
+ private:
+  std::map<std::string, std::string> notes_;
+};
 
 template <typename Row>
 class RowMerger {

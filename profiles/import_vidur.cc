@@ -28,18 +28,6 @@ const std::vector<std::string> kGemmOps = {"attn_pre_proj", "attn_post_proj", "m
 const std::vector<std::string> kElementwiseOps = {
     "input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "add", "emb"};
 
-class Notes {
- public:
-  void add(const std::string& table, const std::string& text) {
-    std::string& note = notes_[table];
-    note += (note.empty() ? "" : "; ") + text;
-  }
-  const std::map<std::string, std::string>& all() const { return notes_; }
-
- private:
-  std::map<std::string, std::string> notes_;
-};
-
 std::string join(const std::vector<std::string>& values) {
   std::string out;
   for (const std::string& v : values) {
@@ -70,7 +58,7 @@ struct ComputeTables {
 };
 
 void import_mlp(const std::string& path, const std::string& org_model, ComputeTables* out,
-                Notes* notes) {
+                ImportNotes* notes) {
   const char* expected =
       "n_head,n_kv_head,n_embd,n_expanded_embd,use_gated_mlp,num_tokens,"
       "num_tensor_parallel_workers and time_stats.<op>.median columns";
@@ -148,7 +136,7 @@ void import_mlp(const std::string& path, const std::string& org_model, ComputeTa
 }
 
 // Collectives of one topology directory.
-std::vector<CollectiveRow> import_network(const std::string& dir, Notes* notes,
+std::vector<CollectiveRow> import_network(const std::string& dir, ImportNotes* notes,
                                           std::set<int64_t>* node_gpus) {
   RowMerger<CollectiveRow> rows;
   int64_t other_ranks = 0;
@@ -311,7 +299,7 @@ std::vector<Profile> import_vidur(const std::string& vidur_root) {
   std::vector<Profile> profiles;
   for (const std::string& g : gpus) {
     Profile main = base_profile(g);
-    Notes notes;
+    ImportNotes notes;
     // Compute tables.
     ComputeTables tables;
     for (const std::string& org : subdirectories((compute_root / g).string())) {
@@ -369,7 +357,7 @@ std::vector<Profile> import_vidur(const std::string& vidur_root) {
         continue;
       }
       Profile v = base_profile(g);
-      Notes v_notes;
+      ImportNotes v_notes;
       v.collective = import_network((network_root / t).string(), &v_notes, &node_gpus);
       v.meta.fields["topology"] = t;
       v.meta.fields["node_gpus"] = join_ints(node_gpus);

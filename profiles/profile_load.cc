@@ -18,8 +18,6 @@ namespace servesim::profiles {
 namespace fs = std::filesystem;
 namespace {
 
-bool known_dtype(const std::string& dtype) { return canonical_dtype(dtype) == dtype; }
-
 // A hash of a row's key fields (row_key(): every column but latency_us), without formatting it.
 uint64_t field_hash(const std::string& s) { return std::hash<std::string_view>{}(s); }
 uint64_t field_hash(int64_t v) { return static_cast<uint64_t>(v); }
@@ -114,7 +112,7 @@ void load_gemm(const std::string& path, Profile* p) {
   while (csv.next()) {
     GemmRow r;
     r.dtype = csv.text(dtype);
-    if (!known_dtype(r.dtype)) {
+    if (!is_canonical_dtype(r.dtype)) {
       ++p->unknown_dtype_rows["gemm"];
       continue;
     }
@@ -142,7 +140,7 @@ void load_prefill(const std::string& path, Profile* p) {
     AttentionPrefillRow r;
     r.dtype = csv.text(dtype);
     r.kv_dtype = kv_dtype < 0 ? r.dtype : csv.text(kv_dtype);
-    if (!known_dtype(r.dtype) || !known_dtype(r.kv_dtype)) {
+    if (!is_canonical_dtype(r.dtype) || !is_canonical_dtype(r.kv_dtype)) {
       ++p->unknown_dtype_rows["attention_prefill"];
       continue;
     }
@@ -172,7 +170,7 @@ void load_decode(const std::string& path, Profile* p) {
     AttentionDecodeRow r;
     r.dtype = csv.text(dtype);
     r.kv_dtype = csv.text(kv_dtype);
-    if (!known_dtype(r.dtype) || !known_dtype(r.kv_dtype)) {
+    if (!is_canonical_dtype(r.dtype) || !is_canonical_dtype(r.kv_dtype)) {
       ++p->unknown_dtype_rows["attention_decode"];
       continue;
     }
@@ -197,7 +195,7 @@ void load_collective(const std::string& path, Profile* p) {
   while (csv.next()) {
     CollectiveRow r;
     r.dtype = csv.text(dtype);
-    if (!known_dtype(r.dtype)) {
+    if (!is_canonical_dtype(r.dtype)) {
       ++p->unknown_dtype_rows["collective"];
       continue;
     }
@@ -225,7 +223,7 @@ void load_moe(const std::string& path, Profile* p) {
   while (csv.next()) {
     MoeRow r;
     r.dtype = csv.text(dtype);
-    if (!known_dtype(r.dtype)) {
+    if (!is_canonical_dtype(r.dtype)) {
       ++p->unknown_dtype_rows["moe"];
       continue;
     }

@@ -2,6 +2,7 @@
 // names, row keys, CSV text and meta.json text.
 #include "profiles/profile_tables.h"
 
+#include <boost/algorithm/string/case_conv.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,13 +19,6 @@
 
 namespace servesim::profiles {
 namespace {
-
-std::string lower(std::string text) {
-  for (char& c : text) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return text;
-}
 
 bool has(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
 
@@ -107,7 +101,7 @@ std::string canonical_dtype(const std::string& name) {
 }
 
 std::string gpu_catalog_key(const std::string& device_name) {
-  std::string n = lower(device_name);
+  std::string n = boost::algorithm::to_lower_copy(device_name);
   // Order matters: "H100 PCIe" before the generic H100, "80GB" A100 before the 40 GB one.
   if (has(n, "h200")) {
     return "h200_sxm";
@@ -339,7 +333,7 @@ std::string profile_subdir(const Profile& profile) {
   if (m.source == "servesim-profile") {
     name = "servesim_harness";
   } else {
-    for (char c : lower(m.source)) {
+    for (char c : boost::algorithm::to_lower_copy(m.source)) {
       name += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_') ? c : '_';
     }
   }

@@ -163,6 +163,9 @@ const std::vector<std::string>& table_names();
 // themselves. Returns "" for a name this version does not know.
 std::string canonical_dtype(const std::string& name);
 
+// True when `dtype` is already a canonical name of this version (not an alias, not unknown).
+inline bool is_canonical_dtype(const std::string& dtype) { return canonical_dtype(dtype) == dtype; }
+
 // Maps a CUDA device name to servesim's GPU catalog key (models/catalog/gpus.json), e.g.
 // "NVIDIA H100 80GB HBM3" -> "h100_sxm". Unknown names map to the lowercase name with every run of
 // characters outside [a-z0-9] replaced by '_' and a leading "nvidia_" removed ("unknown_gpu" if

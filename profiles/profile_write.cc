@@ -15,17 +15,15 @@ namespace servesim::profiles {
 namespace fs = std::filesystem;
 namespace {
 
-bool known_dtype(const std::string& dtype) { return canonical_dtype(dtype) == dtype; }
-
-bool dtypes_known(const GemmRow& r) { return known_dtype(r.dtype); }
+bool dtypes_known(const GemmRow& r) { return is_canonical_dtype(r.dtype); }
 bool dtypes_known(const AttentionPrefillRow& r) {
-  return known_dtype(r.dtype) && (r.kv_dtype.empty() || known_dtype(r.kv_dtype));
+  return is_canonical_dtype(r.dtype) && (r.kv_dtype.empty() || is_canonical_dtype(r.kv_dtype));
 }
 bool dtypes_known(const AttentionDecodeRow& r) {
-  return known_dtype(r.dtype) && known_dtype(r.kv_dtype);
+  return is_canonical_dtype(r.dtype) && is_canonical_dtype(r.kv_dtype);
 }
-bool dtypes_known(const CollectiveRow& r) { return known_dtype(r.dtype); }
-bool dtypes_known(const MoeRow& r) { return known_dtype(r.dtype); }
+bool dtypes_known(const CollectiveRow& r) { return is_canonical_dtype(r.dtype); }
+bool dtypes_known(const MoeRow& r) { return is_canonical_dtype(r.dtype); }
 bool dtypes_known(const ElementwiseRow&) { return true; }
 bool dtypes_known(const MemcpyRow&) { return true; }
 bool dtypes_known(const ForwardRow&) { return true; }
