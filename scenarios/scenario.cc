@@ -15,6 +15,7 @@
 #include "scenarios/json_reader.h"
 #include "sim/core/limits.h"
 #include "sim/core/rng.h"
+#include "sim/core/units.h"
 #include "traces/generators.h"
 #include "traces/loaders.h"
 #include "traces/transforms.h"
@@ -25,8 +26,23 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------------------------------------
 // Data root and catalogs
 
+namespace {
+
+// The installed data of an installed executable (<prefix>/bin/servesim reads
+// <prefix>/share/servesim), or "" when the running executable has none beside it (a build tree).
+std::string installed_data_root() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path root = (exe.parent_path() / SERVESIM_DATA_FROM_BINDIR).lexically_normal();
+  return fs::is_regular_file(root / "models/catalog/gpus.json", ec) ? root.string() : "";
+}
+
+}  // namespace
+
 DataRoot DataRoot::discover() {
   if (const char* env = std::getenv("SERVESIM_DATA"); env && *env) return DataRoot{env};
+  if (std::string installed = installed_data_root(); !installed.empty()) return DataRoot{installed};
   return DataRoot{SERVESIM_SOURCE_DIR};
 }
 
@@ -1132,7 +1148,6 @@ struct Placement {
 };
 
 // An instance of group `g` (its batching is left to the caller).
-constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
 
 sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model,
                               const models::GpuSpec& gpu, const GroupPlan& g,
@@ -1146,7 +1161,7 @@ sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model,
   setup.num_blocks = g.memory.num_blocks / g.pp;  // a pipeline's slots share its KV
   setup.block_size = g.memory.block_size;
   setup.prefix_cache_kind = s.cluster.prefix_cache_kind;
-  setup.dram_kv_bytes = static_cast<int64_t>(s.cluster.kv_dram_gib * kBytesPerGib);
+  setup.dram_kv_bytes = static_cast<int64_t>(s.cluster.kv_dram_gib * kBytesPerGiB);
   setup.dram_link = {gpu.pcie_bytes_per_s_per_direction * g.gpus_per_slot(),
                      s.network.intra_node_latency};
   setup.remote_link = {s.network.inter_node_gbps_per_gpu * 1e9 / 8 * g.gpus_per_slot(),
@@ -1282,7 +1297,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   in.config.record_token_times = s.output.record_token_times;
   in.config.fast_forward = s.output.fast_forward;
   in.config.max_sim_time = s.max_time;
-  in.config.remote_kv_bytes = static_cast<int64_t>(s.cluster.kv_remote_gib * kBytesPerGib);
+  in.config.remote_kv_bytes = static_cast<int64_t>(s.cluster.kv_remote_gib * kBytesPerGiB);
   if (s.workload.at("type") == "closed_loop") {
     in.config.closed_loop.clients = s.workload.at("clients").get<int64_t>();
     in.config.closed_loop.think_time = parse_duration(s.workload.at("think_time").get<std::string>());

@@ -38,7 +38,9 @@ using Json = nlohmann::ordered_json;
 // Where catalogs and relative data paths are found.
 struct DataRoot {
   std::string root;  // repository root holding models/catalog, traces/data, scenarios
-  static DataRoot discover();  // $SERVESIM_DATA, else the compiled-in source directory
+  // $SERVESIM_DATA; else the installed data of an installed servesim (<prefix>/share/servesim
+  // beside <prefix>/bin); else the source directory servesim was built from.
+  static DataRoot discover();
   std::string gpu_catalog() const;
   std::string model_catalog_dir() const;
   // model_catalog_dir(), then the folders of the environment's SERVESIM_MODELS (':'-separated):
