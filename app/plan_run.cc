@@ -48,6 +48,12 @@ Json to_json(const StoredRun& r) {
   for (const auto& [e, n, v] : r.scalars) j["scalars"].push_back({e, n, num(v)});
   j["tbt"] = Json::array();
   for (const auto& b : r.tbt_bins) j["tbt"].push_back({b.lower, b.upper, b.count});
+  j["iterations"] = Json::array();
+  for (const auto& [instance, metric, bins] : r.iteration_bins) {
+    Json jb = Json::array();
+    for (const auto& b : bins) jb.push_back({b.lower, b.upper, b.count});
+    j["iterations"].push_back({instance, metric, jb});
+  }
   j["requests"] = Json::array();
   for (const auto& q : r.requests) {
     j["requests"].push_back({q.request_id, q.instance_id, q.arrival_ns, q.first_scheduled_ns,
@@ -69,6 +75,11 @@ StoredRun stored_run_of(const Json& j) {
   for (const auto& p : j.at("params")) r.params.emplace_back(p[0], p[1]);
   for (const auto& s : j.at("scalars")) r.scalars.emplace_back(s[0], s[1], num_of(s[2]));
   for (const auto& b : j.at("tbt")) r.tbt_bins.push_back({b[0], b[1], b[2]});
+  for (const auto& it : j.at("iterations")) {
+    std::vector<LogHistogram::Bin> bins;
+    for (const auto& b : it[2]) bins.push_back({b[0], b[1], b[2]});
+    r.iteration_bins.emplace_back(it[0].get<int32_t>(), it[1].get<std::string>(), std::move(bins));
+  }
   for (const auto& q : j.at("requests")) {
     sim::RequestRecord x;
     x.request_id = q[0];

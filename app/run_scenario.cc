@@ -201,6 +201,14 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
     }
   }
   run.tbt_bins = out.result.tbt_ns.bins();
+  for (size_t i = 0; i < out.result.instances.size(); ++i) {
+    const auto& st = out.result.instances[i];
+    if (st.iterations == 0) continue;
+    run.iteration_bins.emplace_back(static_cast<int32_t>(i), "batch_requests",
+                                    st.batch_requests.bins());
+    run.iteration_bins.emplace_back(static_cast<int32_t>(i), "batch_tokens",
+                                    st.batch_tokens.bins());
+  }
   if (with_records) {
     run.requests = out.requests;
     run.samples = out.samples;
@@ -236,6 +244,9 @@ int64_t write_run(reports::SqliteSink& db, const StoredRun& run) {
     LogHistogram tbt;
     for (const LogHistogram::Bin& b : run.tbt_bins) tbt.add(b.lower, b.count);
     db.add_tbt_histogram(tbt);
+    for (const auto& [instance, metric, bins] : run.iteration_bins) {
+      db.add_iteration_histogram(instance, metric, bins);
+    }
     db.end_run(run.status, run.wall_s, run.fingerprint);
   } catch (...) {
     db.abort_run();

@@ -78,6 +78,8 @@ struct StoredRun {
   std::vector<std::pair<std::string, std::string>> params;       // run_param rows
   std::vector<std::tuple<std::string, std::string, double>> scalars;  // (entity, name, value)
   std::vector<LogHistogram::Bin> tbt_bins;
+  // iteration_histogram rows: (instance, metric, non-empty bins).
+  std::vector<std::tuple<int32_t, std::string, std::vector<LogHistogram::Bin>>> iteration_bins;
   std::vector<sim::RequestRecord> requests;  // empty: no request/token rows
   std::vector<sim::SampleRecord> samples;    // empty: no sample rows
   std::vector<sim::RejectedRecord> rejected;  // rejected_request rows

@@ -13,11 +13,11 @@
 namespace servesim::reports {
 namespace {
 
-// Version 5 of the results schema (version 1 had no request.warmup column, version 2 no
+// Version 6 of the results schema (version 1 had no request.warmup column, version 2 no
 // request.cached_tokens and split_tokens columns nor rejected_request table, version 3 no
 // request.prefill_instance_id, kv_arrived_ns, interference_ns and recompute_ns columns nor
-// request_miss table, version 4 no request.dram_hit_tokens and remote_hit_tokens columns;
-// see kMigrateFrom1 to kMigrateFrom4):
+// request_miss table, version 4 no request.dram_hit_tokens and remote_hit_tokens columns,
+// version 5 no iteration_histogram table; see kMigrateFrom1 to kMigrateFrom5):
 // the tables, the request_metrics view and the other views. Child tables are keyed by run_id
 // first, so one run's rows are contiguous and a run can be deleted (with PRAGMA foreign_keys=ON) by deleting its `run` row.
 // Changing any table or view here means bumping SqliteSink::kSchemaVersion.
@@ -201,6 +201,27 @@ DROP VIEW request_metrics;
 UPDATE meta SET value = '4' WHERE key = 'schema_version';
 )sql";
 
+// The iteration_histogram table, as version 6 defines it (also created by the migration from 5):
+// per run, instance and metric ('batch_requests': requests in an iteration's batch,
+// 'batch_tokens': tokens it computed), the iterations in each LogHistogram bucket [lower, upper).
+constexpr const char* kIterationHistogramSql = R"sql(
+CREATE TABLE iteration_histogram(
+  run_id INTEGER NOT NULL REFERENCES run(run_id) ON DELETE CASCADE,
+  instance_id INTEGER NOT NULL,
+  metric TEXT NOT NULL,
+  lower INTEGER NOT NULL,
+  upper INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  PRIMARY KEY (run_id, instance_id, metric, lower)
+) WITHOUT ROWID;
+)sql";
+
+// Brings a version 5 database to version 6; followed by kIterationHistogramSql (the table, empty
+// for every existing run).
+constexpr const char* kMigrateFrom5 = R"sql(
+UPDATE meta SET value = '6' WHERE key = 'schema_version';
+)sql";
+
 // Brings a version 4 database to version 5: the request.dram_hit_tokens and remote_hit_tokens
 // columns (0 for every existing run); followed by kRequestMetricsViewSql, which lists them.
 constexpr const char* kMigrateFrom4 = R"sql(
@@ -310,6 +331,11 @@ struct SqliteSink::Impl {
         db,
         "INSERT INTO request_miss(run_id, request_id, objective, cause) VALUES (?, ?, ?, ?)",
         "inserting a request_miss row");
+    insert_iteration_bin = std::make_unique<Statement>(
+        db,
+        "INSERT INTO iteration_histogram(run_id, instance_id, metric, lower, upper, count) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        "inserting an iteration_histogram row");
     insert_bin = std::make_unique<Statement>(
         db, "INSERT INTO tbt_histogram(run_id, lower_ns, upper_ns, count) VALUES (?, ?, ?, ?)",
         "inserting a tbt_histogram row");
@@ -331,8 +357,7 @@ struct SqliteSink::Impl {
       const bool has_meta = tables.column_int64(1) != 0;
       if (table_count == 0) {
         db.exec(std::string(kSchemaTablesSql) + kRejectedRequestTableSql + kRequestMissSql +
-                    kRequestMetricsViewSql +
-                    kSchemaViewsSql,
+                    kIterationHistogramSql + kRequestMetricsViewSql + kSchemaViewsSql,
                 "creating the schema");
         Statement version(db, "INSERT INTO meta(key, value) VALUES ('schema_version', ?)",
                           "writing the schema version");
@@ -377,6 +402,11 @@ struct SqliteSink::Impl {
           db.exec(std::string(kMigrateFrom4) + kRequestMetricsViewSql,
                   "migrating the schema from version 4 to 5");
           found = "5";
+        }
+        if (found == "5") {
+          db.exec(std::string(kMigrateFrom5) + kIterationHistogramSql,
+                  "migrating the schema from version 5 to 6");
+          found = "6";
         }
         if (found != std::to_string(kSchemaVersion)) {
           throw InputError(db.path(), 0,
@@ -522,6 +552,16 @@ struct SqliteSink::Impl {
     });
   }
 
+  void write_iteration_histogram(int32_t instance, std::string_view metric,
+                                 const std::vector<LogHistogram::Bin>& bins) {
+    guarded("writing an iteration histogram", [&] {
+      insert_iteration_bin->bind(1, run_id).bind(2, int64_t{instance}).bind(3, metric);
+      for (const LogHistogram::Bin& bin : bins) {
+        insert_iteration_bin->bind(4, bin.lower).bind(5, bin.upper).bind(6, bin.count).run();
+      }
+    });
+  }
+
   void end(const std::string& status, double wall_s, const std::string& fingerprint) {
     guarded("ending the run", [&] {
       update_run->bind(1, std::string_view(status))
@@ -553,6 +593,7 @@ struct SqliteSink::Impl {
   std::unique_ptr<Statement> insert_sample;
   std::unique_ptr<Statement> insert_scalar;
   std::unique_ptr<Statement> insert_bin;
+  std::unique_ptr<Statement> insert_iteration_bin;
   std::unique_ptr<Statement> insert_rejected;
   std::unique_ptr<Statement> insert_miss;
   bool open = false;
@@ -575,6 +616,11 @@ void SqliteSink::add_scalar(const std::string& entity, const std::string& name, 
 }
 
 void SqliteSink::add_tbt_histogram(const LogHistogram& tbt_ns) { impl_->write_histogram(tbt_ns); }
+
+void SqliteSink::add_iteration_histogram(int32_t instance, const std::string& metric,
+                                         const std::vector<LogHistogram::Bin>& bins) {
+  impl_->write_iteration_histogram(instance, metric, bins);
+}
 
 void SqliteSink::add_misses(const std::vector<RequestMiss>& misses) {
   for (const RequestMiss& m : misses) impl_->write_miss(m);

@@ -2,8 +2,9 @@
 //
 // Contract:
 // - Schema (version kSchemaVersion, stored in meta.schema_version) is created when the file is new
-//   or empty. A version 1 database (no request.warmup column), 2 (no rejected_request table) or
-//   3 (no request_miss table) is migrated in place; one with another schema_version, or with
+//   or empty. A version 1 database (no request.warmup column), 2 (no rejected_request table),
+//   3 (no request_miss table), 4 (no request.dram_hit_tokens column) or 5 (no
+//   iteration_histogram table) is migrated in place; one with another schema_version, or with
 //   tables but no meta table, is rejected with servesim::Error. All times are integer
 //   nanoseconds (run.time_unit = 'ns').
 // - Transactions: begin_run() starts one transaction that spans the whole run; every row of the
@@ -49,7 +50,7 @@ struct RunInfo {
 
 class SqliteSink {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
   static constexpr int kBusyTimeoutMs = 60'000;
 
   // Opens or creates the database at `path` and checks or creates the schema.
@@ -77,6 +78,12 @@ class SqliteSink {
   // Stores the non-empty bins of the run's TBT histogram (the compact TBT store). At most once
   // per run. REQUIRES: a run is open.
   void add_tbt_histogram(const LogHistogram& tbt_ns);
+
+  // Stores one instance's distribution of an iteration metric ("batch_requests": requests in a
+  // batch, "batch_tokens": tokens an iteration computed) as the non-empty bins of a LogHistogram.
+  // At most once per (instance, metric) and run. REQUIRES: a run is open.
+  void add_iteration_histogram(int32_t instance, const std::string& metric,
+                               const std::vector<LogHistogram::Bin>& bins);
 
   // Stores the run's SLO misses with their causes (request_miss). REQUIRES: a run is open.
   void add_misses(const std::vector<RequestMiss>& misses);

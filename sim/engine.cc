@@ -809,6 +809,10 @@ struct Engine::Impl {
     inst.stats.busy_ns += (now - inst.batch_start).count();
     bool any_leaving = false;
     if (inst.batch_decodes > 0) any_leaving = advance_decode_run(inst, t_ns);
+    int64_t batch_tokens = inst.batch_decodes;
+    for (const BatchItem& item : inst.batch) batch_tokens += item.tokens;
+    inst.stats.batch_requests.add(inst.batch_decodes + static_cast<int64_t>(inst.batch.size()));
+    inst.stats.batch_tokens.add(batch_tokens);
     for (const BatchItem& item : inst.batch) {
       SeqView& seq = inst.running[static_cast<size_t>(item.running_pos)];
       if (item.tokens > 1) {
@@ -1002,6 +1006,8 @@ struct Engine::Impl {
       inst.stats.iterations++;
       inst.stats.busy_ns += d.count();
       inst.stats.decode_tokens += static_cast<int64_t>(inst.running.size());
+      inst.stats.batch_requests.add(static_cast<int64_t>(inst.running.size()));
+      inst.stats.batch_tokens.add(static_cast<int64_t>(inst.running.size()));
       const int64_t t_ns = now.time_since_epoch().count();
       crossers.clear();
       if (!per_position) {

@@ -152,6 +152,28 @@ struct EngineConfig {
 };
 
 
+// Iterations counted by value in LogHistogram's buckets (exact below LogHistogram::kSub, within
+// 0.8 % above), grown on demand: recording an iteration is one increment.
+struct IterationCounts {
+  std::vector<int64_t> by_bucket;  // index LogHistogram::bucket_of(value)
+
+  void add(int64_t value) {
+    const auto b = static_cast<size_t>(LogHistogram::bucket_of(value));
+    if (b >= by_bucket.size()) by_bucket.resize(b + 1, 0);
+    ++by_bucket[b];
+  }
+  // The non-empty buckets in increasing order.
+  std::vector<LogHistogram::Bin> bins() const {
+    std::vector<LogHistogram::Bin> out;
+    for (size_t b = 0; b < by_bucket.size(); ++b) {
+      if (by_bucket[b] == 0) continue;
+      const int i = static_cast<int>(b);
+      out.push_back({LogHistogram::bucket_lower(i), LogHistogram::bucket_upper(i), by_bucket[b]});
+    }
+    return out;
+  }
+};
+
 struct InstanceStats {
   int64_t iterations = 0;
   int64_t kv_transfers_out = 0;     // requests handed to a decode instance
@@ -169,6 +191,9 @@ struct InstanceStats {
   int64_t remote_hit_tokens = 0;
   int64_t kv_load_ns = 0;
   int64_t offloaded_blocks = 0;  // cached blocks evicted from the GPU into a lower tier
+  // Per iteration: the requests in its batch and the tokens it computed (prompt and decode).
+  IterationCounts batch_requests;
+  IterationCounts batch_tokens;
   InstanceRole role = InstanceRole::kUnified;
   int tp = 1;
   int64_t started_ns = 0;   // GPUs held from here (0 for the initial instances)

@@ -120,7 +120,7 @@ TEST_F(SqliteSinkTest, RoundTripsTwoRuns) {
     sink.end_run("failed", 0.5, "");
   }
 
-  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "5"}}));
+  EXPECT_EQ(query_rows(db, "SELECT key, value FROM meta"), (Rows{{"schema_version", "6"}}));
   EXPECT_EQ(query_rows(db, "SELECT * FROM run ORDER BY run_id"),
             (Rows{{"1", "scenarios/a.json", "vllm", "round_robin", "azure_conv 0s+60s", "7", "ns",
                    "0.1.0", "2024-05-01T10:00:00Z", "1.25", "ok", "9f86d081884c7d65"},
@@ -298,18 +298,18 @@ TEST_F(SqliteSinkTest, RejectsADirectory) {
 TEST_F(SqliteSinkTest, RejectsAnotherSchemaVersion) {
   const std::string file = path("old.db");
   { SqliteSink sink(file); }
-  raw_exec(file, "UPDATE meta SET value = '6' WHERE key = 'schema_version'");
+  raw_exec(file, "UPDATE meta SET value = '7' WHERE key = 'schema_version'");
   const std::string before = file_bytes(file);
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
-                ": written by a newer servesim (results schema version 6; this build reads and "
-                "writes version 5); left untouched, upgrade servesim or give another --db file");
+                ": written by a newer servesim (results schema version 7; this build reads and "
+                "writes version 6); left untouched, upgrade servesim or give another --db file");
   EXPECT_EQ(file_bytes(file), before);
   raw_exec(file, "UPDATE meta SET value = 'zero' WHERE key = 'schema_version'");
   EXPECT_EQ(error_of([&] { SqliteSink sink(file); }),
             file +
                 ": results database has schema_version zero, this build reads and writes "
-                "version 5; left untouched");
+                "version 6; left untouched");
 }
 
 // A version 1 database (no request.warmup column) is migrated in place: its runs keep their rows,
@@ -326,7 +326,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
   }
   // Make it a version 1 file: the column and the view as version 1 had them.
   raw_exec(file,
-           "DROP TABLE rejected_request; DROP VIEW miss_breakdown; DROP TABLE request_miss; "
+           "DROP TABLE iteration_histogram; DROP TABLE rejected_request; DROP VIEW miss_breakdown; DROP TABLE request_miss; "
            "DROP VIEW request_metrics; ALTER TABLE request DROP COLUMN warmup; "
            "ALTER TABLE request DROP COLUMN prefill_instance_id; "
            "ALTER TABLE request DROP COLUMN kv_arrived_ns; "
@@ -349,7 +349,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion1DatabaseKeepingItsRuns) {
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
-            (Rows{{"5"}}));
+            (Rows{{"6"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, request_id, warmup FROM request_metrics "
                            "ORDER BY run_id"),
             (Rows{{"1", "0", "0"}, {"2", "0", "1"}}));
@@ -366,6 +366,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion3DatabaseAndStoresMisses) {
     sink.end_run("ok", 1.0, "");
   }
   raw_exec(file,
+           "DROP TABLE iteration_histogram; "
            "DROP VIEW miss_breakdown; DROP TABLE request_miss; DROP VIEW request_metrics; "
            "ALTER TABLE request DROP COLUMN prefill_instance_id; "
            "ALTER TABLE request DROP COLUMN kv_arrived_ns; "
@@ -388,7 +389,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion3DatabaseAndStoresMisses) {
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
-            (Rows{{"5"}}));
+            (Rows{{"6"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, prefill_instance_id, handoff_ms, interference_ms "
                              "FROM request_metrics ORDER BY run_id"),
             (Rows{{"1", "-1", "NULL", "0.0"}, {"2", "0", "2.0", "5.0"}}));
@@ -408,7 +409,7 @@ TEST_F(SqliteSinkTest, MigratesAVersion4DatabaseAndStoresTierHits) {
     sink.end_run("ok", 1.0, "");
   }
   raw_exec(file,
-           "DROP VIEW request_metrics; "
+           "DROP TABLE iteration_histogram; DROP VIEW request_metrics; "
            "ALTER TABLE request DROP COLUMN dram_hit_tokens; "
            "ALTER TABLE request DROP COLUMN remote_hit_tokens; "
            "CREATE VIEW request_metrics AS SELECT run_id, request_id FROM request; "
@@ -424,10 +425,58 @@ TEST_F(SqliteSinkTest, MigratesAVersion4DatabaseAndStoresTierHits) {
     sink.end_run("ok", 1.0, "");
   }
   EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
-            (Rows{{"5"}}));
+            (Rows{{"6"}}));
   EXPECT_EQ(query_rows(file, "SELECT run_id, cached_tokens, dram_hit_tokens, remote_hit_tokens "
                              "FROM request_metrics ORDER BY run_id"),
             (Rows{{"1", "0", "0", "0"}, {"2", "32", "48", "16"}}));
+}
+
+// A version 5 database (no iteration_histogram table) is migrated in place: its runs have no
+// iteration distributions, and new runs store theirs per instance and metric.
+TEST_F(SqliteSinkTest, MigratesAVersion5DatabaseAndStoresIterationHistograms) {
+  const std::string file = path("v5.db");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "a"}, {});
+    sink.end_run("ok", 1.0, "");
+  }
+  raw_exec(file,
+           "DROP TABLE iteration_histogram; "
+           "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+  {
+    SqliteSink sink(file);
+    sink.begin_run({.scenario = "b"}, {});
+    LogHistogram requests, tokens;
+    requests.add(3, 4);
+    requests.add(8);
+    tokens.add(3, 4);
+    tokens.add(1000);  // above 128: a bucket of 4 values
+    sink.add_iteration_histogram(1, "batch_requests", requests.bins());
+    sink.add_iteration_histogram(1, "batch_tokens", tokens.bins());
+    sink.end_run("ok", 1.0, "");
+  }
+  EXPECT_EQ(query_rows(file, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            (Rows{{"6"}}));
+  EXPECT_EQ(query_rows(file, "SELECT run_id, instance_id, metric, lower, upper, count FROM "
+                             "iteration_histogram ORDER BY metric, lower"),
+            (Rows{{"2", "1", "batch_requests", "3", "4", "4"},
+                  {"2", "1", "batch_requests", "8", "9", "1"},
+                  {"2", "1", "batch_tokens", "3", "4", "4"},
+                  {"2", "1", "batch_tokens", "1000", "1004", "1"}}));
+}
+
+// A run that fails while writing its iteration histograms leaves nothing of itself behind.
+TEST_F(SqliteSinkTest, IterationHistogramsAreWrittenInTheRunTransaction) {
+  const std::string file = path("iter.db");
+  SqliteSink sink(file);
+  sink.begin_run({.scenario = "a"}, {});
+  LogHistogram h;
+  h.add(5);
+  sink.add_iteration_histogram(0, "batch_requests", h.bins());
+  EXPECT_THROW(sink.add_iteration_histogram(0, "batch_requests", h.bins()), Error);  // duplicate
+  EXPECT_FALSE(sink.run_open());
+  EXPECT_EQ(query_rows(file, "SELECT count(*) FROM iteration_histogram"), (Rows{{"0"}}));
+  EXPECT_EQ(query_rows(file, "SELECT count(*) FROM run"), (Rows{{"0"}}));
 }
 
 TEST_F(SqliteSinkTest, StoresRejectedRequestsWithTheirReason) {
