@@ -399,249 +399,259 @@ nlohmann::ordered_json read_hf_config(const std::string& path) {
   return config;
 }
 
-nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
-                                        const HfImportOptions& options) {
-  const std::string file = options.config_file.empty() ? "config.json" : options.config_file;
-  if (!config.is_object()) {
-    throw InputError(file, 0, "expected a JSON object at the top level (a config.json)");
-  }
-  const ConfigReader in(config, file);
-  refuse_inexpressible(in);
-  const ArchRules& rules = rules_for(in);
+namespace {
 
-  const int64_t hidden = in.positive_integer("hidden_size");
-  const int64_t layers = in.positive_integer("num_hidden_layers");
-  const int64_t heads = in.positive_integer("num_attention_heads");
-  const int64_t kv_heads = in.optional_positive_integer("num_key_value_heads", heads);
-  if (heads % kv_heads != 0) {
-    in.fail("num_key_value_heads",
-            fmt::format("expected a divisor of num_attention_heads ({}), got {}", heads, kv_heads));
-  }
-  // MLA models have no head_dim key: qk_nope_head_dim + qk_rope_head_dim, read below.
+// The sizes every architecture has, read and cross-checked. head_dim is 0 for MLA models, whose
+// head size comes from their attention keys (mla_attention).
+struct Dimensions {
+  int64_t hidden = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
   int64_t head_dim = 0;
+  int64_t intermediate = 0;
+  int64_t vocab = 0;
+  int64_t max_positions = 0;
+};
+
+Dimensions read_dimensions(const ConfigReader& in, const ArchRules& rules) {
+  Dimensions d;
+  d.hidden = in.positive_integer("hidden_size");
+  d.layers = in.positive_integer("num_hidden_layers");
+  d.heads = in.positive_integer("num_attention_heads");
+  d.kv_heads = in.optional_positive_integer("num_key_value_heads", d.heads);
+  if (d.heads % d.kv_heads != 0) {
+    in.fail("num_key_value_heads", fmt::format("expected a divisor of num_attention_heads ({}), "
+                                               "got {}",
+                                               d.heads, d.kv_heads));
+  }
   if (!rules.mla) {
     if (in.has("head_dim")) {
-      head_dim = in.positive_integer("head_dim");
-    } else if (hidden % heads != 0) {
+      d.head_dim = in.positive_integer("head_dim");
+    } else if (d.hidden % d.heads != 0) {
       in.fail("head_dim", fmt::format("missing, and hidden_size ({}) is not a multiple of "
                                       "num_attention_heads ({}); expected a positive integer",
-                                      hidden, heads));
+                                      d.hidden, d.heads));
     } else {
-      head_dim = hidden / heads;
+      d.head_dim = d.hidden / d.heads;
     }
   }
-  const int64_t intermediate = in.positive_integer("intermediate_size");
-  const int64_t vocab = in.positive_integer("vocab_size");
-  const int64_t max_positions = in.positive_integer("max_position_embeddings");
-  refuse_sliding_window(in, rules, layers, max_positions);
+  d.intermediate = in.positive_integer("intermediate_size");
+  d.vocab = in.positive_integer("vocab_size");
+  d.max_positions = in.positive_integer("max_position_embeddings");
+  return d;
+}
 
-  const bool tie = in.optional_bool("tie_word_embeddings", false);
-  const bool attention_bias = rules.attention_bias_key && in.optional_bool("attention_bias", false);
-  const bool mlp_bias = rules.mlp_bias_key && in.optional_bool("mlp_bias", false);
-  const bool qkv_bias = rules.qkv_bias || attention_bias;
+// Which linear layers carry biases, and whether the LM head shares the embedding's weights.
+struct Biases {
+  bool tie_word_embeddings = false;
+  bool attention = false;  // the config's attention_bias, where the architecture reads it
+  bool mlp = false;        // the config's mlp_bias, where the architecture reads it
+  bool qkv = false;        // q/k/v projections carry a bias (always, or through attention_bias)
+};
 
-  // One layer's attention: q/k/v/o projections, their biases, per-head q/k norms.
-  const int64_t q_width = heads * head_dim;
-  const int64_t kv_width = kv_heads * head_dim;
-  int64_t attention = hidden * q_width + 2 * hidden * kv_width + q_width * hidden;
-  if (qkv_bias) {
-    attention += q_width + 2 * kv_width;
+Biases read_biases(const ConfigReader& in, const ArchRules& rules) {
+  Biases b;
+  b.tie_word_embeddings = in.optional_bool("tie_word_embeddings", false);
+  b.attention = rules.attention_bias_key && in.optional_bool("attention_bias", false);
+  b.mlp = rules.mlp_bias_key && in.optional_bool("mlp_bias", false);
+  b.qkv = rules.qkv_bias || b.attention;
+  return b;
+}
+
+// One layer's attention weights and the KV cache elements it stores per token.
+struct Attention {
+  int64_t params = 0;
+  int64_t kv_elements_per_layer = 0;
+  int64_t head_dim = 0;
+  Json mla = nullptr;  // the model file's "mla" object (MLA models only)
+};
+
+// Grouped-query attention: q/k/v/o projections, their biases, per-head q/k norms, sinks.
+Attention gqa_attention(const ConfigReader& in, const ArchRules& rules, const Dimensions& d,
+                        const Biases& b) {
+  const int64_t q_width = d.heads * d.head_dim;
+  const int64_t kv_width = d.kv_heads * d.head_dim;
+  Attention a;
+  a.head_dim = d.head_dim;
+  a.kv_elements_per_layer = 2 * kv_width;
+  a.params = d.hidden * q_width + 2 * d.hidden * kv_width + q_width * d.hidden;
+  if (b.qkv) {
+    a.params += q_width + 2 * kv_width;
   }
-  if (attention_bias && !rules.attention_bias_qkv_only) {
-    attention += hidden;  // o_proj bias
+  if (b.attention && !rules.attention_bias_qkv_only) {
+    a.params += d.hidden;  // o_proj bias
   }
   if (rules.qk_norm ||
       (rules.qk_norm_key != nullptr && in.optional_bool(rules.qk_norm_key, false))) {
-    attention += 2 * head_dim;
+    a.params += 2 * d.head_dim;
   }
   if (rules.attention_sinks) {
-    attention += heads;
+    a.params += d.heads;
   }
-  Json mla = nullptr;
-  int64_t kv_elements_per_layer = 2 * kv_width;
-  if (rules.mla) {
-    // q_a (hidden -> rq) + its RMSNorm + q_b (rq -> H*(dn+dr)), or q_proj without a q LoRA;
-    // kv_a (hidden -> r+dr) + its RMSNorm over r; kv_b (r -> H*(dn+dv)); o (H*dv -> hidden).
-    const int64_t q_lora = in.mla_rank("q_lora_rank");
-    const int64_t r = in.positive_integer("kv_lora_rank");
-    const int64_t dn = in.positive_integer("qk_nope_head_dim");
-    const int64_t dr = in.positive_integer("qk_rope_head_dim");
-    const int64_t dv = in.positive_integer("v_head_dim");
-    head_dim = dn + dr;
-    const int64_t q = q_lora > 0 ? hidden * q_lora + q_lora + q_lora * heads * head_dim
-                                 : hidden * heads * head_dim;
-    attention = q + hidden * (r + dr) + r + r * heads * (dn + dv) + heads * dv * hidden;
-    if (attention_bias) {
-      attention += hidden;
-    }
-    kv_elements_per_layer = r + dr;
-    mla = Json::object();
-    mla["q_lora_rank"] = q_lora;
-    mla["kv_lora_rank"] = r;
-    mla["qk_nope_head_dim"] = dn;
-    mla["qk_rope_head_dim"] = dr;
-    mla["v_head_dim"] = dv;
-  }
-  const int64_t sliding_layers = sliding_layers_from_types(in, layers);
-  Json attention_window = nullptr;
-  if (sliding_layers > 0) {
-    attention_window = Json::object();
-    attention_window["sliding_window"] = in.positive_integer("sliding_window");
-    attention_window["num_sliding_layers"] = sliding_layers;
-  }
-  const int64_t layer_norms = 2 * hidden;  // input and post-attention RMSNorm
-  // Gated MLP: gate and up (hidden -> intermediate), down (intermediate -> hidden).
-  const int64_t dense_mlp = 3 * hidden * intermediate + (mlp_bias ? 2 * intermediate + hidden : 0);
+  return a;
+}
 
-  Counts counts;
-  counts.embedding = vocab * hidden;
-  counts.lm_head = tie ? 0 : vocab * hidden;
-  counts.num_layers = layers;
-  counts.final_norm = hidden;
-  counts.dense_layer = attention + layer_norms + dense_mlp;
+// Multi-head latent attention: q_a (hidden -> rq) + its RMSNorm + q_b (rq -> H*(dn+dr)), or
+// q_proj without a q LoRA; kv_a (hidden -> r+dr) + its RMSNorm over r; kv_b (r -> H*(dn+dv));
+// o (H*dv -> hidden). The cache holds the latent and the rope key: r + dr per token and layer.
+Attention mla_attention(const ConfigReader& in, const Dimensions& d, const Biases& b) {
+  const int64_t q_lora = in.mla_rank("q_lora_rank");
+  const int64_t r = in.positive_integer("kv_lora_rank");
+  const int64_t dn = in.positive_integer("qk_nope_head_dim");
+  const int64_t dr = in.positive_integer("qk_rope_head_dim");
+  const int64_t dv = in.positive_integer("v_head_dim");
+  Attention a;
+  a.head_dim = dn + dr;
+  const int64_t q = q_lora > 0 ? d.hidden * q_lora + q_lora + q_lora * d.heads * a.head_dim
+                               : d.hidden * d.heads * a.head_dim;
+  a.params = q + d.hidden * (r + dr) + r + r * d.heads * (dn + dv) + d.heads * dv * d.hidden;
+  if (b.attention) {
+    a.params += d.hidden;
+  }
+  a.kv_elements_per_layer = r + dr;
+  a.mla = Json::object();
+  a.mla["q_lora_rank"] = q_lora;
+  a.mla["kv_lora_rank"] = r;
+  a.mla["qk_nope_head_dim"] = dn;
+  a.mla["qk_rope_head_dim"] = dr;
+  a.mla["v_head_dim"] = dv;
+  return a;
+}
 
-  Json moe = nullptr;
-  std::vector<std::string> approximations;
-  if (rules.moe) {
-    const int64_t experts = in.positive_integer(rules.experts_key);
-    const int64_t top_k = in.positive_integer("num_experts_per_tok");
-    if (top_k > experts) {
-      in.fail("num_experts_per_tok",
-              fmt::format("expected at most {} ({}), got {}", rules.experts_key, experts, top_k));
-    }
-    const int64_t expert_size =
-        rules.expert_size_key ? in.positive_integer("moe_intermediate_size") : intermediate;
-    int64_t shared_size =
-        rules.shared_expert ? in.non_negative_integer("shared_expert_intermediate_size") : 0;
-    if (rules.shared_experts_count) {
-      shared_size = in.non_negative_integer("n_shared_experts") * expert_size;
-    }
-    // Which layers are MoE, as the transformers decoder layers decide it: Qwen's
-    // decoder_sparse_step / mlp_only_layers, DeepSeek's first_k_dense_replace / moe_layer_freq.
-    int64_t sparse_step = 1;
-    std::set<int64_t> dense_only;
-    int64_t first_moe = 0;
-    int64_t moe_freq = 1;
-    if (rules.sparse_layers) {
-      sparse_step = in.optional_positive_integer("decoder_sparse_step", 1);
-      dense_only = in.layer_list("mlp_only_layers", layers);
-    }
-    if (rules.first_k_dense) {
-      first_moe = in.non_negative_integer("first_k_dense_replace");
-      moe_freq = in.optional_positive_integer("moe_layer_freq", 1);
-    }
-    for (int64_t i = 0; i < layers; ++i) {
-      if (dense_only.count(i) == 0 && (i + 1) % sparse_step == 0 && i >= first_moe &&
-          i % moe_freq == 0) {
-        ++counts.num_moe_layers;
-      }
-    }
-    int64_t router = experts * hidden;
-    const bool score_bias = rules.router_score_bias == ScoreBias::kAlways ||
-                            (rules.router_score_bias == ScoreBias::kUnderNoauxTc &&
-                             in.optional_string("topk_method", "") == "noaux_tc");
-    if (rules.router_bias || score_bias) {
-      router += experts;  // gpt-oss's router bias; DeepSeek-V3's / GLM's e_score_correction_bias
-    }
-    const int64_t expert_mlp =
-        3 * hidden * expert_size + (rules.expert_bias ? 2 * expert_size + hidden : 0);
-    // The shared expert: a gated MLP every token runs (Qwen2-MoE adds a sigmoid gate,
-    // hidden -> 1).
-    const int64_t shared_mlp =
-        shared_size > 0 ? 3 * hidden * shared_size + (rules.shared_expert ? hidden : 0) : 0;
-    counts.moe_layer = attention + layer_norms + router + experts * expert_mlp + shared_mlp;
-    counts.moe_layer_active = attention + layer_norms + router + top_k * expert_mlp + shared_mlp;
+// The model file's "attention_window" object, or null when no layer attends over a window.
+Json attention_window(const ConfigReader& in, int64_t num_layers) {
+  const int64_t sliding_layers = sliding_layers_from_types(in, num_layers);
+  if (sliding_layers == 0) {
+    return nullptr;
+  }
+  Json window = Json::object();
+  window["sliding_window"] = in.positive_integer("sliding_window");
+  window["num_sliding_layers"] = sliding_layers;
+  return window;
+}
 
-    if (counts.num_moe_layers > 0) {
-      moe = Json::object();
-      moe["num_experts"] = experts;
-      moe["top_k"] = top_k;
-      moe["moe_every_layer"] = counts.num_dense_layers() == 0;
-      moe["expert_intermediate_size"] = expert_size;
-      if (rules.shared_expert || rules.shared_experts_count) {
-        moe["shared_expert_intermediate_size"] = shared_size;
-      }
-      if (counts.num_dense_layers() > 0) {
-        moe["num_moe_layers"] = counts.num_moe_layers;
-      }
-      if (const Json* coef = in.find("router_aux_loss_coef")) {
-        moe["router_aux_loss_coef"] = *coef;
-      }
+// How many layers are MoE, as the transformers decoder layers decide it: Qwen's
+// decoder_sparse_step / mlp_only_layers, DeepSeek's first_k_dense_replace / moe_layer_freq.
+int64_t count_moe_layers(const ConfigReader& in, const ArchRules& rules, int64_t num_layers) {
+  int64_t sparse_step = 1;
+  std::set<int64_t> dense_only;
+  int64_t first_moe = 0;
+  int64_t moe_freq = 1;
+  if (rules.sparse_layers) {
+    sparse_step = in.optional_positive_integer("decoder_sparse_step", 1);
+    dense_only = in.layer_list("mlp_only_layers", num_layers);
+  }
+  if (rules.first_k_dense) {
+    first_moe = in.non_negative_integer("first_k_dense_replace");
+    moe_freq = in.optional_positive_integer("moe_layer_freq", 1);
+  }
+  int64_t moe_layers = 0;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    if (dense_only.count(i) == 0 && (i + 1) % sparse_step == 0 && i >= first_moe &&
+        i % moe_freq == 0) {
+      ++moe_layers;
     }
   }
-  if (!approximations.empty() && !options.allow_approximate) {
-    const std::string& first = approximations.front();
-    const size_t colon = first.find(": ");
-    in.fail(first.substr(0, colon), first.substr(colon + 2) +
-                                        "; set allow_approximate (servesim models import "
-                                        "--allow-approximate) to import it anyway");
-  }
+  return moe_layers;
+}
 
-  std::string hf_id = options.hf_id;
-  if (hf_id.empty()) {
+// The router's weights: one row per expert, plus gpt-oss's router bias or DeepSeek-V3's / GLM's
+// e_score_correction_bias.
+int64_t router_params(const ConfigReader& in, const ArchRules& rules, int64_t experts,
+                      int64_t hidden) {
+  const bool score_bias = rules.router_score_bias == ScoreBias::kAlways ||
+                          (rules.router_score_bias == ScoreBias::kUnderNoauxTc &&
+                           in.optional_string("topk_method", "") == "noaux_tc");
+  return experts * hidden + (rules.router_bias || score_bias ? experts : 0);
+}
+
+// Counts a MoE model's MoE layers into `counts` (a layer's attention and norms are `layer_shared`)
+// and returns the model file's "moe" object, or null when no layer is MoE.
+Json moe_layers(const ConfigReader& in, const ArchRules& rules, const Dimensions& d,
+                int64_t layer_shared, Counts* counts) {
+  const int64_t experts = in.positive_integer(rules.experts_key);
+  const int64_t top_k = in.positive_integer("num_experts_per_tok");
+  if (top_k > experts) {
+    in.fail("num_experts_per_tok",
+            fmt::format("expected at most {} ({}), got {}", rules.experts_key, experts, top_k));
+  }
+  const int64_t expert_size =
+      rules.expert_size_key ? in.positive_integer("moe_intermediate_size") : d.intermediate;
+  int64_t shared_size =
+      rules.shared_expert ? in.non_negative_integer("shared_expert_intermediate_size") : 0;
+  if (rules.shared_experts_count) {
+    shared_size = in.non_negative_integer("n_shared_experts") * expert_size;
+  }
+  counts->num_moe_layers = count_moe_layers(in, rules, d.layers);
+  const int64_t router = router_params(in, rules, experts, d.hidden);
+  const int64_t expert_mlp =
+      3 * d.hidden * expert_size + (rules.expert_bias ? 2 * expert_size + d.hidden : 0);
+  // The shared expert: a gated MLP every token runs (Qwen2-MoE adds a sigmoid gate, hidden -> 1).
+  const int64_t shared_mlp =
+      shared_size > 0 ? 3 * d.hidden * shared_size + (rules.shared_expert ? d.hidden : 0) : 0;
+  counts->moe_layer = layer_shared + router + experts * expert_mlp + shared_mlp;
+  counts->moe_layer_active = layer_shared + router + top_k * expert_mlp + shared_mlp;
+  if (counts->num_moe_layers == 0) {
+    return nullptr;
+  }
+  Json moe = Json::object();
+  moe["num_experts"] = experts;
+  moe["top_k"] = top_k;
+  moe["moe_every_layer"] = counts->num_dense_layers() == 0;
+  moe["expert_intermediate_size"] = expert_size;
+  if (rules.shared_expert || rules.shared_experts_count) {
+    moe["shared_expert_intermediate_size"] = shared_size;
+  }
+  if (counts->num_dense_layers() > 0) {
+    moe["num_moe_layers"] = counts->num_moe_layers;
+  }
+  if (const Json* coef = in.find("router_aux_loss_coef")) {
+    moe["router_aux_loss_coef"] = *coef;
+  }
+  return moe;
+}
+
+// Where the model file says it comes from: the options where given, else from the config.
+struct Provenance {
+  std::string hf_id;
+  std::string name;
+  std::string source;
+  std::string license_note;
+};
+
+Provenance read_provenance(const ConfigReader& in, const HfImportOptions& options,
+                           const std::string& file) {
+  Provenance p;
+  p.hf_id = options.hf_id;
+  if (p.hf_id.empty()) {
     const std::string name_or_path = in.optional_string("_name_or_path", "");
     if (looks_like_hub_id(name_or_path)) {
-      hf_id = name_or_path;
+      p.hf_id = name_or_path;
     }
   }
-  std::string name = options.name;
-  if (name.empty()) {
-    name = !hf_id.empty() ? last_part(hf_id) : options.key;
+  p.name = options.name;
+  if (p.name.empty()) {
+    p.name = !p.hf_id.empty() ? last_part(p.hf_id) : options.key;
   }
-  if (name.empty()) {
+  if (p.name.empty()) {
     in.fail("", "no display name: give a name, an hf_id or a catalog key");
   }
-  std::string source = options.source;
-  if (source.empty()) {
-    source = hf_id.empty() ? fmt::format("config.json imported from {}", file)
-                           : fmt::format(
-                                 "{} config.json (https://huggingface.co/{}), imported "
-                                 "from {}",
-                                 hf_id, hf_id, file);
+  p.source = options.source;
+  if (p.source.empty()) {
+    p.source = p.hf_id.empty()
+                   ? fmt::format("config.json imported from {}", file)
+                   : fmt::format("{} config.json (https://huggingface.co/{}), imported from {}",
+                                 p.hf_id, p.hf_id, file);
   }
-  const std::string license_note =
-      options.license_note.empty()
-          ? "not recorded at import: see the model's own license - facts only"
-          : options.license_note;
+  p.license_note = options.license_note.empty()
+                       ? "not recorded at import: see the model's own license - facts only"
+                       : options.license_note;
+  return p;
+}
 
-  Json doc = Json::object();
-  doc["name"] = name;
-  doc["hf_id"] = hf_id.empty() ? Json(nullptr) : Json(hf_id);
-  doc["model_type"] = rules.model_type;
-  doc["hidden_size"] = hidden;
-  doc["num_layers"] = layers;
-  doc["num_attention_heads"] = heads;
-  doc["num_key_value_heads"] = kv_heads;
-  doc["head_dim"] = head_dim;
-  doc["intermediate_size"] = intermediate;
-  doc["vocab_size"] = vocab;
-  doc["max_position_embeddings"] = max_positions;
-  doc["activation"] = in.optional_string("hidden_act", "silu");
-  doc["gated_mlp"] = true;
-  doc["tie_word_embeddings"] = tie;
-  doc["norm"] = "rmsnorm";
-  doc["norm_eps"] = in.optional_positive_number("rms_norm_eps", rules.default_norm_eps);
-  doc["rope_theta"] = in.optional_positive_number("rope_theta", rules.default_rope_theta);
-  const Json* rope_scaling = in.find("rope_scaling");
-  doc["rope_scaling"] = rope_scaling ? *rope_scaling : Json(nullptr);
-  doc["qkv_bias"] = qkv_bias;
-  // True only when every linear layer carries a bias (as for OPT); Llama's attention_bias alone
-  // adds q/k/v/o biases, which qkv_bias and the counts record.
-  doc["linear_bias"] = attention_bias && mlp_bias;
-  if (rules.qwen_sliding) {
-    const Json* window = in.find("sliding_window");
-    doc["sliding_window"] = window ? *window : Json(nullptr);
-    doc["use_sliding_window"] = in.optional_bool("use_sliding_window", false);
-  }
-  doc["moe"] = moe;
-  if (rules.mla) {
-    doc["mla"] = mla;
-  }
-  if (sliding_layers > 0) {
-    doc["attention_window"] = attention_window;
-  }
-  doc["param_count"] = counts.total();
-  doc["param_count_active_per_token"] = counts.active();
+// The model file's "param_count_breakdown" object.
+Json param_breakdown(const Counts& counts) {
   Json breakdown = Json::object();
   breakdown["embedding"] = counts.embedding;
   breakdown["lm_head_untied"] = counts.lm_head;
@@ -655,23 +665,118 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     breakdown["per_dense_layer"] = counts.dense_layer;
     breakdown["num_dense_layers"] = counts.num_dense_layers();
   }
-  breakdown["num_layers"] = layers;
-  doc["param_count_breakdown"] = breakdown;
-  doc["kv_cache_bytes_per_token_16bit"] = layers * kv_elements_per_layer * 2;
-  doc["weights_bytes_16bit"] = 2 * counts.total();
-  if (const Json* quant = in.find("quantization_config")) {
-    if (!quant->is_object()) {
-      in.fail("quantization_config", "expected an object, got " + render(*quant));
-    }
-    const Json* method = JsonFieldReader<Json>::find_optional(*quant, "quant_method");
-    if (method == nullptr || !method->is_string() || method->get<std::string>().empty()) {
-      in.fail("quantization_config.quant_method",
-              "expected a non-empty string (e.g. \"fp8\", \"mxfp4\")");
-    }
-    doc["checkpoint_quantization"] = method->get<std::string>();
+  breakdown["num_layers"] = counts.num_layers;
+  return breakdown;
+}
+
+// The checkpoint's quant_method (quantization_config), or "" for an unquantised checkpoint.
+std::string checkpoint_quantization(const ConfigReader& in) {
+  const Json* quant = in.find("quantization_config");
+  if (quant == nullptr) {
+    return "";
   }
-  if (!approximations.empty()) {
-    doc["cost_model_approximations"] = approximations;
+  if (!quant->is_object()) {
+    in.fail("quantization_config", "expected an object, got " + render(*quant));
+  }
+  const Json* method = JsonFieldReader<Json>::find_optional(*quant, "quant_method");
+  if (method == nullptr || !method->is_string() || method->get<std::string>().empty()) {
+    in.fail("quantization_config.quant_method",
+            "expected a non-empty string (e.g. \"fp8\", \"mxfp4\")");
+  }
+  return method->get<std::string>();
+}
+
+constexpr const char* kDerivedFieldsNote =
+    "param_count*, kv_cache_bytes_per_token_16bit and weights_bytes_16bit are computed by "
+    "`servesim models import` from the config (embeddings + per-layer attention/MLP/norm "
+    "weights + final norm; biases where the architecture has them; per-head q/k norms where it "
+    "has them; MoE layers: router + every expert in param_count, router + top_k experts in "
+    "param_count_active_per_token, shared experts in both; MLA: the q and kv LoRA projections "
+    "and their norms); everything else is copied from the "
+    "config, with the transformers defaults for keys it leaves out.";
+
+// Everything the model file holds about the architecture itself, in the catalog's key order.
+Json architecture_fields(const ConfigReader& in, const ArchRules& rules, const Dimensions& d,
+                         const Biases& b, const Attention& attention) {
+  Json doc = Json::object();
+  doc["model_type"] = rules.model_type;
+  doc["hidden_size"] = d.hidden;
+  doc["num_layers"] = d.layers;
+  doc["num_attention_heads"] = d.heads;
+  doc["num_key_value_heads"] = d.kv_heads;
+  doc["head_dim"] = attention.head_dim;
+  doc["intermediate_size"] = d.intermediate;
+  doc["vocab_size"] = d.vocab;
+  doc["max_position_embeddings"] = d.max_positions;
+  doc["activation"] = in.optional_string("hidden_act", "silu");
+  doc["gated_mlp"] = true;
+  doc["tie_word_embeddings"] = b.tie_word_embeddings;
+  doc["norm"] = "rmsnorm";
+  doc["norm_eps"] = in.optional_positive_number("rms_norm_eps", rules.default_norm_eps);
+  doc["rope_theta"] = in.optional_positive_number("rope_theta", rules.default_rope_theta);
+  const Json* rope_scaling = in.find("rope_scaling");
+  doc["rope_scaling"] = rope_scaling ? *rope_scaling : Json(nullptr);
+  doc["qkv_bias"] = b.qkv;
+  // True only when every linear layer carries a bias (as for OPT); Llama's attention_bias alone
+  // adds q/k/v/o biases, which qkv_bias and the counts record.
+  doc["linear_bias"] = b.attention && b.mlp;
+  if (rules.qwen_sliding) {
+    const Json* window = in.find("sliding_window");
+    doc["sliding_window"] = window ? *window : Json(nullptr);
+    doc["use_sliding_window"] = in.optional_bool("use_sliding_window", false);
+  }
+  return doc;
+}
+
+}  // namespace
+
+nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
+                                        const HfImportOptions& options) {
+  const std::string file = options.config_file.empty() ? "config.json" : options.config_file;
+  if (!config.is_object()) {
+    throw InputError(file, 0, "expected a JSON object at the top level (a config.json)");
+  }
+  const ConfigReader in(config, file);
+  refuse_inexpressible(in);
+  const ArchRules& rules = rules_for(in);
+  const Dimensions d = read_dimensions(in, rules);
+  refuse_sliding_window(in, rules, d.layers, d.max_positions);
+  const Biases b = read_biases(in, rules);
+  const Attention attention = rules.mla ? mla_attention(in, d, b) : gqa_attention(in, rules, d, b);
+  const Json window = attention_window(in, d.layers);
+
+  const int64_t layer_norms = 2 * d.hidden;  // input and post-attention RMSNorm
+  // Gated MLP: gate and up (hidden -> intermediate), down (intermediate -> hidden).
+  const int64_t dense_mlp =
+      3 * d.hidden * d.intermediate + (b.mlp ? 2 * d.intermediate + d.hidden : 0);
+  Counts counts;
+  counts.embedding = d.vocab * d.hidden;
+  counts.lm_head = b.tie_word_embeddings ? 0 : d.vocab * d.hidden;
+  counts.num_layers = d.layers;
+  counts.final_norm = d.hidden;
+  counts.dense_layer = attention.params + layer_norms + dense_mlp;
+  const Json moe =
+      rules.moe ? moe_layers(in, rules, d, attention.params + layer_norms, &counts) : Json(nullptr);
+  const Provenance provenance = read_provenance(in, options, file);
+
+  Json doc = Json::object();
+  doc["name"] = provenance.name;
+  doc["hf_id"] = provenance.hf_id.empty() ? Json(nullptr) : Json(provenance.hf_id);
+  doc.update(architecture_fields(in, rules, d, b, attention));
+  doc["moe"] = moe;
+  if (rules.mla) {
+    doc["mla"] = attention.mla;
+  }
+  if (!window.is_null()) {
+    doc["attention_window"] = window;
+  }
+  doc["param_count"] = counts.total();
+  doc["param_count_active_per_token"] = counts.active();
+  doc["param_count_breakdown"] = param_breakdown(counts);
+  doc["kv_cache_bytes_per_token_16bit"] = d.layers * attention.kv_elements_per_layer * 2;
+  doc["weights_bytes_16bit"] = 2 * counts.total();
+  if (const std::string quant = checkpoint_quantization(in); !quant.empty()) {
+    doc["checkpoint_quantization"] = quant;
   }
   if (!options.expert_routing.empty()) {
     if (moe.is_null()) {
@@ -683,16 +788,9 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
       doc["expert_routing_note"] = options.expert_routing_note;
     }
   }
-  doc["source"] = source;
-  doc["license_note"] = license_note;
-  doc["derived_fields_note"] =
-      "param_count*, kv_cache_bytes_per_token_16bit and weights_bytes_16bit are computed by "
-      "`servesim models import` from the config (embeddings + per-layer attention/MLP/norm "
-      "weights + final norm; biases where the architecture has them; per-head q/k norms where it "
-      "has them; MoE layers: router + every expert in param_count, router + top_k experts in "
-      "param_count_active_per_token, shared experts in both; MLA: the q and kv LoRA projections "
-      "and their norms); everything else is copied from the "
-      "config, with the transformers defaults for keys it leaves out.";
+  doc["source"] = provenance.source;
+  doc["license_note"] = provenance.license_note;
+  doc["derived_fields_note"] = kDerivedFieldsNote;
   doc["raw_config"] = config;
   return doc;
 }
