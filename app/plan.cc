@@ -66,212 +66,267 @@ std::optional<std::string> slo_arg(ObjectReader& r, const std::string& key) {
 
 void install_plan_interrupt_handler() { std::signal(SIGINT, on_sigint); }
 
-PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
-  policies::register_builtin_policies();
-  const auto& catalogs = scenarios::Catalogs::get(root);
-  PlanSpec p;
-  p.source = path;
-  p.document = scenarios::read_json_file(path);
-  const std::string plan_dir = fs::path(path).parent_path().string();
-  Issues issues;
-  Json resolved = Json::object();
-  ObjectReader top(p.document, "", issues, resolved);
-  p.name = top.string("name", fs::path(path).stem().string()).value_or("plan");
-  p.description = top.string("description", std::string()).value_or("");
+namespace {
 
-  // base: a scenario file or an inline scenario document
+// Everything load_plan's section readers share.
+struct PlanReading {
+  const std::string& path;
+  const std::string plan_dir;
+  const scenarios::DataRoot& root;
+  const scenarios::Catalogs& catalogs;
+  Issues& issues;
+  Json& resolved;
+};
+
+// `base`: a scenario file (relative to the plan, then the data root) or an inline scenario.
+void read_base(ObjectReader& top, PlanReading& in, PlanSpec& p) {
   if (top.has("base") && p.document.at("base").is_string()) {
     const std::string b = p.document.at("base").get<std::string>();
     top.claim("base");
     try {
-      p.base_source = scenarios::resolve_data_path(b, plan_dir, root);
+      p.base_source = scenarios::resolve_data_path(b, in.plan_dir, in.root);
       p.base = scenarios::read_json_file(p.base_source);
       const std::string dir = fs::path(p.base_source).parent_path().string();
       p.base_dir = dir.empty() ? "." : dir;
-      if (!p.base.is_object()) issues.add("base", "the base scenario file must hold a JSON object");
+      if (!p.base.is_object()) {
+        in.issues.add("base", "the base scenario file must hold a JSON object");
+      }
     } catch (const InputError& e) {
-      issues.add("base", e.what());
+      in.issues.add("base", e.what());
     }
   } else if (const Json* b = top.object("base", true)) {
     p.base = *b;
-    p.base_source = path + ":base";
-    p.base_dir = plan_dir.empty() ? "." : plan_dir;
+    p.base_source = in.path + ":base";
+    p.base_dir = in.plan_dir.empty() ? "." : in.plan_dir;
   }
+  p.dllm = p.base.is_object() && scenarios::is_dllm_document(p.base, in.root);
+}
 
-  p.dllm = p.base.is_object() && scenarios::is_dllm_document(p.base, root);
-
-  // rate: a number (target) or "max"
+// `rate`: a target request rate, or "max" (left at 0).
+void read_rate(ObjectReader& top, PlanReading& in, PlanSpec& p) {
   top.claim("rate");
   if (!p.document.contains("rate")) {
-    issues.add("rate", "missing; expected a target request rate in req/s or \"max\"");
+    in.issues.add("rate", "missing; expected a target request rate in req/s or \"max\"");
   } else if (const Json& v = p.document.at("rate");
              v.is_number() && v.get<double>() > 0 && v.get<double>() <= kMaxCapacityRate) {
     p.target_rate = v.get<double>();
   } else if (!(v.is_string() && v.get<std::string>() == "max")) {
-    issues.add("rate", fmt::format("expected a rate in (0, {:g}] req/s or \"max\", got {}",
-                                   kMaxCapacityRate, scenarios::describe_json(v)));
+    in.issues.add("rate", fmt::format("expected a rate in (0, {:g}] req/s or \"max\", got {}",
+                                      kMaxCapacityRate, scenarios::describe_json(v)));
   }
+}
 
-  // slo
-  if (const Json* in = top.object("slo", true)) {
-    ObjectReader r(*in, "slo", issues, resolved["slo"]);
-    for (const char* key : {"ttft", "tpot", "tbt_p99"}) {
-      if (auto a = slo_arg(r, key)) p.slo.push_back(*a);
-    }
-    p.attainment = r.number("attainment", 0.9, 0.0, 1.0).value_or(0.9);
-    if (const Json* pct = r.object("percentiles", false)) {
-      for (auto it = pct->begin(); it != pct->end(); ++it) {
-        const std::string where = r.child_path("percentiles") + "." + it.key();
-        const std::string arg =
-            it.key() + "=" + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
-        try {
-          SloCriteria::parse({arg}, std::nullopt, 0.9, path);
-          p.slo.push_back(arg);
-        } catch (const ConfigError& e) {
-          issues.add(where, e.issues().front().message);
-        }
-      }
-    }
-    r.finish();
-    if (p.slo.empty()) {
-      issues.add("slo", "give at least one objective: ttft, tpot, tbt_p99 or percentiles");
-    }
-    if (p.dllm) {
-      // Every token of a dLLM request comes at its last step: no TPOT, no token gaps.
-      for (const std::string& a : p.slo) {
-        const std::string key = a.substr(0, a.find('='));
-        if (key.rfind("tpot", 0) == 0 || key.rfind("tbt", 0) == 0) {
-          issues.add(key.find('_') == std::string::npos || key == "tbt_p99"
-                         ? "slo." + key
-                         : "slo.percentiles." + key,
-                     fmt::format("{}; bound ttft (its end-to-end latency) or e2e percentiles",
-                                 scenarios::kDllmHasNoTokenGaps));
-        }
-      }
+// slo.percentiles: "<metric>_p<N>": duration, each checked as `--slo` would check it.
+void read_slo_percentiles(ObjectReader& r, PlanReading& in, PlanSpec& p) {
+  const Json* pct = r.object("percentiles", false);
+  if (pct == nullptr) return;
+  for (auto it = pct->begin(); it != pct->end(); ++it) {
+    const std::string where = r.child_path("percentiles") + "." + it.key();
+    const std::string arg = it.key() + "=" +
+                            (it.value().is_string() ? it.value().get<std::string>()
+                                                    : it.value().dump());
+    try {
+      SloCriteria::parse({arg}, std::nullopt, 0.9, in.path);
+      p.slo.push_back(arg);
+    } catch (const ConfigError& e) {
+      in.issues.add(where, e.issues().front().message);
     }
   }
+}
 
-  // search
-  if (const Json* in = top.object("search", true)) {
-    ObjectReader r(*in, "search", issues, resolved["search"]);
-    if (const Json* gpus = r.array("gpus", false)) {
-      for (size_t i = 0; i < gpus->size(); ++i) {
-        const Json& g = (*gpus)[i];
-        const std::string where = fmt::format("search.gpus[{}]", i);
-        if (!g.is_string() || catalogs.gpus.all().count(g.get<std::string>()) == 0) {
-          issues.add(where, scenarios::choice_error(g, catalogs.gpus.keys()));
-        } else {
-          p.gpus.push_back(g.get<std::string>());
-        }
-      }
+// Every token of a dLLM request comes at its last step: no TPOT, no token gaps to bound.
+void refuse_token_gap_objectives(PlanReading& in, const PlanSpec& p) {
+  for (const std::string& a : p.slo) {
+    const std::string key = a.substr(0, a.find('='));
+    if (key.rfind("tpot", 0) == 0 || key.rfind("tbt", 0) == 0) {
+      in.issues.add(key.find('_') == std::string::npos || key == "tbt_p99"
+                        ? "slo." + key
+                        : "slo.percentiles." + key,
+                    fmt::format("{}; bound ttft (its end-to-end latency) or e2e percentiles",
+                                scenarios::kDllmHasNoTokenGaps));
     }
-    p.gpu_budget = r.integer("gpu_budget", int64_t{0}, 0).value_or(0);
-    std::map<std::string, double> given;
-    if (const Json* prices = r.object("prices", false)) {
-      for (auto it = prices->begin(); it != prices->end(); ++it) {
-        const std::string where = "search.prices." + it.key();
-        if (catalogs.gpus.all().count(it.key()) == 0) {
-          issues.add(where, "unknown GPU; " + scenarios::choice_error(scenarios::Json(it.key()),
-                                                                  catalogs.gpus.keys()));
-        } else if (!it.value().is_number() || it.value().get<double>() <= 0) {
-          issues.add(where, fmt::format("expected a positive price in USD per GPU-hour, got {}",
-                                        scenarios::describe_json(it.value())));
-        } else {
-          given[it.key()] = it.value().get<double>();
-        }
-      }
-    }
-    std::vector<std::string> priced = p.gpus;
-    if (priced.empty() && p.base.is_object()) {
-      // The base's own GPU: cluster.gpu, or the top-level gpu of a dLLM scenario.
-      const Json* holder = p.dllm && p.base.contains("gpu") ? &p.base
-                           : p.base.contains("cluster")     ? &p.base["cluster"]
-                                                            : nullptr;
-      if (holder && holder->is_object() && holder->contains("gpu") && (*holder)["gpu"].is_string() &&
-          catalogs.gpus.all().count((*holder)["gpu"].get<std::string>()) != 0) {
-        priced.push_back((*holder)["gpu"].get<std::string>());
-      }
-    }
-    for (const std::string& g : priced) {
-      const double price = given.contains(g) ? given[g] : catalogs.gpus.get(g).price_usd_per_hour;
-      if (price <= 0) {
-        issues.add("search.prices", fmt::format("the GPU catalog has no price for {}; give one", g));
-      }
-      p.prices.emplace_back(g, price);
-    }
-    if (const Json* cands = r.array("candidates", true)) {
-      if (cands->empty()) issues.add("search.candidates", "expected at least one candidate");
-      for (size_t i = 0; i < cands->size(); ++i) {
-        const std::string where = fmt::format("search.candidates[{}]", i);
-        Json cout_ = Json::object();
-        ObjectReader cr((*cands)[i], where, issues, cout_);
-        PlanCandidate c;
-        c.name = cr.string("name", fmt::format("c{}", i)).value_or("");
-        if (const Json* set = cr.object("set", false)) {
-          for (auto it = set->begin(); it != set->end(); ++it) c.set.emplace_back(it.key(), it.value());
-        }
-        if (const Json* grid = cr.object("grid", false)) {
-          for (auto it = grid->begin(); it != grid->end(); ++it) {
-            if (!it.value().is_array() || it.value().empty()) {
-              issues.add(cr.child_path("grid") + "." + it.key(),
-                         fmt::format("expected a non-empty array of values, got {}",
-                                     scenarios::describe_json(it.value())));
-              continue;
-            }
-            c.grid.emplace_back(it.key(), std::vector<Json>(it.value().begin(), it.value().end()));
-          }
-        }
-        cr.finish();
-        p.candidates.push_back(std::move(c));
-      }
-      // Refuse a search space too large to simulate before expanding it.
-      double configs = 0;
-      for (const PlanCandidate& c : p.candidates) {
-        double combos = 1;
-        for (const auto& [key, values] : c.grid) combos *= static_cast<double>(values.size());
-        configs += combos;
-      }
-      configs *= static_cast<double>(std::max<size_t>(1, p.gpus.size()));
-      if (configs > kMaxPlanConfigs) {
-        issues.add("search.candidates",
-                   fmt::format("the search space expands to {:.0f} configs (GPUs x each "
-                               "candidate's grid), more than the {} a plan may hold; narrow the "
-                               "grid axes or split the plan",
-                               configs, kMaxPlanConfigs));
-      }
-    }
-    r.finish();
   }
+}
 
-  // capacity search knobs
+// `slo`: the objectives (`--slo` arguments) and the attainment a config must reach.
+void read_slo(ObjectReader& top, PlanReading& in, PlanSpec& p) {
+  const Json* section = top.object("slo", true);
+  if (section == nullptr) return;
+  ObjectReader r(*section, "slo", in.issues, in.resolved["slo"]);
+  for (const char* key : {"ttft", "tpot", "tbt_p99"}) {
+    if (auto a = slo_arg(r, key)) p.slo.push_back(*a);
+  }
+  p.attainment = r.number("attainment", 0.9, 0.0, 1.0).value_or(0.9);
+  read_slo_percentiles(r, in, p);
+  r.finish();
+  if (p.slo.empty()) {
+    in.issues.add("slo", "give at least one objective: ttft, tpot, tbt_p99 or percentiles");
+  }
+  if (p.dllm) refuse_token_gap_objectives(in, p);
+}
+
+// search.gpus: catalog GPU keys.
+void read_search_gpus(ObjectReader& r, PlanReading& in, PlanSpec& p) {
+  const Json* gpus = r.array("gpus", false);
+  if (gpus == nullptr) return;
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    const Json& g = (*gpus)[i];
+    if (!g.is_string() || in.catalogs.gpus.all().count(g.get<std::string>()) == 0) {
+      in.issues.add(fmt::format("search.gpus[{}]", i),
+                    scenarios::choice_error(g, in.catalogs.gpus.keys()));
+    } else {
+      p.gpus.push_back(g.get<std::string>());
+    }
+  }
+}
+
+// The GPUs a plan prices: search.gpus, else the base scenario's own GPU (cluster.gpu, or the
+// top-level gpu of a dLLM scenario).
+std::vector<std::string> priced_gpus(const PlanReading& in, const PlanSpec& p) {
+  if (!p.gpus.empty() || !p.base.is_object()) return p.gpus;
+  const Json* holder = p.dllm && p.base.contains("gpu") ? &p.base
+                       : p.base.contains("cluster")     ? &p.base["cluster"]
+                                                        : nullptr;
+  if (holder && holder->is_object() && holder->contains("gpu") && (*holder)["gpu"].is_string() &&
+      in.catalogs.gpus.all().count((*holder)["gpu"].get<std::string>()) != 0) {
+    return {(*holder)["gpu"].get<std::string>()};
+  }
+  return {};
+}
+
+// search.prices: USD per GPU-hour over the catalog's price, for every priced GPU.
+void read_search_prices(ObjectReader& r, PlanReading& in, PlanSpec& p) {
+  std::map<std::string, double> given;
+  if (const Json* prices = r.object("prices", false)) {
+    for (auto it = prices->begin(); it != prices->end(); ++it) {
+      const std::string where = "search.prices." + it.key();
+      if (in.catalogs.gpus.all().count(it.key()) == 0) {
+        in.issues.add(where, "unknown GPU; " + scenarios::choice_error(scenarios::Json(it.key()),
+                                                                     in.catalogs.gpus.keys()));
+      } else if (!it.value().is_number() || it.value().get<double>() <= 0) {
+        in.issues.add(where, fmt::format("expected a positive price in USD per GPU-hour, got {}",
+                                         scenarios::describe_json(it.value())));
+      } else {
+        given[it.key()] = it.value().get<double>();
+      }
+    }
+  }
+  for (const std::string& g : priced_gpus(in, p)) {
+    const double price =
+        given.contains(g) ? given[g] : in.catalogs.gpus.get(g).price_usd_per_hour;
+    if (price <= 0) {
+      in.issues.add("search.prices",
+                    fmt::format("the GPU catalog has no price for {}; give one", g));
+    }
+    p.prices.emplace_back(g, price);
+  }
+}
+
+// One of search.candidates: a name, fixed overrides (`set`) and grid axes.
+PlanCandidate read_candidate(const Json& doc, size_t i, PlanReading& in) {
+  const std::string where = fmt::format("search.candidates[{}]", i);
+  Json resolved = Json::object();
+  ObjectReader cr(doc, where, in.issues, resolved);
+  PlanCandidate c;
+  c.name = cr.string("name", fmt::format("c{}", i)).value_or("");
+  if (const Json* set = cr.object("set", false)) {
+    for (auto it = set->begin(); it != set->end(); ++it) c.set.emplace_back(it.key(), it.value());
+  }
+  if (const Json* grid = cr.object("grid", false)) {
+    for (auto it = grid->begin(); it != grid->end(); ++it) {
+      if (!it.value().is_array() || it.value().empty()) {
+        in.issues.add(cr.child_path("grid") + "." + it.key(),
+                      fmt::format("expected a non-empty array of values, got {}",
+                                  scenarios::describe_json(it.value())));
+        continue;
+      }
+      c.grid.emplace_back(it.key(), std::vector<Json>(it.value().begin(), it.value().end()));
+    }
+  }
+  cr.finish();
+  return c;
+}
+
+// Refuses a search space too large to simulate before it is expanded.
+void check_search_size(PlanReading& in, const PlanSpec& p) {
+  double configs = 0;
+  for (const PlanCandidate& c : p.candidates) {
+    double combos = 1;
+    for (const auto& [key, values] : c.grid) combos *= static_cast<double>(values.size());
+    configs += combos;
+  }
+  configs *= static_cast<double>(std::max<size_t>(1, p.gpus.size()));
+  if (configs > kMaxPlanConfigs) {
+    in.issues.add("search.candidates",
+                  fmt::format("the search space expands to {:.0f} configs (GPUs x each "
+                              "candidate's grid), more than the {} a plan may hold; narrow the "
+                              "grid axes or split the plan",
+                              configs, kMaxPlanConfigs));
+  }
+}
+
+// `search`: the GPUs, their prices, the GPU budget and the candidates.
+void read_search(ObjectReader& top, PlanReading& in, PlanSpec& p) {
+  const Json* section = top.object("search", true);
+  if (section == nullptr) return;
+  ObjectReader r(*section, "search", in.issues, in.resolved["search"]);
+  read_search_gpus(r, in, p);
+  p.gpu_budget = r.integer("gpu_budget", int64_t{0}, 0).value_or(0);
+  read_search_prices(r, in, p);
+  if (const Json* cands = r.array("candidates", true)) {
+    if (cands->empty()) in.issues.add("search.candidates", "expected at least one candidate");
+    for (size_t i = 0; i < cands->size(); ++i) {
+      p.candidates.push_back(read_candidate((*cands)[i], i, in));
+    }
+    check_search_size(in, p);
+  }
+  r.finish();
+}
+
+// `capacity`: whether each config's capacity is searched, and the bisection's knobs.
+void read_capacity_knobs(ObjectReader& top, PlanReading& in, PlanSpec& p) {
+  ObjectReader r = scenarios::section_reader(top, "capacity", in.issues, in.resolved);
+  p.capacity = r.boolean("enabled", false).value_or(false);
+  p.search.relative_tolerance =
+      r.number("relative_tolerance", 0.05, 0.0, 1.0, true).value_or(0.05);
+  p.search.max_runs = static_cast<int>(r.integer("max_runs", int64_t{12}, 1, 64).value_or(12));
+  p.search.min_throughput_ratio =
+      r.number("min_throughput_ratio", 0.9, 0.0, 1.0, true).value_or(0.9);
+  p.search.early_stop = r.boolean("early_stop", true).value_or(true);
+  p.warm_start = r.boolean("warm_start", true).value_or(true);
+  if (r.has("start_rate")) {
+    p.search.start_rate =
+        r.number("start_rate", std::nullopt, 0.0, kMaxCapacityRate, true).value_or(0);
+  }
+  r.finish();
+}
+
+}  // namespace
+
+PlanSpec load_plan(const std::string& path, const scenarios::DataRoot& root) {
+  policies::register_builtin_policies();
+  const scenarios::Catalogs& catalogs = scenarios::Catalogs::get(root);
+  PlanSpec p;
+  p.source = path;
+  p.document = scenarios::read_json_file(path);
+  Issues issues;
+  Json resolved = Json::object();
+  PlanReading in{path, fs::path(path).parent_path().string(), root, catalogs, issues, resolved};
+  ObjectReader top(p.document, "", issues, resolved);
+  p.name = top.string("name", fs::path(path).stem().string()).value_or("plan");
+  p.description = top.string("description", std::string()).value_or("");
+  read_base(top, in, p);
+  read_rate(top, in, p);
+  read_slo(top, in, p);
+  read_search(top, in, p);
+  read_capacity_knobs(top, in, p);
   {
-    const Json empty = Json::object();
-    const Json* in = top.object("capacity", false);
-    ObjectReader r(in ? *in : empty, "capacity", issues, resolved["capacity"]);
-    p.capacity = r.boolean("enabled", false).value_or(false);
-    p.search.relative_tolerance = r.number("relative_tolerance", 0.05, 0.0, 1.0, true).value_or(0.05);
-    p.search.max_runs = static_cast<int>(r.integer("max_runs", int64_t{12}, 1, 64).value_or(12));
-    p.search.min_throughput_ratio =
-        r.number("min_throughput_ratio", 0.9, 0.0, 1.0, true).value_or(0.9);
-    p.search.early_stop = r.boolean("early_stop", true).value_or(true);
-    p.warm_start = r.boolean("warm_start", true).value_or(true);
-    if (r.has("start_rate")) {
-      p.search.start_rate =
-          r.number("start_rate", std::nullopt, 0.0, kMaxCapacityRate, true).value_or(0);
-    }
-    r.finish();
-  }
-  {
-    const Json empty = Json::object();
-    const Json* in = top.object("report", false);
-    ObjectReader r(in ? *in : empty, "report", issues, resolved["report"]);
+    ObjectReader r = scenarios::section_reader(top, "report", issues, resolved);
     p.top = static_cast<int>(r.integer("top", int64_t{10}, 1, 100000).value_or(10));
     r.finish();
   }
   {
-    const Json empty = Json::object();
-    const Json* in = top.object("output", false);
-    ObjectReader r(in ? *in : empty, "output", issues, resolved["output"]);
+    ObjectReader r = scenarios::section_reader(top, "output", issues, resolved);
     p.store_requests = r.boolean("requests", false).value_or(false);
     r.finish();
   }

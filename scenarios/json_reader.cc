@@ -340,4 +340,10 @@ Json read_json_file(const std::string& path, const std::string& what) {
   }
 }
 
+ObjectReader section_reader(ObjectReader& top, const char* name, Issues& issues, Json& resolved) {
+  static const Json kEmpty = Json::object();
+  const Json* in = top.object(name, false);
+  return ObjectReader(in ? *in : kEmpty, name, issues, resolved[name]);
+}
+
 }  // namespace servesim::scenarios

@@ -99,4 +99,8 @@ Json param_json(const ParamValue& value);
 // cannot be read, and InputError with the line of the first syntax error for invalid JSON.
 Json read_json_file(const std::string& path, const std::string& what = "file");
 
+// A reader of the optional top-level section `name` of `top` (an empty object when it is absent)
+// that writes what it resolves to resolved[name].
+ObjectReader section_reader(ObjectReader& top, const char* name, Issues& issues, Json& resolved);
+
 }  // namespace servesim::scenarios

@@ -478,14 +478,6 @@ sim::SloSpec read_slo(ObjectReader& top) {
 
 namespace {
 
-// A reader of the optional top-level section `name` (an empty object when it is absent) that
-// writes what it resolves to resolved[name].
-ObjectReader section_reader(ObjectReader& top, const char* name, Issues& issues, Json& resolved) {
-  static const Json kEmpty = Json::object();
-  const Json* in = top.object(name, false);
-  return ObjectReader(in ? *in : kEmpty, name, issues, resolved[name]);
-}
-
 // The `cluster` section. Returns whether it sets the instance layout (instances or tp).
 bool read_cluster(ObjectReader& top, const Catalogs& catalogs, Issues& issues, Json& resolved,
                   Scenario& s) {
