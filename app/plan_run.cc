@@ -412,110 +412,101 @@ uint64_t fnv(uint64_t h, const std::string& s) {
   return h;
 }
 
-}  // namespace
-
-int run_plan(const std::string& plan_path, const PlanRunOptions& options,
-             const scenarios::DataRoot& root, std::ostream& out) {
-  const PlanSpec spec = load_plan(plan_path, root);
-  const SloCriteria criteria = SloCriteria::parse(spec.slo, spec.attainment,
-                                                  spec.search.min_throughput_ratio, plan_path, "slo");
-  std::vector<PlanConfig> configs = expand_plan(spec);
-  const PlanConfig* only = nullptr;
+// The config --explain or --emit-scenario names, or nullptr when neither is given.
+const PlanConfig* selected_config(const std::vector<PlanConfig>& configs,
+                                  const PlanRunOptions& options, const std::string& plan_path) {
   const std::string wanted = !options.explain.empty() ? options.explain : options.emit;
-  if (!wanted.empty()) {
-    only = find_config(configs, wanted);
-    if (!only) {
-      throw ConfigError(plan_path, {{"--explain/--emit-scenario " + wanted,
-                                     fmt::format("no such config; give an index 0..{} or a label "
-                                                 "as printed by servesim plan",
-                                                 configs.size() - 1)}});
-    }
+  if (wanted.empty()) return nullptr;
+  const PlanConfig* only = find_config(configs, wanted);
+  if (!only) {
+    throw ConfigError(plan_path, {{"--explain/--emit-scenario " + wanted,
+                                   fmt::format("no such config; give an index 0..{} or a label "
+                                               "as printed by servesim plan",
+                                               configs.size() - 1)}});
   }
-  std::vector<ConfigIssue> issues;
-  std::map<std::string, bool> reported;
-  for (PlanConfig& c : configs) {
-    // --explain also needs the earlier configs of its chain (warm starts).
-    if (only && (c.chain != only->chain || c.index > only->index)) continue;
-    prune_config(spec, c, criteria, root, issues, reported);
-  }
-  if (!issues.empty()) throw ConfigError(plan_path, issues);
-  const PlanContext ctx{spec, criteria, root};
+  return only;
+}
 
-  if (only) {
-    const PlanConfig& c = configs[static_cast<size_t>(only->index)];
-    if (!options.emit.empty()) {
-      std::optional<std::pair<std::string, double>> rate;
-      if (spec.target_rate && c.status != ConfigStatus::kError) {
-        rate = std::make_pair(config_rate_knob(spec, c, criteria, root), *spec.target_rate);
-      }
-      out << config_document(spec, c, criteria, rate).dump(2) << "\n";
-      return 0;
-    }
-    out << fmt::format("config #{}  {}\n", c.index, c.label);
-    out << fmt::format("base      {}\n", spec.base_source);
-    for (const std::string& o : c.overrides) out << fmt::format("  --set '{}'\n", o);
-    if (!spec.dllm) {
-      for (const std::string& o : criteria.scenario_overrides()) out << fmt::format("  --set '{}'\n", o);
-      out << fmt::format("  --set 'slo.attainment_target={}'\n", spec.attainment);
-    }
-    out << "  (plus the rate knob per run; --emit-scenario prints the whole document)\n";
-    out << fmt::format("GPUs      {} x {} at ${:.2f}/GPU-hour = ${:.2f}/hour\n", c.num_gpus, c.gpu,
-                       c.price_per_gpu_hour, c.cost_per_hour);
-    if (c.bound_rps > 0) {
-      out << fmt::format("bound     sustains at most {:.3f} req/s (roofline at peak, by role)\n",
-                         c.bound_rps);
-    }
-    if (c.status == ConfigStatus::kPruned || c.status == ConfigStatus::kError) {
-      out << fmt::format("status    {}: {}\n", status_name(c.status), c.reason);
-      return 0;
-    }
-    // As in the whole plan: warm-started from the earlier configs of its chain, run first.
-    std::vector<size_t> chain;
-    if (spec.warm_start && !spec.target_rate) {
-      for (const PlanConfig& before : configs) {
-        if (before.chain == c.chain && before.index < c.index &&
-            before.status == ConfigStatus::kNotRun) {
-          chain.push_back(static_cast<size_t>(before.index));
-        }
-      }
-    }
-    chain.push_back(static_cast<size_t>(c.index));
-    const std::vector<PlanConfigResult> chain_results = simulate_chain(ctx, configs, chain);
-    if (chain_results.size() < chain.size()) {
-      out << "status    interrupted\n";
-      return 0;
-    }
-    const PlanConfigResult& r = chain_results.back();
-    if (!r.error.empty()) {
-      out << fmt::format("status    error: {}\n", r.error);
-      return 0;
-    }
-    for (const PlanProbe& p : r.probes) {
-      out << fmt::format("\nrate {:.3f} req/s: {}  (fingerprint {})\n", p.rate,
-                         p.meets ? "meets the SLO" : "fails the SLO", p.fingerprint);
-      for (const SloCheck& ck : p.checks) out << "  " << format_check(ck) << "\n";
-    }
-    if (spec.target_rate) {
-      const bool meets = r.at_target && r.probes[*r.at_target].meets;
-      out << fmt::format("\nstatus    {} at the target {:.3f} req/s", meets ? "meets" : "fails",
-                         *spec.target_rate);
-      if (spec.capacity) out << fmt::format("; serving capacity {:.3f} req/s", r.capacity_rps);
-      out << "\n";
-    } else {
-      out << fmt::format("\nstatus    serving capacity {:.3f} req/s\n", r.capacity_rps);
-    }
-    return 0;
+// The probes of an explained config's simulation, each with its SLO checks, and its status.
+void print_explained_result(const PlanSpec& spec, const PlanConfigResult& r, std::ostream& out) {
+  if (!r.error.empty()) {
+    out << fmt::format("status    error: {}\n", r.error);
+    return;
   }
+  for (const PlanProbe& p : r.probes) {
+    out << fmt::format("\nrate {:.3f} req/s: {}  (fingerprint {})\n", p.rate,
+                       p.meets ? "meets the SLO" : "fails the SLO", p.fingerprint);
+    for (const SloCheck& ck : p.checks) out << "  " << format_check(ck) << "\n";
+  }
+  if (spec.target_rate) {
+    const bool meets = r.at_target && r.probes[*r.at_target].meets;
+    out << fmt::format("\nstatus    {} at the target {:.3f} req/s", meets ? "meets" : "fails",
+                       *spec.target_rate);
+    if (spec.capacity) out << fmt::format("; serving capacity {:.3f} req/s", r.capacity_rps);
+    out << "\n";
+  } else {
+    out << fmt::format("\nstatus    serving capacity {:.3f} req/s\n", r.capacity_rps);
+  }
+}
 
-  // Simulate the survivors, sharded over ranks, in parallel within a rank.
-  const auto wall0 = std::chrono::steady_clock::now();
+// --explain: the config's overrides, GPUs and bound, then its chain simulated as in the whole
+// plan (warm-started from the earlier configs of its chain) with every probe's SLO checks.
+void explain_config(const PlanContext& ctx, const std::vector<PlanConfig>& configs,
+                    const PlanConfig& c, std::ostream& out) {
+  const PlanSpec& spec = ctx.spec;
+  out << fmt::format("config #{}  {}\n", c.index, c.label);
+  out << fmt::format("base      {}\n", spec.base_source);
+  for (const std::string& o : c.overrides) out << fmt::format("  --set '{}'\n", o);
+  if (!spec.dllm) {
+    for (const std::string& o : ctx.criteria.scenario_overrides()) {
+      out << fmt::format("  --set '{}'\n", o);
+    }
+    out << fmt::format("  --set 'slo.attainment_target={}'\n", spec.attainment);
+  }
+  out << "  (plus the rate knob per run; --emit-scenario prints the whole document)\n";
+  out << fmt::format("GPUs      {} x {} at ${:.2f}/GPU-hour = ${:.2f}/hour\n", c.num_gpus, c.gpu,
+                     c.price_per_gpu_hour, c.cost_per_hour);
+  if (c.bound_rps > 0) {
+    out << fmt::format("bound     sustains at most {:.3f} req/s (roofline at peak, by role)\n",
+                       c.bound_rps);
+  }
+  if (c.status == ConfigStatus::kPruned || c.status == ConfigStatus::kError) {
+    out << fmt::format("status    {}: {}\n", status_name(c.status), c.reason);
+    return;
+  }
+  std::vector<size_t> chain;
+  if (spec.warm_start && !spec.target_rate) {
+    for (const PlanConfig& before : configs) {
+      if (before.chain == c.chain && before.index < c.index &&
+          before.status == ConfigStatus::kNotRun) {
+        chain.push_back(static_cast<size_t>(before.index));
+      }
+    }
+  }
+  chain.push_back(static_cast<size_t>(c.index));
+  const std::vector<PlanConfigResult> chain_results = simulate_chain(ctx, configs, chain);
+  if (chain_results.size() < chain.size()) {
+    out << "status    interrupted\n";
+    return;
+  }
+  print_explained_result(spec, chain_results.back(), out);
+}
+
+// The outcome of every simulated config, by config index.
+using PlanResults = std::map<int64_t, PlanConfigResult>;
+
+// Simulates the survivors, sharded over ranks (whole chains per rank: a config's result depends
+// on its chain's earlier ones only), in parallel within a rank. Returns the results on rank 0,
+// nothing on the other ranks.
+std::optional<PlanResults> simulate_survivors(const PlanContext& ctx,
+                                              const std::vector<PlanConfig>& configs,
+                                              const PlanRunOptions& options) {
   std::unique_ptr<RankTransport> transport = make_rank_transport();
   std::vector<size_t> survivors;
   for (const PlanConfig& c : configs) {
     if (c.status == ConfigStatus::kNotRun) survivors.push_back(static_cast<size_t>(c.index));
   }
-  // Whole chains per rank: a config's result depends on its chain's earlier ones only.
-  const std::vector<std::vector<size_t>> chains = chains_of(spec, configs, survivors);
+  const std::vector<std::vector<size_t>> chains = chains_of(ctx.spec, configs, survivors);
   std::vector<std::vector<size_t>> mine;
   for (size_t k = 0; k < chains.size(); ++k) {
     if (static_cast<int>(k % static_cast<size_t>(transport->size())) == transport->rank()) {
@@ -524,30 +515,33 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
   }
   std::vector<PlanConfigResult> local = run_pool(ctx, configs, mine, options.jobs,
                                                  options.progress && transport->rank() == 0);
-  std::map<int64_t, PlanConfigResult> results;
+  PlanResults results;
   if (transport->size() == 1) {
     // One process: no serialised copy of every result (to_json round-trips them exactly).
     for (PlanConfigResult& r : local) {
       if (r.finished) results[r.index] = std::move(r);
     }
-  } else {
-    Json payload = Json::array();
-    for (const PlanConfigResult& r : local) {
-      if (r.finished) payload.push_back(to_json(r));
-    }
-    local.clear();
-    const std::vector<std::string> gathered = transport->gather(payload.dump());
-    if (transport->rank() != 0) return 0;
-    for (const std::string& g : gathered) {
-      for (const Json& j : Json::parse(g)) {
-        PlanConfigResult r = config_result_of(j);
-        results[r.index] = std::move(r);
-      }
+    return results;
+  }
+  Json payload = Json::array();
+  for (const PlanConfigResult& r : local) {
+    if (r.finished) payload.push_back(to_json(r));
+  }
+  local.clear();
+  const std::vector<std::string> gathered = transport->gather(payload.dump());
+  if (transport->rank() != 0) return std::nullopt;
+  for (const std::string& g : gathered) {
+    for (const Json& j : Json::parse(g)) {
+      PlanConfigResult r = config_result_of(j);
+      results[r.index] = std::move(r);
     }
   }
-  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return results;
+}
 
-  // Verdicts.
+// Sets each simulated config's status and reason from its result; returns the simulations run.
+size_t apply_verdicts(const PlanSpec& spec, const PlanResults& results,
+                      std::vector<PlanConfig>& configs) {
   size_t simulations = 0;
   for (PlanConfig& c : configs) {
     auto it = results.find(c.index);
@@ -570,173 +564,231 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
       if (r.capacity_rps <= 0) c.reason = "no probed rate met the SLO";
     }
   }
-  const bool interrupted = plan_interrupted().load();
+  return simulations;
+}
 
-  int64_t stored_plan_id = -1;
-  // Database: every simulation, then the config table, in config order.
-  if (!options.db_path.empty()) {
-    reports::SqliteSink sink(options.db_path);
-    reports::PlanStore store(options.db_path);
-    reports::PlanRow row{spec.name, spec.source, spec.target_rate ? "target" : "max", "",
-                         spec.document.dump(), spec.target_rate.value_or(0)};
-    {
-      const std::time_t t = std::time(nullptr);
-      std::tm tm{};
-      gmtime_r(&t, &tm);
-      char buf[32];
-      std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-      row.started_at = buf;
-    }
-    const int64_t plan_id = store.begin_plan(row);
-    stored_plan_id = plan_id;
-    for (const PlanConfig& c : configs) {
-      auto it = results.find(c.index);
-      reports::PlanConfigRow cr;
-      cr.config_index = c.index;
-      cr.label = c.label;
-      cr.candidate = c.candidate;
-      cr.gpu = c.gpu;
-      cr.policy = c.policy;
-      cr.status = status_name(c.status);
-      cr.reason = c.reason;
-      cr.num_gpus = c.num_gpus;
-      cr.price_per_gpu_hour = c.price_per_gpu_hour;
-      cr.cost_per_hour = c.cost_per_hour;
-      cr.bound_rps = c.bound_rps;
-      Json ov = c.overrides;
-      cr.overrides = ov.dump();
-      if (it != results.end()) {
-        cr.capacity_rps = it->second.capacity_rps;
-        if (it->second.at_target) cr.meets_target = it->second.probes[*it->second.at_target].meets;
-        for (const PlanProbe& p : it->second.probes) {
-          const int64_t run_id = write_run(sink, p.run);
-          store.add_run(plan_id, c.index, run_id, p.rate, p.meets);
-        }
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+reports::PlanConfigRow config_row(const PlanConfig& c) {
+  reports::PlanConfigRow cr;
+  cr.config_index = c.index;
+  cr.label = c.label;
+  cr.candidate = c.candidate;
+  cr.gpu = c.gpu;
+  cr.policy = c.policy;
+  cr.status = status_name(c.status);
+  cr.reason = c.reason;
+  cr.num_gpus = c.num_gpus;
+  cr.price_per_gpu_hour = c.price_per_gpu_hour;
+  cr.cost_per_hour = c.cost_per_hour;
+  cr.bound_rps = c.bound_rps;
+  cr.overrides = Json(c.overrides).dump();
+  return cr;
+}
+
+// Writes every simulation, then the config table, in config order; returns the plan_id.
+int64_t store_plan(const std::string& db_path, const PlanSpec& spec,
+                   const std::vector<PlanConfig>& configs, const PlanResults& results,
+                   bool interrupted) {
+  reports::SqliteSink sink(db_path);
+  reports::PlanStore store(db_path);
+  reports::PlanRow row{spec.name, spec.source, spec.target_rate ? "target" : "max", "",
+                       spec.document.dump(), spec.target_rate.value_or(0)};
+  row.started_at = utc_now();
+  const int64_t plan_id = store.begin_plan(row);
+  for (const PlanConfig& c : configs) {
+    reports::PlanConfigRow cr = config_row(c);
+    if (auto it = results.find(c.index); it != results.end()) {
+      cr.capacity_rps = it->second.capacity_rps;
+      if (it->second.at_target) cr.meets_target = it->second.probes[*it->second.at_target].meets;
+      for (const PlanProbe& p : it->second.probes) {
+        store.add_run(plan_id, c.index, write_run(sink, p.run), p.rate, p.meets);
       }
-      store.add_config(plan_id, cr);
     }
-    store.finish_plan(plan_id, interrupted ? "interrupted" : "ok");
+    store.add_config(plan_id, cr);
   }
+  store.finish_plan(plan_id, interrupted ? "interrupted" : "ok");
+  return plan_id;
+}
 
-  // Report.
+// The simulated plan as the report reads it: each config's probe at the target and capacity.
+struct PlanOutcome {
+  const PlanSpec& spec;
+  const std::vector<PlanConfig>& configs;
+  const PlanResults& results;
+  bool have_capacity() const { return !spec.target_rate || spec.capacity; }
+  const PlanProbe* probe_at_target(const PlanConfig& c) const {
+    auto it = results.find(c.index);
+    if (it == results.end() || !it->second.at_target) return nullptr;
+    return &it->second.probes[*it->second.at_target];
+  }
+  double capacity_of(const PlanConfig& c) const {
+    auto it = results.find(c.index);
+    return it == results.end() ? 0.0 : it->second.capacity_rps;
+  }
+  // The probe the top table shows: at the target, else the one at the config's capacity.
+  const PlanProbe* shown_probe(const PlanConfig& c) const {
+    const PlanProbe* p = probe_at_target(c);
+    if (p) return p;
+    for (const PlanProbe& q : results.at(c.index).probes) {
+      if (q.meets && q.rate == capacity_of(c)) p = &q;
+    }
+    return p;
+  }
+};
+
+// The configs meeting the SLO, best first: by cost (ties: more tokens/s per GPU) at a target
+// rate, else by capacity per dollar.
+std::vector<const PlanConfig*> rank_configs(const PlanOutcome& o) {
+  std::vector<const PlanConfig*> ranked;
+  for (const PlanConfig& c : o.configs) {
+    if (c.status == ConfigStatus::kMeets) ranked.push_back(&c);
+  }
+  if (o.spec.target_rate) {
+    std::stable_sort(ranked.begin(), ranked.end(), [&](const PlanConfig* a, const PlanConfig* b) {
+      if (a->cost_per_hour != b->cost_per_hour) return a->cost_per_hour < b->cost_per_hour;
+      return o.probe_at_target(*a)->tokens_per_s_per_gpu >
+             o.probe_at_target(*b)->tokens_per_s_per_gpu;
+    });
+  } else {
+    std::stable_sort(ranked.begin(), ranked.end(), [&](const PlanConfig* a, const PlanConfig* b) {
+      return o.capacity_of(*a) / a->cost_per_hour > o.capacity_of(*b) / b->cost_per_hour;
+    });
+  }
+  return ranked;
+}
+
+// A config on the Pareto frontier: x and y are both to maximise.
+struct FrontPoint {
+  const PlanConfig* c;
+  double x, y;
+};
+
+// The frontier of the ranked configs: cost against capacity when capacities were searched
+// (cost ascending), else tokens/s per user against tokens/s per GPU (tokens/s/user ascending).
+std::vector<FrontPoint> pareto_front(const PlanOutcome& o,
+                                     const std::vector<const PlanConfig*>& ranked) {
+  std::vector<FrontPoint> pts;
+  for (const PlanConfig* c : ranked) {
+    if (o.have_capacity()) {
+      pts.push_back({c, -c->cost_per_hour, o.capacity_of(*c)});
+    } else {
+      const PlanProbe* p = o.probe_at_target(*c);
+      pts.push_back({c, p->tokens_per_s_per_user, p->tokens_per_s_per_gpu});
+    }
+  }
+  std::vector<FrontPoint> front;
+  for (const FrontPoint& a : pts) {
+    bool dominated = false;
+    for (const FrontPoint& b : pts) {
+      if (b.x >= a.x && b.y >= a.y && (b.x > a.x || b.y > a.y)) dominated = true;
+    }
+    if (!dominated) front.push_back(a);
+  }
+  std::stable_sort(front.begin(), front.end(), [&](const FrontPoint& a, const FrontPoint& b) {
+    return o.have_capacity() ? a.x > b.x : a.x < b.x;
+  });
+  return front;
+}
+
+// Configs per status, every status named (0 where none has it).
+std::map<std::string, size_t> status_counts(const std::vector<PlanConfig>& configs) {
   std::map<std::string, size_t> counts;
+  for (const ConfigStatus s : {ConfigStatus::kPruned, ConfigStatus::kMeets, ConfigStatus::kFails,
+                               ConfigStatus::kError, ConfigStatus::kNotRun}) {
+    counts[status_name(s)] = 0;
+  }
   for (const PlanConfig& c : configs) ++counts[status_name(c.status)];
+  return counts;
+}
+
+// The plan, the question, the SLO and what became of the configs.
+void print_plan_header(const PlanSpec& spec, const std::vector<PlanConfig>& configs,
+                       size_t simulations, double wall_s, std::ostream& out) {
+  std::map<std::string, size_t> counts = status_counts(configs);
   out << fmt::format("plan       {} ({})\n", spec.name, spec.source);
   out << fmt::format("question   {}\n",
-                     spec.target_rate ? fmt::format("cheapest config meeting the SLO at {:.3f} req/s",
-                                                    *spec.target_rate)
-                                      : std::string("serving capacity (max req/s under the SLO) "
-                                                    "of every config"));
+                     spec.target_rate
+                         ? fmt::format("cheapest config meeting the SLO at {:.3f} req/s",
+                                       *spec.target_rate)
+                         : std::string("serving capacity (max req/s under the SLO) of every "
+                                       "config"));
   out << fmt::format("slo        {}, attainment >= {:.0f} %, sustained >= {:.0f} % of offered\n",
                      fmt::join(spec.slo, ", "), spec.attainment * 100,
                      spec.search.min_throughput_ratio * 100);
-  out << fmt::format("configs    {} expanded: {} pruned, {} simulated ({} meet, {} fail), {} error, "
-                     "{} not run; {} simulations in {:.1f} s\n",
+  out << fmt::format("configs    {} expanded: {} pruned, {} simulated ({} meet, {} fail), {} "
+                     "error, {} not run; {} simulations in {:.1f} s\n",
                      configs.size(), counts["pruned"], counts["meets"] + counts["fails"],
-                     counts["meets"], counts["fails"], counts["error"], counts["not run"], simulations,
-                     wall_s);
+                     counts["meets"], counts["fails"], counts["error"], counts["not run"],
+                     simulations, wall_s);
   for (const PlanConfig& c : configs) {
     if (c.status == ConfigStatus::kError) {
       out << fmt::format("error      #{} {}: {}\n", c.index, c.label, c.reason);
     }
   }
+}
 
-  auto probe_at_target = [&](const PlanConfig& c) -> const PlanProbe* {
-    auto it = results.find(c.index);
-    if (it == results.end() || !it->second.at_target) return nullptr;
-    return &it->second.probes[*it->second.at_target];
-  };
-  auto capacity_of = [&](const PlanConfig& c) {
-    auto it = results.find(c.index);
-    return it == results.end() ? 0.0 : it->second.capacity_rps;
-  };
-  const bool have_capacity = !spec.target_rate || spec.capacity;
-  std::vector<const PlanConfig*> ranked;
-  for (const PlanConfig& c : configs) {
-    if (c.status == ConfigStatus::kMeets) ranked.push_back(&c);
-  }
-  if (spec.target_rate) {
-    std::stable_sort(ranked.begin(), ranked.end(), [&](const PlanConfig* a, const PlanConfig* b) {
-      if (a->cost_per_hour != b->cost_per_hour) return a->cost_per_hour < b->cost_per_hour;
-      return probe_at_target(*a)->tokens_per_s_per_gpu > probe_at_target(*b)->tokens_per_s_per_gpu;
-    });
-  } else {
-    std::stable_sort(ranked.begin(), ranked.end(), [&](const PlanConfig* a, const PlanConfig* b) {
-      return capacity_of(*a) / a->cost_per_hour > capacity_of(*b) / b->cost_per_hour;
-    });
-  }
+// The chosen config and the top table.
+void print_ranking(const PlanOutcome& o, const std::vector<const PlanConfig*>& ranked,
+                   std::ostream& out) {
+  const PlanSpec& spec = o.spec;
   if (ranked.empty()) {
     out << "\nno config meets the SLO" << (spec.target_rate ? " at the target rate" : "")
         << "; see servesim plan --explain CONFIG\n";
   } else {
     const PlanConfig& best = *ranked.front();
-    out << fmt::format("\n{} #{} {}: {} GPUs, ${:.2f}/hour", spec.target_rate ? "cheapest" : "best req/s per $",
-                       best.index, best.label, best.num_gpus, best.cost_per_hour);
-    if (have_capacity) out << fmt::format(", serving capacity {:.3f} req/s", capacity_of(best));
+    out << fmt::format("\n{} #{} {}: {} GPUs, ${:.2f}/hour",
+                       spec.target_rate ? "cheapest" : "best req/s per $", best.index, best.label,
+                       best.num_gpus, best.cost_per_hour);
+    if (o.have_capacity()) {
+      out << fmt::format(", serving capacity {:.3f} req/s", o.capacity_of(best));
+    }
     out << "\n";
   }
   out << fmt::format("\ntop {} ({}):\n", std::min<size_t>(spec.top, ranked.size()),
                      spec.target_rate ? "meeting the SLO, by cost" : "by capacity per dollar");
-  out << fmt::format("{:>5}  {:<64} {:>4} {:>8} {:>9} {:>9} {:>9} {:>7} {:>9} {:>9}\n", "#", "config",
-                     "GPUs", "$/hour", "TTFT p99", "TPOT p50", "TBT p99", "attain", "tok/s/GPU",
-                     have_capacity ? "cap req/s" : "");
+  out << fmt::format("{:>5}  {:<64} {:>4} {:>8} {:>9} {:>9} {:>9} {:>7} {:>9} {:>9}\n", "#",
+                     "config", "GPUs", "$/hour", "TTFT p99", "TPOT p50", "TBT p99", "attain",
+                     "tok/s/GPU", o.have_capacity() ? "cap req/s" : "");
   for (size_t k = 0; k < ranked.size() && k < static_cast<size_t>(spec.top); ++k) {
     const PlanConfig& c = *ranked[k];
-    const PlanProbe* p = probe_at_target(c);
-    if (!p) {
-      const auto& probes = results.at(c.index).probes;
-      for (const PlanProbe& q : probes) {
-        if (q.meets && q.rate == capacity_of(c)) p = &q;
-      }
-    }
-    out << fmt::format("{:>5}  {:<64} {:>4} {:>8.2f} {:>7.0f}ms {:>7.1f}ms {:>7.1f}ms {:>6.1f}% {:>9.1f} {:>9}\n",
-                       c.index, c.label.substr(0, 64), c.num_gpus, c.cost_per_hour,
-                       p ? p->ttft_p99_s * 1e3 : 0.0, p ? p->tpot_p50_s * 1e3 : 0.0,
-                       p ? p->tbt_p99_s * 1e3 : 0.0, p ? p->slo_attainment * 100 : 0.0,
-                       p ? p->tokens_per_s_per_gpu : 0.0,
-                       have_capacity ? fmt::format("{:.3f}", capacity_of(c)) : std::string());
+    const PlanProbe* p = o.shown_probe(c);
+    out << fmt::format(
+        "{:>5}  {:<64} {:>4} {:>8.2f} {:>7.0f}ms {:>7.1f}ms {:>7.1f}ms {:>6.1f}% {:>9.1f} {:>9}\n",
+        c.index, c.label.substr(0, 64), c.num_gpus, c.cost_per_hour,
+        p ? p->ttft_p99_s * 1e3 : 0.0, p ? p->tpot_p50_s * 1e3 : 0.0,
+        p ? p->tbt_p99_s * 1e3 : 0.0, p ? p->slo_attainment * 100 : 0.0,
+        p ? p->tokens_per_s_per_gpu : 0.0,
+        o.have_capacity() ? fmt::format("{:.3f}", o.capacity_of(c)) : std::string());
   }
+}
 
-  // Pareto frontier.
-  struct Point {
-    const PlanConfig* c;
-    double x, y;  // both to maximise
-  };
-  std::vector<Point> pts;
-  for (const PlanConfig* c : ranked) {
-    if (have_capacity) {
-      pts.push_back({c, -c->cost_per_hour, capacity_of(*c)});
-    } else {
-      const PlanProbe* p = probe_at_target(*c);
-      pts.push_back({c, p->tokens_per_s_per_user, p->tokens_per_s_per_gpu});
-    }
-  }
-  std::vector<Point> front;
-  for (const Point& a : pts) {
-    bool dominated = false;
-    for (const Point& b : pts) {
-      if (b.x >= a.x && b.y >= a.y && (b.x > a.x || b.y > a.y)) dominated = true;
-    }
-    if (!dominated) front.push_back(a);
-  }
-  // Cost ascending (x = -cost) for the cost frontier; tokens/s/user ascending otherwise.
-  std::stable_sort(front.begin(), front.end(), [&](const Point& a, const Point& b) {
-    return have_capacity ? a.x > b.x : a.x < b.x;
-  });
-  if (have_capacity) {
+void print_frontier(const PlanOutcome& o, const std::vector<FrontPoint>& front,
+                    std::ostream& out) {
+  if (o.have_capacity()) {
     out << "\nPareto frontier (cost vs serving capacity):\n";
-    for (const Point& p : front) {
-      out << fmt::format("  ${:>8.2f}/hour  {:>9.3f} req/s  #{} {}\n", -p.x, p.y, p.c->index, p.c->label);
+    for (const FrontPoint& p : front) {
+      out << fmt::format("  ${:>8.2f}/hour  {:>9.3f} req/s  #{} {}\n", -p.x, p.y, p.c->index,
+                         p.c->label);
     }
   } else {
     out << "\nPareto frontier (tokens/s/user vs tokens/s/GPU at the target rate):\n";
-    for (const Point& p : front) {
-      out << fmt::format("  {:>8.1f} tok/s/user  {:>9.1f} tok/s/GPU  ${:.2f}/hour  #{} {}\n", p.x, p.y,
-                         p.c->cost_per_hour, p.c->index, p.c->label);
+    for (const FrontPoint& p : front) {
+      out << fmt::format("  {:>8.1f} tok/s/user  {:>9.1f} tok/s/GPU  ${:.2f}/hour  #{} {}\n", p.x,
+                         p.y, p.c->cost_per_hour, p.c->index, p.c->label);
     }
   }
+}
 
-  // A digest of every verdict and simulation (fingerprints), independent of --jobs and ranks.
+// A digest of every verdict and simulation (fingerprints), independent of --jobs and ranks.
+uint64_t plan_digest(const std::vector<PlanConfig>& configs, const PlanResults& results) {
   uint64_t h = 1469598103934665603ull;
   for (const PlanConfig& c : configs) {
     h = fnv(h, fmt::format("{}|{}|{}|", c.index, status_name(c.status), c.reason));
@@ -747,75 +799,146 @@ int run_plan(const std::string& plan_path, const PlanRunOptions& options,
       h = fnv(h, fmt::format("{}|{}|{}|", p.rate, p.meets, p.fingerprint));
     }
   }
-  out << fmt::format("\nplan digest {:016x}\n", h);
+  return h;
+}
+
+// One config in the `plan --json` document.
+Json config_json(const PlanOutcome& o, const PlanConfig& c) {
+  Json j = {{"index", c.index},
+            {"label", c.label},
+            {"gpu", c.gpu},
+            {"policy", c.policy},
+            {"num_gpus", c.num_gpus},
+            {"cost_per_hour", c.cost_per_hour},
+            {"status", status_name(c.status)},
+            {"reason", c.reason}};
+  j["capacity_rps"] = o.have_capacity() ? Json(o.capacity_of(c)) : Json(nullptr);
+  if (const PlanProbe* p = o.probe_at_target(c)) {
+    j["at_target"] = {{"slo_attainment", p->slo_attainment},
+                      {"goodput_tokens_per_s", p->goodput_tokens_per_s},
+                      {"ttft_p99_s", p->ttft_p99_s},
+                      {"tpot_p50_s", p->tpot_p50_s},
+                      {"tbt_p99_s", p->tbt_p99_s},
+                      {"tokens_per_s_per_gpu", p->tokens_per_s_per_gpu}};
+  }
+  return j;
+}
+
+// How many configs were pruned for each reason (the text before its first ':').
+Json pruned_by_reason(const std::vector<PlanConfig>& configs) {
+  std::map<std::string, int> pruned;
+  for (const PlanConfig& c : configs) {
+    if (c.status != ConfigStatus::kPruned) continue;
+    ++pruned[c.reason.find("over the budget") != std::string::npos
+                 ? std::string("over the GPU budget")
+                 : c.reason.substr(0, c.reason.find(':'))];
+  }
+  Json pruned_json = Json::object();
+  for (const auto& [reason, n] : pruned) pruned_json[reason] = n;
+  return pruned_json;
+}
+
+// What the report printed, as a document (the `plan --json` schema in docs/results.md).
+struct PlanReport {
+  std::vector<const PlanConfig*> ranked;
+  std::vector<FrontPoint> front;
+  size_t simulations = 0;
+  double wall_s = 0;
+  uint64_t digest = 0;
+  int64_t plan_id = -1;
+};
+
+Json plan_json(const PlanOutcome& o, const PlanReport& r, const PlanRunOptions& options) {
+  const PlanSpec& spec = o.spec;
+  Json doc = Json::object();
+  doc["command"] = "plan";
+  doc["plan"] = spec.name;
+  doc["source"] = spec.source;
+  doc["mode"] = spec.target_rate ? "target" : "max";
+  doc["target_rate_per_s"] = spec.target_rate ? Json(*spec.target_rate) : Json(nullptr);
+  doc["objectives"] = spec.slo;
+  doc["attainment"] = spec.attainment;
+  doc["min_throughput_ratio"] = spec.search.min_throughput_ratio;
+  Json counts = Json::object();
+  for (const auto& [name, n] : status_counts(o.configs)) counts[name] = n;
+  doc["configs"] = o.configs.size();
+  doc["status_counts"] = counts;
+  doc["simulations"] = r.simulations;
+  doc["wall_s"] = r.wall_s;
+  doc["chosen"] = r.ranked.empty() ? Json(nullptr) : config_json(o, *r.ranked.front());
+  Json top = Json::array();
+  for (size_t k = 0; k < r.ranked.size() && k < static_cast<size_t>(spec.top); ++k) {
+    top.push_back(config_json(o, *r.ranked[k]));
+  }
+  doc["top"] = top;
+  Json frontier = Json::array();
+  for (const FrontPoint& p : r.front) frontier.push_back(config_json(o, *p.c));
+  doc["frontier"] = frontier;
+  doc["pruned_by_reason"] = pruned_by_reason(o.configs);
+  doc["digest"] = fmt::format("{:016x}", r.digest);
+  doc["db"] = options.db_path.empty() ? Json(nullptr) : Json(options.db_path);
+  doc["plan_id"] = r.plan_id >= 0 ? Json(r.plan_id) : Json(nullptr);
+  return doc;
+}
+
+}  // namespace
+
+int run_plan(const std::string& plan_path, const PlanRunOptions& options,
+             const scenarios::DataRoot& root, std::ostream& out) {
+  const PlanSpec spec = load_plan(plan_path, root);
+  const SloCriteria criteria = SloCriteria::parse(spec.slo, spec.attainment,
+                                                  spec.search.min_throughput_ratio, plan_path,
+                                                  "slo");
+  std::vector<PlanConfig> configs = expand_plan(spec);
+  const PlanConfig* only = selected_config(configs, options, plan_path);
+  std::vector<ConfigIssue> issues;
+  std::map<std::string, bool> reported;
+  for (PlanConfig& c : configs) {
+    // --explain also needs the earlier configs of its chain (warm starts).
+    if (only && (c.chain != only->chain || c.index > only->index)) continue;
+    prune_config(spec, c, criteria, root, issues, reported);
+  }
+  if (!issues.empty()) throw ConfigError(plan_path, issues);
+  const PlanContext ctx{spec, criteria, root};
+  if (only && !options.emit.empty()) {
+    const PlanConfig& c = configs[static_cast<size_t>(only->index)];
+    std::optional<std::pair<std::string, double>> rate;
+    if (spec.target_rate && c.status != ConfigStatus::kError) {
+      rate = std::make_pair(config_rate_knob(spec, c, criteria, root), *spec.target_rate);
+    }
+    out << config_document(spec, c, criteria, rate).dump(2) << "\n";
+    return 0;
+  }
+  if (only) {
+    explain_config(ctx, configs, configs[static_cast<size_t>(only->index)], out);
+    return 0;
+  }
+
+  const auto wall0 = std::chrono::steady_clock::now();
+  const std::optional<PlanResults> results = simulate_survivors(ctx, configs, options);
+  if (!results) return 0;  // a rank other than 0: rank 0 reports
+  PlanReport report;
+  report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  report.simulations = apply_verdicts(spec, *results, configs);
+  const bool interrupted = plan_interrupted().load();
+  if (!options.db_path.empty()) {
+    report.plan_id = store_plan(options.db_path, spec, configs, *results, interrupted);
+  }
+  const PlanOutcome outcome{spec, configs, *results};
+  report.ranked = rank_configs(outcome);
+  report.front = pareto_front(outcome, report.ranked);
+  report.digest = plan_digest(configs, *results);
+  print_plan_header(spec, configs, report.simulations, report.wall_s, out);
+  print_ranking(outcome, report.ranked, out);
+  print_frontier(outcome, report.front, out);
+  out << fmt::format("\nplan digest {:016x}\n", report.digest);
   if (!options.db_path.empty()) {
     out << fmt::format("results    {} (plan_id {}; tables plan, plan_config, plan_run, run, ...)\n",
-                       options.db_path, stored_plan_id);
+                       options.db_path, report.plan_id);
   }
-  if (options.json) {
-    // The `plan --json` document (schema in docs/results.md).
-    Json doc = Json::object();
-    doc["command"] = "plan";
-    doc["plan"] = spec.name;
-    doc["source"] = spec.source;
-    doc["mode"] = spec.target_rate ? "target" : "max";
-    doc["target_rate_per_s"] = spec.target_rate ? Json(*spec.target_rate) : Json(nullptr);
-    doc["objectives"] = spec.slo;
-    doc["attainment"] = spec.attainment;
-    doc["min_throughput_ratio"] = spec.search.min_throughput_ratio;
-    Json status_counts = Json::object();
-    for (const auto& [name, n] : counts) status_counts[name] = n;
-    doc["configs"] = configs.size();
-    doc["status_counts"] = status_counts;
-    doc["simulations"] = simulations;
-    doc["wall_s"] = wall_s;
-    auto config_json = [&](const PlanConfig& c) {
-      Json j = {{"index", c.index},
-                {"label", c.label},
-                {"gpu", c.gpu},
-                {"policy", c.policy},
-                {"num_gpus", c.num_gpus},
-                {"cost_per_hour", c.cost_per_hour},
-                {"status", status_name(c.status)},
-                {"reason", c.reason}};
-      j["capacity_rps"] = have_capacity ? Json(capacity_of(c)) : Json(nullptr);
-      const PlanProbe* p = probe_at_target(c);
-      if (p) {
-        j["at_target"] = {{"slo_attainment", p->slo_attainment},
-                          {"goodput_tokens_per_s", p->goodput_tokens_per_s},
-                          {"ttft_p99_s", p->ttft_p99_s},
-                          {"tpot_p50_s", p->tpot_p50_s},
-                          {"tbt_p99_s", p->tbt_p99_s},
-                          {"tokens_per_s_per_gpu", p->tokens_per_s_per_gpu}};
-      }
-      return j;
-    };
-    doc["chosen"] = ranked.empty() ? Json(nullptr) : config_json(*ranked.front());
-    Json top = Json::array();
-    for (size_t k = 0; k < ranked.size() && k < static_cast<size_t>(spec.top); ++k) {
-      top.push_back(config_json(*ranked[k]));
-    }
-    doc["top"] = top;
-    Json frontier = Json::array();
-    for (const Point& p : front) frontier.push_back(config_json(*p.c));
-    doc["frontier"] = frontier;
-    std::map<std::string, int> pruned;
-    for (const PlanConfig& c : configs) {
-      if (c.status != ConfigStatus::kPruned) continue;
-      ++pruned[c.reason.find("over the budget") != std::string::npos
-                   ? std::string("over the GPU budget")
-                   : c.reason.substr(0, c.reason.find(':'))];
-    }
-    Json pruned_json = Json::object();
-    for (const auto& [reason, n] : pruned) pruned_json[reason] = n;
-    doc["pruned_by_reason"] = pruned_json;
-    doc["digest"] = fmt::format("{:016x}", h);
-    doc["db"] = options.db_path.empty() ? Json(nullptr) : Json(options.db_path);
-    doc["plan_id"] = stored_plan_id >= 0 ? Json(stored_plan_id) : Json(nullptr);
-    std::cout << doc.dump(2) << "\n";
-  }
+  if (options.json) std::cout << plan_json(outcome, report, options).dump(2) << "\n";
   if (interrupted) return 130;
-  return ranked.empty() ? 1 : 0;
+  return report.ranked.empty() ? 1 : 0;
 }
 
 }  // namespace servesim::app
