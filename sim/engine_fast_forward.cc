@@ -1,0 +1,231 @@
+// Engine::Impl, decode runs and the exact fast-forward of steady decode
+// (EngineConfig::fast_forward): iterations run in a loop instead of through events, with
+// identical results (docs/speed.md).
+#include "sim/engine_impl.h"
+
+namespace servesim::sim {
+
+bool Engine::Impl::extend_decode_run(InstanceState& inst) {
+  DecodeRun& run = inst.decode_run;
+  const SeqView& seq = inst.running[static_cast<size_t>(run.count)];
+  if (seq.split_tokens != 0 || !seq.is_decode()) return false;
+  add_to_decode_run(seq, static_cast<int32_t>(run.count), inst.setup.block_size, run,
+                    inst.run_to_first_finish, inst.run_crossers);
+  return true;
+}
+
+void Engine::Impl::complete_decode_run(InstanceState& inst) {
+  while (inst.decode_run.count < static_cast<int64_t>(inst.running.size()) &&
+         extend_decode_run(inst)) {
+  }
+  inst.run_ready = true;
+}
+
+void Engine::Impl::find_decode_run(InstanceState& inst) {
+  if (inst.run_ready) return;
+  clear_decode_run(inst);
+  complete_decode_run(inst);
+}
+
+bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
+  const int64_t run = inst.batch_decodes;
+  const bool charged = (inst.batch_interference_ns | inst.batch_recompute_ns) != 0;
+  const int64_t block_size = inst.setup.block_size;
+  bool any_finished = false;
+  int32_t finished = 0;
+  clear_decode_run(inst);
+  // The new run's sums, kept in locals for the loop.
+  DecodeRun next;
+  int64_t to_first_finish = std::numeric_limits<int64_t>::max();
+  inst.stats.decode_tokens += run;
+  for (int64_t pos = 0; pos < run; ++pos) {
+    SeqView& seq = inst.running[static_cast<size_t>(pos)];
+    seq.computed_tokens++;
+    RequestState& rs = requests[static_cast<size_t>(seq.id)];
+    if (charged) {
+      RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+      x.interference_ns += inst.batch_interference_ns;
+      x.recompute_ns += inst.batch_recompute_ns;
+    }
+    // (The general loop's other case, prompt tokens computed, is not one of a decode step.)
+    if (inst.setup.prefix_caching && seq.computed_tokens % block_size == 0) {
+      kv.register_computed_blocks(inst, seq);
+    }
+    seq.generated_tokens++;
+    record_token(seq.id, rs, t_ns);
+    if (seq.generated_tokens == seq.output_tokens) {
+      any_finished = true;
+      finished++;
+    } else {
+      add_to_decode_run(seq, static_cast<int32_t>(pos) - finished, block_size, next,
+                        to_first_finish, inst.run_crossers);
+    }
+  }
+  inst.decode_run = next;
+  inst.run_to_first_finish = to_first_finish;
+  return any_finished;
+}
+
+bool Engine::Impl::fast_forward(size_t i) {
+  InstanceState& inst = instances[i];
+  if (!config.fast_forward || inst.running.empty() || !inst.waiting.empty() || !handoffs.empty() ||
+      inst.setup.kv_reserved_only || inst.batch_load_ns != 0) {
+    return false;
+  }
+  const SimTime horizon = queue.empty() ? SimTime::max() : queue.top().time;
+  if (horizon <= now) return false;
+  const int64_t block_size = inst.setup.block_size;
+  // Steady decode: the decode run is every running request.
+  find_decode_run(inst);
+  const size_t decodes = inst.running.size();
+  if (inst.decode_run.count != static_cast<int64_t>(decodes)) return false;
+  if (!inst.setup.batching->plans_steady_decode(instance_view(i))) return false;
+  // With prefix caching, decode steps register nothing unless a request's hash ids cover its
+  // answer (keys still to register: KvManager::register_computed_blocks()); such instances step.
+  if (inst.setup.prefix_caching) {
+    for (const SeqView& seq : inst.running) {
+      if (kv.registering(seq.id)) return false;
+    }
+  }
+  const int32_t target = static_cast<int32_t>(i);
+  // Iterations until the first request finishes (that iteration included). A step needs a new
+  // block where its context outgrows the blocks held (by one token: the KV always holds the
+  // computed tokens): crossers are the positions whose context in the current iteration
+  // exceeds what their blocks hold. From the second iteration on, contexts[pos] is that context
+  // and caps[pos] the tokens running[pos]'s blocks take (blocks * block_size); in the first,
+  // the decode run gives the crossers and each context is computed_tokens + 1. context_sum, the
+  // sum of the contexts, is all the cost model needs of a decode batch (it grows by the batch
+  // size each iteration).
+  int64_t to_first_finish = inst.run_to_first_finish;
+  int64_t context_sum = inst.decode_run.context_sum;
+  std::vector<int32_t>& crossers = ff_crossers_;
+  crossers.swap(inst.run_crossers);
+  inst.run_ready = false;  // the iterations below change `running`
+  std::vector<int64_t>& contexts = ff_contexts_;
+  std::vector<int64_t>& caps = ff_caps_;
+  bool per_position = false;  // contexts and caps filled
+  const auto context_of = [&](size_t pos) {
+    return per_position ? contexts[pos] : inst.running[pos].computed_tokens + 1;
+  };
+  // The batch: every running request's decode step (a decode run), as on_schedule() plans it.
+  inst.batch.clear();
+  inst.batch_decodes = static_cast<int64_t>(decodes);
+  // From the second iteration on, every running request's previous token came at the
+  // iteration's start, so every gap is the iteration's duration: the tokens are recorded for the
+  // whole batch at once and each request's state is brought up to date when the span ends
+  // (settle). contexts[pos] stays computed_tokens + 1 of the current iteration.
+  int64_t lag = 0;  // tokens each request computed and sampled that its state does not show yet
+  int64_t lag_last_ns = 0, lag_max_gap = 0, lag_violations = 0;
+  int64_t measured_requests = -1;  // not warm-up: their gaps go into the TBT histogram
+  auto settle = [&] {
+    if (lag == 0) return;
+    for (SeqView& seq : inst.running) {
+      seq.computed_tokens += lag;
+      seq.generated_tokens += lag;
+      RequestState& rs = requests[static_cast<size_t>(seq.id)];
+      rs.last_token_ns = lag_last_ns;
+      rs.max_tbt_ns = std::max(rs.max_tbt_ns, lag_max_gap);
+      rs.tbt_violations += lag_violations;
+    }
+    lag = 0;
+  };
+  for (bool first = true;; first = false) {
+    int64_t new_blocks = 0;
+    for (const int32_t pos : crossers) {
+      new_blocks += extra_blocks_for(context_of(static_cast<size_t>(pos)),
+                                     inst.running[pos].blocks, block_size);
+    }
+    if (new_blocks > inst.free_blocks) {
+      settle();
+      request_schedule(i);
+      return true;
+    }
+    // The iteration starts now: on_schedule() with a plan of every running decode step.
+    fingerprint(Event{now, Phase::kSchedule, EventKind::kSchedule, target, 0, 0});
+    result.events++;
+    inst.setup.batching->on_steady_decode_step(instance_view(i));
+    if (new_blocks > 0) {
+      for (const int32_t pos : crossers) {
+        SeqView& seq = inst.running[pos];
+        seq.blocks +=
+            extra_blocks_for(context_of(static_cast<size_t>(pos)), seq.blocks, block_size);
+        if (per_position) caps[pos] = seq.blocks * block_size;
+      }
+      kv.take_blocks(inst, new_blocks);
+    }
+    // Blocks reserved for KV on its way here count too, as on_schedule() counts them.
+    inst.stats.peak_used_blocks =
+        std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
+    const models::IterationCostModel& cost = *inst.setup.cost_model;
+    const auto n = static_cast<int64_t>(decodes);
+    const std::optional<Duration> from_sums = cost.decode_iteration_time({n, context_sum, n});
+    const Duration d = from_sums
+                           ? *from_sums
+                           : cost.iteration_time(decode_shape(inst.shape, decodes, context_of));
+    if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
+    inst.batch_interference_ns = 0;
+    inst.batch_recompute_ns = 0;
+    result.fast_forwarded_iterations++;
+    result.decode_run_iterations++;
+    if (now + d >= horizon || to_first_finish == 1) {
+      settle();
+      inst.busy = true;
+      inst.batch_start = now;
+      inst.batch_end = now + d;
+      push(now + d, Phase::kComplete, EventKind::kBatchDone, target);
+      return true;
+    }
+    // It ends: on_batch_done() of a batch where nothing finishes.
+    now += d;
+    fingerprint(Event{now, Phase::kComplete, EventKind::kBatchDone, target, 0, 0});
+    result.events++;
+    inst.stats.iterations++;
+    inst.stats.busy_ns += d.count();
+    inst.stats.decode_tokens += static_cast<int64_t>(inst.running.size());
+    inst.stats.batch_requests.add(static_cast<int64_t>(inst.running.size()));
+    inst.stats.batch_tokens.add(static_cast<int64_t>(inst.running.size()));
+    const int64_t t_ns = now.time_since_epoch().count();
+    crossers.clear();
+    if (!per_position) {
+      // The first iteration ended (no request's state has moved yet): the next contexts.
+      contexts.resize(decodes);
+      caps.resize(decodes);
+      for (size_t pos = 0; pos < decodes; ++pos) {
+        const SeqView& seq = inst.running[pos];
+        contexts[pos] = seq.computed_tokens + 2;
+        caps[pos] = seq.blocks * block_size;
+        if (contexts[pos] > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
+      }
+      per_position = true;
+    } else {
+      for (size_t pos = 0; pos < decodes; ++pos) {
+        if (++contexts[pos] > caps[pos]) crossers.push_back(static_cast<int32_t>(pos));
+      }
+    }
+    context_sum += static_cast<int64_t>(decodes);
+    if (first || config.record_token_times) {
+      for (SeqView& seq : inst.running) {
+        seq.computed_tokens++;
+        seq.generated_tokens++;
+        record_token(seq.id, requests[static_cast<size_t>(seq.id)], t_ns);
+      }
+      flush_gaps();
+    } else {
+      // record_token() of every request, with the same gap.
+      lag++;
+      lag_last_ns = t_ns;
+      lag_max_gap = std::max(lag_max_gap, d.count());
+      if (config.slo.tbt_p99 && d > *config.slo.tbt_p99) lag_violations++;
+      if (measured_requests < 0) {
+        measured_requests = 0;
+        for (const SeqView& seq : inst.running) {
+          if (!requests[static_cast<size_t>(seq.id)].warmup) measured_requests++;
+        }
+      }
+      if (measured_requests > 0) result.tbt_ns.add(d.count(), measured_requests);
+    }
+    to_first_finish--;
+  }
+}
+
+}  // namespace servesim::sim

@@ -1,0 +1,346 @@
+// The engine's state and the declarations of its parts. Internal to servesim_sim: included only
+// by the files that define Engine::Impl's members (docs/architecture.md "The engine's files"):
+//   engine.cc              construction, events, batching and completion, the main loop
+//   engine_arrivals.cc     request sources (open and closed loop, warm-up, sessions) and routing
+//   engine_fast_forward.cc decode runs and the exact fast-forward of steady decode
+//   engine_kv_transfer.cc  disaggregated KV hand-offs from prefill to decode instances
+//   engine_sampling.cc     time-series samples and the idle / stalled checks
+//   engine_elastic.cc      elastic clusters: controller ticks, starting and retiring instances
+// Contract: every member keeps the meaning it has in this declaration whichever file defines it;
+// the event fingerprint and every result are those of one engine, however it is split.
+#pragma once
+
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <set>
+#include <span>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+#include "sim/core/rng.h"
+#include "sim/event_queue.h"
+#include "sim/instance_state.h"
+#include "sim/kv_manager.h"
+#include "sim/prefix_cache.h"
+
+namespace servesim::sim {
+namespace detail {
+
+// A prefilled request on its way from a prefill to a decode instance.
+struct Handoff {
+  SeqView seq;            // as it left the prefill instance's running list (blocks held there)
+  int32_t source = -1;    // prefill instance
+  SimTime ready{};        // when its prefill finished
+  SimTime prefill_start{};  // start of the iteration that finished the prefill
+  int64_t reserved_blocks = 0;  // on the decode instance, once the transfer started
+};
+
+// The event fingerprint's hash step.
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdULL;
+  return h ^ (h >> 33);
+}
+
+}  // namespace detail
+
+using namespace detail;  // the engine's own state (sim/instance_state.h) and KV manager
+
+struct Engine::Impl {
+  EngineConfig config;
+  std::vector<InstanceState> instances;
+  std::unique_ptr<RoutingPolicy> router;
+  std::unique_ptr<RoutingPolicy> decode_router;
+  Workload workload;
+  RecordListener* listener;
+
+  std::vector<RequestState> requests;
+  std::vector<RequestExtras> extras;  // by request id, like `requests`
+  KvManager kv{instances, workload.requests, requests, extras};  // KV blocks and prefix cache
+  std::vector<std::vector<int64_t>> token_times;  // by request id, with config.record_token_times
+  EventQueue queue;
+  SimTime now{};
+  size_t next_arrival = 0;  // index of the next request to arrive
+  // Open loop: the next request sent at its workload arrival time (later turns of sessions are
+  // skipped: they are sent when the request they follow is done).
+  size_t next_open = 0;
+  // successor[i]: the later turn that follows request i, or -1; empty without sessions.
+  std::vector<RequestId> successor;
+  size_t next_issue = 0;    // closed loop: index of the next request a client sends
+  std::optional<RngStream> client_jitter;  // closed loop: think_time_jitter draws
+  // Benchmark phases (ClosedLoopSpec): warm-up requests are ids [0, warmup_total). Closed-loop
+  // clients send requests below issue_limit; open-loop arrivals at or after warmup_total wait
+  // for the measured phase when it starts on the drain, shifted by arrival_shift.
+  size_t warmup_total = 0;
+  int64_t warmup_left = 0;   // warm-up requests neither finished nor rejected
+  bool measured_phase = true;
+  size_t issue_limit = 0;
+  Duration arrival_shift{};
+  std::map<RequestId, SeqView> in_frontend;  // routed requests inside an instance's front end
+  int64_t pending_arrivals = 0;  // arrival events pushed and not yet processed
+  bool sampling_paused = false;  // no sample event pending over an idle span (on_sample)
+  std::vector<RequestId> pending_route;
+  bool route_pending = false;
+  std::vector<InstanceLoad> loads;
+  std::vector<InstanceQueues> queues_view;
+
+  // Disaggregation: prefilled requests waiting for room on a decode instance (FIFO), requests
+  // whose KV is on the wire, and when each link is next free.
+  bool disaggregated = false;
+  int64_t max_decode_blocks = 0;
+  std::deque<Handoff> handoffs;
+  std::map<RequestId, Handoff> in_transit;
+  std::map<std::pair<int32_t, int32_t>, SimTime> link_free_at;
+  std::vector<InstanceLoad> decode_loads;
+
+  int64_t in_system = 0;
+  SimTime in_system_since{};
+  long double in_system_area_ns = 0;  // integral of in_system over time
+
+  RunResult result;
+  int64_t pending_gap_ = -1, pending_gaps_ = 0;  // add_gap(): the run not yet in result.tbt_ns
+  // config.slo.tbt_p99 in ns (no objective: the largest gap), for record_token().
+  int64_t tbt_objective_ns_ = std::numeric_limits<int64_t>::max();
+  models::BatchShape run_shape_;  // price_batch(): a whole shape, for models that need one
+  // fast_forward(): positions in `running` of the requests whose next step needs a new KV block,
+  // the tokens each one's held blocks take, and each one's context in the current iteration.
+  std::vector<int32_t> ff_crossers_;
+  std::vector<int64_t> ff_caps_;
+  std::vector<int64_t> ff_contexts_;
+  bool stopped = false;
+
+  // Elastic clusters: observations since the controller's previous tick, and GPUs held.
+  std::vector<ObservedArrival> observed_arrivals;
+  std::vector<ObservedFinish> observed_finishes;
+  int alive_gpus = 0;
+  int peak_gpus = 0;
+  bool elastic() const { return config.elastic.controller != nullptr; }
+
+  Impl(EngineConfig c, std::vector<InstanceSetup> setups, std::unique_ptr<RoutingPolicy> r,
+       Workload w, RecordListener* l, std::unique_ptr<RoutingPolicy> dr);
+
+  // Fills `successor` from the workload's later turns. Throws std::invalid_argument for a turn
+  // that follows no earlier request, two turns following one request, or sessions combined with
+  // closed-loop clients or warm-up requests.
+  void link_session_turns();
+
+  // ---- event plumbing (engine.cc) ----
+
+  void push(SimTime t, Phase phase, EventKind kind, int32_t target);
+
+  void fingerprint(const Event& e);
+
+  void set_in_system(int64_t delta);
+
+  bool all_done() const;
+
+  // ---- request sources and routing (engine_arrivals.cc) ----
+
+  // Open loop: pushes the arrival of the next request sent at its own time (one is pending at a
+  // time; its arrival pushes the next).
+  void schedule_next_arrival();
+
+  // Request `id` arrives at `t`. Arrival events name their request: closed-loop clients started
+  // at different times issue requests out of time order.
+  void push_arrival(SimTime t, RequestId id);
+
+  // Closed loop: the next request of the workload arrives at `t`, plus its client's jitter draw
+  // (none past the phase's limit).
+  void issue_closed_loop_request(SimTime t);
+
+  // Starts a phase of closed-loop clients at `start`: client k sends at start + k x ramp / clients.
+  void start_clients(SimTime start);
+
+  // A request finished or was rejected: its closed-loop client moves on, and the measured phase
+  // starts when it was the last warm-up request of a draining benchmark.
+  void on_request_done(RequestId id);
+
+  // next_arrival counts processed arrivals; in an open loop it is also the next request to push.
+  void on_arrival(RequestId id);
+
+  void refresh_load(size_t i);
+
+  // Asks the router whether to split the request it just placed on `target`.
+  void apply_split(const ClusterView& view, const RequestSpec& spec, int32_t target, SeqView& seq,
+                   RequestState& rs);
+
+  void on_route();
+
+  // `seq` joins the waiting queue of instance i.
+  void enqueue(size_t i, const SeqView& seq);
+
+  void on_frontend_done(size_t i, RequestId id);
+
+  void request_schedule(size_t i);
+
+  // ---- batching (engine.cc) ----
+
+  // Sets running_pos of running[from..].
+  void reindex_running(InstanceState& inst, size_t from = 0);
+
+  int32_t running_pos_of(const InstanceState& inst, RequestId id) const;
+
+  [[noreturn]] void bad_plan(size_t i, const std::string& what) const;
+
+  // `protected_run`: running[0, protected_run) is the decode run the plan schedules.
+  void apply_preemptions(size_t i, InstanceState& inst, const BatchPlan& plan,
+                         int64_t protected_run);
+
+  void apply_admissions(size_t i, InstanceState& inst, const BatchPlan& plan);
+
+  // ---- decode runs (engine_fast_forward.cc), scheduling (engine.cc) ----
+
+  // Adds running[run.count] to the instance's decode run if it is a one-token decode step of a
+  // request that stays; returns whether it was.
+  bool extend_decode_run(InstanceState& inst);
+  // Adds `seq`, a decode step at position `pos` right after `run`, to `run`, the fewest tokens
+  // left to sample in it and its block crossers. Inlined: the batch-done of a decode run calls it
+  // for every request that stays, with the sums in locals.
+  [[gnu::always_inline]] static void add_to_decode_run(const SeqView& seq, int32_t pos,
+                                                       int64_t block_size, DecodeRun& run,
+                                                       int64_t& to_first_finish,
+                                                       std::vector<int32_t>& crossers) {
+    const int64_t extra = extra_blocks_for(seq.computed_tokens + 1, seq.blocks, block_size);
+    if (extra > 0) {
+      run.new_blocks += extra;
+      crossers.push_back(pos);
+    }
+    run.context_sum += seq.computed_tokens + 1;
+    run.count++;
+    to_first_finish = std::min(to_first_finish, seq.output_tokens - seq.generated_tokens);
+  }
+  static void clear_decode_run(InstanceState& inst) {
+    inst.decode_run = {};
+    inst.run_crossers.clear();
+    inst.run_to_first_finish = std::numeric_limits<int64_t>::max();
+  }
+  // Extends the instance's decode run as far down inst.running as it goes; it is then ready.
+  void complete_decode_run(InstanceState& inst);
+  // Makes the instance's decode run that of inst.running as it is, unless it already is.
+  void find_decode_run(InstanceState& inst);
+
+  // The cost model's time for the planned batch: the decode run (`run` steps) and inst.shape.
+  Duration price_batch(InstanceState& inst, int64_t run);
+
+  void on_schedule(size_t i);
+
+  // ---- completion (engine.cc) ----
+
+  // TBT gaps of one completion, most of them equal (every decode of the batch had its previous
+  // token at the same step): runs of equal gaps go into the histogram as one add.
+  void add_gap(int64_t gap);
+  void flush_gaps();
+
+  // Inlined: called for every token of every request, mostly with its previous token known.
+  [[gnu::always_inline]] void record_token(RequestId id, RequestState& rs, int64_t t_ns) {
+    if (rs.last_token_ns >= 0) {
+      const int64_t gap = t_ns - rs.last_token_ns;
+      if (!rs.warmup) add_gap(gap);
+      rs.max_tbt_ns = std::max(rs.max_tbt_ns, gap);
+      if (gap > tbt_objective_ns_) rs.tbt_violations++;
+    } else {
+      record_first_token(id, rs, t_ns);
+    }
+    rs.last_token_ns = t_ns;
+    if (config.record_token_times) token_times[static_cast<size_t>(id)].push_back(t_ns);
+  }
+  [[gnu::noinline]] void record_first_token(RequestId id, RequestState& rs, int64_t t_ns);
+
+  InstanceView instance_view(size_t i) const;
+
+  // on_batch_done() of the batch's decode run: what its loop over the batch does for each of
+  // running[0, batch_decodes), every one a one-token decode step that samples and stays. Returns
+  // whether one of them finished. The instance's decode run becomes those that did not, at the
+  // positions they will have once the finished ones leave `running`: each is a decode step again.
+  bool advance_decode_run(InstanceState& inst, int64_t t_ns);
+
+  void on_batch_done(size_t i);
+
+  // ---- exact fast-forward of steady decode (engine_fast_forward.cc) ----
+
+  // Called when instance i's batch completed at `now`, instead of asking its policy through a
+  // kSchedule event. When the instance is in steady decode (every running request a plain decode
+  // step, nothing waiting, no hand-off pending, no prefix-cache keys left to register, and its
+  // policy agrees), runs its next iterations here, each exactly as on_schedule() and
+  // on_batch_done() would: the same KV blocks, cost-model call, token times, statistics, and the
+  // kSchedule and kBatchDone events counted and hashed into the fingerprint as if popped. It stops
+  // - before an iteration whose new KV blocks are not free (the policy preempts): a kSchedule
+  //   event is queued at that iteration's start, as stepping would;
+  // - at the iteration that ends at or after the next queued event, or makes a request finish:
+  //   that one is left in flight as an ordinary batch with its kBatchDone event.
+  // Every iteration it runs starts and ends before every queued event, so nothing else could
+  // have happened in between. Returns false, having done nothing, when not in steady decode.
+  bool fast_forward(size_t i);
+
+  // `shape` set to one sampled decode segment of context context_of(pos) for each pos < decodes,
+  // for a model that needs the segments.
+  template <typename ContextOf>
+  static models::BatchShape& decode_shape(models::BatchShape& shape, size_t decodes,
+                                          const ContextOf& context_of) {
+    shape.clear();
+    for (size_t pos = 0; pos < decodes; ++pos) shape.segments.push_back({1, context_of(pos), 1});
+    return shape;
+  }
+
+  // Chunked transfer: the KV of `tokens` new tokens leaves for `dst` as soon as they are computed;
+  // chunks queue FIFO on the link behind whatever it is already carrying.
+  void stream_chunk(size_t src, int32_t dst, int64_t tokens);
+
+  // ---- KV transfers of disaggregation (engine_kv_transfer.cc) ----
+
+  // Starts transfers for waiting hand-offs in FIFO order while the chosen decode instance has room
+  // for the request's KV (head-of-line blocking: the prefill instance keeps holding the KV).
+  void start_transfers();
+
+  void on_transfer_done(size_t d, RequestId id);
+
+  void finish(size_t i, InstanceState& inst, const SeqView& seq);
+
+  // ---- sampling (engine_sampling.cc) ----
+
+  void on_sample();
+
+  // The sampling grid resumes at the first multiple of sample_interval at or after `now` (after
+  // it when `after_now`: a control tick runs past the sampling phase of its instant).
+  void resume_sampling(bool after_now = false);
+
+  // True when no request is in the system and no instance has or expects work: only a future
+  // arrival (or a control tick) can change any sampled value.
+  bool idle() const;
+
+  // True while an arrival, a routing step or a batch is pending.
+  bool work_in_flight() const;
+
+  // ---- elastic clusters (engine_elastic.cc) ----
+
+  // Instance counts by role and state, and GPUs held, as "cluster" samples.
+  void sample_cluster_size();
+
+  // Retires a draining instance once it holds nothing: no batch, no requests, no KV hand-off
+  // from or to it.
+  void maybe_retire(size_t i);
+
+  void add_instance(InstanceRole role);
+
+  void on_instance_ready(size_t i);
+
+  [[noreturn]] void bad_decision(const std::string& what) const;
+
+  void on_control();
+
+  // ---- main loop (engine.cc) ----
+
+  RunResult run();
+};
+
+}  // namespace servesim::sim
