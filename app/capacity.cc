@@ -1,10 +1,11 @@
 #include "app/capacity.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "app/dllm_run.h"
 #include "app/run_scenario.h"
@@ -549,6 +550,63 @@ CapacityResult find_capacity(const std::string& scenario_path,
     return judge_probe(std::move(p), criteria, scenario_path, out);
   };
   return search_capacity(probe, rate, options);
+}
+
+namespace {
+
+reports::CapacityProbeRecord probe_record(const CapacityProbe& p, const SloCriteria& criteria) {
+  const reports::RunSummary& m = p.summary;
+  reports::CapacityProbeRecord r;
+  r.rate = p.rate;
+  r.meets = p.meets;
+  r.stopped_early = p.stopped_early;
+  r.failed = p.failed;
+  r.requests = m.requests;
+  r.slo_attainment = m.slo_attainment;
+  r.sustained_rate = m.sustained_rate_per_s;
+  r.offered_rate = m.window_offered_rate_per_s;
+  r.output_tokens_per_s = m.output_tokens_per_s;
+  r.goodput_tokens_per_s = m.goodput_tokens_per_s;
+  r.goodput_requests_per_s = m.goodput_requests_per_s;
+  const std::pair<double*, const reports::Percentiles*> dists[] = {
+      {r.ttft_s, &m.ttft_s}, {r.tbt_s, &m.tbt_s}, {r.tpot_s, &m.tpot_s}, {r.e2e_s, &m.e2e_s}};
+  for (const auto& [to, from] : dists) {
+    to[0] = from->p50;
+    to[1] = from->p90;
+    to[2] = from->p99;
+  }
+  // A probe stopped early was never judged on its (partial) figures.
+  if (p.stopped_early.empty()) {
+    for (const SloCheck& c : criteria.check(m, p.rate)) {
+      r.checks.push_back({c.name, c.value, c.limit, c.at_least, c.ok, c.unit});
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+reports::CapacitySearchRecord capacity_record(
+    const std::string& scenario, const std::vector<std::string>& overrides,
+    const CapacityOptions& options, const SloCriteria& criteria, const CapacityResult& result,
+    const std::vector<std::string>& binding, double binding_rate) {
+  reports::CapacitySearchRecord s;
+  s.scenario = scenario;
+  s.overrides = overrides;
+  s.objectives = options.slo;
+  s.attainment_target =
+      options.attainment ? *options.attainment : std::numeric_limits<double>::quiet_NaN();
+  s.min_throughput_ratio = options.min_throughput_ratio;
+  s.capacity_rps = result.capacity_rps;
+  s.binding = binding;
+  s.binding_rate = binding_rate;
+  s.verdict = result.capacity_rps > 0
+                  ? fmt::format("serving capacity {:.3f} req/s", result.capacity_rps)
+                  : result.no_rate_reason;
+  s.status = result.capacity_rps > 0 ? "ok" : "no_rate";
+  s.code_rev = SERVESIM_VERSION;
+  for (const CapacityProbe& p : result.probes) s.probes.push_back(probe_record(p, criteria));
+  return s;
 }
 
 }  // namespace servesim::app

@@ -15,13 +15,14 @@
 
 #include <functional>
 #include <memory>
-#include <queue>
 #include <optional>
 #include <ostream>
+#include <queue>
 #include <string>
 #include <vector>
 
 #include "app/run_scenario.h"
+#include "reports/capacity_store.h"
 #include "reports/summary.h"
 #include "scenarios/scenario.h"
 #include "sim/records.h"
@@ -220,5 +221,13 @@ CapacityResult find_capacity(const std::string& scenario_path,
                              const std::vector<std::string>& overrides,
                              const CapacityOptions& options, const scenarios::DataRoot& root,
                              std::ostream& out);
+
+// What `servesim capacity` stores of a finished search (reports/capacity_store.h): its options,
+// verdict and every probe with the criteria judged on it. `binding` and `binding_rate` are the
+// criteria failing at the lowest failing rate above capacity and that rate (0: none).
+reports::CapacitySearchRecord capacity_record(
+    const std::string& scenario, const std::vector<std::string>& overrides,
+    const CapacityOptions& options, const SloCriteria& criteria, const CapacityResult& result,
+    const std::vector<std::string>& binding, double binding_rate);
 
 }  // namespace servesim::app

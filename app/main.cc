@@ -473,10 +473,11 @@ int cmd_list(const std::string& what) {
   return 0;
 }
 
-// Writes the HTML report of `runs` (and `plan`) in `db` to `out_path` (through a temporary file,
-// so a reader never sees half a report) and prints one line saying what it holds.
+// Writes the HTML report of `runs` (and `plan`) in `db` to `out_path` (through a temporary file, so
+// a reader never sees half a report) and prints one line saying what it holds. `capacity`: a
+// capacity search's section; 0 is the database's last search.
 int cmd_report(const std::string& db, const std::vector<int64_t>& runs, std::optional<int64_t> plan,
-               const std::string& out_path) {
+               const std::string& out_path, std::optional<int64_t> capacity = std::nullopt) {
   if (!std::filesystem::exists(db)) {
     throw servesim::InputError(db, 0, "no such results database");
   }
@@ -484,14 +485,17 @@ int cmd_report(const std::string& db, const std::vector<int64_t>& runs, std::opt
   reports::ReportOptions options;
   options.run_ids = runs;
   options.plan_id = plan;
+  options.capacity_id = capacity;
   reports::ReportStats stats;
   const std::string html = reports::render_report(db, options, &stats);
   app::write_file_atomically(out_path, html);
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("report     {}: {} run(s){}, {} charts, {:.0f} KB in {:.2f} s\n", out_path, stats.runs,
-             plan ? fmt::format(", plan {}", *plan) : std::string(), stats.charts,
-             static_cast<double>(stats.bytes) / 1024.0, wall_s);
+  fmt::print(
+      "report     {}: {} run(s){}{}, {} charts, {:.0f} KB in {:.2f} s\n", out_path, stats.runs,
+      plan ? fmt::format(", plan {}", *plan) : std::string(),
+      stats.capacity_id ? fmt::format(", capacity search {}", stats.capacity_id) : std::string(),
+      stats.charts, static_cast<double>(stats.bytes) / 1024.0, wall_s);
   return 0;
 }
 
@@ -802,23 +806,51 @@ std::vector<Command> add_models(CLI::App& cli) {
 
 Command add_report(CLI::App& cli) {
   struct Args {
-    std::string db, out = "report.html";
+    std::string db, out = "report.html", capacity;
     std::vector<int64_t> runs;
     std::optional<int64_t> plan;
   };
   auto a = std::make_shared<Args>();
   auto* report = cli.add_subcommand(
       "report",
-      "one self-contained HTML file (inline SVG, no network) of runs and a plan in a "
-      "results database: configuration, SLO attainment, goodput, latency CDFs, time "
-      "series; several runs are overlaid");
+      "one self-contained HTML file (inline SVG, no network) of runs, a plan or a capacity search "
+      "in a results database: configuration, SLO attainment, goodput, latency CDFs, time series, "
+      "latency vs load; several runs are overlaid");
   report->add_option("db", a->db, "results database")->required();
   report->add_option("--run", a->runs,
                      "run id (repeatable; several are compared; default: the last run unless "
                      "--plan is given)");
   report->add_option("--plan", a->plan, "plan id: Pareto frontier, pruning, capacity search");
+  CLI::Option* capacity =
+      report
+          ->add_option("--capacity", a->capacity,
+                       "capacity search id (servesim capacity): latency and SLO attainment vs "
+                       "offered rate; without an id, the last search")
+          ->expected(0, 1);
   report->add_option("-o,--output", a->out, "HTML file to write")->capture_default_str();
-  return {report, [a] { return cmd_report(a->db, a->runs, a->plan, a->out); }};
+  return {report, [a, capacity] {
+            std::optional<int64_t> capacity_id;
+            if (capacity->count() > 0) {
+              capacity_id = 0;
+              if (!a->capacity.empty()) {
+                int64_t id = 0;
+                try {
+                  size_t used = 0;
+                  id = std::stoll(a->capacity, &used);
+                  if (used != a->capacity.size()) id = 0;
+                } catch (const std::exception&) {
+                }
+                if (id <= 0) {
+                  fmt::print(stderr,
+                             "servesim: report --capacity: expected a capacity id, got {}\n",
+                             a->capacity);
+                  return 2;
+                }
+                capacity_id = id;
+              }
+            }
+            return cmd_report(a->db, a->runs, a->plan, a->out, capacity_id);
+          }};
 }
 
 Command add_compare(CLI::App& cli) {
@@ -944,7 +976,8 @@ struct CapacityArgs {
   std::string scenario;
   std::vector<std::string> overrides, slo;
   std::optional<double> attainment, start;
-  bool full_probes = false, json = false;
+  std::string db = "results.db";
+  bool full_probes = false, json = false, no_db = false;
 };
 
 int cmd_capacity(const CapacityArgs& a) {
@@ -962,16 +995,35 @@ int cmd_capacity(const CapacityArgs& a) {
     co.start_rate = *a.start;
   }
   std::ostream& text = a.json ? std::cerr : std::cout;
+  const std::string started_at = app::utc_now_iso();
+  const auto t0 = std::chrono::steady_clock::now();
   const auto r = app::find_capacity(a.scenario, a.overrides, co, scenarios::DataRoot::discover(),
                                     text);
-  if (r.capacity_rps <= 0) {
-    fmt::print(stderr, "servesim: capacity: {}\n", r.no_rate_reason);
-    if (!a.json) return 1;
-  }
   const auto criteria =
       app::SloCriteria::parse(co.slo, co.attainment, co.min_throughput_ratio, "capacity");
   double above = 0;
   const std::vector<std::string> binding = binding_criteria(criteria, r, above);
+  std::optional<int64_t> capacity_id;
+  if (!a.no_db) {
+    reports::CapacitySearchRecord record =
+        app::capacity_record(a.scenario, a.overrides, co, criteria, r, binding, above);
+    record.started_at = started_at;
+    record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    capacity_id = reports::write_capacity(a.db, record);
+  }
+  const std::string stored =
+      capacity_id
+          ? fmt::format(
+                "results    {} (capacity_id {}; tables capacity, capacity_probe, capacity_check)\n",
+                a.db, *capacity_id)
+          : std::string();
+  if (r.capacity_rps <= 0) {
+    fmt::print(stderr, "servesim: capacity: {}\n", r.no_rate_reason);
+    if (!a.json) {
+      text << stored;
+      return 1;
+    }
+  }
   text << fmt::format(
       "\nserving capacity {:.3f} req/s; at that rate: goodput {:.1f} tok/s, {:.3f} req/s/GPU, "
       "SLO attainment {:.2f} % ({})\n",
@@ -984,8 +1036,12 @@ int cmd_capacity(const CapacityArgs& a) {
     text << fmt::format("binding    {} (fails at {:.3f} req/s, the lowest failing rate probed)\n",
                         fmt::join(binding, ", "), above);
   }
+  text << stored;
   if (a.json) {
-    fmt::print("{}\n", capacity_json(a.scenario, co, criteria, r, binding, above).dump(2));
+    Json doc = capacity_json(a.scenario, co, criteria, r, binding, above);
+    doc["db"] = capacity_id ? Json(a.db) : Json(nullptr);
+    doc["capacity_id"] = capacity_id ? Json(*capacity_id) : Json(nullptr);
+    fmt::print("{}\n", doc.dump(2));
   }
   return r.capacity_rps > 0 ? 0 : 1;
 }
@@ -1003,6 +1059,7 @@ Command add_capacity(CLI::App& cli) {
                        "also require this share of requests to meet the per-request objectives");
   capacity->add_option("--start-rate", a->start, "first rate probed (default: the scenario's)");
   add_overrides(capacity, a->overrides);
+  add_db_options(capacity, a->db, a->no_db);
   capacity->add_flag("--full-probes", a->full_probes,
                      "run every probe to the end (by default a probe stops once it can no longer "
                      "meet the SLO; the capacity found is the same)");

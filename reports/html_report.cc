@@ -7,8 +7,11 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
+#include "reports/capacity_store.h"
+#include "reports/report_store.h"
 #include "reports/sqlite_db.h"
 #include "reports/svg_chart.h"
 #include "sim/core/error.h"
@@ -18,6 +21,7 @@ namespace servesim::reports {
 namespace {
 
 using svg::Chart;
+using svg::Marker;
 using svg::Point;
 using svg::Series;
 using svg::SeriesStyle;
@@ -53,6 +57,9 @@ struct RunData {
   // its hand-off, in [0, 1].
   std::vector<double> split_ratio;
   std::vector<std::pair<double, int64_t>> tbt_bins;     // (upper bound s, count)
+  std::vector<Point> prompt_ttft;  // per measured request: (prompt tokens, TTFT s), by arrival
+  // Per iteration, by instance: requests in the batch, tokens computed (empty: not stored).
+  std::vector<IterationBin> batch_requests, batch_tokens;
   std::map<std::pair<std::string, std::string>, std::vector<Point>> samples;  // (entity, metric)
   // SLO objectives of the resolved scenario, in seconds; NaN when unset.
   double slo_ttft_s = kNaN, slo_tpot_s = kNaN, slo_tbt_s = kNaN, slo_attainment = kNaN;
@@ -163,6 +170,7 @@ RunData load_run(SqliteDb& db, int64_t run_id) {
       r.ttft_s.push_back(first - arrival);
       r.e2e_s.push_back(done - arrival);
       r.queueing_s.push_back(scheduled - arrival);
+      r.prompt_ttft.push_back({static_cast<double>(st.column_int64(7)), first - arrival});
       if (out > 1) r.tpot_s.push_back((done - first) / static_cast<double>(out - 1));
       if (const int64_t p = st.column_int64(5); p > 0) r.preemptions.emplace_back(done, p);
       if (const int64_t split = st.column_int64(6); split > 0) {
@@ -198,6 +206,8 @@ RunData load_run(SqliteDb& db, int64_t run_id) {
       series->push_back({static_cast<double>(st.column_int64(2)) * 1e-9, column_or_nan(st, 3)});
     }
   }
+  r.batch_requests = load_iteration_bins(db, run_id, "batch_requests");
+  r.batch_tokens = load_iteration_bins(db, run_id, "batch_tokens");
   r.slo_ttft_s = duration_s_or_nan(r.param("slo.ttft"));
   r.slo_tpot_s = duration_s_or_nan(r.param("slo.tpot"));
   r.slo_tbt_s = duration_s_or_nan(r.param("slo.tbt_p99"));
@@ -744,21 +754,7 @@ std::string notes_for(const std::vector<RunData>& runs) {
 
 // ---- plan ----
 
-struct PlanConfig {
-  int64_t index = 0;
-  std::string label, candidate, gpu, policy, status, reason;
-  int64_t num_gpus = 0;
-  double cost = 0, capacity = kNaN, bound = kNaN;
-  int meets_target = -1;
-  struct Probe {
-    int64_t run_id;
-    double rate;
-    bool meets;
-    double attainment = kNaN, goodput = kNaN;
-    double output_tokens_per_s = kNaN;
-  };
-  std::vector<Probe> probes;
-};
+using PlanProbe = PlanConfigData::Probe;
 
 // The kind of reason a config was pruned, without its numbers.
 std::string reason_kind(const std::string& reason) {
@@ -769,170 +765,143 @@ std::string reason_kind(const std::string& reason) {
   return colon == std::string::npos ? reason : reason.substr(0, colon);
 }
 
-std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
-  std::string name, source, mode, status, document;
-  double target_rate = kNaN;
-  {
-    Statement st(
-        db, "SELECT name, source, mode, target_rate, status, document FROM plan WHERE plan_id = ?",
-        "reading the plan");
-    st.bind(1, plan_id);
-    if (!st.step()) {
-      throw InputError(
-          db.path(), 0,
-          fmt::format("no plan {} (plans: {})", plan_id,
-                      id_list(all_ids(db, "SELECT plan_id FROM plan ORDER BY plan_id"))));
-    }
-    name = st.column_text(0);
-    source = st.column_text(1);
-    mode = st.column_text(2);
-    target_rate = column_or_nan(st, 3);
-    status = st.column_text(4);
-    document = st.column_text(5);
-  }
-  double attainment_target = kNaN;
-  try {
-    const auto doc = nlohmann::json::parse(document);
-    if (doc.contains("slo") && doc["slo"].contains("attainment")) {
-      attainment_target = doc["slo"]["attainment"].get<double>();
-    }
-  } catch (const std::exception&) {
-  }
-  std::vector<PlanConfig> configs;
-  std::map<int64_t, size_t> by_index;
-  {
-    Statement st(db,
-                 "SELECT config_index, label, candidate, gpu, policy, num_gpus, cost_per_hour, "
-                 "status, reason, bound_rps, capacity_rps, meets_target FROM plan_config "
-                 "WHERE plan_id = ? ORDER BY config_index",
-                 "reading plan configs");
-    st.bind(1, plan_id);
-    while (st.step()) {
-      PlanConfig c;
-      c.index = st.column_int64(0);
-      c.label = st.column_text(1);
-      c.candidate = st.column_text(2);
-      c.gpu = st.column_text(3);
-      c.policy = st.column_text(4);
-      c.num_gpus = st.column_int64(5);
-      c.cost = st.column_double(6);
-      c.status = st.column_text(7);
-      c.reason = st.column_text(8);
-      c.bound = column_or_nan(st, 9);
-      c.capacity = column_or_nan(st, 10);
-      c.meets_target = st.column_is_null(11) ? -1 : static_cast<int>(st.column_int64(11));
-      by_index[c.index] = configs.size();
-      configs.push_back(std::move(c));
-    }
-  }
-  {
-    Statement st(db,
-                 "SELECT p.config_index, p.run_id, p.rate, p.meets, "
-                 "(SELECT value FROM scalar s WHERE s.run_id = p.run_id AND s.entity = 'run' AND "
-                 "s.name = 'slo_attainment'), "
-                 "(SELECT value FROM scalar s WHERE s.run_id = p.run_id AND s.entity = 'run' AND "
-                 "s.name = 'goodput_tokens_per_s'), "
-                 "(SELECT value FROM scalar s WHERE s.run_id = p.run_id AND s.entity = 'run' AND "
-                 "s.name = 'output_tokens_per_s') "
-                 "FROM plan_run p WHERE p.plan_id = ? ORDER BY p.config_index, p.rowid",
-                 "reading plan runs");
-    st.bind(1, plan_id);
-    while (st.step()) {
-      auto it = by_index.find(st.column_int64(0));
-      if (it == by_index.end()) continue;
-      configs[it->second].probes.push_back({st.column_int64(1), st.column_double(2),
-                                            st.column_int64(3) != 0, column_or_nan(st, 4),
-                                            column_or_nan(st, 5), column_or_nan(st, 6)});
-    }
-  }
-
-  const bool target_mode = std::isfinite(target_rate) && target_rate > 0;
+// A plan ranked as `servesim plan` ranks it, with the figures its charts draw.
+struct PlanView {
+  const PlanData &p;
+  bool target_mode = false;
   bool have_capacity = false;
-  for (const PlanConfig& c : configs) have_capacity = have_capacity || (c.capacity > 0);
-  // The config's probe at the target rate; nullptr without a target or such a probe.
-  auto probe_at_target = [&](const PlanConfig& c) -> const PlanConfig::Probe* {
-    for (const auto& p : c.probes) {
-      if (target_mode && std::abs(p.rate - target_rate) <= 1e-9 * target_rate) return &p;
+  std::vector<const PlanConfigData *> ranked;  // configs meeting the SLO, best first
+  const PlanConfigData *chosen = nullptr;
+  std::vector<const PlanConfigData *> front;       // cost vs capacity (or goodput), by cost
+  std::vector<const PlanConfigData *> user_front;  // tokens/s/user vs tokens/s/GPU, by tok/s/user
+
+  explicit PlanView(const PlanData &plan) : p(plan) {}
+
+  // The config's simulation at the target rate (target mode) or at its capacity; nullptr when it
+  // has none.
+  const PlanProbe *reference(const PlanConfigData &c) const {
+    for (const PlanProbe &q : c.probes) {
+      if (target_mode && std::abs(q.rate - p.target_rate) <= 1e-9 * p.target_rate) return &q;
+      if (!target_mode && q.meets && c.capacity > 0 && q.rate == c.capacity) return &q;
     }
     return nullptr;
-  };
-  auto goodput_at_target = [&](const PlanConfig& c) {
-    const PlanConfig::Probe* p = probe_at_target(c);
-    return p ? p->goodput : kNaN;
-  };
-  auto y_of = [&](const PlanConfig& c) {
+  }
+  double goodput_at_target(const PlanConfigData &c) const {
+    const PlanProbe *q = target_mode ? reference(c) : nullptr;
+    return q ? q->goodput : kNaN;
+  }
+  double y_of(const PlanConfigData &c) const {
     return have_capacity ? c.capacity : goodput_at_target(c);
-  };
-  // Output tokens/s per GPU at the target rate (0 without a probe there): `servesim plan`'s
-  // tie-break between configs of equal cost.
-  auto tokens_per_gpu_at_target = [&](const PlanConfig& c) {
-    const PlanConfig::Probe* p = probe_at_target(c);
-    return p && std::isfinite(p->output_tokens_per_s) && c.num_gpus > 0
-               ? p->output_tokens_per_s / static_cast<double>(c.num_gpus)
-               : 0.0;
-  };
-
-  // Counts by status and pruning reason.
-  std::map<std::string, int> by_status, by_reason;
-  for (const PlanConfig& c : configs) {
-    ++by_status[c.status];
-    if (c.status == "pruned") ++by_reason[reason_kind(c.reason)];
   }
-  // The chosen config: as `servesim plan` ranks them.
-  std::vector<const PlanConfig*> ranked;
-  for (const PlanConfig& c : configs) {
-    if (c.status == "meets") ranked.push_back(&c);
+  // Output tokens/s per GPU and per user (1 / mean TPOT) at the reference rate; NaN without one.
+  double tokens_per_gpu(const PlanConfigData &c) const {
+    const PlanProbe *q = reference(c);
+    return q && c.num_gpus > 0 ? q->output_tokens_per_s / static_cast<double>(c.num_gpus) : kNaN;
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [&](const PlanConfig* a, const PlanConfig* b) {
-    if (!target_mode) return a->capacity / a->cost > b->capacity / b->cost;
-    if (a->cost != b->cost) return a->cost < b->cost;
-    return tokens_per_gpu_at_target(*a) > tokens_per_gpu_at_target(*b);
-  });
-  const PlanConfig* chosen = ranked.empty() ? nullptr : ranked.front();
+  double tokens_per_user(const PlanConfigData &c) const {
+    const PlanProbe *q = reference(c);
+    return q && q->tpot_mean_s > 0 ? 1.0 / q->tpot_mean_s : kNaN;
+  }
+  // USD per million output tokens at the reference rate.
+  double cost_per_mtok(const PlanConfigData &c) const {
+    const PlanProbe *q = reference(c);
+    return q && q->output_tokens_per_s > 0 ? c.cost / (q->output_tokens_per_s * 3600) * 1e6 : kNaN;
+  }
+};
 
-  // Pareto frontier over configs meeting the SLO: lower cost, higher y.
-  std::vector<const PlanConfig*> front;
-  for (const PlanConfig* a : ranked) {
-    const double ya = y_of(*a);
-    if (!std::isfinite(ya)) continue;
+// The configs of `candidates` not dominated in (x, y), both to maximise; sorted by `order`.
+template <typename X, typename Y>
+std::vector<const PlanConfigData *> pareto(const std::vector<const PlanConfigData *> &candidates,
+                                           X x_of, Y y_of) {
+  std::vector<const PlanConfigData *> front;
+  for (const PlanConfigData *a : candidates) {
+    const double xa = x_of(*a), ya = y_of(*a);
+    if (!std::isfinite(xa) || !std::isfinite(ya)) continue;
     bool dominated = false;
-    for (const PlanConfig* b : ranked) {
-      const double yb = y_of(*b);
-      if (!std::isfinite(yb)) continue;
-      if (b->cost <= a->cost && yb >= ya && (b->cost < a->cost || yb > ya)) dominated = true;
+    for (const PlanConfigData *b : candidates) {
+      const double xb = x_of(*b), yb = y_of(*b);
+      if (!std::isfinite(xb) || !std::isfinite(yb)) continue;
+      if (xb >= xa && yb >= ya && (xb > xa || yb > ya)) dominated = true;
     }
     if (!dominated) front.push_back(a);
   }
-  std::sort(front.begin(), front.end(),
-            [](const PlanConfig* a, const PlanConfig* b) { return a->cost < b->cost; });
+  return front;
+}
 
+PlanView rank_plan(const PlanData &plan) {
+  PlanView v(plan);
+  v.target_mode = std::isfinite(plan.target_rate) && plan.target_rate > 0;
+  for (const PlanConfigData &c : plan.configs) v.have_capacity = v.have_capacity || c.capacity > 0;
+  for (const PlanConfigData &c : plan.configs) {
+    if (c.status == "meets") v.ranked.push_back(&c);
+  }
+  // As `servesim plan`: by cost, then tokens/s per GPU at the target; without a target, by capacity
+  // per dollar.
+  auto tie_break = [&](const PlanConfigData &c) {
+    const double t = v.tokens_per_gpu(c);
+    return std::isfinite(t) ? t : 0.0;
+  };
+  std::stable_sort(v.ranked.begin(), v.ranked.end(),
+                   [&](const PlanConfigData *a, const PlanConfigData *b) {
+                     if (!v.target_mode) return a->capacity / a->cost > b->capacity / b->cost;
+                     if (a->cost != b->cost) return a->cost < b->cost;
+                     return tie_break(*a) > tie_break(*b);
+                   });
+  v.chosen = v.ranked.empty() ? nullptr : v.ranked.front();
+  v.front = pareto(
+      v.ranked, [](const PlanConfigData &c) { return -c.cost; },
+      [&](const PlanConfigData &c) { return v.y_of(c); });
+  std::sort(v.front.begin(), v.front.end(),
+            [](const PlanConfigData *a, const PlanConfigData *b) { return a->cost < b->cost; });
+  v.user_front = pareto(
+      v.ranked, [&](const PlanConfigData &c) { return v.tokens_per_user(c); },
+      [&](const PlanConfigData &c) { return v.tokens_per_gpu(c); });
+  std::sort(v.user_front.begin(), v.user_front.end(),
+            [&](const PlanConfigData *a, const PlanConfigData *b) {
+              return v.tokens_per_user(*a) < v.tokens_per_user(*b);
+            });
+  return v;
+}
+
+// The chosen config's cards and the counts of configs by status and pruning reason.
+std::string plan_summary_html(const PlanView &v) {
+  const PlanData &p = v.p;
   std::string o;
-  o += fmt::format("<section class=\"plan\" data-plan=\"{}\"><h2>Plan {}: {}</h2>\n", plan_id,
-                   plan_id, svg::escape(name));
   o += fmt::format(
-      "<p class=\"meta\">source {} · question: {} · status {}</p>\n", svg::escape(source),
-      target_mode ? fmt::format("the cheapest config meeting the SLO at {:.3f} req/s", target_rate)
-                  : std::string("the serving capacity of every config"),
-      svg::escape(status));
-  if (chosen) {
+      "<p class=\"meta\">source {} · question: {} · status {}</p>\n", svg::escape(p.source),
+      v.target_mode
+          ? fmt::format("the cheapest config meeting the SLO at {:.3f} req/s", p.target_rate)
+          : std::string("the serving capacity of every config"),
+      svg::escape(p.status));
+  if (const PlanConfigData *c = v.chosen) {
     o += fmt::format(
         "<div class=\"cards\"><div class=\"card chosen\"><span>chosen config</span><b "
         "data-chosen=\"{}\">#{} {}</b></div><div "
-        "class=\"card\"><span>cost</span><b>${:.2f}/hour</b></div>"
-        "<div class=\"card\"><span>GPUs</span><b>{}</b></div>{}</div>\n",
-        chosen->index, chosen->index, svg::escape(chosen->label), chosen->cost, chosen->num_gpus,
-        std::isfinite(chosen->capacity) && chosen->capacity > 0
+        "class=\"card\"><span>cost</span><b>${:.2f}/hour</b></div><div "
+        "class=\"card\"><span>GPUs</span><b>{}</b></div>{}{}</div>\n",
+        c->index, c->index, svg::escape(c->label), c->cost, c->num_gpus,
+        std::isfinite(c->capacity) && c->capacity > 0
             ? fmt::format(
                   "<div class=\"card\"><span>serving capacity</span><b>{:.3f} req/s</b></div>",
-                  chosen->capacity)
+                  c->capacity)
+            : std::string(),
+        std::isfinite(v.cost_per_mtok(*c))
+            ? fmt::format(
+                  "<div class=\"card\"><span>cost per 1M output tokens</span><b>${:.3f}</b></div>",
+                  v.cost_per_mtok(*c))
             : std::string());
   } else {
     o += "<p class=\"warn\">No config meets the SLO" +
-         std::string(target_mode ? " at the target rate" : "") + ".</p>\n";
+         std::string(v.target_mode ? " at the target rate" : "") + ".</p>\n";
+  }
+  std::map<std::string, int> by_status, by_reason;
+  for (const PlanConfigData &c : p.configs) {
+    ++by_status[c.status];
+    if (c.status == "pruned") ++by_reason[reason_kind(c.reason)];
   }
   o += "<div class=\"row\"><table class=\"counts\" "
        "data-table=\"plan-status\"><thead><tr><th>configs</th><th>count</th></tr></thead><tbody>";
-  o += fmt::format("<tr><th>expanded</th>{}</tr>", td(std::to_string(configs.size()), "num"));
+  o += fmt::format("<tr><th>expanded</th>{}</tr>", td(std::to_string(p.configs.size()), "num"));
   for (const auto& [s, n] : by_status) {
     o += fmt::format("<tr data-status=\"{}\"><th>{}</th>{}</tr>", svg::escape(s), svg::escape(s),
                      td(std::to_string(n), "num"));
@@ -946,51 +915,109 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
                      svg::escape(reason), td(std::to_string(n), "num"));
   }
   o += "</tbody></table></div>\n";
+  return o;
+}
 
-  // Frontier chart.
-  ChartSet charts;
+// A scatter of the simulated configs at (x_of, y_of): those meeting and failing the SLO, the
+// frontier `front` as a line and the chosen config, roles "meets", "fails", "frontier", "chosen".
+template <typename X, typename Y>
+void plan_scatter(const PlanView &v, Chart &c, const std::vector<const PlanConfigData *> &front,
+                  X x_of, Y y_of, const std::string &unit) {
+  Series meets = point_series("meets the SLO", SeriesStyle::kPoints, "meets", 0);
+  Series fails = point_series("fails the SLO", SeriesStyle::kPoints, "fails", 7);
+  Series fr = point_series("Pareto frontier", SeriesStyle::kLinePoints, "frontier", 2, 4.5);
+  Series ch = point_series("chosen", SeriesStyle::kPoints, "chosen", 3, 8);
+  auto label = [&](const char *what, const PlanConfigData &pc) {
+    return fmt::format("{}#{} {}: {} ({})", what, pc.index, pc.label, fmt_num(y_of(pc)), unit);
+  };
+  for (const PlanConfigData &pc : v.p.configs) {
+    if (pc.status != "meets" && pc.status != "fails") continue;
+    if (!std::isfinite(x_of(pc)) || !std::isfinite(y_of(pc))) continue;
+    Series &s = pc.status == "meets" ? meets : fails;
+    s.points.push_back({x_of(pc), y_of(pc)});
+    s.labels.push_back(label("", pc) + fmt::format(", ${:.2f}/h", pc.cost));
+  }
+  for (const PlanConfigData *pc : front) {
+    fr.points.push_back({x_of(*pc), y_of(*pc)});
+    fr.labels.push_back(label("frontier ", *pc));
+  }
+  if (v.chosen && std::isfinite(x_of(*v.chosen)) && std::isfinite(y_of(*v.chosen))) {
+    ch.points.push_back({x_of(*v.chosen), y_of(*v.chosen)});
+    ch.labels.push_back(label("chosen ", *v.chosen));
+  }
+  c.series = {fails, meets, fr, ch};
+}
+
+// Cost vs serving capacity (or goodput at the target rate), and tokens/s per user vs per GPU.
+void plan_frontier_charts(const PlanView &v, ChartSet &charts) {
+  const int64_t id = v.p.plan_id;
   {
     Chart c;
-    c.id = fmt::format("plan{}-frontier", plan_id);
-    c.title = have_capacity ? "Cost vs serving capacity (Pareto frontier)"
-                            : "Cost vs goodput at the target rate (Pareto frontier)";
+    c.id = fmt::format("plan{}-frontier", id);
+    c.title = v.have_capacity ? "Cost vs serving capacity (Pareto frontier)"
+                              : "Cost vs goodput at the target rate (Pareto frontier)";
     c.x_label = "cost, USD per hour";
-    c.y_label = have_capacity ? "serving capacity, req/s" : "goodput, tokens/s";
-    Series meets = point_series("meets the SLO", SeriesStyle::kPoints, "meets", 0);
-    Series fails = point_series("fails the SLO", SeriesStyle::kPoints, "fails", 7);
-    Series fr = point_series("Pareto frontier", SeriesStyle::kLinePoints, "frontier", 2, 4.5);
-    Series ch = point_series("chosen", SeriesStyle::kPoints, "chosen", 3, 8);
-    for (const PlanConfig& pc : configs) {
-      if (pc.status != "meets" && pc.status != "fails") continue;
-      const double y = y_of(pc);
-      if (!std::isfinite(y)) continue;
-      Series& s = pc.status == "meets" ? meets : fails;
-      s.points.push_back({pc.cost, y});
-      s.labels.push_back(fmt::format("#{} {}: ${:.2f}/h, {} {:.3f}", pc.index, pc.label, pc.cost,
-                                     have_capacity ? "req/s" : "tok/s", y));
-    }
-    for (const PlanConfig* pc : front) {
-      fr.points.push_back({pc->cost, y_of(*pc)});
-      fr.labels.push_back(fmt::format("frontier #{} {}", pc->index, pc->label));
-    }
-    if (chosen && std::isfinite(y_of(*chosen))) {
-      ch.points.push_back({chosen->cost, y_of(*chosen)});
-      ch.labels.push_back(fmt::format("chosen #{} {}", chosen->index, chosen->label));
-    }
-    c.series = {fails, meets, fr, ch};
-    if (target_mode && have_capacity) c.y_markers.push_back({target_rate, "target rate"});
+    c.y_label = v.have_capacity ? "serving capacity, req/s" : "goodput, tokens/s";
+    plan_scatter(
+        v, c, v.front, [](const PlanConfigData &pc) { return pc.cost; },
+        [&](const PlanConfigData &pc) { return v.y_of(pc); }, v.have_capacity ? "req/s" : "tok/s");
+    if (v.target_mode && v.have_capacity) c.y_markers.push_back({v.p.target_rate, "target rate"});
     charts.add(c);
   }
-  // Capacity bisection of the chosen config and of the frontier's configs (at most 4 charts).
-  std::vector<const PlanConfig*> searched;
-  if (chosen) searched.push_back(chosen);
-  for (const PlanConfig* pc : front) {
-    if (pc != chosen && searched.size() < 4) searched.push_back(pc);
+  Chart c;
+  c.id = fmt::format("plan{}-throughput", id);
+  c.title = fmt::format("Output tokens/s per user vs per GPU {} (Pareto frontier)",
+                        v.target_mode ? "at the target rate" : "at capacity");
+  c.x_label = "output tokens/s per user (1 / mean TPOT)";
+  c.y_label = "output tokens/s per GPU";
+  plan_scatter(
+      v, c, v.user_front, [&](const PlanConfigData &pc) { return v.tokens_per_user(pc); },
+      [&](const PlanConfigData &pc) { return v.tokens_per_gpu(pc); }, "tok/s/GPU");
+  charts.add(c);
+}
+
+// USD per million output tokens of every simulated config, one bar each.
+void plan_cost_chart(const PlanView &v, ChartSet &charts) {
+  Chart c;
+  c.id = fmt::format("plan{}-cost", v.p.plan_id);
+  c.title = fmt::format("Cost per million output tokens {}",
+                        v.target_mode ? "at the target rate" : "at capacity");
+  c.x_label = "config #";
+  c.y_label = "USD per 1M output tokens";
+  Series meets = point_series("meets the SLO", SeriesStyle::kBars, "meets", 0);
+  Series fails = point_series("fails the SLO", SeriesStyle::kBars, "fails", 7);
+  Series ch = point_series("chosen", SeriesStyle::kBars, "chosen", 3);
+  for (const PlanConfigData &pc : v.p.configs) {
+    const double y = v.cost_per_mtok(pc);
+    if (!std::isfinite(y)) continue;
+    Series &s = &pc == v.chosen ? ch : pc.status == "meets" ? meets : fails;
+    s.points.push_back({static_cast<double>(pc.index), y});
+    s.labels.push_back(fmt::format("#{} {}: ${:.3f} per 1M output tokens (${:.2f}/h, {} tok/s)",
+                                   pc.index, pc.label, y, pc.cost,
+                                   fmt_num(v.reference(pc)->output_tokens_per_s)));
   }
-  for (const PlanConfig* pc : searched) {
+  double last = 0;
+  for (Series *s : {&meets, &fails, &ch}) {
+    s->bar_width = 0.8;
+    for (const Point &pt : s->points) last = std::max(last, pt.x);
+  }
+  c.x_min = -0.6;
+  c.x_max = last + 0.6;
+  c.series = {meets, fails, ch};
+  charts.add(c);
+}
+
+// The capacity bisection of the chosen config and of the frontier's configs (at most 4 charts).
+void plan_bisect_charts(const PlanView &v, ChartSet &charts) {
+  std::vector<const PlanConfigData *> searched;
+  if (v.chosen) searched.push_back(v.chosen);
+  for (const PlanConfigData *pc : v.front) {
+    if (pc != v.chosen && searched.size() < 4) searched.push_back(pc);
+  }
+  for (const PlanConfigData *pc : searched) {
     if (pc->probes.size() < 2) continue;
     Chart c;
-    c.id = fmt::format("plan{}-bisect-{}", plan_id, pc->index);
+    c.id = fmt::format("plan{}-bisect-{}", v.p.plan_id, pc->index);
     c.title = fmt::format("Capacity search #{} {}", pc->index, pc->label.substr(0, 48));
     c.x_label = "offered rate, req/s";
     c.y_label = "SLO attainment";
@@ -1001,56 +1028,563 @@ std::string plan_section(SqliteDb& db, int64_t plan_id, ChartSet& charts_out) {
     Series ok = point_series("meets", SeriesStyle::kPoints, "probe", 2, 5);
     Series bad = point_series("fails", SeriesStyle::kPoints, "probe", 3, 5);
     for (size_t k = 0; k < pc->probes.size(); ++k) {
-      const auto& p = pc->probes[k];
-      path.points.push_back({p.rate, p.attainment});
-      Series& s = p.meets ? ok : bad;
-      s.points.push_back({p.rate, p.attainment});
+      const PlanProbe &q = pc->probes[k];
+      path.points.push_back({q.rate, q.attainment});
+      Series &s = q.meets ? ok : bad;
+      s.points.push_back({q.rate, q.attainment});
       s.annotations.push_back(std::to_string(k + 1));
       s.labels.push_back(fmt::format("step {}: {:.3f} req/s, attainment {}, {} (run {})", k + 1,
-                                     p.rate, fmt_pct(p.attainment), p.meets ? "meets" : "fails",
-                                     p.run_id));
+                                     q.rate, fmt_pct(q.attainment), q.meets ? "meets" : "fails",
+                                     q.run_id));
     }
     c.series = {path, ok, bad};
-    if (std::isfinite(attainment_target)) {
-      c.y_markers.push_back(
-          {attainment_target, fmt::format("attainment target {}", fmt_pct(attainment_target))});
+    if (std::isfinite(v.p.attainment_target)) {
+      c.y_markers.push_back({v.p.attainment_target,
+                             fmt::format("attainment target {}", fmt_pct(v.p.attainment_target))});
     }
     if (std::isfinite(pc->capacity) && pc->capacity > 0) {
       c.x_markers.push_back({pc->capacity, fmt::format("capacity {:.3f}", pc->capacity)});
     }
     charts.add(c);
   }
-  o += "<div class=\"grid\">" + charts.html + "</div>\n";
-  charts_out.charts += charts.charts;
+}
 
-  // Configs table: the frontier and the top of the ranking, then the rest in a collapsed list.
-  auto config_row = [&](const PlanConfig& c) {
-    std::string cls = &c == chosen ? " class=\"chosen\"" : "";
-    const bool on_front = std::find(front.begin(), front.end(), &c) != front.end();
+// The frontier and the top of the ranking, then every config in a collapsed list.
+std::string plan_tables(const PlanView &v) {
+  auto config_row = [&](const PlanConfigData &c) {
+    std::string cls = &c == v.chosen ? " class=\"chosen\"" : "";
+    const bool on_front = std::find(v.front.begin(), v.front.end(), &c) != v.front.end();
+    const double mtok = v.cost_per_mtok(c);
     return fmt::format(
         "<tr{} data-config=\"{}\"><td "
-        "class=\"num\">{}</td><td>{}</td><td>{}</td>{}{}{}{}<td>{}</td></tr>\n",
+        "class=\"num\">{}</td><td>{}</td><td>{}</td>{}{}{}{}{}<td>{}</td></tr>\n",
         cls, c.index, c.index, svg::escape(c.label), svg::escape(c.status),
         td(std::to_string(c.num_gpus), "num"), td(fmt::format("{:.2f}", c.cost), "num"),
         td(std::isfinite(c.capacity) && c.capacity > 0 ? fmt::format("{:.3f}", c.capacity) : "–",
            "num"),
+        td(std::isfinite(mtok) ? fmt::format("{:.3f}", mtok) : "–", "num"),
         td(on_front ? "yes" : "", "num"), svg::escape(c.reason.substr(0, 160)));
   };
   const std::string head =
       "<thead><tr><th>#</th><th>config</th><th>status</th><th>GPUs</th><th>$/hour</th><th>capacity "
-      "req/s</th><th>frontier</th><th>reason</th></tr></thead>";
-  o += "<h3>Configs meeting the SLO (by rank)</h3><table class=\"configs\" data-table=\"ranked\">" +
-       head + "<tbody>";
-  for (size_t k = 0; k < ranked.size() && k < 20; ++k) o += config_row(*ranked[k]);
+      "req/s</th><th>$ per 1M output tokens</th><th>frontier</th><th>reason</th></tr></thead>";
+  std::string o =
+      "<h3>Configs meeting the SLO (by rank)</h3><table class=\"configs\" data-table=\"ranked\">" +
+      head + "<tbody>";
+  for (size_t k = 0; k < v.ranked.size() && k < 20; ++k) o += config_row(*v.ranked[k]);
   o += "</tbody></table>\n";
   o += fmt::format("<details><summary>All {} configs</summary><table class=\"configs\">{}<tbody>",
-                   configs.size(), head);
-  for (const PlanConfig& c : configs) o += config_row(c);
-  o += "</tbody></table></details></section>\n";
+                   v.p.configs.size(), head);
+  for (const PlanConfigData &c : v.p.configs) o += config_row(c);
+  o += "</tbody></table></details>\n";
   return o;
 }
 
-constexpr const char* kCss = R"css(
+std::string plan_section(SqliteDb &db, int64_t plan_id, ChartSet &charts_out) {
+  const PlanData plan = load_plan(db, plan_id);
+  const PlanView v = rank_plan(plan);
+  std::string o = fmt::format("<section class=\"plan\" data-plan=\"{}\"><h2>Plan {}: {}</h2>\n",
+                              plan_id, plan_id, svg::escape(plan.name));
+  o += plan_summary_html(v);
+  ChartSet charts;
+  plan_frontier_charts(v, charts);
+  plan_cost_chart(v, charts);
+  plan_bisect_charts(v, charts);
+  o += "<div class=\"grid\">" + charts.html + "</div>\n";
+  charts_out.charts += charts.charts;
+  o += plan_tables(v);
+  o += "</section>\n";
+  return o;
+}
+
+// ---- per-iteration distributions and TTFT vs prompt length ----
+
+// The share of iterations at each value of `bins` (only instance `instance`, or all with -1): one
+// point per value when every value is below kExactBins, else re-binned into about 40 bins of a
+// 1-2-5 width, each at its centre. `width` returns the bin width; `mean` the mean value.
+std::vector<Point> distribution(const std::vector<IterationBin> &bins, int32_t instance,
+                                double &width, double &mean) {
+  constexpr int64_t kExactBins = 64;
+  int64_t total = 0, top = 0;
+  double sum = 0;
+  for (const IterationBin &b : bins) {
+    if (instance >= 0 && b.instance != instance) continue;
+    total += b.count;
+    top = std::max(top, b.upper);
+    sum += 0.5 * static_cast<double>(b.lower + b.upper - 1) * static_cast<double>(b.count);
+  }
+  std::vector<Point> pts;
+  mean = total > 0 ? sum / static_cast<double>(total) : kNaN;
+  width = 1;
+  if (total == 0) return pts;
+  if (top > kExactBins) {
+    const double raw = static_cast<double>(top) / 40;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    const double f = raw / mag;
+    width = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+  }
+  std::map<int64_t, int64_t> counts;  // bin -> iterations
+  for (const IterationBin &b : bins) {
+    if (instance >= 0 && b.instance != instance) continue;
+    counts[static_cast<int64_t>(std::floor(static_cast<double>(b.lower) / width))] += b.count;
+  }
+  for (const auto &[bin, n] : counts) {
+    const double x =
+        width == 1 ? static_cast<double>(bin) : (static_cast<double>(bin) + 0.5) * width;
+    pts.push_back({x, static_cast<double>(n) / static_cast<double>(total)});
+  }
+  return pts;
+}
+
+std::vector<int32_t> instances_of(const std::vector<IterationBin> &bins) {
+  std::set<int32_t> seen;
+  for (const IterationBin &b : bins) seen.insert(b.instance);
+  return {seen.begin(), seen.end()};
+}
+
+// One iteration distribution: for one run, bars over all instances with a line per instance (2 to
+// 10 instances); for several, one line per run.
+void iteration_chart(const std::vector<RunData> &runs, const std::string &prefix,
+                     std::vector<IterationBin> RunData::*bins, const char *id, const char *what,
+                     const char *unit, ChartSet &set) {
+  const bool many = runs.size() > 1;
+  Chart c;
+  c.id = prefix + id;
+  c.x_label = unit;
+  c.y_label = "share of iterations";
+  std::vector<std::string> means;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData &r = runs[i];
+    double width = 1, mean = kNaN;
+    Series s = point_series(many ? r.name() : "all instances",
+                            many ? SeriesStyle::kLinePoints : SeriesStyle::kBars, "distribution",
+                            static_cast<int>(i), 2.5);
+    s.points = distribution(r.*bins, -1, width, mean);
+    if (!many) s.bar_width = 0.9 * width;
+    for (const Point &p : s.points) {
+      s.labels.push_back(
+          fmt::format("{}{} {}: {:.1f} % of iterations", many ? r.name() + ": " : "",
+                      width == 1 ? fmt::format("{:.0f}", p.x)
+                                 : fmt::format("{:.0f}-{:.0f}", p.x - width / 2, p.x + width / 2),
+                      unit, p.y * 100));
+    }
+    if (std::isfinite(mean)) means.push_back(fmt_num(mean));
+    c.series.push_back(std::move(s));
+    const std::vector<int32_t> inst = instances_of(r.*bins);
+    if (many || inst.size() < 2 || inst.size() > 10) continue;
+    for (const int32_t n : inst) {
+      double w = 1, m = kNaN;
+      Series line = point_series(fmt::format("instance {}", n), SeriesStyle::kLinePoints,
+                                 "instance", 1 + n, 2);
+      line.points = distribution(r.*bins, n, w, m);
+      c.series.push_back(std::move(line));
+    }
+  }
+  c.title = fmt::format("{} (mean {})", what,
+                        means.empty() ? "–" : fmt::format("{}", fmt::join(means, ", ")));
+  set.add(c);
+}
+
+// At most `max_points` of `pts` (in arrival order): evenly spaced ones, plus the 20 highest y so
+// that the tail stays visible. Deterministic.
+std::vector<Point> thin_scatter(const std::vector<Point> &pts, size_t max_points) {
+  if (pts.size() <= max_points) return pts;
+  const size_t tail = std::min<size_t>(20, max_points / 10);
+  std::vector<size_t> by_y(pts.size());
+  for (size_t k = 0; k < by_y.size(); ++k) by_y[k] = k;
+  std::partial_sort(by_y.begin(), by_y.begin() + static_cast<std::ptrdiff_t>(tail), by_y.end(),
+                    [&](size_t a, size_t b) { return pts[a].y > pts[b].y; });
+  std::set<size_t> keep(by_y.begin(), by_y.begin() + static_cast<std::ptrdiff_t>(tail));
+  const size_t evenly = max_points - tail;
+  for (size_t j = 0; j < evenly; ++j) keep.insert(j * pts.size() / evenly);
+  std::vector<Point> out;
+  out.reserve(keep.size());
+  for (size_t k : keep) out.push_back(pts[k]);
+  return out;
+}
+
+void ttft_prompt_chart(const std::vector<RunData> &runs, const std::string &prefix, ChartSet &set) {
+  const bool many = runs.size() > 1;
+  Chart c;
+  c.id = prefix + "ttft-prompt";
+  c.x_label = "prompt length, tokens";
+  c.y_label = "TTFT, ms";
+  size_t total = 0, drawn = 0;
+  std::set<double> slos;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData &r = runs[i];
+    Series s = point_series(many ? r.name() : "requests", SeriesStyle::kPoints, "request",
+                            static_cast<int>(i), 2.2);
+    // No per-point <title>: a point carries its values (data-x, data-y), which hovering shows.
+    s.points = thin_scatter(r.prompt_ttft, kMaxScatterPoints / runs.size());
+    for (Point &p : s.points) p.y *= 1e3;
+    total += r.prompt_ttft.size();
+    drawn += s.points.size();
+    c.series.push_back(std::move(s));
+    if (std::isfinite(r.slo_ttft_s)) slos.insert(r.slo_ttft_s);
+  }
+  for (double v : slos) c.y_markers.push_back({v * 1e3, fmt::format("TTFT SLO {}", fmt_ms(v))});
+  c.title = drawn < total ? fmt::format("TTFT vs prompt length ({} of {} requests)", drawn, total)
+                          : std::string("TTFT vs prompt length");
+  set.add(c);
+}
+
+// Batch size and tokens per iteration (when stored) and TTFT against prompt length.
+ChartSet run_detail_charts(const std::vector<RunData> &runs, const std::string &prefix) {
+  ChartSet set;
+  bool any_iterations = false;
+  for (const RunData &r : runs) any_iterations = any_iterations || !r.batch_requests.empty();
+  if (any_iterations) {
+    iteration_chart(runs, prefix, &RunData::batch_requests, "batch-size",
+                    "Batch size: requests per iteration", "requests in the batch", set);
+    iteration_chart(runs, prefix, &RunData::batch_tokens, "batch-tokens",
+                    "Tokens per iteration (prompt and decode)", "tokens computed", set);
+  }
+  ttft_prompt_chart(runs, prefix, set);
+  return set;
+}
+
+// ---- capacity search ----
+
+// A latency the SLO of a capacity search bounds: its probes' percentiles and the objectives on it.
+struct LatencyObjective {
+  std::string metric;          // ttft | tbt | tpot | e2e
+  std::vector<Marker> limits;  // in ms, labelled with the objective
+};
+
+const double *probe_percentiles(const CapacityProbeRecord &p, const std::string &metric) {
+  if (metric == "ttft") return p.ttft_s;
+  if (metric == "tbt") return p.tbt_s;
+  if (metric == "tpot") return p.tpot_s;
+  return p.e2e_s;
+}
+
+// The latency metrics the search's --slo arguments bound ("ttft_p90=2s", "tpot=50ms", ...), in the
+// order given; TTFT alone when none does.
+std::vector<LatencyObjective> latency_objectives(const CapacitySearchRecord &s) {
+  std::vector<LatencyObjective> out;
+  for (const std::string &arg : s.objectives) {
+    const auto eq = arg.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = arg.substr(0, eq);
+    const std::string metric = name.substr(0, name.find("_p"));
+    if (metric != "ttft" && metric != "tbt" && metric != "tpot" && metric != "e2e") continue;
+    const double limit_s = duration_s_or_nan(arg.substr(eq + 1));
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const LatencyObjective &o) { return o.metric == metric; });
+    if (it == out.end()) {
+      out.push_back({metric, {}});
+      it = std::prev(out.end());
+    }
+    if (std::isfinite(limit_s)) {
+      it->limits.push_back({limit_s * 1e3, fmt::format("SLO {} ≤ {}", name, fmt_ms(limit_s))});
+    }
+  }
+  if (out.empty()) out.push_back({"ttft", {}});
+  return out;
+}
+
+// The probes' indices by offered rate (the order the curves are drawn in).
+std::vector<size_t> by_rate(const CapacitySearchRecord &s) {
+  std::vector<size_t> order(s.probes.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return s.probes[a].rate < s.probes[b].rate; });
+  return order;
+}
+
+void add_capacity_marker(const CapacitySearchRecord &s, Chart &c) {
+  if (s.capacity_rps > 0) {
+    c.x_markers.push_back({s.capacity_rps, fmt::format("capacity {:.3f} req/s", s.capacity_rps)});
+  }
+}
+
+// Latency percentiles against offered rate, one chart per bounded metric, SLO lines drawn.
+void capacity_latency_charts(const CapacitySearchRecord &s, const std::string &prefix,
+                             ChartSet &charts) {
+  static const char *const kQ[] = {"p50", "p90", "p99"};
+  const std::vector<size_t> order = by_rate(s);
+  for (const LatencyObjective &obj : latency_objectives(s)) {
+    Chart c;
+    c.id = prefix + "latency-" + obj.metric;
+    std::string upper = obj.metric;
+    for (char &ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    c.title = fmt::format("{} percentiles vs offered load", upper);
+    c.x_label = "offered rate, req/s";
+    c.y_label = upper + ", ms";
+    Series stopped = point_series("stopped early (partial)", SeriesStyle::kPoints, "stopped", 7);
+    for (int q = 0; q < 3; ++q) {
+      Series line =
+          point_series(fmt::format("{} {}", upper, kQ[q]), SeriesStyle::kLinePoints, "probe", q, 3);
+      line.dashed = q == 0;
+      for (size_t k : order) {
+        const CapacityProbeRecord &p = s.probes[k];
+        const double v = probe_percentiles(p, obj.metric)[q] * 1e3;
+        Series &to = p.stopped_early.empty() ? line : stopped;
+        to.points.push_back({p.rate, v});
+        to.labels.push_back(fmt::format("probe {}: {:.3f} req/s, {} {} {:.1f} ms, {}", k + 1,
+                                        p.rate, upper, kQ[q], v, p.meets ? "meets" : "fails"));
+      }
+      c.series.push_back(std::move(line));
+    }
+    if (!stopped.points.empty()) c.series.push_back(std::move(stopped));
+    c.y_markers = obj.limits;
+    add_capacity_marker(s, c);
+    charts.add(c);
+  }
+}
+
+// SLO attainment, and completions against the offered rate, both against offered load.
+void capacity_load_charts(const CapacitySearchRecord &s, const std::string &prefix,
+                          ChartSet &charts) {
+  const std::vector<size_t> order = by_rate(s);
+  {
+    Chart c;
+    c.id = prefix + "attainment";
+    c.title = "SLO attainment vs offered load";
+    c.x_label = "offered rate, req/s";
+    c.y_label = "share of requests meeting the SLO";
+    c.y_min = 0;
+    c.y_max = 1;
+    Series line = point_series("attainment", SeriesStyle::kLine, "", 0);
+    Series ok = point_series("meets", SeriesStyle::kPoints, "probe", 2, 5);
+    Series bad = point_series("fails", SeriesStyle::kPoints, "probe", 3, 5);
+    Series stopped = point_series("stopped early (partial)", SeriesStyle::kPoints, "stopped", 7, 4);
+    for (size_t k : order) {
+      const CapacityProbeRecord &p = s.probes[k];
+      if (p.stopped_early.empty()) line.points.push_back({p.rate, p.slo_attainment});
+      Series &to = !p.stopped_early.empty() ? stopped : p.meets ? ok : bad;
+      to.points.push_back({p.rate, p.slo_attainment});
+      to.annotations.push_back(std::to_string(k + 1));
+      to.labels.push_back(fmt::format("probe {}: {:.3f} req/s, attainment {}, {}{}", k + 1, p.rate,
+                                      fmt_pct(p.slo_attainment), p.meets ? "meets" : "fails",
+                                      p.failed.empty() ? "" : ": " + p.failed));
+    }
+    c.series = {line, ok, bad};
+    if (!stopped.points.empty()) c.series.push_back(std::move(stopped));
+    if (std::isfinite(s.attainment_target)) {
+      c.y_markers.push_back(
+          {s.attainment_target, fmt::format("attainment target {}", fmt_pct(s.attainment_target))});
+    }
+    add_capacity_marker(s, c);
+    charts.add(c);
+  }
+  Chart c;
+  c.id = prefix + "sustained";
+  c.title = "Completions keeping up with the offered load (probes run to the end)";
+  c.x_label = "offered rate, req/s";
+  c.y_label = "req/s";
+  Series sustained =
+      point_series("sustained (completions)", SeriesStyle::kLinePoints, "probe", 0, 3);
+  Series required =
+      point_series(fmt::format("required: {:.0f} % of offered", s.min_throughput_ratio * 100),
+                   SeriesStyle::kLine, "", 3);
+  required.dashed = true;
+  for (size_t k : order) {
+    const CapacityProbeRecord &p = s.probes[k];
+    if (!p.stopped_early.empty()) continue;  // its completions were cut short
+    sustained.points.push_back({p.rate, p.sustained_rate});
+    sustained.labels.push_back(fmt::format("probe {}: offered {:.3f} req/s, sustained {:.3f} req/s",
+                                           k + 1, p.rate, p.sustained_rate));
+    required.points.push_back({p.rate, p.rate * s.min_throughput_ratio});
+  }
+  c.series = {sustained, required};
+  add_capacity_marker(s, c);
+  charts.add(c);
+}
+
+std::string capacity_probe_table(const CapacitySearchRecord &s) {
+  std::string o =
+      "<table class=\"configs\" data-table=\"capacity-probes\"><thead><tr><th>probe</th><th>rate "
+      "req/s</th><th>verdict</th><th>attainment</th><th>TTFT p99</th><th>TBT p99</th><th>TPOT "
+      "p99</th><th>sustained req/s</th><th>goodput tok/s</th><th>why it "
+      "fails</th></tr></thead><tbody>\n";
+  for (size_t k = 0; k < s.probes.size(); ++k) {
+    const CapacityProbeRecord &p = s.probes[k];
+    o += fmt::format(
+        "<tr data-probe=\"{}\"><td class=\"num\">{}</td>{}{}{}{}{}{}{}{}<td>{}</td></tr>\n", k + 1,
+        k + 1, td(fmt::format("{:.3f}", p.rate), "num"),
+        td(p.meets ? "meets" : "fails", p.meets ? "better" : "worse"),
+        td(fmt_pct(p.slo_attainment), "num"), td(fmt_ms(p.ttft_s[2]), "num"),
+        td(fmt_ms(p.tbt_s[2]), "num"), td(fmt_ms(p.tpot_s[2]), "num"),
+        td(fmt_num(p.sustained_rate), "num"), td(fmt_num(p.goodput_tokens_per_s), "num"),
+        svg::escape(p.failed.substr(0, 200)));
+  }
+  return o + "</tbody></table>\n";
+}
+
+std::string capacity_section(const std::string &db_path, int64_t id, ChartSet &charts_out) {
+  const CapacitySearchRecord s = read_capacity(db_path, id);
+  std::string o = fmt::format(
+      "<section class=\"capacity\" data-capacity=\"{}\"><h2>Capacity search {}: {}</h2>\n", id, id,
+      svg::escape(s.scenario));
+  o += fmt::format(
+      "<div class=\"cards\"><div class=\"card chosen\"><span>serving capacity</span><b "
+      "data-value=\"capacity_rps\">{}</b></div><div "
+      "class=\"card\"><span>probes</span><b>{}</b></div></div>\n",
+      s.capacity_rps > 0 ? fmt::format("{:.3f} req/s", s.capacity_rps) : "none", s.probes.size());
+  o += fmt::format(
+      "<p class=\"meta\">objectives <b>{}</b>{} · completions ≥ {:.0f} % of the offered "
+      "rate{}<br>{}{} · started {} · {:.1f} s of wall time</p>\n",
+      svg::escape(fmt::format("{}", fmt::join(s.objectives, ", "))),
+      std::isfinite(s.attainment_target)
+          ? fmt::format(" · attainment ≥ {}", fmt_pct(s.attainment_target))
+          : std::string(),
+      s.min_throughput_ratio * 100,
+      s.overrides.empty()
+          ? std::string()
+          : " · --set " + svg::escape(fmt::format("{}", fmt::join(s.overrides, " "))),
+      svg::escape(s.verdict),
+      s.binding.empty()
+          ? std::string()
+          : fmt::format("; binding: {} (fails at {:.3f} req/s)",
+                        svg::escape(fmt::format("{}", fmt::join(s.binding, ", "))), s.binding_rate),
+      svg::escape(s.started_at), s.wall_s);
+  ChartSet charts;
+  const std::string prefix = fmt::format("capacity{}-", id);
+  capacity_latency_charts(s, prefix, charts);
+  capacity_load_charts(s, prefix, charts);
+  o += "<div class=\"grid\">" + charts.html + "</div>\n";
+  charts_out.charts += charts.charts;
+  o += "<h3>Probes in the order run</h3>" + capacity_probe_table(s) + "</section>\n";
+  return o;
+}
+
+// The page's one script: on hover over a chart, the nearest mark (a vertex of a line, a point, a
+// bar) within 40 px is ringed and a tooltip shows its series, x and y (read back through the axes
+// the <svg> declares in its data-* attributes) and its <title>, if any. Opened as
+// report.html#hover-selftest it hovers the first mark of every chart once loaded and records
+// "charts with a tooltip / charts with marks" in body[data-hover-check] (the browser test reads
+// it). Plain DOM APIs only; nothing is fetched.
+constexpr const char *kScript = R"js(
+(function () {
+  "use strict";
+  var NS = "http://www.w3.org/2000/svg";
+  var tip = document.createElement("div");
+  tip.id = "chart-tooltip";
+  tip.className = "chart-tooltip";
+  document.body.appendChild(tip);
+  function fmt(v) {
+    if (!isFinite(v)) return "–";
+    var a = Math.abs(v);
+    if (a !== 0 && (a < 1e-3 || a >= 1e7)) return v.toExponential(3);
+    return String(parseFloat(v.toPrecision(4)));
+  }
+  function attr(el, name) { return parseFloat(el.getAttribute(name)); }
+  function toData(svg, px, py) {
+    var x0 = attr(svg, "data-x0"), x1 = attr(svg, "data-x1");
+    var fx = (px - attr(svg, "data-px0")) / (attr(svg, "data-px1") - attr(svg, "data-px0"));
+    var fy = (py - attr(svg, "data-py0")) / (attr(svg, "data-py1") - attr(svg, "data-py0"));
+    var x = svg.getAttribute("data-log-x") === "1"
+        ? Math.pow(10, Math.log10(x0) + fx * (Math.log10(x1) - Math.log10(x0)))
+        : x0 + fx * (x1 - x0);
+    return { x: x, y: attr(svg, "data-y0") + fy * (attr(svg, "data-y1") - attr(svg, "data-y0")) };
+  }
+  function titleOf(el) {
+    var t = el.querySelector("title");
+    return t ? t.textContent : "";
+  }
+  function marks(svg) {
+    if (svg._marks) return svg._marks;
+    var out = [];
+    svg.querySelectorAll("path.series").forEach(function (p) {
+      var re = /([MLHV])\s*(-?[\d.]+)(?:\s+(-?[\d.]+))?/g, m, x = 0, y = 0;
+      var name = p.getAttribute("data-series");
+      while ((m = re.exec(p.getAttribute("d") || ""))) {
+        if (m[1] === "M" || m[1] === "L") { x = +m[2]; y = +m[3]; }
+        else if (m[1] === "H") { x = +m[2]; }
+        else { y = +m[2]; }
+        out.push({ x: x, y: y, series: name, title: "" });
+      }
+    });
+    svg.querySelectorAll("circle.point").forEach(function (c) {
+      out.push({ x: attr(c, "cx"), y: attr(c, "cy"), series: c.getAttribute("data-series"),
+                 title: titleOf(c), value: { x: attr(c, "data-x"), y: attr(c, "data-y") } });
+    });
+    svg.querySelectorAll("rect.bar").forEach(function (r) {
+      out.push({ x: attr(r, "x") + attr(r, "width") / 2, y: attr(r, "y"),
+                 series: r.getAttribute("data-series"), title: titleOf(r),
+                 value: { x: attr(r, "data-x"), y: attr(r, "data-y") } });
+    });
+    svg._marks = out;
+    return out;
+  }
+  function ring(svg) {
+    if (!svg._ring) {
+      svg._ring = document.createElementNS(NS, "circle");
+      svg._ring.setAttribute("class", "hover-ring");
+      svg._ring.setAttribute("r", "5");
+      svg._ring.setAttribute("fill", "none");
+      svg._ring.setAttribute("stroke", "#000");
+      svg._ring.setAttribute("stroke-width", "1.5");
+      svg._ring.setAttribute("pointer-events", "none");
+      svg.appendChild(svg._ring);
+    }
+    return svg._ring;
+  }
+  function hide(svg) {
+    tip.style.display = "none";
+    if (svg && svg._ring) svg._ring.setAttribute("visibility", "hidden");
+  }
+  function onMove(e) {
+    var svg = e.currentTarget, ctm = svg.getScreenCTM();
+    if (!ctm) return false;
+    var pt = svg.createSVGPoint();
+    pt.x = e.clientX;
+    pt.y = e.clientY;
+    var p = pt.matrixTransform(ctm.inverse()), best = null, bestD = 40 * 40;
+    marks(svg).forEach(function (m) {
+      var d = (m.x - p.x) * (m.x - p.x) + (m.y - p.y) * (m.y - p.y);
+      if (d < bestD) { bestD = d; best = m; }
+    });
+    if (!best) { hide(svg); return false; }
+    var v = best.value || toData(svg, best.x, best.y);
+    var head = best.series || svg.getAttribute("aria-label") || "";
+    tip.textContent = "";
+    var b = document.createElement("b");
+    b.textContent = head;
+    tip.appendChild(b);
+    [(svg.getAttribute("data-x-label") || "x") + ": " + fmt(v.x),
+     (svg.getAttribute("data-y-label") || "y") + ": " + fmt(v.y), best.title].forEach(function (line) {
+      if (!line) return;
+      var div = document.createElement("div");
+      div.textContent = line;
+      tip.appendChild(div);
+    });
+    tip.style.display = "block";
+    tip.style.left = (e.clientX + window.scrollX + 14) + "px";
+    tip.style.top = (e.clientY + window.scrollY + 14) + "px";
+    var r = ring(svg);
+    r.setAttribute("cx", best.x);
+    r.setAttribute("cy", best.y);
+    r.setAttribute("visibility", "visible");
+    return true;
+  }
+  var charts = document.querySelectorAll("svg.chart");
+  charts.forEach(function (svg) {
+    svg.addEventListener("mousemove", onMove);
+    svg.addEventListener("mouseleave", function () { hide(svg); });
+  });
+  window.addEventListener("load", function () {
+    if (location.hash !== "#hover-selftest") return;
+    var ok = 0, tried = 0;
+    charts.forEach(function (svg) {
+      var m = marks(svg)[0], ctm = svg.getScreenCTM();
+      if (!m || !ctm) return;
+      tried++;
+      var pt = svg.createSVGPoint();
+      pt.x = m.x;
+      pt.y = m.y;
+      var s = pt.matrixTransform(ctm);
+      svg.dispatchEvent(new MouseEvent("mousemove", { clientX: s.x, clientY: s.y }));
+      if (tip.style.display === "block" && tip.textContent.length > 0) ok++;
+    });
+    document.body.setAttribute("data-hover-check", ok + "/" + tried);
+  });
+})();
+)js";
+
+constexpr const char *kCss = R"css(
 body{font:14px/1.45 -apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;color:#222;background:#f6f7f9}
 main{max-width:1320px;margin:0 auto;padding:16px 20px 40px}
 h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ccd;padding-bottom:4px}
@@ -1076,7 +1610,62 @@ details{margin:8px 0}summary{cursor:pointer;font-weight:600}
 table.config{max-width:100%}table.config td{word-break:break-all;max-width:520px}
 .notes{color:#555}.warn{color:#c62828;font-weight:600}
 footer{color:#888;font-size:12px;margin-top:30px}
+.chart-tooltip{position:absolute;display:none;pointer-events:none;background:#fff;border:1px solid #889;border-radius:4px;padding:4px 8px;font-size:12px;box-shadow:0 1px 4px rgba(0,0,0,.2);z-index:10;max-width:440px}
 )css";
+
+// The section of one run, or of several runs compared.
+std::string runs_section(const std::vector<RunData> &runs, ChartSet &all) {
+  const bool many = runs.size() > 1;
+  const std::string prefix = many ? "cmp-" : fmt::format("run{}-", runs[0].run_id);
+  ChartSet charts = run_charts(runs, prefix);
+  ChartSet detail = run_detail_charts(runs, prefix);
+  all.charts += charts.charts + detail.charts;
+  const std::string grids =
+      "<h3>Latency distributions and time series</h3><div class=\"grid\">" + charts.html +
+      "</div>\n<h3>Batches and prompt lengths</h3><div class=\"grid\">" + detail.html + "</div>\n";
+  std::string body;
+  if (!many) {
+    const RunData &r = runs[0];
+    body += fmt::format("<section class=\"run\" data-run=\"{}\"><h2>Run {}: {}</h2>\n", r.run_id,
+                        r.run_id, svg::escape(r.scenario));
+    body += run_header(r) + grids + notes_for(runs);
+    body += "<div class=\"row\"><div><h3>Summary</h3>" + metrics_table(runs) + "</div><div>" +
+            config_table(runs) + "</div></div>\n";
+    return body + "</section>\n";
+  }
+  body +=
+      fmt::format("<section class=\"comparison\" data-runs=\"{}\"><h2>Comparison of {} runs</h2>\n",
+                  runs.size(), runs.size());
+  body += "<ul class=\"runs\">";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    body += fmt::format(
+        "<li><span class=\"swatch\" style=\"background:{}\"></span><b>{}</b>: scenario {}, router "
+        "{}; workload {}; SLO: {}</li>",
+        svg::color(static_cast<int>(i)), svg::escape(runs[i].name()), svg::escape(runs[i].scenario),
+        svg::escape(runs[i].router), svg::escape(runs[i].workload), svg::escape(slo_text(runs[i])));
+  }
+  body +=
+      "</ul>\n<div class=\"row\"><div><h3>Side by side (Δ relative to the first run; green is "
+      "better)</h3>" +
+      metrics_table(runs) + "</div><div>" + config_table(runs) + "</div></div>\n";
+  body += grids + notes_for(runs);
+  return body + "</section>\n";
+}
+
+// The runs a report draws: those asked for, or by default the last run (none when a plan or
+// capacity search is asked for, or when the database holds only capacity searches).
+std::vector<int64_t> runs_to_draw(SqliteDb &db, const ReportOptions &options,
+                                  std::optional<int64_t> &capacity_id) {
+  std::vector<int64_t> ids = options.run_ids;
+  if (!ids.empty() || options.plan_id || capacity_id) return ids;
+  const auto all = all_ids(db, "SELECT run_id FROM run ORDER BY run_id");
+  if (!all.empty()) return {all.back()};
+  if (!capacity_ids(db.path()).empty()) {
+    capacity_id = 0;
+    return ids;
+  }
+  throw InputError(db.path(), 0, "the database holds no runs");
+}
 
 }  // namespace
 
@@ -1091,14 +1680,24 @@ std::string render_report(const std::string& db_path, const ReportOptions& optio
       throw InputError(db_path, 0, "not a servesim results database (it has no run table)");
     }
   }
-  std::vector<int64_t> ids = options.run_ids;
-  if (ids.empty() && !options.plan_id) {
-    const auto all = all_ids(db, "SELECT run_id FROM run ORDER BY run_id");
-    if (all.empty()) throw InputError(db_path, 0, "the database holds no runs");
-    ids.push_back(all.back());
-  }
+  std::optional<int64_t> capacity_id = options.capacity_id;
   std::vector<RunData> runs;
-  for (int64_t id : ids) runs.push_back(load_run(db, id));
+  for (int64_t id : runs_to_draw(db, options, capacity_id)) runs.push_back(load_run(db, id));
+
+  ChartSet all;
+  std::string body;
+  if (!runs.empty()) body += runs_section(runs, all);
+  if (options.plan_id) body += plan_section(db, *options.plan_id, all);
+  int64_t drawn_capacity = 0;
+  if (capacity_id) {
+    if (*capacity_id == 0) {
+      const std::vector<int64_t> ids = capacity_ids(db_path);
+      if (ids.empty()) throw InputError(db_path, 0, "the database holds no capacity search");
+      capacity_id = ids.back();
+    }
+    drawn_capacity = *capacity_id;
+    body += capacity_section(db_path, drawn_capacity, all);
+  }
 
   std::string title = options.title;
   if (title.empty()) {
@@ -1107,54 +1706,14 @@ std::string render_report(const std::string& db_path, const ReportOptions& optio
                           runs[0].policy);
     } else if (runs.size() > 1) {
       title = fmt::format("servesim comparison of {} runs", runs.size());
-    } else {
+    } else if (options.plan_id) {
       title = fmt::format("servesim plan {}", *options.plan_id);
+    } else {
+      title = fmt::format("servesim capacity search {}", drawn_capacity);
     }
   }
-
-  ChartSet all;
-  std::string body;
-  if (runs.size() == 1) {
-    const RunData& r = runs[0];
-    ChartSet charts = run_charts(runs, fmt::format("run{}-", r.run_id));
-    all.charts += charts.charts;
-    body += fmt::format("<section class=\"run\" data-run=\"{}\"><h2>Run {}: {}</h2>\n", r.run_id,
-                        r.run_id, svg::escape(r.scenario));
-    body += run_header(r);
-    body += "<h3>Latency distributions and time series</h3><div class=\"grid\">" + charts.html +
-            "</div>\n";
-    body += notes_for(runs);
-    body += "<div class=\"row\"><div><h3>Summary</h3>" + metrics_table(runs) + "</div><div>" +
-            config_table(runs) + "</div></div>\n";
-    body += "</section>\n";
-  } else if (runs.size() > 1) {
-    ChartSet charts = run_charts(runs, "cmp-");
-    all.charts += charts.charts;
-    body += fmt::format(
-        "<section class=\"comparison\" data-runs=\"{}\"><h2>Comparison of {} runs</h2>\n",
-        runs.size(), runs.size());
-    body += "<ul class=\"runs\">";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      body += fmt::format(
-          "<li><span class=\"swatch\" style=\"background:{}\"></span><b>{}</b>: scenario {}, "
-          "router {}; workload {}; SLO: {}</li>",
-          svg::color(static_cast<int>(i)), svg::escape(runs[i].name()),
-          svg::escape(runs[i].scenario), svg::escape(runs[i].router), svg::escape(runs[i].workload),
-          svg::escape(slo_text(runs[i])));
-    }
-    body +=
-        "</ul>\n<div class=\"row\"><div><h3>Side by side (Δ relative to the first run; green is "
-        "better)</h3>" +
-        metrics_table(runs) + "</div><div>" + config_table(runs) + "</div></div>\n";
-    body += "<h3>Latency distributions and time series</h3><div class=\"grid\">" + charts.html +
-            "</div>\n";
-    body += notes_for(runs);
-    body += "</section>\n";
-  }
-  if (options.plan_id) body += plan_section(db, *options.plan_id, all);
-
   std::string html;
-  html.reserve(body.size() + 4096);
+  html.reserve(body.size() + 8192);
   html += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   html += "<title>" + svg::escape(title) + "</title>\n<style>" + std::string(kCss) +
@@ -1164,10 +1723,12 @@ std::string render_report(const std::string& db_path, const ReportOptions& optio
   html += fmt::format("<p class=\"meta\">database {}</p>\n", svg::escape(db_path));
   html += body;
   html += "<footer>Generated by servesim " SERVESIM_VERSION
-          ". Self-contained: inline SVG and CSS, no script, no "
-          "network.</footer>\n</main></body></html>\n";
+          ". Self-contained: inline SVG, CSS and script, no network; hover a chart for its "
+          "values.</footer>\n</main>\n<script>" +
+          std::string(kScript) + "</script>\n</body></html>\n";
   if (stats) {
     stats->runs = runs.size();
+    stats->capacity_id = drawn_capacity;
     stats->charts = all.charts;
     stats->bytes = html.size();
   }

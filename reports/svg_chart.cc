@@ -69,6 +69,46 @@ Axis make_axis(double lo, double hi, bool log, bool fixed_lo, bool fixed_hi) {
   return a;
 }
 
+// The width of each bar of `s`, in x units: its own, or 0.8 x the smallest gap between its distinct
+// x values (1 for a single bar).
+template <typename Usable>
+double bar_width(const Series& s, const Usable& usable) {
+  if (s.bar_width > 0) return s.bar_width;
+  std::vector<double> xs;
+  for (const Point& p : s.points) {
+    if (usable(p)) xs.push_back(p.x);
+  }
+  std::sort(xs.begin(), xs.end());
+  double gap = std::numeric_limits<double>::infinity();
+  for (size_t k = 1; k < xs.size(); ++k) {
+    if (xs[k] > xs[k - 1]) gap = std::min(gap, xs[k] - xs[k - 1]);
+  }
+  return std::isfinite(gap) ? 0.8 * gap : 1.0;
+}
+
+// The bars of series `s` (its usable points `pts`, at indices `idx` of s.points), `width` wide.
+std::string render_bars(const Series& s, const std::vector<Point>& pts,
+                        const std::vector<size_t>& idx, const std::string& colour, double width,
+                        const Axis& xa, const Axis& ya) {
+  std::string o;
+  const double base = ya.map(std::clamp(0.0, ya.lo, ya.hi));
+  for (size_t k = 0; k < pts.size(); ++k) {
+    const double x0 = xa.map(xa.log ? pts[k].x : pts[k].x - width / 2);
+    const double x1 = xa.map(xa.log ? pts[k].x : pts[k].x + width / 2);
+    const double y = ya.map(pts[k].y);
+    const double w = std::max(1.0, x1 - x0);
+    o += fmt::format(
+        "<rect class=\"bar\" data-series=\"{}\" data-role=\"{}\" data-x=\"{:.6g}\" "
+        "data-y=\"{:.6g}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" "
+        "fill-opacity=\"0.75\">",
+        escape(s.name), escape(s.role), pts[k].x, pts[k].y, num(x0), num(std::min(y, base)), num(w),
+        num(std::max(0.5, std::abs(base - y))), colour);
+    if (idx[k] < s.labels.size()) o += "<title>" + escape(s.labels[idx[k]]) + "</title>";
+    o += "</rect>\n";
+  }
+  return o;
+}
+
 }  // namespace
 
 std::vector<double> nice_ticks(double lo, double hi, int target) {
@@ -206,11 +246,15 @@ std::string render(const Chart& chart) {
   auto usable = [&](const Point& p) {
     return std::isfinite(p.x) && std::isfinite(p.y) && (!chart.log_x || p.x > 0);
   };
-  for (const Series& s : chart.series) {
+  std::vector<double> bar_widths(chart.series.size(), 0);
+  for (size_t i = 0; i < chart.series.size(); ++i) {
+    const Series& s = chart.series[i];
+    if (s.style == SeriesStyle::kBars) bar_widths[i] = bar_width(s, usable);
+    const double half = bar_widths[i] / 2;
     for (const Point& p : s.points) {
       if (!usable(p)) continue;
-      x_lo = std::min(x_lo, p.x);
-      x_hi = std::max(x_hi, p.x);
+      x_lo = std::min(x_lo, chart.log_x ? p.x : p.x - half);
+      x_hi = std::max(x_hi, chart.log_x ? p.x : p.x + half);
       y_lo = std::min(y_lo, p.y);
       y_hi = std::max(y_hi, p.y);
     }
@@ -279,9 +323,12 @@ std::string render(const Chart& chart) {
   o += fmt::format(
       "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" "
       "width=\"{}\" height=\"{}\" data-chart=\"{}\" data-series-count=\"{}\" role=\"img\" "
-      "aria-label=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n",
+      "aria-label=\"{}\" font-family=\"sans-serif\" font-size=\"11\" data-x0=\"{}\" data-x1=\"{}\" "
+      "data-px0=\"{}\" data-px1=\"{}\" data-y0=\"{}\" data-y1=\"{}\" data-py0=\"{}\" "
+      "data-py1=\"{}\" data-log-x=\"{}\" data-x-label=\"{}\" data-y-label=\"{}\">\n",
       chart.width, num(height), chart.width, num(height), escape(chart.id), named,
-      escape(chart.title));
+      escape(chart.title), xa.lo, xa.hi, num(xa.px_lo), num(xa.px_hi), ya.lo, ya.hi, num(ya.px_lo),
+      num(ya.px_hi), chart.log_x ? 1 : 0, escape(chart.x_label), escape(chart.y_label));
   o += fmt::format("<text x=\"{}\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",
                    num(left), escape(chart.title));
   // Grid, ticks and tick labels.
@@ -335,6 +382,10 @@ std::string render(const Chart& chart) {
         idx.push_back(k);
       }
     }
+    if (s.style == SeriesStyle::kBars) {
+      o += render_bars(s, pts, idx, c, bar_widths[i], xa, ya);
+      continue;
+    }
     const bool line = s.style != SeriesStyle::kPoints;
     const bool marks = s.style == SeriesStyle::kPoints || s.style == SeriesStyle::kLinePoints;
     if (line) {
@@ -352,26 +403,34 @@ std::string render(const Chart& chart) {
       }
       o += fmt::format(
           "<path class=\"series\" data-series=\"{}\" data-points=\"{}\" d=\"{}\" fill=\"none\" "
-          "stroke=\"{}\" stroke-width=\"1.6\"{}/>\n",
-          escape(s.name), pts.size(), d, c, s.dashed ? " stroke-dasharray=\"5 3\"" : "");
+          "stroke=\"{}\" stroke-width=\"1.6\"{}>{}</path>\n",
+          escape(s.name), pts.size(), d, c, s.dashed ? " stroke-dasharray=\"5 3\"" : "",
+          s.name.empty() ? std::string() : "<title>" + escape(s.name) + "</title>");
     }
-    if (marks) {
+    if (marks && !pts.empty()) {
+      // The series' colours once, on a group around its points.
+      o += fmt::format(
+          "<g class=\"points\" fill=\"{}\" fill-opacity=\"0.8\" stroke=\"#fff\" "
+          "stroke-width=\"0.8\">\n",
+          c);
+      const std::string r = num(s.radius);
       for (size_t k = 0; k < pts.size(); ++k) {
         o += fmt::format(
             "<circle class=\"point\" data-series=\"{}\" data-role=\"{}\" cx=\"{}\" cy=\"{}\" "
-            "r=\"{}\" fill=\"{}\" fill-opacity=\"0.8\" stroke=\"#fff\" stroke-width=\"0.8\">",
-            escape(s.name), escape(s.role), num(xa.map(pts[k].x)), num(ya.map(pts[k].y)),
-            num(s.radius), c);
+            "r=\"{}\" data-x=\"{:.6g}\" data-y=\"{:.6g}\">",
+            escape(s.name), escape(s.role), num(xa.map(pts[k].x)), num(ya.map(pts[k].y)), r,
+            pts[k].x, pts[k].y);
         if (idx[k] < s.labels.size()) o += "<title>" + escape(s.labels[idx[k]]) + "</title>";
         o += "</circle>\n";
         if (idx[k] < s.annotations.size() && !s.annotations[idx[k]].empty()) {
           o += fmt::format(
-              "<text class=\"annotation\" x=\"{}\" y=\"{}\" font-size=\"10\" "
-              "fill=\"#333\">{}</text>\n",
+              "<text class=\"annotation\" x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#333\" "
+              "fill-opacity=\"1\" stroke=\"none\">{}</text>\n",
               num(xa.map(pts[k].x) + s.radius + 2), num(ya.map(pts[k].y) - s.radius - 1),
               escape(s.annotations[idx[k]]));
         }
       }
+      o += "</g>\n";
     }
   }
   o += "</g>\n";
@@ -395,7 +454,8 @@ std::string render(const Chart& chart) {
         "<line class=\"marker\" data-marker=\"{0}\" data-axis=\"y\" x1=\"{1}\" x2=\"{2}\" "
         "y1=\"{3}\" y2=\"{3}\" stroke=\"#c00\" stroke-dasharray=\"4 3\" stroke-width=\"1.2\"/>\n"
         "<text x=\"{4}\" y=\"{5}\" fill=\"#c00\">{0}</text>\n",
-        escape(m.label), num(left), num(left + plot_w), num(y), num(left + 4), num(y - 4));
+        escape(m.label), num(left), num(left + plot_w), num(y), num(left + 4),
+        num(y - 4 < top + 10 ? y + 12 : y - 4));  // below the line at the top of the plot
   }
 
   // Legend.
@@ -405,7 +465,10 @@ std::string render(const Chart& chart) {
     for (const LegendItem& item : legend) {
       const std::string c = color(item.color);
       o += fmt::format("<g class=\"legend-entry\" data-series=\"{}\">", escape(item.s->name));
-      if (item.s->style == SeriesStyle::kPoints) {
+      if (item.s->style == SeriesStyle::kBars) {
+        o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"9\" fill=\"{}\"/>",
+                         num(item.x + 4), num(item.y - 4.5), c);
+      } else if (item.s->style == SeriesStyle::kPoints) {
         o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"/>", num(item.x + 10),
                          num(item.y), c);
       } else {

@@ -1,17 +1,21 @@
-// Static SVG charts for the HTML report: line and step time series, CDFs and scatter plots, with
-// axes on "nice" ticks (1, 2, 5 x 10^k), marker lines (SLO thresholds) and a legend.
+// Static SVG charts for the HTML report: line and step time series, CDFs, scatter plots and bars,
+// with axes on "nice" ticks (1, 2, 5 x 10^k), marker lines (SLO thresholds) and a legend.
 //
 // Contract: render() is a pure function of its argument (deterministic, no I/O) and returns one
 // self-contained <svg> element: no script, no external font, image or stylesheet; colours are
 // inline, so the chart looks the same wherever the HTML is opened. Non-finite points are dropped.
 // Every drawn mark carries data-* attributes so that tests (and a DOM reader) can count them:
-//   <svg class="chart" data-chart=ID data-series-count=N>
+//   <svg class="chart" data-chart=ID data-series-count=N data-x0 data-x1 data-px0 data-px1
+//        data-y0 data-y1 data-py0 data-py1 data-log-x data-x-label data-y-label>
+//        the axes: data value x0 sits at pixel px0, ... (what a hover script inverts)
 //   <path class="series" data-series=NAME data-points=N>            line and step series
-//   <circle class="point" data-series=NAME data-role=ROLE>          points of a scatter series
+//   <circle class="point" data-series=NAME data-role=ROLE data-x data-y>  points, their values
+//   <rect class="bar" data-series=NAME data-role=ROLE data-x data-y>      bars (centre, height)
 //   <g class="legend-entry" data-series=NAME>                        one per named series
 //   <line class="marker" data-marker=LABEL data-axis="x"|"y">        marker lines
-// Callers downsample long series first (downsample_minmax, cdf_points): render() draws every
-// point it is given.
+// A named line series' path and every labelled point or bar carry a <title> (the browser's own
+// tooltip). Callers downsample long series first (downsample_minmax, cdf_points): render() draws
+// every point it is given.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +36,7 @@ enum class SeriesStyle {
   kStep,    // y holds until the next x (counts, instance pools)
   kPoints,  // one circle per point (scatter)
   kLinePoints,
+  kBars,  // one bar per point, from 0 to y, centred on x (histograms, per-config values)
 };
 
 struct Series {
@@ -44,6 +49,7 @@ struct Series {
   int color = -1;                        // palette index; -1: the series' position
   bool dashed = false;
   double radius = 3.5;  // kPoints / kLinePoints
+  double bar_width = 0;  // kBars, in x units; 0: 0.8 x the smallest gap between x values
 };
 
 // A vertical (x) or horizontal (y) reference line, e.g. an SLO threshold.

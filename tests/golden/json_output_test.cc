@@ -139,11 +139,34 @@ TEST(JsonOutput, RunWarnsOnActivationReserve) {
 }
 
 TEST(JsonOutput, Capacity) {
-  const Output o =
-      servesim("capacity tests/golden/scenarios/quickstart/scenario.json --slo ttft_p90=2s --json");
+  const fs::path db =
+      fs::temp_directory_path() / ("servesim_json_capacity_" + std::to_string(::getpid()) + ".db");
+  fs::remove(db);
+  const Output o = servesim(
+      "capacity tests/golden/scenarios/quickstart/scenario.json --slo ttft_p90=2s --json --db " +
+      db.string());
   ASSERT_EQ(o.rc, 0) << o.err;
   const Json doc = parse(o);
   EXPECT_EQ(doc["command"], "capacity");
+  EXPECT_EQ(doc["db"], db.string());
+  EXPECT_EQ(doc["capacity_id"], 1);
+  // The search is in the database, one row per probe, and the report draws it.
+  const fs::path html = db.string() + ".html";
+  const Output report = servesim("report " + db.string() + " --capacity 1 -o " + html.string());
+  EXPECT_EQ(report.rc, 0) << report.err;
+  EXPECT_NE(report.out.find("capacity search 1, 3 charts"), std::string::npos) << report.out;
+  std::ifstream in(html);
+  std::stringstream page;
+  page << in.rdbuf();
+  EXPECT_NE(page.str().find("data-chart=\"capacity1-latency-ttft\""), std::string::npos);
+  EXPECT_NE(page.str().find("data-probe=\"" + std::to_string(doc["probes"].size()) + "\""),
+            std::string::npos);
+  fs::remove(html);
+  for (const char* side : {"", "-wal", "-shm"}) fs::remove(db.string() + side);
+  EXPECT_TRUE(parse(servesim(
+      "capacity tests/golden/scenarios/quickstart/scenario.json --slo ttft_p90=2s --json --no-db"))
+                  ["capacity_id"]
+                      .is_null());
   EXPECT_EQ(doc["objectives"], Json::array({"ttft_p90=2s"}));
   EXPECT_TRUE(doc["attainment_required"].is_null());
   const double capacity = doc["capacity_rps"].get<double>();

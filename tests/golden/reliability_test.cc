@@ -80,7 +80,7 @@ std::string opt13b_scenario(int count) {
 // ---- 1. capacity always ends ----
 
 TEST(CapacityReliability, OptionsOutOfRangeAreErrors) {
-  const std::string base = "capacity scenarios/quickstart.json --slo ttft_p90=1s ";
+  const std::string base = "capacity scenarios/quickstart.json --no-db --slo ttft_p90=1s ";
   for (const char* a : {"2", "nan", "-1", "0"}) {
     expect_refused(base + "--attainment " + a, "--attainment");
   }
@@ -126,7 +126,7 @@ TEST(CapacityReliability, SustainedCheckComparesWithTheArrivalsRealized) {
 TEST(CapacityReliability, HundredRequestOpt13bSearchEnds) {
   const fs::path f = write("cap100.json", opt13b_scenario(100));
   const auto [rc, out] =
-      cli("capacity " + f.string() + " --slo ttft_p90=400ms --slo tpot_p90=40ms");
+      cli("capacity " + f.string() + " --no-db --slo ttft_p90=400ms --slo tpot_p90=40ms");
   EXPECT_TRUE(rc == 0 || rc == 1) << out;
   EXPECT_TRUE(out.find("serving capacity") != std::string::npos ||
               out.find("no rate meets the SLO") != std::string::npos)
@@ -139,7 +139,7 @@ TEST(CapacityReliability, HundredRequestOpt13bSearchEnds) {
 
 TEST(CapacityReliability, TooSmallAWorkloadIsRefusedWithItsSampleSize) {
   const fs::path f = write("cap10.json", opt13b_scenario(10));
-  expect_refused("capacity " + f.string() + " --slo ttft_p90=400ms", "too few requests");
+  expect_refused("capacity " + f.string() + " --no-db --slo ttft_p90=400ms", "too few requests");
 }
 
 // ---- 2. knob bounds, 7. resource limits ----
@@ -296,7 +296,7 @@ TEST(ContextLimits, CapacityOfAWorkloadWhollyBeyondTheContextIsRefused) {
     "cluster": {"gpu": "a100_80gb_sxm", "instances": 1},
     "workload": {"type": "generated", "arrival": {"process": "poisson", "rate": 2.0}, "count": 100,
       "lengths": {"type": "fixed", "prompt": 3000, "output": 10}}})");
-  expect_refused("capacity " + f.string() + " --slo ttft_p90=400ms",
+  expect_refused("capacity " + f.string() + " --no-db --slo ttft_p90=400ms",
                  "every request (100) is rejected");
 }
 

@@ -115,6 +115,59 @@ TEST(Render, MarksCarryDataAttributes) {
   EXPECT_EQ(svg.find("http://www.w3.org/2000/svg"), svg.find("http"));  // only the namespace
 }
 
+// The axes are declared on the <svg> (what the report's hover script inverts), named lines carry
+// their name as a <title>, and points their values.
+TEST(Render, DeclaresAxesAndValuesForHovering) {
+  Chart c;
+  c.id = "lat";
+  c.x_label = "rate, req/s";
+  c.y_label = "TTFT, ms";
+  c.x_min = 0;
+  c.x_max = 10;
+  c.y_min = 0;
+  c.y_max = 100;
+  c.width = 600;
+  c.series.push_back({"p99", {{1, 10}, {5, 50}}, SeriesStyle::kLinePoints});
+  c.series.push_back({"", {{2, 20}}});
+  const std::string svg = render(c);
+  // Plot area: x from 62 to 600 - 14 px, y from 30 + (320 - 30 - 44) px up to 30.
+  EXPECT_NE(svg.find("data-x0=\"0\" data-x1=\"10\" data-px0=\"62.0\" data-px1=\"586.0\" "
+                     "data-y0=\"0\" data-y1=\"100\" data-py0=\"276.0\" data-py1=\"30.0\" "
+                     "data-log-x=\"0\" data-x-label=\"rate, req/s\" data-y-label=\"TTFT, ms\""),
+            std::string::npos)
+      << svg;
+  EXPECT_EQ(count(svg, "<title>p99</title></path>"), 1u);
+  EXPECT_EQ(count(svg, "<title>"), 1u);  // the unnamed line has none
+  EXPECT_EQ(count(svg, "data-x=\"5\" data-y=\"50\""), 1u);
+  // Point (5, 50) sits at x = 62 + 0.5 x 524, y = 276 - 0.5 x 246.
+  EXPECT_NE(svg.find("cx=\"324.0\" cy=\"153.0\""), std::string::npos);
+}
+
+// Bars stand on zero, centred on x, as wide as asked (or 0.8 of the closest gap).
+TEST(Render, BarsStandOnZero) {
+  Chart c;
+  c.id = "hist";
+  c.x_min = 0;
+  c.x_max = 10;
+  c.y_min = 0;
+  c.y_max = 1;
+  Series bars{"share", {{2, 0.5}, {4, 1}}, SeriesStyle::kBars, "distribution", {"two", "four"}};
+  c.series.push_back(bars);
+  const std::string svg = render(c);
+  EXPECT_EQ(count(svg, "<rect class=\"bar\" data-series=\"share\" data-role=\"distribution\""), 2u);
+  // Width 0.8 x 2 = 1.6 units = 83.8 px; the first bar from x = 1.2 to 2.8, height 0.5 x 246.
+  EXPECT_NE(
+      svg.find(
+          "data-x=\"2\" data-y=\"0.5\" x=\"124.9\" y=\"153.0\" width=\"83.8\" height=\"123.0\""),
+      std::string::npos)
+      << svg;
+  EXPECT_EQ(count(svg, "<title>(two|four)</title></rect>"), 2u);
+  EXPECT_EQ(count(svg, "class=\"legend-entry\" data-series=\"share\"><rect"), 1u);
+  bars.bar_width = 1;
+  c.series = {bars};
+  EXPECT_NE(render(c).find("width=\"52.4\""), std::string::npos);
+}
+
 TEST(Render, EmptyChartSaysNoData) {
   Chart c;
   c.id = "empty";
