@@ -245,44 +245,43 @@ std::string catalog_model_for(const std::string& hf_id, const models::ModelCatal
   return "";
 }
 
-MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& catalogs,
-                           const BenchmarkTemplate& bench) {
-  MappedRun m;
-  m.run = row;
-  m.model = catalog_model_for(row.model_path, catalogs.models);
-  if (!m.model.empty()) m.moe = catalogs.models.get(m.model).moe.has_value();
-  // A MoE row whose experts span more GPUs than its tensor parallelism (moe_tp x moe_ep a multiple
-  // of tp, no attention_dp given) ran its attention data-parallel over them: vLLM's
-  // --data-parallel-size, whose MoE layers are sharded over every DP x TP rank. Its clients stay
-  // the row's (batch_size is silicon_concurrency there, not a per-rank count).
-  if (const int64_t moe_gpus = row.moe_tp * row.moe_ep; m.moe && row.attention_dp == 1 &&
-                                                        row.pp == 1 && moe_gpus > row.tp &&
-                                                        moe_gpus % row.tp == 0) {
+namespace {
+
+// A MoE row whose experts span more GPUs than its tensor parallelism (moe_tp x moe_ep a multiple
+// of tp, no attention_dp given) ran its attention data-parallel over them: vLLM's
+// --data-parallel-size, whose MoE layers are sharded over every DP x TP rank. Its clients stay
+// the row's (batch_size is silicon_concurrency there, not a per-rank count).
+void infer_attention_data_parallelism(MappedRun& m) {
+  const MeasuredRun& row = m.run;
+  const int64_t moe_gpus = row.moe_tp * row.moe_ep;
+  if (m.moe && row.attention_dp == 1 && row.pp == 1 && moe_gpus > row.tp &&
+      moe_gpus % row.tp == 0) {
     m.run.attention_dp = moe_gpus / row.tp;
     m.assumption = fmt::format(
         "experts over moe_tp {} x moe_ep {} GPUs at tp {}: attention data-parallel over {} ranks",
         row.moe_tp, row.moe_ep, row.tp, m.run.attention_dp);
   }
+}
+
+// The row's quant mode, lower-cased: the experts' for a MoE model (the bulk of its weights), else
+// the GEMMs', else the row's precision.
+std::string row_quant_mode(const MappedRun& m) {
   const MeasuredRun& r = m.run;
-  // Rows are mapped as they ran: "gb200" / "gb300" as one GPU of the NVL72 rack; the weights of
-  // a MoE model by the experts' moe_quant_mode (the bulk of them); nvfp4 on FP4 tensor cores
-  // where the GPU has them, elsewhere as the engines' weight-only kernels (4-bit weights, 16-bit
-  // math): a checkpoint published in MXFP4 (gpt-oss; the CSV calls its 4-bit experts nvfp4) as
-  // mxfp4, others as int4_wo. (On Blackwell the engines run gpt-oss on the FP4 tensor cores: its
-  // measured TPOT is a third of what the W4A16 MXFP4 MoE table of the B200 gives for the MoE
-  // layers alone, so that kernel is not the one the engines ran.) One exception keeps the
-  // mapping the shipped engine calibration was fitted on: a dense model's block-scaled FP8
-  // (SGLang's Llama-3.1-8B rows) runs as per-tensor fp8; MoE experts keep fp8_block.
-  // The CSV names GPUs as aiconfigurator's system files do: "a100_sxm" is its 80 GiB part.
-  const std::string system = r.system == "a100_sxm" ? "a100_80gb_sxm" : r.system;
-  for (const std::string& key : {system, system + "_nvl72"}) {
-    if (m.gpu.empty() && catalogs.gpus.all().count(key)) m.gpu = key;
-  }
-  if (policies::engine_models().contains(r.backend)) m.engine = r.backend;
-  const std::string quant =
-      boost::algorithm::to_lower_copy(m.moe && !r.moe_quant_mode.empty() ? r.moe_quant_mode
-                                      : r.gemm_quant_mode.empty()        ? r.precision
-                                                                         : r.gemm_quant_mode);
+  return boost::algorithm::to_lower_copy(m.moe && !r.moe_quant_mode.empty() ? r.moe_quant_mode
+                                         : r.gemm_quant_mode.empty()        ? r.precision
+                                                                            : r.gemm_quant_mode);
+}
+
+// The weight dtype a row ran (or "" when servesim has none for its quant mode): nvfp4 on FP4
+// tensor cores where the GPU has them, elsewhere as the engines' weight-only kernels (4-bit
+// weights, 16-bit math): a checkpoint published in MXFP4 (gpt-oss; the CSV calls its 4-bit
+// experts nvfp4) as mxfp4, others as int4_wo. (On Blackwell the engines run gpt-oss on the FP4
+// tensor cores: its measured TPOT is a third of what the W4A16 MXFP4 MoE table of the B200 gives
+// for the MoE layers alone, so that kernel is not the one the engines ran.) One exception keeps
+// the mapping the shipped engine calibration was fitted on: a dense model's block-scaled FP8
+// (SGLang's Llama-3.1-8B rows) runs as per-tensor fp8; MoE experts keep fp8_block.
+std::string row_weight_dtype(const MappedRun& m, const std::string& quant,
+                             const scenarios::Catalogs& catalogs) {
   const bool fp4_cores =
       !m.gpu.empty() && catalogs.gpus.get(m.gpu).peak_flops_per_s(models::Dtype::kNvfp4) > 0;
   const bool mxfp4_checkpoint =
@@ -293,58 +292,82 @@ MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& ca
   const bool sixteen_bit = quant.empty() || quant == "bf16" || quant == "bfloat16" ||
                            quant == "float16" || quant == "fp16" || quant == "half";
   const bool fp4 = quant == "nvfp4" || quant == "mxfp4";
-  m.weight_dtype = sixteen_bit                                           ? "bf16"
-                   : m.moe && quant == "fp8_block"                       ? "fp8_block"
-                   : quant.rfind("fp8", 0) == 0                          ? "fp8"
-                   : fp4 && fp4_cores                                    ? "nvfp4"
-                   : (fp4 && mxfp4_checkpoint) || quant == "w4a16_mxfp4" ? "mxfp4"
-                   : fp4 || quant == "int4_wo" || quant == "w4a16"       ? "int4_wo"
-                                                                         : "";
-  // KV: FP8 beside FP8 and FP4 weights, 16-bit beside 16-bit math.
-  const std::string kv_dtype = m.weight_dtype == "bf16" || m.weight_dtype == "int4_wo" ||
-                                       m.weight_dtype == "mxfp4"
-                                   ? "bf16"
-                                   : "fp8";
-  std::string& why = m.skip_reason;
+  return sixteen_bit                                           ? "bf16"
+         : m.moe && quant == "fp8_block"                       ? "fp8_block"
+         : quant.rfind("fp8", 0) == 0                          ? "fp8"
+         : fp4 && fp4_cores                                    ? "nvfp4"
+         : (fp4 && mxfp4_checkpoint) || quant == "w4a16_mxfp4" ? "mxfp4"
+         : fp4 || quant == "int4_wo" || quant == "w4a16"       ? "int4_wo"
+                                                               : "";
+}
+
+// Why a row cannot be simulated, or "" when it can.
+std::string skip_reason_of(const MappedRun& m, const std::string& quant) {
+  const MeasuredRun& r = m.run;
   const bool disagg = r.mode == "disagg";
   if (!disagg && r.mode != "agg") {
-    why = fmt::format("deployment mode \"{}\" (agg or disagg)", r.mode);
+    return fmt::format("deployment mode \"{}\" (agg or disagg)", r.mode);
   } else if (m.engine.empty()) {
-    why = fmt::format("no engine model \"{}\" (known: {})", r.backend,
-                      policies::engine_models().valid_names());
+    return fmt::format("no engine model \"{}\" (known: {})", r.backend,
+                       policies::engine_models().valid_names());
   } else if (m.gpu.empty()) {
-    why = fmt::format("GPU {} is not in the catalog", r.system);
+    return fmt::format("GPU {} is not in the catalog", r.system);
   } else if (m.model.empty()) {
-    why = fmt::format("model {} is not in the catalog (add it with servesim models import)",
-                      r.model_path);
+    return fmt::format("model {} is not in the catalog (add it with servesim models import)",
+                       r.model_path);
   } else if (m.weight_dtype.empty()) {
-    why = fmt::format("{} weights are not modelled", quant);
+    return fmt::format("{} weights are not modelled", quant);
   } else if (disagg) {
-    why = disaggregated_layout_error(r);
+    return disaggregated_layout_error(r);
   } else if (r.pp > 1 && r.attention_dp > 1) {
-    why = "pipeline parallelism with attention data parallelism is not modelled";
+    return "pipeline parallelism with attention data parallelism is not modelled";
   } else if (r.attention_dp > 1 && r.moe_tp * r.moe_ep != r.tp * r.attention_dp) {
-    why = fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {} x "
-                      "attention_dp {}",
-                      r.moe_tp, r.moe_ep, r.tp, r.attention_dp);
+    return fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {} x "
+                       "attention_dp {}",
+                       r.moe_tp, r.moe_ep, r.tp, r.attention_dp);
   } else if (r.attention_dp == 1 && r.moe_ep > 1 && r.moe_tp * r.moe_ep != r.tp) {
-    why = fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {}", r.moe_tp,
-                      r.moe_ep, r.tp);
+    return fmt::format("expert parallelism moe_tp {} x moe_ep {} is not the row's tp {}",
+                       r.moe_tp, r.moe_ep, r.tp);
   } else if (r.concurrency < 1) {
-    why = "no concurrency (batch_size) given";
+    return "no concurrency (batch_size) given";
   }
-  if (!why.empty()) return m;
-  const auto& entry = policies::engine_models().get(m.engine);
+  return "";
+}
+
+// aiconfigurator's generator limits for the row's engine, as the engine spells them; with
+// attention DP they are per rank, and the one scheduler servesim runs for the instance holds
+// every rank's share.
+void set_generator_limits(const std::string& engine_name, const MeasuredRun& r,
+                          scenarios::Json& engine) {
+  const int64_t ranks = r.attention_dp;
+  const int64_t mbs = std::max<int64_t>(128, r.concurrency / ranks) * ranks;
+  const int64_t budget = mbs + (r.isl + 1500) * ranks;
+  if (engine_name == "vllm") {
+    engine["max_num_seqs"] = mbs;
+    engine["max_num_batched_tokens"] = budget;
+    engine["max_cudagraph_capture_size"] = mbs;
+  } else if (engine_name == "sglang") {
+    engine["max_running_requests"] = mbs;
+    engine["cuda_graph_max_bs"] = mbs;
+    engine["enable_mixed_chunk"] = true;
+    engine["chunked_prefill_size"] = -1;
+    engine["max_prefill_tokens"] = (r.isl + 1500) * ranks;
+  } else if (engine_name == "trtllm") {
+    const int64_t block = 32;  // tokens_per_block: max_num_tokens is rounded up to it
+    engine["max_batch_size"] = mbs;
+    engine["max_num_tokens"] = (budget + block - 1) / block * block;
+    engine["cuda_graph_max_batch_size"] = mbs;
+    engine["cuda_graph_padding"] = true;
+  }
+}
+
+// The scenario of an aggregated row: one instance of the row's engine, release and layout.
+scenarios::Json aggregated_scenario(MappedRun& m, const std::string& kv_dtype,
+                                    const BenchmarkTemplate& bench) {
+  const MeasuredRun& r = m.run;
   scenarios::Json engine = {{"type", m.engine}};
-  if (disagg) {
-    // Disaggregated rows name the serving runtime's release (Dynamo's), not the engine's: the
-    // newest engine defaults servesim knows apply.
-    m.scenario = disaggregated_scenario(r, m, kv_dtype, bench);
-    m.scenario["engine"] = engine;
-    return m;
-  }
-  const policies::StandInVersion release =
-      policies::stand_in_engine_version(entry.versions, r.backend_version);
+  const policies::StandInVersion release = policies::stand_in_engine_version(
+      policies::engine_models().get(m.engine).versions, r.backend_version);
   if (!release.note.empty()) {
     m.assumption +=
         fmt::format("{}{} {}", m.assumption.empty() ? "" : "; ", m.engine, release.note);
@@ -353,30 +376,9 @@ MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& ca
     engine["version"] = release.note.empty() ? r.backend_version : release.version;
   }
   if (bench.deployment == BenchmarkTemplate::Deployment::kAiconfigurator) {
-    // The generator's per-engine limits; with attention DP they are per rank, and the one
-    // scheduler servesim runs for the instance holds every rank's share.
-    const int64_t ranks = r.attention_dp;
-    const int64_t mbs = std::max<int64_t>(128, r.concurrency / ranks) * ranks;
-    const int64_t budget = mbs + (r.isl + 1500) * ranks;
-    if (m.engine == "vllm") {
-      engine["max_num_seqs"] = mbs;
-      engine["max_num_batched_tokens"] = budget;
-      engine["max_cudagraph_capture_size"] = mbs;
-    } else if (m.engine == "sglang") {
-      engine["max_running_requests"] = mbs;
-      engine["cuda_graph_max_bs"] = mbs;
-      engine["enable_mixed_chunk"] = true;
-      engine["chunked_prefill_size"] = -1;
-      engine["max_prefill_tokens"] = (r.isl + 1500) * ranks;
-    } else if (m.engine == "trtllm") {
-      const int64_t block = 32;  // tokens_per_block: max_num_tokens is rounded up to it
-      engine["max_batch_size"] = mbs;
-      engine["max_num_tokens"] = (budget + block - 1) / block * block;
-      engine["cuda_graph_max_batch_size"] = mbs;
-      engine["cuda_graph_padding"] = true;
-    }
+    set_generator_limits(m.engine, r, engine);
   }
-  m.scenario = {
+  scenarios::Json scenario = {
       {"name", r.id},
       {"description",
        fmt::format("measured run {} (line {}): {} {} on {} x {}, ISL {} / OSL {}, "
@@ -398,7 +400,44 @@ MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& ca
       {"workload", benchmark_workload(r, bench)},
       {"output", {{"sample_interval", "0s"}}},
   };
-  if (r.pp > 1) m.scenario["cluster"]["pp"] = r.pp;  // each stage tp GPUs (pipeline.h)
+  if (r.pp > 1) scenario["cluster"]["pp"] = r.pp;  // each stage tp GPUs (pipeline.h)
+  return scenario;
+}
+
+}  // namespace
+
+MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& catalogs,
+                           const BenchmarkTemplate& bench) {
+  MappedRun m;
+  m.run = row;
+  m.model = catalog_model_for(row.model_path, catalogs.models);
+  if (!m.model.empty()) m.moe = catalogs.models.get(m.model).moe.has_value();
+  infer_attention_data_parallelism(m);
+  const MeasuredRun& r = m.run;
+  // Rows are mapped as they ran: "gb200" / "gb300" as one GPU of the NVL72 rack (the CSV names
+  // GPUs as aiconfigurator's system files do: "a100_sxm" is its 80 GiB part).
+  const std::string system = r.system == "a100_sxm" ? "a100_80gb_sxm" : r.system;
+  for (const std::string& key : {system, system + "_nvl72"}) {
+    if (m.gpu.empty() && catalogs.gpus.all().count(key)) m.gpu = key;
+  }
+  if (policies::engine_models().contains(r.backend)) m.engine = r.backend;
+  const std::string quant = row_quant_mode(m);
+  m.weight_dtype = row_weight_dtype(m, quant, catalogs);
+  // KV: FP8 beside FP8 and FP4 weights, 16-bit beside 16-bit math.
+  const std::string kv_dtype = m.weight_dtype == "bf16" || m.weight_dtype == "int4_wo" ||
+                                       m.weight_dtype == "mxfp4"
+                                   ? "bf16"
+                                   : "fp8";
+  m.skip_reason = skip_reason_of(m, quant);
+  if (!m.skip_reason.empty()) return m;
+  if (r.mode == "disagg") {
+    // Disaggregated rows name the serving runtime's release (Dynamo's), not the engine's: the
+    // newest engine defaults servesim knows apply.
+    m.scenario = disaggregated_scenario(r, m, kv_dtype, bench);
+    m.scenario["engine"] = {{"type", m.engine}};
+    return m;
+  }
+  m.scenario = aggregated_scenario(m, kv_dtype, bench);
   return m;
 }
 

@@ -20,6 +20,7 @@
 #include "app/dllm_run.h"
 #include "app/parallel.h"
 #include "app/plan_internal.h"
+#include "app/run_scenario.h"
 #include "reports/plan_store.h"
 #include "reports/sqlite_sink.h"
 #include "scenarios/dllm_scenario.h"
@@ -567,15 +568,6 @@ size_t apply_verdicts(const PlanSpec& spec, const PlanResults& results,
   return simulations;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 reports::PlanConfigRow config_row(const PlanConfig& c) {
   reports::PlanConfigRow cr;
   cr.config_index = c.index;
@@ -601,7 +593,7 @@ int64_t store_plan(const std::string& db_path, const PlanSpec& spec,
   reports::PlanStore store(db_path);
   reports::PlanRow row{spec.name, spec.source, spec.target_rate ? "target" : "max", "",
                        spec.document.dump(), spec.target_rate.value_or(0)};
-  row.started_at = utc_now();
+  row.started_at = utc_now_iso();
   const int64_t plan_id = store.begin_plan(row);
   for (const PlanConfig& c : configs) {
     reports::PlanConfigRow cr = config_row(c);
