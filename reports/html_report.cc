@@ -1377,7 +1377,7 @@ void capacity_load_charts(const CapacitySearchRecord &s, const std::string &pref
   Series sustained =
       point_series("sustained (completions)", SeriesStyle::kLinePoints, "probe", 0, 3);
   Series required =
-      point_series(fmt::format("required: {:.0f} % of offered", s.min_throughput_ratio * 100),
+      point_series(fmt::format("required: {:.0f} % of arrivals", s.min_throughput_ratio * 100),
                    SeriesStyle::kLine, "", 3);
   required.dashed = true;
   for (size_t k : order) {
@@ -1386,7 +1386,11 @@ void capacity_load_charts(const CapacitySearchRecord &s, const std::string &pref
     sustained.points.push_back({p.rate, p.sustained_rate});
     sustained.labels.push_back(fmt::format("probe {}: offered {:.3f} req/s, sustained {:.3f} req/s",
                                            k + 1, p.rate, p.sustained_rate));
-    required.points.push_back({p.rate, p.rate * s.min_throughput_ratio});
+    // The criterion compares completions with the arrivals of the same window (the offered
+    // rate as realized), not with the nominal rate.
+    const double arrivals = std::isfinite(p.offered_rate) && p.offered_rate > 0 ? p.offered_rate
+                                                                               : p.rate;
+    required.points.push_back({p.rate, arrivals * s.min_throughput_ratio});
   }
   c.series = {sustained, required};
   add_capacity_marker(s, c);
