@@ -10,6 +10,7 @@
 #include "traces/generators.h"
 #include "traces/loaders.h"
 #include "sim/core/limits.h"
+#include "sim/core/units.h"
 #include "policies/builtin.h"
 #include "policies/dllm.h"
 #include "sim/policy_api.h"
@@ -52,6 +53,197 @@ bool is_dllm_scenario_file(const std::string& path, const DataRoot& root) {
   }
 }
 
+namespace {
+
+// What parse_dllm_scenario's section readers share.
+struct DllmReading {
+  const Catalogs& cat;
+  const std::string& base_dir;
+  const DataRoot& root;
+  Issues& issues;
+  Json& resolved;
+};
+
+// `policy`: the dLLM algorithm and the knobs of its registry entry (a knob of another dLLM policy
+// is unknown here).
+void read_dllm_policy(ObjectReader& top, DllmReading& in, dllm::DllmConfig& c) {
+  const Json* section = top.object("policy", true);
+  const Json empty = Json::object();
+  ObjectReader r(section ? *section : empty, "policy", in.issues, in.resolved["policy"]);
+  const auto type = r.string("type", std::nullopt, policies::dllm_policies().names());
+  if (type) {
+    c.algorithm = dllm::parse_algorithm(*type);
+    policies::apply_dllm_policy_params(r.params(policies::dllm_policies().get(*type).schema), c);
+  }
+  r.finish();
+}
+
+// denoise.eos_length / denoise.tokens_per_step: optional request variations; absent (the
+// default) keeps every request at gen_length tokens in `steps` passes.
+void read_decode_variation(ObjectReader& r, DllmReading& in, dllm::DecodeVariation& v) {
+  Json& out = in.resolved["denoise"];
+  for (const auto& [key, lo, hi] : {std::tuple{"eos_length", &v.eos_min, &v.eos_max},
+                                    std::tuple{"tokens_per_step", &v.accept_min, &v.accept_max}}) {
+    const Json* vin = r.object(key, false);
+    if (!vin) continue;
+    ObjectReader vr(*vin, join_path("denoise", key), in.issues, out[key]);
+    *lo = vr.integer("min", std::nullopt, 1, kMaxDllmGenLength).value_or(1);
+    *hi = vr.integer("max", std::nullopt, 1, kMaxDllmGenLength).value_or(1);
+    vr.finish();
+  }
+}
+
+// `denoise`: generation length, steps, blocks, the caches' knobs and the request variations.
+void read_denoise(ObjectReader& top, DllmReading& in, dllm::DllmConfig& c) {
+  ObjectReader r = section_reader(top, "denoise", in.issues, in.resolved);
+  dllm::DenoiseParams& p = c.denoise;
+  p.gen_length = r.integer("gen_length", 256, 1, kMaxDllmGenLength).value_or(256);
+  p.steps = r.integer("steps", 256, 1, kMaxDllmGenLength).value_or(256);
+  p.block = r.integer("block", 32, 1, kMaxDllmGenLength).value_or(32);
+  p.retention = r.number("retention", 0.5, 0.0, 1.0, true).value_or(0.5);
+  p.pool_kernel = r.integer("pool_kernel", 3, 1, kMaxDllmGenLength).value_or(3);
+  p.cache_prompt_interval =
+      r.integer("cache_prompt_interval", 100, 1, kMaxDllmGenLength).value_or(100);
+  p.cache_gen_interval = r.integer("cache_gen_interval", 7, 1, kMaxDllmGenLength).value_or(7);
+  p.transfer_ratio = r.number("transfer_ratio", 0.25, 0.0, 1.0, true).value_or(0.25);
+  read_decode_variation(r, in, c.variation);
+  r.finish();
+  if (const std::string e = dllm::check_denoise_params(p); !e.empty() && in.issues.empty()) {
+    in.issues.add("denoise", e);
+  }
+  if (const std::string e = dllm::check_decode_variation(c.variation, p);
+      !e.empty() && in.issues.empty()) {
+    in.issues.add("denoise", e);
+  }
+}
+
+// `cluster`: the GPU (here or top-level `top_gpu`, once), instances, tensor parallelism and an
+// optional router type.
+void read_dllm_cluster(ObjectReader& top, DllmReading& in,
+                       const std::optional<std::string>& top_gpu, DllmScenario& s) {
+  ObjectReader r = section_reader(top, "cluster", in.issues, in.resolved);
+  std::optional<std::string> cluster_gpu;
+  if (r.has("gpu")) cluster_gpu = r.string("gpu", std::nullopt, in.cat.gpus.keys());
+  if (top_gpu && cluster_gpu) {
+    in.issues.add("cluster.gpu", "give the GPU once: cluster.gpu or the top-level gpu, not both");
+  } else if (!top.has("gpu") && !r.has("gpu")) {
+    in.issues.add("cluster.gpu", fmt::format("is required: the GPU of every instance, one of {}",
+                                             fmt::join(in.cat.gpus.keys(), ", ")));
+  }
+  s.gpu = top_gpu.value_or(cluster_gpu.value_or(""));
+  s.instances = r.integer("instances", 1, 1, kMaxDllmInstances).value_or(1);
+  s.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDllmTp).value_or(1));
+  if (r.has("router")) {
+    if (top.has("router")) {
+      in.issues.add("cluster.router", "give the router once: the router section or "
+                                      "cluster.router, not both");
+    }
+    s.router.type =
+        r.string("router", "round_robin", sim::routing_policies().names()).value_or("");
+    if (sim::routing_policies().contains(s.router.type)) {
+      s.router.params = ParamValues::defaults(sim::routing_policies().get(s.router.type).schema);
+    }
+  }
+  r.finish();
+  if (in.cat.models.all().count(s.model) && in.cat.models.get(s.model).diffusion &&
+      !models::is_valid_tp(in.cat.models.get(s.model), s.tp)) {
+    in.issues.add("cluster.tp", fmt::format("{} cannot be sharded over {} GPUs (its attention "
+                                            "heads and KV heads must divide among them)",
+                                            s.model, s.tp));
+  }
+}
+
+// `memory`: how much of the GPU the dLLM runtime may take and what it keeps beside the weights.
+void read_dllm_memory(ObjectReader& top, DllmReading& in, dllm::DllmConfig& c) {
+  ObjectReader r = section_reader(top, "memory", in.issues, in.resolved);
+  c.memory.gpu_memory_utilization =
+      r.number("gpu_memory_utilization", 0.9, 0.0, 1.0, true).value_or(0.9);
+  c.memory.runtime_overhead_bytes =
+      std::llround(r.number("runtime_overhead_gib", 1.0, 0.0).value_or(1.0) * kBytesPerGiB);
+  c.memory.logit_copies = r.number("logit_copies", 3.0, 1.0).value_or(3.0);
+  r.finish();
+}
+
+// `slo`: as an LLM scenario's, without token-gap objectives (every token of a dLLM request comes
+// at its last step).
+void read_dllm_slo(ObjectReader& top, DllmReading& in, DllmScenario& s) {
+  s.slo = read_slo(top);
+  for (const auto& [key, set] : {std::pair{"tpot", s.slo.tpot.has_value()},
+                                 std::pair{"tbt_p99", s.slo.tbt_p99.has_value()}}) {
+    if (set) {
+      in.issues.add(join_path("slo", key),
+                    fmt::format("{}; bound ttft (its end-to-end latency)", kDllmHasNoTokenGaps));
+    }
+  }
+}
+
+// workload.prompts of the dLLM form: a trace, a length distribution or a fixed length.
+void read_dllm_prompts(ObjectReader& r, DllmReading& in, DllmScenario& s) {
+  static const Json kEmpty = Json::object();
+  const Json* pin = r.object("prompts", true);
+  ObjectReader p(pin ? *pin : kEmpty, "workload.prompts", in.issues,
+                 in.resolved["workload"]["prompts"]);
+  s.prompt_type = p.string("type", std::nullopt, {"trace", "distribution", "fixed"}).value_or("");
+  if (s.prompt_type == "fixed") {
+    s.fixed_prompt = p.integer("tokens", std::nullopt, 1, kMaxRequestTokens).value_or(1);
+  } else if (!s.prompt_type.empty()) {
+    if (s.prompt_type == "trace") {
+      s.prompt_format = p.string("format", std::nullopt, traces::trace_formats()).value_or("");
+    }
+    if (const auto path = p.string("path", std::nullopt)) {
+      try {
+        s.prompt_path = resolve_data_path(*path, in.base_dir, in.root);
+      } catch (const InputError& e) {
+        in.issues.add("workload.prompts.path", e.message());
+      }
+    }
+  }
+  p.finish();
+}
+
+// The dLLM form of `workload`: a request count, Poisson arrivals and prompts.
+void read_dllm_own_workload(const Json* workload_in, DllmReading& in, DllmScenario& s) {
+  static const Json kEmpty = Json::object();
+  Json& out = in.resolved["workload"];
+  ObjectReader r(workload_in ? *workload_in : kEmpty, "workload", in.issues, out);
+  s.workload_name = r.string("name", "workload").value_or("");
+  s.requests = r.integer("requests", std::nullopt, 1, kMaxRequests).value_or(1);
+  s.max_prompt_tokens = r.integer("max_prompt_tokens", 0, 0, kMaxRequestTokens).value_or(0);
+  {
+    const Json* ain = r.object("arrival", true);
+    ObjectReader a(ain ? *ain : kEmpty, "workload.arrival", in.issues, out["arrival"]);
+    a.string("type", "poisson", {"poisson"});
+    s.rate_per_s = a.number("rate", std::nullopt, kMinRatePerS, kMaxRatePerS).value_or(1.0);
+    a.finish();
+  }
+  read_dllm_prompts(r, in, s);
+  r.finish();
+}
+
+// `workload`: an LLM scenario's open-loop workload section (the ordinary form, with a type), or
+// the dLLM form.
+void read_dllm_workload(ObjectReader& top, DllmReading& in, DllmScenario& s) {
+  const Json* workload_in = top.object("workload", true);
+  if (!workload_in || !workload_in->contains("type")) {
+    read_dllm_own_workload(workload_in, in, s);
+    return;
+  }
+  const Json& type = workload_in->at("type");
+  if (type.is_string() && is_top_level_only_workload(type.get<std::string>())) {
+    in.issues.add("workload.type",
+                  fmt::format("a dLLM deployment takes an open-loop workload (trace, generated or "
+                              "merge), not \"{}\": closed-loop clients are not modelled for dLLM "
+                              "policies",
+                              type.get<std::string>()));
+  } else {
+    validate_workload(*workload_in, "workload", in.issues, in.resolved["workload"], in.base_dir,
+                      in.root, false);
+    s.workload = in.resolved["workload"];
+  }
+}
+
+}  // namespace
+
 DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
                                  const std::string& base_dir, const DataRoot& root) {
   policies::register_builtin_policies();
@@ -60,6 +252,7 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
   DllmScenario s;
   s.source = source;
   const Catalogs& cat = Catalogs::get(root);
+  DllmReading in{cat, base_dir, root, issues, resolved};
   ObjectReader top(doc, "", issues, resolved);
   top.string("kind", "dllm", {"dllm"});
   s.name = top.string("name", fs::path(source).stem().string()).value_or("");
@@ -76,171 +269,13 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
   std::optional<std::string> top_gpu;
   if (top.has("gpu")) top_gpu = top.string("gpu", std::nullopt, cat.gpus.keys());
   s.cost_model.type = top.string("cost_model", "profiled", {"profiled", "roofline"}).value_or("");
-
-  dllm::DllmConfig& c = s.config;
-  {
-    Json& out = resolved["policy"];
-    const Json* in = top.object("policy", true);
-    const Json empty = Json::object();
-    ObjectReader r(in ? *in : empty, "policy", issues, out);
-    const auto type = r.string("type", std::nullopt, policies::dllm_policies().names());
-    if (type) {
-      c.algorithm = dllm::parse_algorithm(*type);
-      // The knobs of the policy's registry entry; a knob of another dLLM policy is unknown here.
-      policies::apply_dllm_policy_params(r.params(policies::dllm_policies().get(*type).schema), c);
-    }
-    r.finish();
-  }
-  {
-    Json& out = resolved["denoise"];
-    const Json* in = top.object("denoise", false);
-    const Json empty = Json::object();
-    ObjectReader r(in ? *in : empty, "denoise", issues, out);
-    dllm::DenoiseParams& p = c.denoise;
-    p.gen_length = r.integer("gen_length", 256, 1, kMaxDllmGenLength).value_or(256);
-    p.steps = r.integer("steps", 256, 1, kMaxDllmGenLength).value_or(256);
-    p.block = r.integer("block", 32, 1, kMaxDllmGenLength).value_or(32);
-    p.retention = r.number("retention", 0.5, 0.0, 1.0, true).value_or(0.5);
-    p.pool_kernel = r.integer("pool_kernel", 3, 1, kMaxDllmGenLength).value_or(3);
-    p.cache_prompt_interval =
-        r.integer("cache_prompt_interval", 100, 1, kMaxDllmGenLength).value_or(100);
-    p.cache_gen_interval = r.integer("cache_gen_interval", 7, 1, kMaxDllmGenLength).value_or(7);
-    p.transfer_ratio = r.number("transfer_ratio", 0.25, 0.0, 1.0, true).value_or(0.25);
-    // Optional request variations: absent (the default) keeps every request at gen_length tokens
-    // in `steps` passes.
-    dllm::DecodeVariation& v = c.variation;
-    for (const auto& [key, lo, hi] :
-         {std::tuple{"eos_length", &v.eos_min, &v.eos_max},
-          std::tuple{"tokens_per_step", &v.accept_min, &v.accept_max}}) {
-      const Json* vin = r.object(key, false);
-      if (!vin) continue;
-      ObjectReader vr(*vin, join_path("denoise", key), issues, out[key]);
-      *lo = vr.integer("min", std::nullopt, 1, kMaxDllmGenLength).value_or(1);
-      *hi = vr.integer("max", std::nullopt, 1, kMaxDllmGenLength).value_or(1);
-      vr.finish();
-    }
-    r.finish();
-    if (const std::string e = dllm::check_denoise_params(p); !e.empty() && issues.empty()) {
-      issues.add("denoise", e);
-    }
-    if (const std::string e = dllm::check_decode_variation(v, p); !e.empty() && issues.empty()) {
-      issues.add("denoise", e);
-    }
-  }
-  {
-    Json& out = resolved["cluster"];
-    const Json* in = top.object("cluster", false);
-    const Json empty = Json::object();
-    ObjectReader r(in ? *in : empty, "cluster", issues, out);
-    std::optional<std::string> cluster_gpu;
-    if (r.has("gpu")) cluster_gpu = r.string("gpu", std::nullopt, cat.gpus.keys());
-    if (top_gpu && cluster_gpu) {
-      issues.add("cluster.gpu", "give the GPU once: cluster.gpu or the top-level gpu, not both");
-    } else if (!top.has("gpu") && !r.has("gpu")) {
-      issues.add("cluster.gpu", fmt::format("is required: the GPU of every instance, one of {}",
-                                            fmt::join(cat.gpus.keys(), ", ")));
-    }
-    s.gpu = top_gpu.value_or(cluster_gpu.value_or(""));
-    s.instances = r.integer("instances", 1, 1, kMaxDllmInstances).value_or(1);
-    s.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDllmTp).value_or(1));
-    if (r.has("router")) {
-      if (top.has("router")) {
-        issues.add("cluster.router", "give the router once: the router section or cluster.router, "
-                                     "not both");
-      }
-      s.router.type =
-          r.string("router", "round_robin", sim::routing_policies().names()).value_or("");
-      if (sim::routing_policies().contains(s.router.type)) {
-        s.router.params =
-            ParamValues::defaults(sim::routing_policies().get(s.router.type).schema);
-      }
-    }
-    r.finish();
-    if (cat.models.all().count(s.model) && cat.models.get(s.model).diffusion &&
-        !models::is_valid_tp(cat.models.get(s.model), s.tp)) {
-      issues.add("cluster.tp", fmt::format("{} cannot be sharded over {} GPUs (its attention heads "
-                                           "and KV heads must divide among them)",
-                                           s.model, s.tp));
-    }
-  }
-  {
-    Json& out = resolved["memory"];
-    const Json* in = top.object("memory", false);
-    const Json empty = Json::object();
-    ObjectReader r(in ? *in : empty, "memory", issues, out);
-    c.memory.gpu_memory_utilization =
-        r.number("gpu_memory_utilization", 0.9, 0.0, 1.0, true).value_or(0.9);
-    c.memory.runtime_overhead_bytes = std::llround(
-        r.number("runtime_overhead_gib", 1.0, 0.0).value_or(1.0) * 1024.0 * 1024.0 * 1024.0);
-    c.memory.logit_copies = r.number("logit_copies", 3.0, 1.0).value_or(3.0);
-    r.finish();
-  }
+  read_dllm_policy(top, in, s.config);
+  read_denoise(top, in, s.config);
+  read_dllm_cluster(top, in, top_gpu, s);
+  read_dllm_memory(top, in, s.config);
   if (top.has("router")) read_router(top, s.router);
-  if (top.has("slo")) {
-    s.slo = read_slo(top);
-    for (const auto& [key, set] : {std::pair{"tpot", s.slo.tpot.has_value()},
-                                   std::pair{"tbt_p99", s.slo.tbt_p99.has_value()}}) {
-      if (set) {
-        issues.add(join_path("slo", key),
-                   fmt::format("{}; bound ttft (its end-to-end latency)", kDllmHasNoTokenGaps));
-      }
-    }
-  }
-  const Json* workload_in = top.object("workload", true);
-  if (workload_in && workload_in->contains("type")) {
-    // The ordinary form: an LLM scenario's open-loop workload section.
-    const Json& type = workload_in->at("type");
-    if (type.is_string() && is_top_level_only_workload(type.get<std::string>())) {
-      issues.add("workload.type",
-                 fmt::format("a dLLM deployment takes an open-loop workload (trace, generated or "
-                             "merge), not \"{}\": closed-loop clients are not modelled for dLLM "
-                             "policies",
-                             type.get<std::string>()));
-    } else {
-      validate_workload(*workload_in, "workload", issues, resolved["workload"], base_dir, root,
-                        false);
-      s.workload = resolved["workload"];
-    }
-  } else {
-    Json& out = resolved["workload"];
-    const Json empty = Json::object();
-    const Json* in = workload_in;
-    ObjectReader r(in ? *in : empty, "workload", issues, out);
-    s.workload_name = r.string("name", "workload").value_or("");
-    s.requests = r.integer("requests", std::nullopt, 1, kMaxRequests).value_or(1);
-    s.max_prompt_tokens = r.integer("max_prompt_tokens", 0, 0, kMaxRequestTokens).value_or(0);
-    {
-      Json& aout = out["arrival"];
-      const Json* ain = r.object("arrival", true);
-      ObjectReader a(ain ? *ain : empty, "workload.arrival", issues, aout);
-      a.string("type", "poisson", {"poisson"});
-      s.rate_per_s = a.number("rate", std::nullopt, kMinRatePerS, kMaxRatePerS).value_or(1.0);
-      a.finish();
-    }
-    {
-      Json& pout = out["prompts"];
-      const Json* pin = r.object("prompts", true);
-      ObjectReader p(pin ? *pin : empty, "workload.prompts", issues, pout);
-      s.prompt_type = p.string("type", std::nullopt, {"trace", "distribution", "fixed"}).value_or("");
-      if (s.prompt_type == "fixed") {
-        s.fixed_prompt = p.integer("tokens", std::nullopt, 1, kMaxRequestTokens).value_or(1);
-      } else if (!s.prompt_type.empty()) {
-        if (s.prompt_type == "trace") {
-          s.prompt_format = p.string("format", std::nullopt, traces::trace_formats()).value_or("");
-        }
-        const auto path = p.string("path", std::nullopt);
-        if (path) {
-          try {
-            s.prompt_path = resolve_data_path(*path, base_dir, root);
-          } catch (const InputError& e) {
-            issues.add("workload.prompts.path", e.message());
-          }
-        }
-      }
-      p.finish();
-    }
-    r.finish();
-  }
+  if (top.has("slo")) read_dllm_slo(top, in, s);
+  read_dllm_workload(top, in, s);
   top.finish();
   if (!issues.empty()) throw ConfigError(source, issues.list());
   s.base_dir = base_dir;
