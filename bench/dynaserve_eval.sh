@@ -13,7 +13,7 @@ capacity() {  # scenario [overrides...] -> "capacity_req/s goodput_tok/s_at_that
   local sc=$1; shift
   local args=()
   for o in "$@"; do args+=(--set "$o"); done
-  "$SERVESIM" capacity "$sc" --slo tbt_p99=100ms "${args[@]}" 2>/dev/null |
+  "$SERVESIM" capacity "$sc" --no-db --slo tbt_p99=100ms "${args[@]}" 2>/dev/null |
     sed -n 's/^serving capacity \([0-9.]*\) req\/s; at that rate: goodput \([0-9.]*\) tok\/s.*/\1 \2/p'
 }
 goodput() {  # scenario rate -> goodput tok/s at that rate

@@ -33,7 +33,7 @@ capacity() {  # scenario seed [overrides...] -> serving capacity (req/s)
   [[ -n $COUNT ]] && args+=(--set "workload.count=$COUNT")
   for o in "$@"; do args+=(--set "$o"); done
   local c
-  c=$("$SERVESIM" capacity "$sc" --slo tbt_p99=100ms "${args[@]}" 2>/dev/null |
+  c=$("$SERVESIM" capacity "$sc" --no-db --slo tbt_p99=100ms "${args[@]}" 2>/dev/null |
       sed -n 's/^serving capacity \([0-9.]*\) req\/s.*/\1/p')
   echo "${c:-0}"
 }
