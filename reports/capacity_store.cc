@@ -14,7 +14,7 @@
 namespace servesim::reports {
 namespace {
 
-constexpr const char *kSchema =
+constexpr const char *kCapacitySchema =
     "CREATE TABLE IF NOT EXISTS capacity(capacity_id INTEGER PRIMARY KEY, scenario TEXT, overrides "
     "TEXT, objectives TEXT, attainment_target REAL, min_throughput_ratio REAL, capacity_rps REAL, "
     "binding TEXT, binding_rate REAL, verdict TEXT, started_at TEXT, code_rev TEXT, wall_s REAL, "
@@ -30,8 +30,6 @@ constexpr const char *kSchema =
     "NOT NULL, value REAL, limit_value REAL, at_least INTEGER, ok INTEGER, unit TEXT, PRIMARY "
     "KEY(capacity_id, probe_index, name));";
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // Binds `v`, or NULL when it is not finite (SQLite has no NaN).
 void bind_real(Statement &st, int i, double v) {
   if (std::isfinite(v)) {
@@ -39,10 +37,6 @@ void bind_real(Statement &st, int i, double v) {
   } else {
     st.bind_null(i);
   }
-}
-
-double real_or_nan(const Statement &st, int i) {
-  return st.column_is_null(i) ? kNaN : st.column_double(i);
 }
 
 std::string json_array(const std::vector<std::string> &items) {
@@ -71,7 +65,7 @@ int64_t insert_search(SqliteDb &db, const CapacitySearchRecord &s) {
   bind_real(st, 4, s.attainment_target);
   st.bind(5, s.min_throughput_ratio).bind(6, s.capacity_rps);
   st.bind(7, std::string_view(json_array(s.binding)));
-  bind_real(st, 8, s.binding_rate > 0 ? s.binding_rate : kNaN);
+  bind_real(st, 8, s.binding_rate > 0 ? s.binding_rate : std::numeric_limits<double>::quiet_NaN());
   st.bind(9, std::string_view(s.verdict))
       .bind(10, std::string_view(s.started_at))
       .bind(11, std::string_view(s.code_rev))
@@ -150,15 +144,15 @@ void read_probes(SqliteDb &db, CapacitySearchRecord &s) {
     p.stopped_early = st.column_text(2);
     p.failed = st.column_text(3);
     p.requests = st.column_int64(4);
-    p.slo_attainment = real_or_nan(st, 5);
-    p.sustained_rate = real_or_nan(st, 6);
-    p.offered_rate = real_or_nan(st, 7);
-    p.output_tokens_per_s = real_or_nan(st, 8);
-    p.goodput_tokens_per_s = real_or_nan(st, 9);
-    p.goodput_requests_per_s = real_or_nan(st, 10);
+    p.slo_attainment = st.column_double_or_nan(5);
+    p.sustained_rate = st.column_double_or_nan(6);
+    p.offered_rate = st.column_double_or_nan(7);
+    p.output_tokens_per_s = st.column_double_or_nan(8);
+    p.goodput_tokens_per_s = st.column_double_or_nan(9);
+    p.goodput_requests_per_s = st.column_double_or_nan(10);
     int col = 11;
     for (double *q : {p.ttft_s, p.tbt_s, p.tpot_s, p.e2e_s}) {
-      for (int i = 0; i < 3; ++i) q[i] = real_or_nan(st, col++);
+      for (int i = 0; i < 3; ++i) q[i] = st.column_double_or_nan(col++);
     }
     s.probes.push_back(std::move(p));
   }
@@ -170,7 +164,7 @@ void read_probes(SqliteDb &db, CapacitySearchRecord &s) {
   while (ch.step()) {
     const auto index = static_cast<size_t>(ch.column_int64(0));
     if (index >= s.probes.size()) continue;
-    s.probes[index].checks.push_back({ch.column_text(1), real_or_nan(ch, 2), real_or_nan(ch, 3),
+    s.probes[index].checks.push_back({ch.column_text(1), ch.column_double_or_nan(2), ch.column_double_or_nan(3),
                                       ch.column_int64(4) != 0, ch.column_int64(5) != 0,
                                       ch.column_text(6)});
   }
@@ -184,7 +178,7 @@ int64_t write_capacity(const std::string &db_path, const CapacitySearchRecord &s
   db.exec("PRAGMA busy_timeout = 60000", "setting the busy timeout");
   db.exec("BEGIN IMMEDIATE", "beginning the capacity search");
   try {
-    db.exec(kSchema, "creating the capacity tables");
+    db.exec(kCapacitySchema, "creating the capacity tables");
     const int64_t id = insert_search(db, search);
     insert_probes(db, id, search.probes);
     db.exec("COMMIT", "committing the capacity search");
@@ -223,16 +217,16 @@ CapacitySearchRecord read_capacity(const std::string &db_path, int64_t capacity_
   s.scenario = st.column_text(0);
   s.overrides = parse_array(st.column_text(1));
   s.objectives = parse_array(st.column_text(2));
-  s.attainment_target = real_or_nan(st, 3);
-  s.min_throughput_ratio = real_or_nan(st, 4);
-  s.capacity_rps = real_or_nan(st, 5);
+  s.attainment_target = st.column_double_or_nan(3);
+  s.min_throughput_ratio = st.column_double_or_nan(4);
+  s.capacity_rps = st.column_double_or_nan(5);
   s.binding = parse_array(st.column_text(6));
-  const double binding_rate = real_or_nan(st, 7);
+  const double binding_rate = st.column_double_or_nan(7);
   s.binding_rate = std::isfinite(binding_rate) ? binding_rate : 0;
   s.verdict = st.column_text(8);
   s.started_at = st.column_text(9);
   s.code_rev = st.column_text(10);
-  s.wall_s = real_or_nan(st, 11);
+  s.wall_s = st.column_double_or_nan(11);
   s.status = st.column_text(12);
   while (st.step()) {
   }

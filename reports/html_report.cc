@@ -77,10 +77,6 @@ struct RunData {
   }
 };
 
-double column_or_nan(const Statement& st, int i) {
-  return st.column_is_null(i) ? kNaN : st.column_double(i);
-}
-
 // A run_param value as text: JSON strings lose their quotes.
 std::string unquote(std::string v) {
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') return v.substr(1, v.size() - 2);
@@ -146,9 +142,9 @@ RunData load_run(SqliteDb& db, int64_t run_id) {
     while (st.step()) {
       const std::string entity = st.column_text(0);
       if (entity == "run") {
-        r.scalars[st.column_text(1)] = column_or_nan(st, 2);
+        r.scalars[st.column_text(1)] = st.column_double_or_nan(2);
       } else {
-        r.entity_scalars[entity][st.column_text(1)] = column_or_nan(st, 2);
+        r.entity_scalars[entity][st.column_text(1)] = st.column_double_or_nan(2);
       }
     }
   }
@@ -203,7 +199,7 @@ RunData load_run(SqliteDb& db, int64_t run_id) {
         key = {std::move(entity), std::move(metric)};
         series = &r.samples[key];
       }
-      series->push_back({static_cast<double>(st.column_int64(2)) * 1e-9, column_or_nan(st, 3)});
+      series->push_back({static_cast<double>(st.column_int64(2)) * 1e-9, st.column_double_or_nan(3)});
     }
   }
   r.batch_requests = load_iteration_bins(db, run_id, "batch_requests");

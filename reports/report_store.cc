@@ -10,10 +10,6 @@
 namespace servesim::reports {
 namespace {
 
-double column_or_nan(const Statement &st, int i) {
-  return st.column_is_null(i) ? std::numeric_limits<double>::quiet_NaN() : st.column_double(i);
-}
-
 bool has_table(SqliteDb &db, const char *name) {
   Statement st(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
                "reading the database schema");
@@ -48,7 +44,7 @@ void load_plan_row(SqliteDb &db, PlanData &p) {
   p.name = st.column_text(0);
   p.source = st.column_text(1);
   p.mode = st.column_text(2);
-  p.target_rate = column_or_nan(st, 3);
+  p.target_rate = st.column_double_or_nan(3);
   p.status = st.column_text(4);
   try {
     const auto doc = nlohmann::json::parse(st.column_text(5));
@@ -84,8 +80,8 @@ PlanData load_plan(SqliteDb &db, int64_t plan_id) {
       c.cost = st.column_double(6);
       c.status = st.column_text(7);
       c.reason = st.column_text(8);
-      c.bound = column_or_nan(st, 9);
-      c.capacity = column_or_nan(st, 10);
+      c.bound = st.column_double_or_nan(9);
+      c.capacity = st.column_double_or_nan(10);
       c.meets_target = st.column_is_null(11) ? -1 : static_cast<int>(st.column_int64(11));
       by_index[c.index] = p.configs.size();
       p.configs.push_back(std::move(c));
@@ -109,10 +105,10 @@ PlanData load_plan(SqliteDb &db, int64_t plan_id) {
     probe.run_id = st.column_int64(1);
     probe.rate = st.column_double(2);
     probe.meets = st.column_int64(3) != 0;
-    probe.attainment = column_or_nan(st, 4);
-    probe.goodput = column_or_nan(st, 5);
-    probe.output_tokens_per_s = column_or_nan(st, 6);
-    probe.tpot_mean_s = column_or_nan(st, 7);
+    probe.attainment = st.column_double_or_nan(4);
+    probe.goodput = st.column_double_or_nan(5);
+    probe.output_tokens_per_s = st.column_double_or_nan(6);
+    probe.tpot_mean_s = st.column_double_or_nan(7);
     p.configs[it->second].probes.push_back(probe);
   }
   return p;

@@ -1,5 +1,7 @@
 #include "reports/sqlite_db.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 #include <sqlite3.h>
 
@@ -139,6 +141,10 @@ double Statement::column_double(int index) const { return sqlite3_column_double(
 
 bool Statement::column_is_null(int index) const {
   return sqlite3_column_type(stmt_, index) == SQLITE_NULL;
+}
+
+double Statement::column_double_or_nan(int index) const {
+  return column_is_null(index) ? std::numeric_limits<double>::quiet_NaN() : column_double(index);
 }
 
 std::string Statement::column_text(int index) const {

@@ -70,6 +70,8 @@ class Statement {
   int64_t column_int64(int index) const;
   double column_double(int index) const;
   bool column_is_null(int index) const;
+  // The column as a double, NaN where it is NULL (SQLite has no NaN: writers store NULL).
+  double column_double_or_nan(int index) const;
   std::string column_text(int index) const;
 
  private:
