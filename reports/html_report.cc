@@ -327,12 +327,11 @@ bool is_elastic(const RunData& r) {
   return sample_series(r, "cluster", "active_decode") != nullptr;
 }
 
-// The latency CDFs and time series of `runs`, overlaid when there are several.
-ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix) {
-  ChartSet set;
-  const bool many = runs.size() > 1;
-  auto series_name = [&](const RunData& r) { return many ? r.name() : std::string(); };
+// A run's name in the legend when several runs are overlaid; no name for one run.
+std::string overlay_name(const RunData& r, bool many) { return many ? r.name() : std::string(); }
 
+// The latency CDFs (TTFT, TBT, TPOT, E2E, queueing), each run's SLO as a marker.
+void add_latency_cdfs(const std::vector<RunData>& runs, const std::string& prefix, ChartSet& set) {
   struct Cdf {
     const char* id;
     const char* title;
@@ -362,7 +361,7 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
     for (size_t i = 0; i < runs.size(); ++i) {
       const RunData& r = runs[i];
       Series s;
-      s.name = series_name(r);
+      s.name = overlay_name(r, runs.size() > 1);
       s.color = static_cast<int>(i);
       s.points = spec.values ? svg::cdf_points(r.*(spec.values), kMaxCdfPoints) : tbt_cdf(r);
       for (Point& p : s.points) p.x *= 1e3;
@@ -373,196 +372,227 @@ ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix)
       c.x_markers.push_back({v * 1e3, fmt::format("{} {}", spec.slo_label, fmt_ms(v))});
     set.add(c);
   }
+}
 
+// Arrivals and completions per second, until `end`.
+Chart throughput_chart(const std::vector<RunData>& runs, const std::string& prefix, double end) {
+  const bool many = runs.size() > 1;
+  Chart c;
+  c.id = prefix + "ts-throughput";
+  c.title = "Arrivals and completions per second";
+  c.x_label = "simulated time, s";
+  c.y_label = "requests per second";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData& r = runs[i];
+    Series a;
+    a.name = many ? r.name() + " arrivals" : "arrivals";
+    a.points = rate_series(r.arrival_s, end);
+    a.style = SeriesStyle::kStep;
+    a.color = many ? static_cast<int>(i) : 0;
+    a.dashed = true;
+    Series d;
+    d.name = many ? r.name() + " completions" : "completions";
+    d.points = rate_series(r.done_s, end);
+    d.style = SeriesStyle::kStep;
+    d.color = many ? static_cast<int>(i) : 1;
+    c.series.push_back(std::move(a));
+    c.series.push_back(std::move(d));
+  }
+  return c;
+}
+
+// A request count summed over the instances, one step series per run.
+Chart instance_sum_chart(const std::vector<RunData>& runs, const std::string& prefix,
+                         const std::string& id, const std::string& title,
+                         const std::string& metric) {
+  Chart c;
+  c.id = prefix + id;
+  c.title = title;
+  c.x_label = "simulated time, s";
+  c.y_label = "requests";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    Series s;
+    s.name = overlay_name(runs[i], runs.size() > 1);
+    s.color = static_cast<int>(i);
+    s.style = SeriesStyle::kStep;
+    s.points = combine_instances(runs[i], metric, false);
+    c.series.push_back(std::move(s));
+  }
+  return c;
+}
+
+// KV-cache use: per instance for one run of up to 10 instances, else the mean over instances.
+Chart kv_chart(const std::vector<RunData>& runs, const std::string& prefix) {
+  Chart c;
+  c.id = prefix + "ts-kv";
+  c.y_label = "share of KV blocks in use";
+  c.x_label = "simulated time, s";
+  c.y_min = 0;
+  c.y_max = 1;
+  if (runs.size() > 1) {
+    c.title = "KV-cache use (mean over instances)";
+    for (size_t i = 0; i < runs.size(); ++i) {
+      Series s;
+      s.name = runs[i].name();
+      s.color = static_cast<int>(i);
+      s.points = combine_instances(runs[i], "kv_utilization", true);
+      c.series.push_back(std::move(s));
+    }
+    return c;
+  }
+  c.title = "KV-cache use per instance";
+  std::vector<std::pair<int, const std::vector<Point>*>> inst;
+  for (const auto& [key, pts] : runs[0].samples) {
+    if (key.second == "kv_utilization") inst.emplace_back(instance_number(key.first), &pts);
+  }
+  std::sort(inst.begin(), inst.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (inst.size() <= 10) {
+    for (const auto& [n, pts] : inst) {
+      Series s;
+      s.name = fmt::format("instance {}", n);
+      s.points = svg::downsample_minmax(*pts, kMaxSeriesPoints);
+      c.series.push_back(std::move(s));
+    }
+  } else {
+    c.title = fmt::format("KV-cache use (mean of {} instances)", inst.size());
+    Series s;
+    s.name = "mean over instances";
+    s.points = combine_instances(runs[0], "kv_utilization", true);
+    c.series.push_back(std::move(s));
+  }
+  return c;
+}
+
+// Preemptions, cumulative, until `end`.
+Chart preemption_chart(const std::vector<RunData>& runs, const std::string& prefix, double end) {
+  Chart c;
+  c.id = prefix + "ts-preemptions";
+  c.title = "Preemptions (cumulative, at the preempted request's completion)";
+  c.x_label = "simulated time, s";
+  c.y_label = "preemptions";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    Series s;
+    s.name = overlay_name(runs[i], runs.size() > 1);
+    s.color = static_cast<int>(i);
+    s.style = SeriesStyle::kStep;
+    std::vector<Point> pts{{0, 0}};
+    int64_t acc = 0;
+    for (const auto& [t, n] : runs[i].preemptions) {
+      acc += n;
+      pts.push_back({t, static_cast<double>(acc)});
+    }
+    pts.push_back({end, static_cast<double>(acc)});
+    s.points = svg::downsample_minmax(pts, kMaxSeriesPoints);
+    c.series.push_back(std::move(s));
+  }
+  return c;
+}
+
+// Split requests of run i: how their tokens were divided between the two instances
+// (DynaServe's split ratio), as a histogram of 20 bins over [0, 1].
+Chart split_ratio_chart(const RunData& r, size_t i, bool many, const std::string& prefix) {
+  constexpr int kBins = 20;
+  std::vector<int64_t> counts(kBins, 0);
+  for (const double x : r.split_ratio) {
+    ++counts[static_cast<size_t>(std::clamp(static_cast<int>(x * kBins), 0, kBins - 1))];
+  }
+  Chart c;
+  c.id = prefix + fmt::format("split-{}", r.run_id);
+  c.title = fmt::format("Split ratio: share of a split request's tokens before its hand-off{}",
+                        many ? ", " + r.name() : std::string());
+  c.x_label = fmt::format("split point / (prompt + output), {} of {} requests split",
+                          r.split_ratio.size(), r.ttft_s.size());
+  c.y_label = "requests";
+  c.x_min = 0;
+  c.x_max = 1;
+  Series s = point_series("split requests", SeriesStyle::kStep, "split", static_cast<int>(i));
+  for (int b = 0; b < kBins; ++b) {
+    s.points.push_back({static_cast<double>(b) / kBins, static_cast<double>(counts[b])});
+  }
+  s.points.push_back({1.0, static_cast<double>(counts[kBins - 1])});
+  c.series.push_back(std::move(s));
+  return c;
+}
+
+// Scaling decisions: where the cluster's `metric` count (starting or draining) rises.
+Series scaling_decisions(const std::vector<Point>& pts, const char* metric, const char* label,
+                         int color) {
+  Series s;
+  s.name = label;
+  s.style = SeriesStyle::kPoints;
+  s.role = "scaling";
+  s.color = color;
+  s.radius = 4.5;
+  for (size_t k = 1; k < pts.size(); ++k) {
+    if (pts[k].y > pts[k - 1].y && s.points.size() < kMaxSeriesPoints) {
+      s.points.push_back({pts[k].x, 0});
+      s.labels.push_back(fmt::format("t = {:.1f} s: {} -> {} {}", pts[k].x, pts[k - 1].y,
+                                     pts[k].y, metric));
+    }
+  }
+  return s;
+}
+
+// An elastic run's instance counts by role over time, scaling decisions marked where the
+// starting / draining counts rise (one sample interval of resolution).
+Chart pools_chart(const RunData& r, bool many, const std::string& prefix) {
+  Chart c;
+  c.id = prefix + fmt::format("ts-pools-{}", r.run_id);
+  c.title =
+      many ? fmt::format("Instance pools over time, {}", r.name()) : "Instance pools over time";
+  c.x_label = "simulated time, s";
+  c.y_label = "instances";
+  const std::pair<const char*, const char*> pools[] = {{"active_prefill", "prefill (active)"},
+                                                       {"active_decode", "decode (active)"},
+                                                       {"active_unified", "unified (active)"},
+                                                       {"starting", "starting"},
+                                                       {"draining", "draining"}};
+  int color = 0;
+  for (const auto& [metric, label] : pools) {
+    const auto* pts = sample_series(r, "cluster", metric);
+    if (!pts) continue;
+    const bool any =
+        std::any_of(pts->begin(), pts->end(), [](const Point& p) { return p.y != 0; });
+    if (!any) continue;
+    Series s;
+    s.name = label;
+    s.style = SeriesStyle::kStep;
+    s.color = color++;
+    s.points = svg::downsample_minmax(*pts, kMaxSeriesPoints);
+    c.series.push_back(std::move(s));
+  }
+  for (const auto& [metric, label, col] : {std::tuple{"starting", "scale-up decided", 2},
+                                           std::tuple{"draining", "scale-down decided", 3}}) {
+    const auto* pts = sample_series(r, "cluster", metric);
+    if (!pts) continue;
+    Series s = scaling_decisions(*pts, metric, label, col);
+    if (!s.points.empty()) c.series.push_back(std::move(s));
+  }
+  return c;
+}
+
+// The latency CDFs and time series of `runs`, overlaid when there are several.
+ChartSet run_charts(const std::vector<RunData>& runs, const std::string& prefix) {
+  ChartSet set;
+  const bool many = runs.size() > 1;
+  add_latency_cdfs(runs, prefix, set);
   double end = 0;
   for (const RunData& r : runs) {
     if (!r.done_s.empty()) end = std::max(end, r.done_s.back());
   }
-  {
-    Chart c;
-    c.id = prefix + "ts-throughput";
-    c.title = "Arrivals and completions per second";
-    c.x_label = "simulated time, s";
-    c.y_label = "requests per second";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const RunData& r = runs[i];
-      Series a;
-      a.name = many ? r.name() + " arrivals" : "arrivals";
-      a.points = rate_series(r.arrival_s, end);
-      a.style = SeriesStyle::kStep;
-      a.color = many ? static_cast<int>(i) : 0;
-      a.dashed = true;
-      Series d;
-      d.name = many ? r.name() + " completions" : "completions";
-      d.points = rate_series(r.done_s, end);
-      d.style = SeriesStyle::kStep;
-      d.color = many ? static_cast<int>(i) : 1;
-      c.series.push_back(std::move(a));
-      c.series.push_back(std::move(d));
-    }
-    set.add(c);
-  }
-  // A request count summed over the instances, one step series per run.
-  const auto instance_sum_chart = [&](const std::string& id, const std::string& title,
-                                      const std::string& metric) {
-    Chart c;
-    c.id = prefix + id;
-    c.title = title;
-    c.x_label = "simulated time, s";
-    c.y_label = "requests";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      Series s;
-      s.name = series_name(runs[i]);
-      s.color = static_cast<int>(i);
-      s.style = SeriesStyle::kStep;
-      s.points = combine_instances(runs[i], metric, false);
-      c.series.push_back(std::move(s));
-    }
-    set.add(c);
-  };
-  instance_sum_chart("ts-queue", "Queue length (waiting requests, all instances)", "waiting");
-  instance_sum_chart("ts-running", "Running batch (requests in batches, all instances)", "running");
-  {
-    Chart c;
-    c.id = prefix + "ts-kv";
-    c.y_label = "share of KV blocks in use";
-    c.x_label = "simulated time, s";
-    c.y_min = 0;
-    c.y_max = 1;
-    if (!many) {
-      c.title = "KV-cache use per instance";
-      std::vector<std::pair<int, const std::vector<Point>*>> inst;
-      for (const auto& [key, pts] : runs[0].samples) {
-        if (key.second == "kv_utilization") inst.emplace_back(instance_number(key.first), &pts);
-      }
-      std::sort(inst.begin(), inst.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
-      if (inst.size() <= 10) {
-        for (const auto& [n, pts] : inst) {
-          Series s;
-          s.name = fmt::format("instance {}", n);
-          s.points = svg::downsample_minmax(*pts, kMaxSeriesPoints);
-          c.series.push_back(std::move(s));
-        }
-      } else {
-        c.title = fmt::format("KV-cache use (mean of {} instances)", inst.size());
-        Series s;
-        s.name = "mean over instances";
-        s.points = combine_instances(runs[0], "kv_utilization", true);
-        c.series.push_back(std::move(s));
-      }
-    } else {
-      c.title = "KV-cache use (mean over instances)";
-      for (size_t i = 0; i < runs.size(); ++i) {
-        Series s;
-        s.name = runs[i].name();
-        s.color = static_cast<int>(i);
-        s.points = combine_instances(runs[i], "kv_utilization", true);
-        c.series.push_back(std::move(s));
-      }
-    }
-    set.add(c);
-  }
-  {
-    Chart c;
-    c.id = prefix + "ts-preemptions";
-    c.title = "Preemptions (cumulative, at the preempted request's completion)";
-    c.x_label = "simulated time, s";
-    c.y_label = "preemptions";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      Series s;
-      s.name = series_name(runs[i]);
-      s.color = static_cast<int>(i);
-      s.style = SeriesStyle::kStep;
-      std::vector<Point> pts{{0, 0}};
-      int64_t acc = 0;
-      for (const auto& [t, n] : runs[i].preemptions) {
-        acc += n;
-        pts.push_back({t, static_cast<double>(acc)});
-      }
-      pts.push_back({end, static_cast<double>(acc)});
-      s.points = svg::downsample_minmax(pts, kMaxSeriesPoints);
-      c.series.push_back(std::move(s));
-    }
-    set.add(c);
-  }
-  // Split requests: how their tokens were divided between the two instances (DynaServe's split
-  // ratio), as a histogram of 20 bins over [0, 1].
+  set.add(throughput_chart(runs, prefix, end));
+  set.add(instance_sum_chart(runs, prefix, "ts-queue",
+                             "Queue length (waiting requests, all instances)", "waiting"));
+  set.add(instance_sum_chart(runs, prefix, "ts-running",
+                             "Running batch (requests in batches, all instances)", "running"));
+  set.add(kv_chart(runs, prefix));
+  set.add(preemption_chart(runs, prefix, end));
   for (size_t i = 0; i < runs.size(); ++i) {
-    const RunData& r = runs[i];
-    if (r.split_ratio.empty()) continue;
-    constexpr int kBins = 20;
-    std::vector<int64_t> counts(kBins, 0);
-    for (const double x : r.split_ratio) {
-      ++counts[static_cast<size_t>(std::clamp(static_cast<int>(x * kBins), 0, kBins - 1))];
-    }
-    Chart c;
-    c.id = prefix + fmt::format("split-{}", r.run_id);
-    c.title = fmt::format("Split ratio: share of a split request's tokens before its hand-off{}",
-                          many ? ", " + r.name() : std::string());
-    c.x_label = fmt::format("split point / (prompt + output), {} of {} requests split",
-                            r.split_ratio.size(), r.ttft_s.size());
-    c.y_label = "requests";
-    c.x_min = 0;
-    c.x_max = 1;
-    Series s = point_series("split requests", SeriesStyle::kStep, "split", static_cast<int>(i));
-    for (int b = 0; b < kBins; ++b) {
-      s.points.push_back({static_cast<double>(b) / kBins, static_cast<double>(counts[b])});
-    }
-    s.points.push_back({1.0, static_cast<double>(counts[kBins - 1])});
-    c.series.push_back(std::move(s));
-    set.add(c);
+    if (!runs[i].split_ratio.empty()) set.add(split_ratio_chart(runs[i], i, many, prefix));
   }
-  // Elastic pools: instance counts by role over time, scaling decisions marked where the
-  // starting / draining counts rise (one sample interval of resolution).
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const RunData& r = runs[i];
-    if (!is_elastic(r)) continue;
-    Chart c;
-    c.id = prefix + fmt::format("ts-pools-{}", r.run_id);
-    c.title =
-        many ? fmt::format("Instance pools over time, {}", r.name()) : "Instance pools over time";
-    c.x_label = "simulated time, s";
-    c.y_label = "instances";
-    const std::pair<const char*, const char*> pools[] = {{"active_prefill", "prefill (active)"},
-                                                         {"active_decode", "decode (active)"},
-                                                         {"active_unified", "unified (active)"},
-                                                         {"starting", "starting"},
-                                                         {"draining", "draining"}};
-    int color = 0;
-    for (const auto& [metric, label] : pools) {
-      const auto* pts = sample_series(r, "cluster", metric);
-      if (!pts) continue;
-      const bool any =
-          std::any_of(pts->begin(), pts->end(), [](const Point& p) { return p.y != 0; });
-      if (!any) continue;
-      Series s;
-      s.name = label;
-      s.style = SeriesStyle::kStep;
-      s.color = color++;
-      s.points = svg::downsample_minmax(*pts, kMaxSeriesPoints);
-      c.series.push_back(std::move(s));
-    }
-    for (const auto& [metric, label, col] : {std::tuple{"starting", "scale-up decided", 2},
-                                             std::tuple{"draining", "scale-down decided", 3}}) {
-      const auto* pts = sample_series(r, "cluster", metric);
-      if (!pts) continue;
-      Series s;
-      s.name = label;
-      s.style = SeriesStyle::kPoints;
-      s.role = "scaling";
-      s.color = col;
-      s.radius = 4.5;
-      for (size_t k = 1; k < pts->size(); ++k) {
-        if ((*pts)[k].y > (*pts)[k - 1].y && s.points.size() < kMaxSeriesPoints) {
-          s.points.push_back({(*pts)[k].x, 0});
-          s.labels.push_back(fmt::format("t = {:.1f} s: {} -> {} {}", (*pts)[k].x, (*pts)[k - 1].y,
-                                         (*pts)[k].y, metric));
-        }
-      }
-      if (!s.points.empty()) c.series.push_back(std::move(s));
-    }
-    set.add(c);
+  for (const RunData& r : runs) {
+    if (is_elastic(r)) set.add(pools_chart(r, many, prefix));
   }
   return set;
 }

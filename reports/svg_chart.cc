@@ -239,213 +239,233 @@ std::string escape(std::string_view text) {
 
 std::string color(int i) { return kPalette[((i % kPaletteSize) + kPaletteSize) % kPaletteSize]; }
 
-std::string render(const Chart& chart) {
-  // Data range over every finite point (positive x only on a log axis) and marker.
+namespace {
+
+// A point drawn: finite, with a positive x on a log axis.
+bool usable(const Chart& chart, const Point& p) {
+  return std::isfinite(p.x) && std::isfinite(p.y) && (!chart.log_x || p.x > 0);
+}
+
+// The axes' data range: every usable point (bars by their width) and marker, 0 included on the
+// y axis, then the chart's fixed bounds; a unit range when there is no data (`empty`).
+struct DataRange {
+  double x_lo, x_hi, y_lo, y_hi;
+  bool empty;
+};
+
+DataRange data_range(const Chart& chart, const std::vector<double>& bar_widths) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  double x_lo = kInf, x_hi = -kInf, y_lo = kInf, y_hi = -kInf;
-  auto usable = [&](const Point& p) {
-    return std::isfinite(p.x) && std::isfinite(p.y) && (!chart.log_x || p.x > 0);
-  };
-  std::vector<double> bar_widths(chart.series.size(), 0);
+  DataRange r{kInf, -kInf, kInf, -kInf, false};
   for (size_t i = 0; i < chart.series.size(); ++i) {
-    const Series& s = chart.series[i];
-    if (s.style == SeriesStyle::kBars) bar_widths[i] = bar_width(s, usable);
     const double half = bar_widths[i] / 2;
-    for (const Point& p : s.points) {
-      if (!usable(p)) continue;
-      x_lo = std::min(x_lo, chart.log_x ? p.x : p.x - half);
-      x_hi = std::max(x_hi, chart.log_x ? p.x : p.x + half);
-      y_lo = std::min(y_lo, p.y);
-      y_hi = std::max(y_hi, p.y);
+    for (const Point& p : chart.series[i].points) {
+      if (!usable(chart, p)) continue;
+      r.x_lo = std::min(r.x_lo, chart.log_x ? p.x : p.x - half);
+      r.x_hi = std::max(r.x_hi, chart.log_x ? p.x : p.x + half);
+      r.y_lo = std::min(r.y_lo, p.y);
+      r.y_hi = std::max(r.y_hi, p.y);
     }
   }
   for (const Marker& m : chart.x_markers) {
     if (std::isfinite(m.value) && (!chart.log_x || m.value > 0)) {
-      x_lo = std::min(x_lo, m.value);
-      x_hi = std::max(x_hi, m.value);
+      r.x_lo = std::min(r.x_lo, m.value);
+      r.x_hi = std::max(r.x_hi, m.value);
     }
   }
   for (const Marker& m : chart.y_markers) {
     if (std::isfinite(m.value)) {
-      y_lo = std::min(y_lo, m.value);
-      y_hi = std::max(y_hi, m.value);
+      r.y_lo = std::min(r.y_lo, m.value);
+      r.y_hi = std::max(r.y_hi, m.value);
     }
   }
-  const bool empty = !(x_lo <= x_hi);
-  if (empty) {
-    x_lo = chart.log_x ? 1 : 0;
-    x_hi = chart.log_x ? 10 : 1;
-    y_lo = 0;
-    y_hi = 1;
+  r.empty = !(r.x_lo <= r.x_hi);
+  if (r.empty) {
+    r.x_lo = chart.log_x ? 1 : 0;
+    r.x_hi = chart.log_x ? 10 : 1;
+    r.y_lo = 0;
+    r.y_hi = 1;
   }
-  if (y_lo > 0) y_lo = 0;
-  if (chart.x_min) x_lo = *chart.x_min;
-  if (chart.x_max) x_hi = *chart.x_max;
-  if (chart.y_min) y_lo = *chart.y_min;
-  if (chart.y_max) y_hi = *chart.y_max;
+  if (r.y_lo > 0) r.y_lo = 0;
+  if (chart.x_min) r.x_lo = *chart.x_min;
+  if (chart.x_max) r.x_hi = *chart.x_max;
+  if (chart.y_min) r.y_lo = *chart.y_min;
+  if (chart.y_max) r.y_hi = *chart.y_max;
+  return r;
+}
 
-  // Legend rows under the x-axis label, wrapped to the plot width.
-  const double left = 62, right = 14, top = 30;
-  const double plot_w = chart.width - left - right;
-  struct LegendItem {
-    const Series* s;
-    int color;
-    double x, y;
-  };
+struct LegendItem {
+  const Series* s;
+  int color;
+  double x, y;
+};
+
+// Where things go: the plot area, and legend rows under the x-axis label wrapped to its width.
+struct Layout {
+  double left = 62, right = 14, top = 30;
+  double plot_w = 0, plot_h = 0, height = 0;
   std::vector<LegendItem> legend;
+};
+
+Layout layout(const Chart& chart) {
+  Layout l;
+  l.plot_w = chart.width - l.left - l.right;
   double lx = 0;
   int rows = 0;
   for (size_t i = 0; i < chart.series.size(); ++i) {
     const Series& s = chart.series[i];
     if (s.name.empty()) continue;
     const double w = 26 + text_width(s.name) + 14;
-    if (rows == 0 || (lx + w > plot_w && lx > 0)) {
+    if (rows == 0 || (lx + w > l.plot_w && lx > 0)) {
       ++rows;
       lx = 0;
     }
-    legend.push_back({&s, s.color >= 0 ? s.color : static_cast<int>(i), lx, (rows - 1) * 17.0});
+    l.legend.push_back({&s, s.color >= 0 ? s.color : static_cast<int>(i), lx, (rows - 1) * 17.0});
     lx += w;
   }
-  const double height = chart.height + rows * 17.0;
-  const double plot_h = chart.height - top - 44;
+  l.height = chart.height + rows * 17.0;
+  l.plot_h = chart.height - l.top - 44;
+  return l;
+}
 
-  Axis xa = make_axis(x_lo, x_hi, chart.log_x, chart.x_min.has_value(), chart.x_max.has_value());
-  Axis ya = make_axis(y_lo, y_hi, false, chart.y_min.has_value(), chart.y_max.has_value());
-  xa.px_lo = left;
-  xa.px_hi = left + plot_w;
-  ya.px_lo = top + plot_h;
-  ya.px_hi = top;
-
+// The <svg> element's opening tag: size, title, and the axes' mapping as data-* attributes.
+std::string svg_open(const Chart& chart, const Layout& l, const Axis& xa, const Axis& ya) {
   int named = 0;
   for (const Series& s : chart.series) named += s.name.empty() ? 0 : 1;
-  std::string o;
-  o.reserve(4096);
-  o += fmt::format(
+  return fmt::format(
       "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" "
       "width=\"{}\" height=\"{}\" data-chart=\"{}\" data-series-count=\"{}\" role=\"img\" "
       "aria-label=\"{}\" font-family=\"sans-serif\" font-size=\"11\" data-x0=\"{}\" data-x1=\"{}\" "
       "data-px0=\"{}\" data-px1=\"{}\" data-y0=\"{}\" data-y1=\"{}\" data-py0=\"{}\" "
       "data-py1=\"{}\" data-log-x=\"{}\" data-x-label=\"{}\" data-y-label=\"{}\">\n",
-      chart.width, num(height), chart.width, num(height), escape(chart.id), named,
+      chart.width, num(l.height), chart.width, num(l.height), escape(chart.id), named,
       escape(chart.title), xa.lo, xa.hi, num(xa.px_lo), num(xa.px_hi), ya.lo, ya.hi, num(ya.px_lo),
       num(ya.px_hi), chart.log_x ? 1 : 0, escape(chart.x_label), escape(chart.y_label));
-  o += fmt::format("<text x=\"{}\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",
-                   num(left), escape(chart.title));
-  // Grid, ticks and tick labels.
+}
+
+// The title, grid, ticks, tick labels and axis labels.
+std::string render_axes(const Chart& chart, const Layout& l, const Axis& xa, const Axis& ya) {
+  std::string o = fmt::format(
+      "<text x=\"{}\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>\n", num(l.left),
+      escape(chart.title));
   o += "<g class=\"axes\" stroke=\"#ddd\">\n";
   for (double t : xa.ticks) {
     const double x = xa.map(t);
-    o += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/>\n", num(x), num(top),
-                     num(top + plot_h));
+    o += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/>\n", num(x), num(l.top),
+                     num(l.top + l.plot_h));
   }
   for (double t : ya.ticks) {
     const double y = ya.map(t);
-    o += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>\n", num(left),
-                     num(left + plot_w), num(y));
+    o += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>\n", num(l.left),
+                     num(l.left + l.plot_w), num(y));
   }
   o += fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n",
-      num(left), num(top), num(plot_w), num(plot_h));
+      num(l.left), num(l.top), num(l.plot_w), num(l.plot_h));
   o += "</g>\n<g class=\"tick-labels\" fill=\"#333\">\n";
   for (double t : xa.ticks) {
     o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(xa.map(t)),
-                     num(top + plot_h + 14), format_tick(t));
+                     num(l.top + l.plot_h + 14), format_tick(t));
   }
   for (double t : ya.ticks) {
-    o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(left - 5),
+    o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(l.left - 5),
                      num(ya.map(t) + 4), format_tick(t));
   }
   o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                   num(left + plot_w / 2), num(top + plot_h + 30), escape(chart.x_label));
+                   num(l.left + l.plot_w / 2), num(l.top + l.plot_h + 30), escape(chart.x_label));
   o += fmt::format(
       "<text transform=\"translate(14 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-      num(top + plot_h / 2), escape(chart.y_label));
+      num(l.top + l.plot_h / 2), escape(chart.y_label));
   o += "</g>\n";
+  return o;
+}
 
-  // Series, clipped to the plot area plus a margin: marks on the edge (a point at the maximum, its
-  // step number) stay whole.
-  constexpr double kClipMargin = 12;
-  const std::string clip = "clip-" + chart.id;
-  o += fmt::format(
-      "<clipPath id=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>\n",
-      escape(clip), num(left - kClipMargin), num(top - kClipMargin), num(plot_w + 2 * kClipMargin),
-      num(plot_h + 2 * kClipMargin));
-  o += fmt::format("<g class=\"plot\" clip-path=\"url(#{})\">\n", escape(clip));
-  for (size_t i = 0; i < chart.series.size(); ++i) {
-    const Series& s = chart.series[i];
-    const std::string c = color(s.color >= 0 ? s.color : static_cast<int>(i));
-    std::vector<Point> pts;
-    std::vector<size_t> idx;
-    for (size_t k = 0; k < s.points.size(); ++k) {
-      if (usable(s.points[k])) {
-        pts.push_back(s.points[k]);
-        idx.push_back(k);
-      }
+// A line, step or line-and-points series' path.
+std::string render_line(const Series& s, const std::vector<Point>& pts, const std::string& c,
+                        const Axis& xa, const Axis& ya) {
+  std::string d;
+  d.reserve(pts.size() * 16);
+  for (size_t k = 0; k < pts.size(); ++k) {
+    const double x = xa.map(pts[k].x), y = ya.map(pts[k].y);
+    if (k == 0) {
+      d += fmt::format("M{} {}", num(x), num(y));
+    } else if (s.style == SeriesStyle::kStep) {
+      d += fmt::format("H{}V{}", num(x), num(y));
+    } else {
+      d += fmt::format("L{} {}", num(x), num(y));
     }
-    if (s.style == SeriesStyle::kBars) {
-      o += render_bars(s, pts, idx, c, bar_widths[i], xa, ya);
-      continue;
-    }
-    const bool line = s.style != SeriesStyle::kPoints;
-    const bool marks = s.style == SeriesStyle::kPoints || s.style == SeriesStyle::kLinePoints;
-    if (line) {
-      std::string d;
-      d.reserve(pts.size() * 16);
-      for (size_t k = 0; k < pts.size(); ++k) {
-        const double x = xa.map(pts[k].x), y = ya.map(pts[k].y);
-        if (k == 0) {
-          d += fmt::format("M{} {}", num(x), num(y));
-        } else if (s.style == SeriesStyle::kStep) {
-          d += fmt::format("H{}V{}", num(x), num(y));
-        } else {
-          d += fmt::format("L{} {}", num(x), num(y));
-        }
-      }
+  }
+  return fmt::format(
+      "<path class=\"series\" data-series=\"{}\" data-points=\"{}\" d=\"{}\" fill=\"none\" "
+      "stroke=\"{}\" stroke-width=\"1.6\"{}>{}</path>\n",
+      escape(s.name), pts.size(), d, c, s.dashed ? " stroke-dasharray=\"5 3\"" : "",
+      s.name.empty() ? std::string() : "<title>" + escape(s.name) + "</title>");
+}
+
+// A series' point marks (points `pts`, at indices `idx` of the series), each with its values,
+// its label as a tooltip and its annotation; the series' colours once, on a group around them.
+std::string render_points(const Series& s, const std::vector<Point>& pts,
+                          const std::vector<size_t>& idx, const std::string& c, const Axis& xa,
+                          const Axis& ya) {
+  std::string o = fmt::format(
+      "<g class=\"points\" fill=\"{}\" fill-opacity=\"0.8\" stroke=\"#fff\" "
+      "stroke-width=\"0.8\">\n",
+      c);
+  const std::string r = num(s.radius);
+  for (size_t k = 0; k < pts.size(); ++k) {
+    o += fmt::format(
+        "<circle class=\"point\" data-series=\"{}\" data-role=\"{}\" cx=\"{}\" cy=\"{}\" "
+        "r=\"{}\" data-x=\"{:.6g}\" data-y=\"{:.6g}\">",
+        escape(s.name), escape(s.role), num(xa.map(pts[k].x)), num(ya.map(pts[k].y)), r,
+        pts[k].x, pts[k].y);
+    if (idx[k] < s.labels.size()) o += "<title>" + escape(s.labels[idx[k]]) + "</title>";
+    o += "</circle>\n";
+    if (idx[k] < s.annotations.size() && !s.annotations[idx[k]].empty()) {
       o += fmt::format(
-          "<path class=\"series\" data-series=\"{}\" data-points=\"{}\" d=\"{}\" fill=\"none\" "
-          "stroke=\"{}\" stroke-width=\"1.6\"{}>{}</path>\n",
-          escape(s.name), pts.size(), d, c, s.dashed ? " stroke-dasharray=\"5 3\"" : "",
-          s.name.empty() ? std::string() : "<title>" + escape(s.name) + "</title>");
-    }
-    if (marks && !pts.empty()) {
-      // The series' colours once, on a group around its points.
-      o += fmt::format(
-          "<g class=\"points\" fill=\"{}\" fill-opacity=\"0.8\" stroke=\"#fff\" "
-          "stroke-width=\"0.8\">\n",
-          c);
-      const std::string r = num(s.radius);
-      for (size_t k = 0; k < pts.size(); ++k) {
-        o += fmt::format(
-            "<circle class=\"point\" data-series=\"{}\" data-role=\"{}\" cx=\"{}\" cy=\"{}\" "
-            "r=\"{}\" data-x=\"{:.6g}\" data-y=\"{:.6g}\">",
-            escape(s.name), escape(s.role), num(xa.map(pts[k].x)), num(ya.map(pts[k].y)), r,
-            pts[k].x, pts[k].y);
-        if (idx[k] < s.labels.size()) o += "<title>" + escape(s.labels[idx[k]]) + "</title>";
-        o += "</circle>\n";
-        if (idx[k] < s.annotations.size() && !s.annotations[idx[k]].empty()) {
-          o += fmt::format(
-              "<text class=\"annotation\" x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#333\" "
-              "fill-opacity=\"1\" stroke=\"none\">{}</text>\n",
-              num(xa.map(pts[k].x) + s.radius + 2), num(ya.map(pts[k].y) - s.radius - 1),
-              escape(s.annotations[idx[k]]));
-        }
-      }
-      o += "</g>\n";
+          "<text class=\"annotation\" x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#333\" "
+          "fill-opacity=\"1\" stroke=\"none\">{}</text>\n",
+          num(xa.map(pts[k].x) + s.radius + 2), num(ya.map(pts[k].y) - s.radius - 1),
+          escape(s.annotations[idx[k]]));
     }
   }
   o += "</g>\n";
+  return o;
+}
 
-  // Marker lines with their labels.
-  int x_marker_row = 0;  // labels of successive markers step down so that they do not overlap
+// Series i of the chart: bars, a line, points, or a line with points.
+std::string render_series(const Chart& chart, size_t i, double bar_width, const Axis& xa,
+                          const Axis& ya) {
+  const Series& s = chart.series[i];
+  const std::string c = color(s.color >= 0 ? s.color : static_cast<int>(i));
+  std::vector<Point> pts;
+  std::vector<size_t> idx;
+  for (size_t k = 0; k < s.points.size(); ++k) {
+    if (usable(chart, s.points[k])) {
+      pts.push_back(s.points[k]);
+      idx.push_back(k);
+    }
+  }
+  if (s.style == SeriesStyle::kBars) return render_bars(s, pts, idx, c, bar_width, xa, ya);
+  std::string o;
+  if (s.style != SeriesStyle::kPoints) o += render_line(s, pts, c, xa, ya);
+  const bool marks = s.style == SeriesStyle::kPoints || s.style == SeriesStyle::kLinePoints;
+  if (marks && !pts.empty()) o += render_points(s, pts, idx, c, xa, ya);
+  return o;
+}
+
+// Marker lines with their labels; labels of successive x markers step down so that they do not
+// overlap.
+std::string render_markers(const Chart& chart, const Layout& l, const Axis& xa, const Axis& ya) {
+  std::string o;
+  int x_marker_row = 0;
   for (const Marker& m : chart.x_markers) {
     if (!std::isfinite(m.value) || (chart.log_x && m.value <= 0)) continue;
     const double x = xa.map(m.value);
-    const double label_y = top + 11 + 13 * (x_marker_row++ % 4);
+    const double label_y = l.top + 11 + 13 * (x_marker_row++ % 4);
     o += fmt::format(
         "<line class=\"marker\" data-marker=\"{0}\" data-axis=\"x\" x1=\"{1}\" x2=\"{1}\" "
         "y1=\"{2}\" y2=\"{3}\" stroke=\"#c00\" stroke-dasharray=\"4 3\" stroke-width=\"1.2\"/>\n"
         "<text x=\"{4}\" y=\"{5}\" fill=\"#c00\" text-anchor=\"end\">{0}</text>\n",
-        escape(m.label), num(x), num(top), num(top + plot_h), num(x - 3), num(label_y));
+        escape(m.label), num(x), num(l.top), num(l.top + l.plot_h), num(x - 3), num(label_y));
   }
   for (const Marker& m : chart.y_markers) {
     if (!std::isfinite(m.value)) continue;
@@ -454,39 +474,82 @@ std::string render(const Chart& chart) {
         "<line class=\"marker\" data-marker=\"{0}\" data-axis=\"y\" x1=\"{1}\" x2=\"{2}\" "
         "y1=\"{3}\" y2=\"{3}\" stroke=\"#c00\" stroke-dasharray=\"4 3\" stroke-width=\"1.2\"/>\n"
         "<text x=\"{4}\" y=\"{5}\" fill=\"#c00\">{0}</text>\n",
-        escape(m.label), num(left), num(left + plot_w), num(y), num(left + 4),
-        num(y - 4 < top + 10 ? y + 12 : y - 4));  // below the line at the top of the plot
+        escape(m.label), num(l.left), num(l.left + l.plot_w), num(y), num(l.left + 4),
+        num(y - 4 < l.top + 10 ? y + 12 : y - 4));  // below the line at the top of the plot
   }
+  return o;
+}
 
-  // Legend.
-  if (!legend.empty()) {
-    o += fmt::format("<g class=\"legend\" transform=\"translate({} {})\">\n", num(left),
-                     num(top + plot_h + 40));
-    for (const LegendItem& item : legend) {
-      const std::string c = color(item.color);
-      o += fmt::format("<g class=\"legend-entry\" data-series=\"{}\">", escape(item.s->name));
-      if (item.s->style == SeriesStyle::kBars) {
-        o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"9\" fill=\"{}\"/>",
-                         num(item.x + 4), num(item.y - 4.5), c);
-      } else if (item.s->style == SeriesStyle::kPoints) {
-        o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"/>", num(item.x + 10),
-                         num(item.y), c);
-      } else {
-        o += fmt::format(
-            "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" "
-            "stroke-width=\"2.5\"{4}/>",
-            num(item.x), num(item.x + 20), num(item.y), c,
-            item.s->dashed ? " stroke-dasharray=\"5 3\"" : "");
-      }
-      o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text></g>\n", num(item.x + 26), num(item.y + 4),
-                       escape(item.s->name));
+std::string render_legend(const Layout& l) {
+  if (l.legend.empty()) return "";
+  std::string o = fmt::format("<g class=\"legend\" transform=\"translate({} {})\">\n", num(l.left),
+                              num(l.top + l.plot_h + 40));
+  for (const LegendItem& item : l.legend) {
+    const std::string c = color(item.color);
+    o += fmt::format("<g class=\"legend-entry\" data-series=\"{}\">", escape(item.s->name));
+    if (item.s->style == SeriesStyle::kBars) {
+      o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"9\" fill=\"{}\"/>",
+                       num(item.x + 4), num(item.y - 4.5), c);
+    } else if (item.s->style == SeriesStyle::kPoints) {
+      o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"/>", num(item.x + 10),
+                       num(item.y), c);
+    } else {
+      o += fmt::format(
+          "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" "
+          "stroke-width=\"2.5\"{4}/>",
+          num(item.x), num(item.x + 20), num(item.y), c,
+          item.s->dashed ? " stroke-dasharray=\"5 3\"" : "");
     }
-    o += "</g>\n";
+    o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text></g>\n", num(item.x + 26), num(item.y + 4),
+                     escape(item.s->name));
   }
-  if (empty) {
+  o += "</g>\n";
+  return o;
+}
+
+}  // namespace
+
+std::string render(const Chart& chart) {
+  std::vector<double> bar_widths(chart.series.size(), 0);
+  for (size_t i = 0; i < chart.series.size(); ++i) {
+    if (chart.series[i].style == SeriesStyle::kBars) {
+      bar_widths[i] = bar_width(chart.series[i], [&](const Point& p) { return usable(chart, p); });
+    }
+  }
+  const DataRange range = data_range(chart, bar_widths);
+  const Layout l = layout(chart);
+  Axis xa = make_axis(range.x_lo, range.x_hi, chart.log_x, chart.x_min.has_value(),
+                      chart.x_max.has_value());
+  Axis ya = make_axis(range.y_lo, range.y_hi, false, chart.y_min.has_value(),
+                      chart.y_max.has_value());
+  xa.px_lo = l.left;
+  xa.px_hi = l.left + l.plot_w;
+  ya.px_lo = l.top + l.plot_h;
+  ya.px_hi = l.top;
+
+  std::string o;
+  o.reserve(4096);
+  o += svg_open(chart, l, xa, ya);
+  o += render_axes(chart, l, xa, ya);
+  // Series, clipped to the plot area plus a margin: marks on the edge (a point at the maximum, its
+  // step number) stay whole.
+  constexpr double kClipMargin = 12;
+  const std::string clip = "clip-" + chart.id;
+  o += fmt::format(
+      "<clipPath id=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>\n",
+      escape(clip), num(l.left - kClipMargin), num(l.top - kClipMargin),
+      num(l.plot_w + 2 * kClipMargin), num(l.plot_h + 2 * kClipMargin));
+  o += fmt::format("<g class=\"plot\" clip-path=\"url(#{})\">\n", escape(clip));
+  for (size_t i = 0; i < chart.series.size(); ++i) {
+    o += render_series(chart, i, bar_widths[i], xa, ya);
+  }
+  o += "</g>\n";
+  o += render_markers(chart, l, xa, ya);
+  o += render_legend(l);
+  if (range.empty) {
     o +=
         fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text>\n",
-                    num(left + plot_w / 2), num(top + plot_h / 2));
+                    num(l.left + l.plot_w / 2), num(l.top + l.plot_h / 2));
   }
   o += "</svg>\n";
   return o;
