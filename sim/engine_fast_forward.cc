@@ -66,19 +66,16 @@ bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
   return any_finished;
 }
 
-bool Engine::Impl::fast_forward(size_t i) {
+bool Engine::Impl::in_steady_decode(size_t i, SimTime horizon) {
   InstanceState& inst = instances[i];
   if (!config.fast_forward || inst.running.empty() || !inst.waiting.empty() || !handoffs.empty() ||
       inst.setup.kv_reserved_only || inst.batch_load_ns != 0) {
     return false;
   }
-  const SimTime horizon = queue.empty() ? SimTime::max() : queue.top().time;
   if (horizon <= now) return false;
-  const int64_t block_size = inst.setup.block_size;
   // Steady decode: the decode run is every running request.
   find_decode_run(inst);
-  const size_t decodes = inst.running.size();
-  if (inst.decode_run.count != static_cast<int64_t>(decodes)) return false;
+  if (inst.decode_run.count != static_cast<int64_t>(inst.running.size())) return false;
   if (!inst.setup.batching->plans_steady_decode(instance_view(i))) return false;
   // With prefix caching, decode steps register nothing unless a request's hash ids cover its
   // answer (keys still to register: KvManager::register_computed_blocks()); such instances step.
@@ -87,63 +84,76 @@ bool Engine::Impl::fast_forward(size_t i) {
       if (kv.registering(seq.id)) return false;
     }
   }
-  const int32_t target = static_cast<int32_t>(i);
-  // Iterations until the first request finishes (that iteration included). A step needs a new
-  // block where its context outgrows the blocks held (by one token: the KV always holds the
-  // computed tokens): crossers are the positions whose context in the current iteration
-  // exceeds what their blocks hold. From the second iteration on, contexts[pos] is that context
-  // and caps[pos] the tokens running[pos]'s blocks take (blocks * block_size); in the first,
-  // the decode run gives the crossers and each context is computed_tokens + 1. context_sum, the
-  // sum of the contexts, is all the cost model needs of a decode batch (it grows by the batch
-  // size each iteration).
-  int64_t to_first_finish = inst.run_to_first_finish;
-  int64_t context_sum = inst.decode_run.context_sum;
-  std::vector<int32_t>& crossers = ff_crossers_;
-  crossers.swap(inst.run_crossers);
-  inst.run_ready = false;  // the iterations below change `running`
-  std::vector<int64_t>& contexts = ff_contexts_;
-  std::vector<int64_t>& caps = ff_caps_;
+  return true;
+}
+
+// The iterations fast_forward() runs on one instance. A step needs a new block where its context
+// outgrows the blocks held (by one token: the KV always holds the computed tokens): crossers are
+// the positions whose context in the current iteration exceeds what their blocks hold. From the
+// second iteration on, contexts[pos] is that context and caps[pos] the tokens running[pos]'s
+// blocks take (blocks * block_size); in the first, the decode run gives the crossers and each
+// context is computed_tokens + 1. context_sum, the sum of the contexts, is all the cost model
+// needs of a decode batch (it grows by the batch size each iteration).
+//
+// From the second iteration on, every running request's previous token came at the iteration's
+// start, so every gap is the iteration's duration: the tokens are recorded for the whole batch at
+// once (`lag` of them, not yet in any request's state) and each request's state is brought up to
+// date when the span ends (settle()).
+struct Engine::Impl::SteadyDecodeSpan {
+  Impl& e;
+  InstanceState& inst;
+  const size_t i;
+  const int32_t target;
+  const int64_t block_size;
+  const size_t decodes;
+  int64_t to_first_finish;  // iterations until the first request finishes, that one included
+  int64_t context_sum;
+  std::vector<int32_t>& crossers;
+  std::vector<int64_t>& contexts;
+  std::vector<int64_t>& caps;
   bool per_position = false;  // contexts and caps filled
-  const auto context_of = [&](size_t pos) {
-    return per_position ? contexts[pos] : inst.running[pos].computed_tokens + 1;
-  };
-  // The batch: every running request's decode step (a decode run), as on_schedule() plans it.
-  inst.batch.clear();
-  inst.batch_decodes = static_cast<int64_t>(decodes);
-  // From the second iteration on, every running request's previous token came at the
-  // iteration's start, so every gap is the iteration's duration: the tokens are recorded for the
-  // whole batch at once and each request's state is brought up to date when the span ends
-  // (settle). contexts[pos] stays computed_tokens + 1 of the current iteration.
   int64_t lag = 0;  // tokens each request computed and sampled that its state does not show yet
   int64_t lag_last_ns = 0, lag_max_gap = 0, lag_violations = 0;
   int64_t measured_requests = -1;  // not warm-up: their gaps go into the TBT histogram
-  auto settle = [&] {
-    if (lag == 0) return;
-    for (SeqView& seq : inst.running) {
-      seq.computed_tokens += lag;
-      seq.generated_tokens += lag;
-      RequestState& rs = requests[static_cast<size_t>(seq.id)];
-      rs.last_token_ns = lag_last_ns;
-      rs.max_tbt_ns = std::max(rs.max_tbt_ns, lag_max_gap);
-      rs.tbt_violations += lag_violations;
-    }
-    lag = 0;
-  };
-  for (bool first = true;; first = false) {
-    int64_t new_blocks = 0;
+
+  // The batch: every running request's decode step (a decode run), as on_schedule() plans it.
+  SteadyDecodeSpan(Impl& engine, size_t instance)
+      : e(engine),
+        inst(engine.instances[instance]),
+        i(instance),
+        target(static_cast<int32_t>(instance)),
+        block_size(inst.setup.block_size),
+        decodes(inst.running.size()),
+        to_first_finish(inst.run_to_first_finish),
+        context_sum(inst.decode_run.context_sum),
+        crossers(engine.ff_crossers_),
+        contexts(engine.ff_contexts_),
+        caps(engine.ff_caps_) {
+    crossers.swap(inst.run_crossers);
+    inst.run_ready = false;  // the iterations below change `running`
+    inst.batch.clear();
+    inst.batch_decodes = static_cast<int64_t>(decodes);
+  }
+
+  int64_t context_of(size_t pos) const {
+    return per_position ? contexts[pos] : inst.running[pos].computed_tokens + 1;
+  }
+
+  // The KV blocks the next iteration's steps need.
+  int64_t new_blocks() const {
+    int64_t blocks = 0;
     for (const int32_t pos : crossers) {
-      new_blocks += extra_blocks_for(context_of(static_cast<size_t>(pos)),
-                                     inst.running[pos].blocks, block_size);
+      blocks += extra_blocks_for(context_of(static_cast<size_t>(pos)), inst.running[pos].blocks,
+                                 block_size);
     }
-    if (new_blocks > inst.free_blocks) {
-      settle();
-      request_schedule(i);
-      return true;
-    }
-    // The iteration starts now: on_schedule() with a plan of every running decode step.
-    fingerprint(Event{now, Phase::kSchedule, EventKind::kSchedule, target, 0, 0});
-    result.events++;
-    inst.setup.batching->on_steady_decode_step(instance_view(i));
+    return blocks;
+  }
+
+  // The iteration starts now: on_schedule() with a plan of every running decode step.
+  void start_iteration(int64_t new_blocks) {
+    e.fingerprint(Event{e.now, Phase::kSchedule, EventKind::kSchedule, target, 0, 0});
+    e.result.events++;
+    inst.setup.batching->on_steady_decode_step(e.instance_view(i));
     if (new_blocks > 0) {
       for (const int32_t pos : crossers) {
         SeqView& seq = inst.running[pos];
@@ -151,40 +161,33 @@ bool Engine::Impl::fast_forward(size_t i) {
             extra_blocks_for(context_of(static_cast<size_t>(pos)), seq.blocks, block_size);
         if (per_position) caps[pos] = seq.blocks * block_size;
       }
-      kv.take_blocks(inst, new_blocks);
+      e.kv.take_blocks(inst, new_blocks);
     }
     // Blocks reserved for KV on its way here count too, as on_schedule() counts them.
     inst.stats.peak_used_blocks =
         std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
+  }
+
+  // The iteration's duration, from the batch's sums where the cost model prices them.
+  Duration price_iteration() {
     const models::IterationCostModel& cost = *inst.setup.cost_model;
     const auto n = static_cast<int64_t>(decodes);
     const std::optional<Duration> from_sums = cost.decode_iteration_time({n, context_sum, n});
-    const Duration d = from_sums
-                           ? *from_sums
-                           : cost.iteration_time(decode_shape(inst.shape, decodes, context_of));
+    const Duration d =
+        from_sums ? *from_sums
+                  : cost.iteration_time(decode_shape(inst.shape, decodes, [this](size_t pos) {
+                      return context_of(pos);
+                    }));
     if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
     inst.batch_interference_ns = 0;
     inst.batch_recompute_ns = 0;
-    result.fast_forwarded_iterations++;
-    result.decode_run_iterations++;
-    if (now + d >= horizon || to_first_finish == 1) {
-      settle();
-      inst.busy = true;
-      inst.batch_start = now;
-      inst.batch_end = now + d;
-      push(now + d, Phase::kComplete, EventKind::kBatchDone, target);
-      return true;
-    }
-    // It ends: on_batch_done() of a batch where nothing finishes.
-    now += d;
-    fingerprint(Event{now, Phase::kComplete, EventKind::kBatchDone, target, 0, 0});
-    result.events++;
-    inst.stats.iterations++;
-    inst.stats.busy_ns += d.count();
-    inst.stats.decode_tokens += static_cast<int64_t>(inst.running.size());
-    inst.stats.batch_requests.add(static_cast<int64_t>(inst.running.size()));
-    inst.stats.batch_tokens.add(static_cast<int64_t>(inst.running.size()));
-    const int64_t t_ns = now.time_since_epoch().count();
+    e.result.fast_forwarded_iterations++;
+    e.result.decode_run_iterations++;
+    return d;
+  }
+
+  // The next iteration's contexts, block capacities and crossers.
+  void advance_positions() {
     crossers.clear();
     if (!per_position) {
       // The first iteration ended (no request's state has moved yet): the next contexts.
@@ -203,28 +206,87 @@ bool Engine::Impl::fast_forward(size_t i) {
       }
     }
     context_sum += static_cast<int64_t>(decodes);
-    if (first || config.record_token_times) {
+  }
+
+  // Every running request's token at t_ns, one gap of `d` each: recorded one by one in the first
+  // iteration (or with token times kept), else for the whole batch at once.
+  void record_tokens(Duration d, int64_t t_ns, bool first) {
+    if (first || e.config.record_token_times) {
       for (SeqView& seq : inst.running) {
         seq.computed_tokens++;
         seq.generated_tokens++;
-        record_token(seq.id, requests[static_cast<size_t>(seq.id)], t_ns);
+        e.record_token(seq.id, e.requests[static_cast<size_t>(seq.id)], t_ns);
       }
-      flush_gaps();
-    } else {
-      // record_token() of every request, with the same gap.
-      lag++;
-      lag_last_ns = t_ns;
-      lag_max_gap = std::max(lag_max_gap, d.count());
-      if (config.slo.tbt_p99 && d > *config.slo.tbt_p99) lag_violations++;
-      if (measured_requests < 0) {
-        measured_requests = 0;
-        for (const SeqView& seq : inst.running) {
-          if (!requests[static_cast<size_t>(seq.id)].warmup) measured_requests++;
-        }
-      }
-      if (measured_requests > 0) result.tbt_ns.add(d.count(), measured_requests);
+      e.flush_gaps();
+      return;
     }
+    // record_token() of every request, with the same gap.
+    lag++;
+    lag_last_ns = t_ns;
+    lag_max_gap = std::max(lag_max_gap, d.count());
+    if (e.config.slo.tbt_p99 && d > *e.config.slo.tbt_p99) lag_violations++;
+    if (measured_requests < 0) {
+      measured_requests = 0;
+      for (const SeqView& seq : inst.running) {
+        if (!e.requests[static_cast<size_t>(seq.id)].warmup) measured_requests++;
+      }
+    }
+    if (measured_requests > 0) e.result.tbt_ns.add(d.count(), measured_requests);
+  }
+
+  // The iteration ends: on_batch_done() of a batch where nothing finishes.
+  void end_iteration(Duration d, bool first) {
+    e.now += d;
+    e.fingerprint(Event{e.now, Phase::kComplete, EventKind::kBatchDone, target, 0, 0});
+    e.result.events++;
+    inst.stats.iterations++;
+    inst.stats.busy_ns += d.count();
+    inst.stats.decode_tokens += static_cast<int64_t>(inst.running.size());
+    inst.stats.batch_requests.add(static_cast<int64_t>(inst.running.size()));
+    inst.stats.batch_tokens.add(static_cast<int64_t>(inst.running.size()));
+    advance_positions();
+    record_tokens(d, e.now.time_since_epoch().count(), first);
     to_first_finish--;
+  }
+
+  // Brings each request's state up to date with the tokens recorded for the whole batch.
+  void settle() {
+    if (lag == 0) return;
+    for (SeqView& seq : inst.running) {
+      seq.computed_tokens += lag;
+      seq.generated_tokens += lag;
+      RequestState& rs = e.requests[static_cast<size_t>(seq.id)];
+      rs.last_token_ns = lag_last_ns;
+      rs.max_tbt_ns = std::max(rs.max_tbt_ns, lag_max_gap);
+      rs.tbt_violations += lag_violations;
+    }
+    lag = 0;
+  }
+};
+
+bool Engine::Impl::fast_forward(size_t i) {
+  const SimTime horizon = queue.empty() ? SimTime::max() : queue.top().time;
+  if (!in_steady_decode(i, horizon)) return false;
+  SteadyDecodeSpan span(*this, i);
+  for (bool first = true;; first = false) {
+    const int64_t new_blocks = span.new_blocks();
+    if (new_blocks > span.inst.free_blocks) {
+      span.settle();
+      request_schedule(i);
+      return true;
+    }
+    span.start_iteration(new_blocks);
+    const Duration d = span.price_iteration();
+    if (now + d >= horizon || span.to_first_finish == 1) {
+      // That iteration is left in flight as an ordinary batch.
+      span.settle();
+      span.inst.busy = true;
+      span.inst.batch_start = now;
+      span.inst.batch_end = now + d;
+      push(now + d, Phase::kComplete, EventKind::kBatchDone, span.target);
+      return true;
+    }
+    span.end_iteration(d, first);
   }
 }
 

@@ -282,6 +282,12 @@ struct Engine::Impl {
   // have happened in between. Returns false, having done nothing, when not in steady decode.
   bool fast_forward(size_t i);
 
+  // Whether instance i is in steady decode and its next iterations, all before `horizon` (the
+  // next queued event), may be fast-forwarded; finds its decode run.
+  bool in_steady_decode(size_t i, SimTime horizon);
+  // fast_forward()'s state over the iterations it runs (engine_fast_forward.cc).
+  struct SteadyDecodeSpan;
+
   // `shape` set to one sampled decode segment of context context_of(pos) for each pos < decodes,
   // for a model that needs the segments.
   template <typename ContextOf>
