@@ -177,6 +177,96 @@ Duration Engine::Impl::price_batch(InstanceState& inst, int64_t run) {
   return cost.iteration_time(whole);
 }
 
+void Engine::Impl::on_no_batch(size_t i, const BatchPlan& plan, const InstanceView& view) {
+  InstanceState& inst = instances[i];
+  if (!plan.empty()) bad_plan(i, "returned no batch but a non-empty plan");
+  if (!inst.waiting.empty()) {
+    if (const std::optional<SimTime> w = inst.setup.batching->wake_at(view)) {
+      if (*w <= now) bad_plan(i, "wake_at() must return a time after now");
+      if (inst.wakes.empty() || *inst.wakes.begin() > *w) {
+        inst.wakes.insert(*w);
+        push(*w, Phase::kSchedule, EventKind::kWake, static_cast<int32_t>(i));
+      }
+      return;
+    }
+  }
+  // An instance still holding KV of prefilled requests that wait for a decode instance is
+  // not stuck: the hand-off frees the KV and asks the policy again.
+  if (inst.running.empty() && !inst.waiting.empty() &&
+      inst.free_blocks == inst.setup.num_blocks) {
+    throw std::logic_error(fmt::format(
+        "instance {} at t={} ns: policy left {} waiting request(s) on an empty instance", i,
+        now.time_since_epoch().count(), inst.waiting.size()));
+  }
+}
+
+Engine::Impl::BatchTokens Engine::Impl::take_batch_steps(size_t i, const BatchPlan& plan,
+                                                         int64_t run, bool priced) {
+  InstanceState& inst = instances[i];
+  inst.batch.clear();
+  inst.shape.clear();
+  inst.batch_decodes = run;
+  BatchTokens t;
+  t.decode = run;
+  if (plan.decode_run) {
+    for (const int32_t pos : inst.run_crossers) {
+      SeqView& seq = inst.running[static_cast<size_t>(pos)];
+      const int64_t extra =
+          extra_blocks_for(seq.computed_tokens + 1, seq.blocks, inst.setup.block_size);
+      seq.blocks += extra;
+      t.new_blocks += extra;
+    }
+  }
+  for (const ScheduledSeq& s : plan.scheduled) {
+    const int32_t pos = running_pos_of(inst, s.id);
+    if (pos == kNotRunning) bad_plan(i, fmt::format("schedules request {} that is not running", s.id));
+    if (pos < run) bad_plan(i, fmt::format("schedules request {} of its decode run again", s.id));
+    SeqView& seq = inst.running[static_cast<size_t>(pos)];
+    if (s.tokens < 1 || s.tokens > seq.remaining_tokens()) {
+      bad_plan(i, fmt::format("request {}: {} tokens scheduled, {} remaining", s.id, s.tokens,
+                              seq.remaining_tokens()));
+    }
+    const int64_t extra = kv.new_blocks_for(inst, seq, s);
+    t.new_blocks += extra;
+    seq.blocks += extra;
+    inst.batch.push_back({pos, s.tokens});
+    if (s.tokens == 1) {
+      t.decode++;
+    } else {
+      (seq.preemptions > 0 ? t.recompute : t.prompt) += s.tokens;
+    }
+    if (!priced) {
+      const bool samples = seq.computed_tokens + s.tokens == seq.num_tokens();
+      inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, samples ? 1 : 0});
+    }
+    RequestState& rs = requests[static_cast<size_t>(s.id)];
+    if (rs.first_scheduled_ns < 0) rs.first_scheduled_ns = now.time_since_epoch().count();
+  }
+  return t;
+}
+
+void Engine::Impl::start_batch(size_t i, Duration d, const BatchTokens& t, int64_t run) {
+  InstanceState& inst = instances[i];
+  if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
+  if (inst.batch_load_ns != 0) {
+    d += Duration(inst.batch_load_ns);
+    inst.stats.kv_load_ns += inst.batch_load_ns;
+    inst.batch_load_ns = 0;
+  }
+  // Apportioned by tokens (pricing the decode steps alone instead gives the same miss causes
+  // within 0.5 % on the DOPD bursty replay, at a second cost-model call per mixed iteration).
+  const double per_token_ns =
+      t.decode > 0 && t.decode < run + static_cast<int64_t>(inst.batch.size())
+          ? static_cast<double>(d.count()) / static_cast<double>(t.decode + t.prompt + t.recompute)
+          : 0.0;
+  inst.batch_interference_ns = static_cast<int64_t>(per_token_ns * static_cast<double>(t.prompt));
+  inst.batch_recompute_ns = static_cast<int64_t>(per_token_ns * static_cast<double>(t.recompute));
+  inst.busy = true;
+  inst.batch_start = now;
+  inst.batch_end = now + d;
+  push(now + d, Phase::kComplete, EventKind::kBatchDone, static_cast<int32_t>(i));
+}
+
 void Engine::Impl::on_schedule(size_t i) {
   InstanceState& inst = instances[i];
   inst.schedule_pending = false;
@@ -191,30 +281,11 @@ void Engine::Impl::on_schedule(size_t i) {
   }
   BatchPlan& plan = inst.plan;
   plan.clear();
-  const bool has_batch = inst.setup.batching->next_batch(view, plan);
-  if (has_batch) inst.run_ready = false;  // the plan changes `running`
-  if (!has_batch) {
-    if (!plan.empty()) bad_plan(i, "returned no batch but a non-empty plan");
-    if (!inst.waiting.empty()) {
-      if (const std::optional<SimTime> w = inst.setup.batching->wake_at(view)) {
-        if (*w <= now) bad_plan(i, "wake_at() must return a time after now");
-        if (inst.wakes.empty() || *inst.wakes.begin() > *w) {
-          inst.wakes.insert(*w);
-          push(*w, Phase::kSchedule, EventKind::kWake, static_cast<int32_t>(i));
-        }
-        return;
-      }
-    }
-    // An instance still holding KV of prefilled requests that wait for a decode instance is
-    // not stuck: the hand-off frees the KV and asks the policy again.
-    if (inst.running.empty() && !inst.waiting.empty() &&
-        inst.free_blocks == inst.setup.num_blocks) {
-      throw std::logic_error(fmt::format(
-          "instance {} at t={} ns: policy left {} waiting request(s) on an empty instance", i,
-          now.time_since_epoch().count(), inst.waiting.size()));
-    }
+  if (!inst.setup.batching->next_batch(view, plan)) {
+    on_no_batch(i, plan, view);
     return;
   }
+  inst.run_ready = false;  // the plan changes `running`
   if (plan.empty()) bad_plan(i, "returned a batch but an empty plan");
   int64_t run = 0;  // the decode run's steps, running[0, run)
   if (plan.decode_run) {
@@ -230,53 +301,11 @@ void Engine::Impl::on_schedule(size_t i) {
 
   // A batch its policy prices needs no shape for the cost model.
   const std::optional<Duration> priced = inst.setup.batching->batch_time(instance_view(i), plan);
-  // Validate the work and allocate KV: the decode run's blocks (found by find_decode_run, and
-  // still the same: nothing before it was preempted), then each listed request's.
-  inst.batch.clear();
-  inst.shape.clear();
-  inst.batch_decodes = run;
-  int64_t new_blocks = 0;
-  if (plan.decode_run) {
-    for (const int32_t pos : inst.run_crossers) {
-      SeqView& seq = inst.running[static_cast<size_t>(pos)];
-      const int64_t extra =
-          extra_blocks_for(seq.computed_tokens + 1, seq.blocks, inst.setup.block_size);
-      seq.blocks += extra;
-      new_blocks += extra;
-    }
+  const BatchTokens t = take_batch_steps(i, plan, run, priced.has_value());
+  if (t.new_blocks > inst.free_blocks) {
+    bad_plan(i, fmt::format("needs {} new KV blocks, {} free", t.new_blocks, inst.free_blocks));
   }
-  // Tokens of one-token decode steps, of first-time prompt computation, and of recomputation
-  // after a preemption, for the interference shares.
-  int64_t decode_tokens = run, prompt_tokens = 0, recompute_tokens = 0;
-  for (ScheduledSeq& s : plan.scheduled) {
-    const int32_t pos = running_pos_of(inst, s.id);
-    if (pos == kNotRunning) bad_plan(i, fmt::format("schedules request {} that is not running", s.id));
-    if (pos < run) bad_plan(i, fmt::format("schedules request {} of its decode run again", s.id));
-    SeqView& seq = inst.running[static_cast<size_t>(pos)];
-    if (s.tokens < 1 || s.tokens > seq.remaining_tokens()) {
-      bad_plan(i, fmt::format("request {}: {} tokens scheduled, {} remaining", s.id, s.tokens,
-                              seq.remaining_tokens()));
-    }
-    const int64_t extra = kv.new_blocks_for(inst, seq, s);
-    new_blocks += extra;
-    seq.blocks += extra;
-    inst.batch.push_back({pos, s.tokens});
-    if (s.tokens == 1) {
-      decode_tokens++;
-    } else {
-      (seq.preemptions > 0 ? recompute_tokens : prompt_tokens) += s.tokens;
-    }
-    if (!priced) {
-      const bool samples = seq.computed_tokens + s.tokens == seq.num_tokens();
-      inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, samples ? 1 : 0});
-    }
-    RequestState& rs = requests[static_cast<size_t>(s.id)];
-    if (rs.first_scheduled_ns < 0) rs.first_scheduled_ns = now.time_since_epoch().count();
-  }
-  if (new_blocks > inst.free_blocks) {
-    bad_plan(i, fmt::format("needs {} new KV blocks, {} free", new_blocks, inst.free_blocks));
-  }
-  kv.take_blocks(inst, new_blocks);
+  kv.take_blocks(inst, t.new_blocks);
   inst.stats.peak_used_blocks =
       std::max(inst.stats.peak_used_blocks, inst.setup.num_blocks - inst.free_blocks);
   if (inst.batch.empty() && run == 0) {
@@ -284,26 +313,7 @@ void Engine::Impl::on_schedule(size_t i) {
     request_schedule(i);
     return;
   }
-  Duration d = priced ? *priced : price_batch(inst, run);
-  if (d.count() <= 0) throw std::logic_error("cost model returned a non-positive duration");
-  if (inst.batch_load_ns != 0) {
-    d += Duration(inst.batch_load_ns);
-    inst.stats.kv_load_ns += inst.batch_load_ns;
-    inst.batch_load_ns = 0;
-  }
-  // Apportioned by tokens (pricing the decode steps alone instead gives the same miss causes
-  // within 0.5 % on the DOPD bursty replay, at a second cost-model call per mixed iteration).
-  const double per_token_ns =
-      decode_tokens > 0 && decode_tokens < run + static_cast<int64_t>(inst.batch.size())
-          ? static_cast<double>(d.count()) /
-                static_cast<double>(decode_tokens + prompt_tokens + recompute_tokens)
-          : 0.0;
-  inst.batch_interference_ns = static_cast<int64_t>(per_token_ns * static_cast<double>(prompt_tokens));
-  inst.batch_recompute_ns = static_cast<int64_t>(per_token_ns * static_cast<double>(recompute_tokens));
-  inst.busy = true;
-  inst.batch_start = now;
-  inst.batch_end = now + d;
-  push(now + d, Phase::kComplete, EventKind::kBatchDone, static_cast<int32_t>(i));
+  start_batch(i, priced ? *priced : price_batch(inst, run), t, run);
 }
 
 void Engine::Impl::add_gap(int64_t gap) {

@@ -232,6 +232,22 @@ struct Engine::Impl {
   // The cost model's time for the planned batch: the decode run (`run` steps) and inst.shape.
   Duration price_batch(InstanceState& inst, int64_t run);
 
+  // on_schedule() when the policy returned no batch: checks the plan, sets the policy's wake-up
+  // if it asked for one, and refuses an instance left stuck.
+  void on_no_batch(size_t i, const BatchPlan& plan, const InstanceView& view);
+  // A batch's token counts by kind (for the interference shares) and the KV blocks it needs.
+  struct BatchTokens {
+    int64_t new_blocks = 0;
+    int64_t decode = 0;     // one-token decode steps, the decode run's included
+    int64_t prompt = 0;     // first-time prompt computation
+    int64_t recompute = 0;  // recomputation after a preemption
+  };
+  // Validates the plan's listed steps and grows their KV (the decode run's crossers first): the
+  // instance's batch, and its shape unless the policy `priced` the batch.
+  BatchTokens take_batch_steps(size_t i, const BatchPlan& plan, int64_t run, bool priced);
+  // Starts instance i's batch of duration `d` (plus any tier load) and queues its end.
+  void start_batch(size_t i, Duration d, const BatchTokens& t, int64_t run);
+
   void on_schedule(size_t i);
 
   // ---- completion (engine.cc) ----
