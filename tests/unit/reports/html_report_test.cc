@@ -44,7 +44,7 @@ class HtmlReportTest : public testing::TempDirTest {
       r.instance_id = i % 2;
       r.arrival_ns = int64_t{i} * 100'000'000;
       r.first_scheduled_ns = r.arrival_ns + 1'000'000;
-      r.first_token_ns = r.arrival_ns + 50'000'000 + i * 1'000'000;
+      r.first_token_ns = r.arrival_ns + 50'000'000 + int64_t{i} * 1'000'000;
       r.done_ns = r.first_token_ns + 500'000'000;
       r.prompt_tokens = 100 + 10 * i;
       r.output_tokens = 20;
