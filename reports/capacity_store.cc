@@ -112,20 +112,9 @@ void insert_probes(SqliteDb &db, int64_t id, const std::vector<CapacityProbeReco
   }
 }
 
-bool has_capacity_table(SqliteDb &db) {
-  Statement st(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'capacity'",
-               "reading the database schema");
-  st.step();
-  return st.column_int64(0) > 0;
-}
-
 std::vector<int64_t> ids_of(SqliteDb &db) {
-  std::vector<int64_t> ids;
-  if (!has_capacity_table(db)) return ids;
-  Statement st(db, "SELECT capacity_id FROM capacity ORDER BY capacity_id",
-               "listing capacity searches");
-  while (st.step()) ids.push_back(st.column_int64(0));
-  return ids;
+  if (!has_table(db, "capacity")) return {};
+  return read_ids(db, "SELECT capacity_id FROM capacity ORDER BY capacity_id");
 }
 
 void read_probes(SqliteDb &db, CapacitySearchRecord &s) {
@@ -200,12 +189,9 @@ CapacitySearchRecord read_capacity(const std::string &db_path, int64_t capacity_
   s.capacity_id = capacity_id;
   const std::vector<int64_t> ids = ids_of(db);
   if (std::find(ids.begin(), ids.end(), capacity_id) == ids.end()) {
-    std::string list = ids.empty() ? "none" : fmt::format("{}", fmt::join(ids, ", "));
-    if (ids.size() > 12)
-      list = fmt::format("{} .. {} ({} in all)", ids.front(), ids.back(), ids.size());
-    throw InputError(
-        db_path, 0,
-        fmt::format("no capacity search {} (capacity searches: {})", capacity_id, list));
+    throw InputError(db_path, 0,
+                     fmt::format("no capacity search {} (capacity searches: {})", capacity_id,
+                                 describe_ids(ids)));
   }
   Statement st(db,
                "SELECT scenario, overrides, objectives, attainment_target, min_throughput_ratio, "

@@ -93,20 +93,6 @@ double duration_s_or_nan(const std::string& text) {
   }
 }
 
-std::vector<int64_t> all_ids(SqliteDb& db, const char* sql) {
-  std::vector<int64_t> ids;
-  Statement st(db, sql, "listing ids");
-  while (st.step()) ids.push_back(st.column_int64(0));
-  return ids;
-}
-
-std::string id_list(const std::vector<int64_t>& ids) {
-  if (ids.empty()) return "none";
-  if (ids.size() > 12)
-    return fmt::format("{} .. {} ({} in all)", ids.front(), ids.back(), ids.size());
-  return fmt::format("{}", fmt::join(ids, ", "));
-}
-
 RunData load_run(SqliteDb& db, int64_t run_id) {
   RunData r;
   r.run_id = run_id;
@@ -117,9 +103,9 @@ RunData load_run(SqliteDb& db, int64_t run_id) {
                  "reading the run");
     st.bind(1, run_id);
     if (!st.step()) {
+      const std::vector<int64_t> runs = read_ids(db, "SELECT run_id FROM run ORDER BY run_id");
       throw InputError(db.path(), 0,
-                       fmt::format("no run {} (runs: {})", run_id,
-                                   id_list(all_ids(db, "SELECT run_id FROM run ORDER BY run_id"))));
+                       fmt::format("no run {} (runs: {})", run_id, describe_ids(runs)));
     }
     r.scenario = st.column_text(0);
     r.policy = st.column_text(1);
@@ -1688,7 +1674,7 @@ std::vector<int64_t> runs_to_draw(SqliteDb &db, const ReportOptions &options,
                                   std::optional<int64_t> &capacity_id) {
   std::vector<int64_t> ids = options.run_ids;
   if (!ids.empty() || options.plan_id || capacity_id) return ids;
-  const auto all = all_ids(db, "SELECT run_id FROM run ORDER BY run_id");
+  const auto all = read_ids(db, "SELECT run_id FROM run ORDER BY run_id");
   if (!all.empty()) return {all.back()};
   if (!capacity_ids(db.path()).empty()) {
     capacity_id = 0;
@@ -1702,13 +1688,8 @@ std::vector<int64_t> runs_to_draw(SqliteDb &db, const ReportOptions &options,
 std::string render_report(const std::string& db_path, const ReportOptions& options,
                           ReportStats* stats) {
   SqliteDb db(db_path, SqliteDb::Mode::kReadOnly);
-  {
-    Statement probe(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'run'",
-                    "reading the database schema");
-    probe.step();
-    if (probe.column_int64(0) == 0) {
-      throw InputError(db_path, 0, "not a servesim results database (it has no run table)");
-    }
+  if (!has_table(db, "run")) {
+    throw InputError(db_path, 0, "not a servesim results database (it has no run table)");
   }
   std::optional<int64_t> capacity_id = options.capacity_id;
   std::vector<RunData> runs;

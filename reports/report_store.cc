@@ -10,24 +10,10 @@
 namespace servesim::reports {
 namespace {
 
-bool has_table(SqliteDb &db, const char *name) {
-  Statement st(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-               "reading the database schema");
-  st.bind(1, std::string_view(name));
-  st.step();
-  return st.column_int64(0) > 0;
-}
-
 std::string plan_ids(SqliteDb &db) {
-  std::vector<int64_t> ids;
-  if (has_table(db, "plan")) {
-    Statement st(db, "SELECT plan_id FROM plan ORDER BY plan_id", "listing plans");
-    while (st.step()) ids.push_back(st.column_int64(0));
-  }
-  if (ids.empty()) return "none";
-  if (ids.size() > 12)
-    return fmt::format("{} .. {} ({} in all)", ids.front(), ids.back(), ids.size());
-  return fmt::format("{}", fmt::join(ids, ", "));
+  return describe_ids(has_table(db, "plan")
+                          ? read_ids(db, "SELECT plan_id FROM plan ORDER BY plan_id")
+                          : std::vector<int64_t>{});
 }
 
 void load_plan_row(SqliteDb &db, PlanData &p) {

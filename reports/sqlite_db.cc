@@ -3,6 +3,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sqlite3.h>
 
 #include <unistd.h>
@@ -151,6 +152,29 @@ std::string Statement::column_text(int index) const {
   const unsigned char* text = sqlite3_column_text(stmt_, index);
   const int size = sqlite3_column_bytes(stmt_, index);
   return text != nullptr ? std::string(reinterpret_cast<const char*>(text), size) : std::string();
+}
+
+bool has_table(SqliteDb& db, const std::string& name) {
+  Statement st(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+               "reading the database schema");
+  st.bind(1, std::string_view(name));
+  st.step();
+  return st.column_int64(0) > 0;
+}
+
+std::vector<int64_t> read_ids(SqliteDb& db, const std::string& sql) {
+  std::vector<int64_t> ids;
+  Statement st(db, sql, "listing ids");
+  while (st.step()) ids.push_back(st.column_int64(0));
+  return ids;
+}
+
+std::string describe_ids(const std::vector<int64_t>& ids) {
+  if (ids.empty()) return "none";
+  if (ids.size() > 12) {
+    return fmt::format("{} .. {} ({} in all)", ids.front(), ids.back(), ids.size());
+  }
+  return fmt::format("{}", fmt::join(ids, ", "));
 }
 
 }  // namespace servesim::reports

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -79,5 +80,14 @@ class Statement {
   std::string what_;
   sqlite3_stmt* stmt_ = nullptr;
 };
+
+// Whether the database holds table `name`.
+bool has_table(SqliteDb& db, const std::string& name);
+
+// The first column of `sql`'s rows as ids, in the query's order.
+std::vector<int64_t> read_ids(SqliteDb& db, const std::string& sql);
+
+// Ids as an error message lists them: "none", "1, 2, 3", or "1 .. 40 (40 in all)" past 12.
+std::string describe_ids(const std::vector<int64_t>& ids);
 
 }  // namespace servesim::reports
