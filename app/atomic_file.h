@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 

@@ -10,7 +10,7 @@
 #include "app/dllm_run.h"
 #include "app/run_scenario.h"
 #include "scenarios/dllm_scenario.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 namespace {

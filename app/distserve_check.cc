@@ -14,10 +14,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "models/engine_efficiency.h"
+#include "models/cost/engine_efficiency.h"
 #include "scenarios/cost_models.h"
 #include "scenarios/json_reader.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 namespace fs = std::filesystem;

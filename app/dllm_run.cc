@@ -11,7 +11,7 @@
 #include "reports/sqlite_sink.h"
 #include "policies/dllm.h"
 #include "scenarios/cost_models.h"
-#include "sim/core/rng.h"
+#include "core/rng.h"
 
 namespace servesim::app {
 namespace {

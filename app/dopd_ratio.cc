@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/cost_models.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 

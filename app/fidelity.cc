@@ -18,8 +18,8 @@
 #include "app/run_scenario.h"
 #include "policies/builtin.h"
 #include "reports/fidelity_store.h"
-#include "sim/core/error.h"
-#include "sim/core/time.h"
+#include "core/error.h"
+#include "core/time.h"
 
 namespace servesim::app {
 namespace {

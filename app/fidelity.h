@@ -1,6 +1,6 @@
 // `servesim fidelity CSV`: servesim's end-to-end predictions against measured benchmark runs of
 // real engines (app/measured_runs.h), with the error statistics a capacity planner is judged by,
-// and the fit of the engine calibrations (models/engine_calibration.h) on those runs.
+// and the fit of the engine calibrations (models/calibration/engine_calibration.h) on those runs.
 //
 // Contract:
 // - Every row of the CSV is mapped to a scenario or reported as skipped with its reason; mapped

@@ -31,14 +31,14 @@
 #include "app/run_scenario.h"
 #include "app/validate.h"
 #include "dllm/denoise.h"
-#include "models/hf_import.h"
-#include "models/memory_model.h"
+#include "models/catalog/hf_import.h"
+#include "models/cost/memory_model.h"
 #include "policies/builtin.h"
 #include "policies/dllm.h"
 #include "reports/html_report.h"
 #include "reports/query.h"
 #include "scenarios/scenario.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 #include "traces/trace_catalog.h"
 
 namespace {

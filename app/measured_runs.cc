@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "profiles/profile_csv.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 namespace {

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "models/hardware.h"
-#include "models/hf_import.h"
-#include "sim/core/error.h"
+#include "models/catalog/hardware.h"
+#include "models/catalog/hf_import.h"
+#include "core/error.h"
 
 namespace servesim::app {
 namespace {

@@ -1,7 +1,7 @@
 // `servesim models import CONFIG.json`: adds a model to the catalog (models/catalog/models/) from a
 // Hugging Face config.json, without editing code. The conversion is models::import_hf_config
-// (models/hf_import.h); this command picks the key and the folder, writes the file atomically,
-// loads the catalog back and says what was added.
+// (models/catalog/hf_import.h); this command picks the key and the folder, writes the file
+// atomically, loads the catalog back and says what was added.
 #pragma once
 
 #include <ostream>

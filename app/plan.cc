@@ -19,7 +19,7 @@
 #include "scenarios/dllm_scenario.h"
 #include "dllm/config.h"
 #include "scenarios/json_reader.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 #include "sim/policy_api.h"
 
 namespace servesim::app {

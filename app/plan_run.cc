@@ -24,7 +24,7 @@
 #include "reports/plan_store.h"
 #include "reports/sqlite_sink.h"
 #include "scenarios/dllm_scenario.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 namespace {

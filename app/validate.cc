@@ -8,12 +8,12 @@
 #include <fmt/format.h>
 
 #include "app/distserve_check.h"
-#include "models/fidelity.h"
-#include "models/gemm_efficiency.h"
-#include "models/profiled_cost_model.h"
+#include "models/calibration/fidelity.h"
+#include "models/cost/gemm_efficiency.h"
+#include "models/cost/profiled_cost_model.h"
 #include "profiles/profile_tables.h"
 #include "scenarios/cost_models.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 namespace fs = std::filesystem;

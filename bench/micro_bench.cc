@@ -6,12 +6,12 @@
 #include <deque>
 #include <vector>
 
-#include "models/cost_model.h"
-#include "models/profiled_cost_model.h"
+#include "models/cost/cost_model.h"
+#include "models/cost/profiled_cost_model.h"
 #include "policies/coloc.h"
 #include "policies/dynaserve.h"
 #include "profiles/profile_tables.h"
-#include "sim/core/rng.h"
+#include "core/rng.h"
 #include "sim/event_queue.h"
 #include "traces/loaders.h"
 

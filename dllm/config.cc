@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/core/units.h"
+#include "core/units.h"
 
 namespace servesim::dllm {
 namespace {

@@ -14,9 +14,9 @@
 #include "dllm/denoise.h"
 #include "dllm/memory.h"
 #include "dllm/step_cost.h"
-#include "models/cost_model.h"
-#include "sim/core/error.h"
-#include "sim/core/request_spec.h"
+#include "models/cost/cost_model.h"
+#include "core/error.h"
+#include "core/request_spec.h"
 
 namespace servesim::dllm {
 

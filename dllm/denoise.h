@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/core/rng.h"
+#include "core/rng.h"
 
 namespace servesim::dllm {
 

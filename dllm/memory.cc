@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "models/memory_model.h"
-#include "sim/core/units.h"
+#include "models/cost/memory_model.h"
+#include "core/units.h"
 
 namespace servesim::dllm {
 namespace {

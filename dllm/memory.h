@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dllm/denoise.h"
-#include "models/cost_model.h"
+#include "models/cost/cost_model.h"
 
 namespace servesim::dllm {
 

@@ -4,7 +4,7 @@
 // Contract: the transformer body is one models::IterationCostModel call over one Segment per
 // request {query_tokens, context_tokens} with no logit rows. The cost model's prefill attention is
 // bidirectional for diffusion models (q x k key positions; the profiled model scales causal rows
-// by the ratio of key positions, see models/profiled_cost_model.h). The LM head is priced per
+// by the ratio of key positions, see models/cost/profiled_cost_model.h). The LM head is priced per
 // logit chunk: every chunk is a separate GEMM that re-reads the LM-head weights (the cost model's
 // lm_head term for that chunk's rows), followed by the sampler (read the bf16 logits, write and
 // read the softmax at `softmax_bytes` per element) at the GPU's achievable bandwidth. Side tokens
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "dllm/denoise.h"
-#include "models/cost_model.h"
+#include "models/cost/cost_model.h"
 
 namespace servesim::dllm {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::fuzz {
 

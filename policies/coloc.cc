@@ -1,5 +1,5 @@
 #include "policies/coloc.h"
-#include "sim/core/limits.h"
+#include "core/limits.h"
 
 #include <algorithm>
 #include <vector>

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "policies/coloc.h"
-#include "sim/core/limits.h"
+#include "core/limits.h"
 
 namespace servesim::policies {
 namespace {

@@ -10,7 +10,7 @@
 #include "dllm/memory.h"
 #include "dllm/scheduler.h"
 #include "dllm/step_cost.h"
-#include "sim/core/units.h"
+#include "core/units.h"
 
 namespace servesim::policies {
 namespace {

@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "dllm/config.h"
-#include "models/cost_model.h"
-#include "sim/core/params.h"
-#include "sim/core/registry.h"
+#include "models/cost/cost_model.h"
+#include "core/params.h"
+#include "core/registry.h"
 #include "sim/engine.h"
 
 namespace servesim::policies {

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "policies/coloc.h"
-#include "sim/core/rng.h"
-#include "sim/core/limits.h"
+#include "core/rng.h"
+#include "core/limits.h"
 
 namespace servesim::policies {
 

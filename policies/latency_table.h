@@ -19,8 +19,8 @@
 #include <memory>
 #include <unordered_map>
 
-#include "models/cost_model.h"
-#include "sim/core/time.h"
+#include "models/cost/cost_model.h"
+#include "core/time.h"
 
 namespace servesim::policies {
 

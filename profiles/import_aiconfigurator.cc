@@ -8,7 +8,7 @@
 
 #include "profiles/import_common.h"
 #include "profiles/profile_csv.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::profiles {
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <limits>
 #include <sstream>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::profiles {
 namespace {

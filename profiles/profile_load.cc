@@ -11,8 +11,8 @@
 
 #include "profiles/profile_csv.h"
 #include "profiles/profile_meta_keys.h"
-#include "sim/core/error.h"
-#include "sim/core/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 
 namespace servesim::profiles {
 namespace fs = std::filesystem;

@@ -15,7 +15,7 @@
 #include <set>
 
 #include "profiles/profile_meta_keys.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::profiles {
 namespace {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <unordered_set>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::profiles {
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 
 #include "reports/sqlite_db.h"
 #include "reports/sqlite_sink.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

@@ -14,8 +14,8 @@
 #include "reports/report_store.h"
 #include "reports/sqlite_db.h"
 #include "reports/svg_chart.h"
-#include "sim/core/error.h"
-#include "sim/core/time.h"
+#include "core/error.h"
+#include "core/time.h"
 
 namespace servesim::reports {
 namespace {

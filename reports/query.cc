@@ -11,7 +11,7 @@
 #include <system_error>
 
 #include "reports/sqlite_db.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <utility>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "reports/sqlite_db.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "reports/miss_breakdown.h"
-#include "sim/core/histogram.h"
+#include "core/histogram.h"
 #include "sim/records.h"
 
 namespace servesim::reports {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

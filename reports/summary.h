@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/core/histogram.h"
+#include "core/histogram.h"
 #include "sim/records.h"
 
 namespace servesim::reports {

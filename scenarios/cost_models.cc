@@ -4,7 +4,7 @@
 #include <map>
 #include <mutex>
 
-#include "models/profiled_cost_model.h"
+#include "models/cost/profiled_cost_model.h"
 
 namespace servesim::scenarios {
 namespace fs = std::filesystem;

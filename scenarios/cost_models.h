@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/cost_model.h"
+#include "models/cost/cost_model.h"
 #include "profiles/profile_tables.h"
 #include "scenarios/scenario.h"
 

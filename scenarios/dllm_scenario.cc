@@ -9,8 +9,8 @@
 
 #include "traces/generators.h"
 #include "traces/loaders.h"
-#include "sim/core/limits.h"
-#include "sim/core/units.h"
+#include "core/limits.h"
+#include "core/units.h"
 #include "policies/builtin.h"
 #include "policies/dllm.h"
 #include "sim/policy_api.h"

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/core/error.h"
-#include "sim/core/params.h"
-#include "sim/core/time.h"
+#include "core/error.h"
+#include "core/params.h"
+#include "core/time.h"
 
 namespace servesim::scenarios {
 

@@ -19,14 +19,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/cost_model.h"
-#include "models/engine_calibration.h"
-#include "models/hardware.h"
-#include "models/memory_model.h"
+#include "models/cost/cost_model.h"
+#include "models/calibration/engine_calibration.h"
+#include "models/catalog/hardware.h"
+#include "models/cost/memory_model.h"
 #include "scenarios/json_reader.h"
-#include "sim/core/error.h"
-#include "sim/core/params.h"
-#include "sim/core/request_spec.h"
+#include "core/error.h"
+#include "core/params.h"
+#include "core/request_spec.h"
 #include "sim/engine.h"
 #include "sim/records.h"
 #include "policies/engines/engine_model.h"
@@ -69,11 +69,11 @@ struct ClusterSpec {
   // a cluster policy's layouts (disaggregation) yet.
   int attention_dp = 1;
   // Pipeline stages of every instance (models::Deployment::pp): an instance is tp x pp GPUs and
-  // runs as pp engine instances, its micro-batch slots (models/pipeline.h). Not with a cluster
+  // runs as pp engine instances, its micro-batch slots (models/cost/pipeline.h). Not with a cluster
   // policy's layouts, nor with attention_dp.
   int pp = 1;
-  // How a MoE model's tokens spread over its experts (models/expert_routing.h); unset: the model's
-  // catalog default (resolved shows the routing in effect).
+  // How a MoE model's tokens spread over its experts (models/catalog/expert_routing.h); unset: the
+  // model's catalog default (resolved shows the routing in effect).
   std::optional<models::ExpertRouting> expert_routing;
   models::Dtype weight_dtype = models::Dtype::kBf16;
   models::Dtype kv_dtype = models::Dtype::kBf16;

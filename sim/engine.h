@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "models/cost_model.h"
-#include "sim/core/histogram.h"
-#include "sim/core/request_spec.h"
+#include "models/cost/cost_model.h"
+#include "core/histogram.h"
+#include "core/request_spec.h"
 #include "sim/frontend.h"
 #include "sim/prefix_cache.h"
 #include "sim/policy_api.h"

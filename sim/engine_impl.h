@@ -26,8 +26,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/core/error.h"
-#include "sim/core/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "sim/event_queue.h"
 #include "sim/instance_state.h"
 #include "sim/kv_manager.h"

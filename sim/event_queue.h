@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/core/time.h"
+#include "core/time.h"
 
 namespace servesim::sim {
 

@@ -2,7 +2,7 @@
 // that a request passes before its engine's scheduler sees it.
 #pragma once
 
-#include "sim/core/time.h"
+#include "core/time.h"
 
 namespace servesim::sim {
 

@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "models/cost_model.h"
+#include "models/cost/cost_model.h"
 #include "sim/engine.h"
 #include "sim/prefix_cache.h"
 

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/cost_model.h"
+#include "models/cost/cost_model.h"
 #include "sim/instance_state.h"
 #include "sim/prefix_cache.h"
 #include "sim/view.h"

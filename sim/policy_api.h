@@ -3,7 +3,7 @@
 // Contract: a policy is a decision function over a const view (sim/view.h). It is deterministic
 // given (view, its own state); it may keep state updated through the on_* hooks; it proposes and
 // the engine validates and applies. Each family has a registry of named factories with a typed
-// parameter schema (sim/core/params.h); names are unique (duplicates are fatal at registration)
+// parameter schema (core/params.h); names are unique (duplicates are fatal at registration)
 // and an unknown name lists the valid ones.
 #pragma once
 
@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "models/cost_model.h"
-#include "sim/core/params.h"
-#include "sim/core/registry.h"
-#include "sim/core/request_spec.h"
+#include "models/cost/cost_model.h"
+#include "core/params.h"
+#include "core/registry.h"
+#include "core/request_spec.h"
 #include "sim/records.h"
 #include "sim/view.h"
 

@@ -4,7 +4,7 @@
 #include <functional>
 #include <stdexcept>
 
-#include "sim/core/rng.h"
+#include "core/rng.h"
 
 namespace servesim::sim {
 

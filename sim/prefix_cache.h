@@ -37,7 +37,7 @@
 #include <span>
 #include <vector>
 
-#include "sim/core/request_spec.h"
+#include "core/request_spec.h"
 
 namespace servesim::sim {
 

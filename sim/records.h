@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/core/histogram.h"
-#include "sim/core/request_spec.h"
-#include "sim/core/time.h"
+#include "core/histogram.h"
+#include "core/request_spec.h"
+#include "core/time.h"
 
 namespace servesim::sim {
 

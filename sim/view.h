@@ -10,8 +10,8 @@
 #include <deque>
 #include <vector>
 
-#include "sim/core/request_spec.h"
-#include "sim/core/time.h"
+#include "core/request_spec.h"
+#include "core/time.h"
 
 namespace servesim::sim {
 

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/core/request_spec.h"
-#include "sim/core/rng.h"
-#include "sim/core/time.h"
+#include "core/request_spec.h"
+#include "core/rng.h"
+#include "core/time.h"
 #include "traces/length_sample.h"
 
 namespace servesim::traces {

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 #include "traces/loaders.h"
 #include "traces/trace_parsing.h"
 

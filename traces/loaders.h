@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/core/request_spec.h"
+#include "core/request_spec.h"
 #include "traces/length_sample.h"
 
 namespace servesim::traces {

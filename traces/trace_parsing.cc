@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::traces::detail {
 namespace {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/core/request_spec.h"
+#include "core/request_spec.h"
 
 namespace servesim::traces::detail {
 

@@ -11,8 +11,8 @@
 #include <functional>
 #include <string_view>
 
-#include "sim/core/request_spec.h"
-#include "sim/core/time.h"
+#include "core/request_spec.h"
+#include "core/time.h"
 
 namespace servesim::traces {
 

@@ -12,7 +12,7 @@
 #include "policies/dopd/arima_forecaster.h"
 #include "policies/dopd/length_aware_batcher.h"
 #include "policies/dopd/pd_ratio.h"
-#include "sim/core/limits.h"
+#include "core/limits.h"
 
 namespace servesim::policies::dopd {
 namespace {

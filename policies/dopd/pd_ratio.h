@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "models/cost_model.h"
-#include "sim/core/time.h"
+#include "models/cost/cost_model.h"
+#include "core/time.h"
 
 namespace servesim::policies::dopd {
 

@@ -15,12 +15,12 @@
 //   than every known one is a ConfigError that lists them.
 // - Knobs: each entry's ParamSchema uses the engine's own flag names. 0 means "the version's
 //   default for this GPU" (for sizes and fractions) and -1 means "the calibrated value" (for the
-//   CPU and front-end costs and the GPU time scales); EngineSetup::resolved holds every knob with the value in effect,
-//   which the scenario stores with the results.
+//   CPU and front-end costs and the GPU time scales); EngineSetup::resolved holds every knob with
+//   the value in effect, which the scenario stores with the results.
 // - Calibration: the CPU and front-end costs come from the calibration of the engine on the
-//   deployment's GPU class (models/engine_calibration.h), else from its Hopper calibration
-//   (said in calibration_note), else zero (said too). A MoE model's expert kernels take the
-//   engine's MoE kernel calibration of the GPU class and expert weight format where one exists
+//   deployment's GPU class (models/calibration/engine_calibration.h), else from its Hopper
+//   calibration (said in calibration_note), else zero (said too). A MoE model's expert kernels take
+//   the engine's MoE kernel calibration of the GPU class and expert weight format where one exists
 //   (models::MoeKernelCalibration; no borrowing across classes or formats), said in
 //   calibration_note too. Knobs set explicitly override them.
 // - build() is deterministic and throws ConfigError (JSON path "engine.<knob>") for a knob value
@@ -32,12 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "models/engine_calibration.h"
-#include "models/hardware.h"
-#include "models/memory_model.h"
-#include "models/serving_engine.h"
-#include "sim/core/params.h"
-#include "sim/core/registry.h"
+#include "models/calibration/engine_calibration.h"
+#include "models/catalog/hardware.h"
+#include "models/cost/memory_model.h"
+#include "models/cost/serving_engine.h"
+#include "core/params.h"
+#include "core/registry.h"
 #include "sim/frontend.h"
 #include "sim/policy_api.h"
 

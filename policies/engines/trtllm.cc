@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 
 #include "policies/engines/engine_model.h"
-#include "sim/core/limits.h"
+#include "core/limits.h"
 
 namespace servesim::policies {
 namespace {

@@ -21,8 +21,8 @@
 
 #include "policies/coloc.h"
 #include "policies/engines/engine_model.h"
-#include "sim/core/error.h"
-#include "sim/core/limits.h"
+#include "core/error.h"
+#include "core/limits.h"
 
 namespace servesim::policies {
 namespace {

@@ -22,7 +22,7 @@
 #include "app/plan.h"
 #include "app/plan_internal.h"
 #include "reports/query.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim {
 namespace {

@@ -21,11 +21,11 @@
 
 #include "app/fidelity.h"
 #include "app/measured_runs.h"
-#include "models/engine_calibration.h"
+#include "models/calibration/engine_calibration.h"
 #include "policies/builtin.h"
 #include "policies/engines/engine_model.h"
 #include "reports/query.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 namespace {

@@ -189,7 +189,7 @@ TEST(GoldenDeterminism, TwoProcessesGiveTheSameFingerprint) {
 }  // namespace servesim
 
 #include "app/capacity.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim {
 namespace {

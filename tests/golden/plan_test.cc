@@ -27,7 +27,7 @@
 #include "app/plan_internal.h"
 #include "reports/query.h"
 #include "scenarios/dllm_scenario.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim {
 namespace {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "scenarios/json_reader.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::app {
 namespace {

@@ -15,7 +15,7 @@
 #include "app/run_scenario.h"
 #include "reports/sqlite_db.h"
 #include "scenarios/scenario.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/core/error.h"
+#include "core/error.h"
 
 #include <stdexcept>
 #include <string>

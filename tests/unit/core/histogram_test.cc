@@ -1,4 +1,4 @@
-#include "sim/core/histogram.h"
+#include "core/histogram.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/core/rng.h"
+#include "core/rng.h"
 
 namespace servesim {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/core/params.h"
+#include "core/params.h"
 
 #include <stdexcept>
 #include <string>

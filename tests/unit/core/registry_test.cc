@@ -1,4 +1,4 @@
-#include "sim/core/registry.h"
+#include "core/registry.h"
 
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "sim/core/rng.h"
+#include "core/rng.h"
 
 #include <array>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "sim/core/time.h"
+#include "core/time.h"
 
 #include <cmath>
 #include <limits>
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "dllm/config.h"
 #include "dllm/step_cost.h"
-#include "models/hardware.h"
+#include "models/catalog/hardware.h"
 #include "policies/builtin.h"
 #include "policies/dllm.h"
 #include "policies/routers.h"

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/hardware.h"
+#include "models/catalog/hardware.h"
 
 namespace servesim::dllm {
 namespace {

@@ -12,7 +12,7 @@
 #include "profiles/import_aiconfigurator.h"
 #include "profiles/import_vidur.h"
 #include "scenarios/scenario.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/hardware.h"
+#include "models/catalog/hardware.h"
 
 namespace servesim::models {
 

@@ -1,6 +1,6 @@
 // EngineEfficiency: scaling a cost model's breakdown per operator class, and fitting the factors
 // back from reference times.
-#include "models/engine_efficiency.h"
+#include "models/cost/engine_efficiency.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,9 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "models/cost_model.h"
-#include "models/expert_routing.h"
-#include "models/roofline_terms.h"
+#include "models/cost/cost_model.h"
+#include "models/catalog/expert_routing.h"
+#include "models/cost/expert_load.h"
+#include "models/cost/roofline_terms.h"
 #include "profiles/profile_tables.h"
 #include "tests/unit/models/catalog_fixture.h"
 

@@ -1,4 +1,4 @@
-#include "models/fidelity.h"
+#include "models/calibration/fidelity.h"
 
 #include <cmath>
 #include <cstdint>
@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "models/cost_model.h"
-#include "models/hardware.h"
-#include "models/profiled_cost_model.h"
+#include "models/cost/cost_model.h"
+#include "models/catalog/hardware.h"
+#include "models/cost/profiled_cost_model.h"
 #include "profiles/profile_tables.h"
-#include "sim/core/time.h"
+#include "core/time.h"
 
 namespace servesim::models {
 namespace {

@@ -1,4 +1,4 @@
-#include "models/gemm_efficiency.h"
+#include "models/cost/gemm_efficiency.h"
 
 #include <string>
 #include <vector>

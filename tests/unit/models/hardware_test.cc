@@ -1,4 +1,4 @@
-#include "models/hardware.h"
+#include "models/catalog/hardware.h"
 
 #include <filesystem>
 #include <fstream>
@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::models {
 namespace {

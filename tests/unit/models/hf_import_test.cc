@@ -1,4 +1,4 @@
-#include "models/hf_import.h"
+#include "models/catalog/hf_import.h"
 
 #include <unistd.h>
 
@@ -14,8 +14,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "models/hardware.h"
-#include "sim/core/error.h"
+#include "models/catalog/hardware.h"
+#include "core/error.h"
 
 namespace servesim::models {
 namespace {

@@ -1,12 +1,12 @@
-#include "models/memory_model.h"
+#include "models/cost/memory_model.h"
 
 #include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "models/hardware.h"
-#include "sim/core/error.h"
+#include "models/catalog/hardware.h"
+#include "core/error.h"
 #include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {

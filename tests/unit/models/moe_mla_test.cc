@@ -9,12 +9,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "models/attention_dp.h"
-#include "models/cost_model.h"
-#include "models/hardware.h"
-#include "models/memory_model.h"
-#include "models/roofline_terms.h"
-#include "sim/core/error.h"
+#include "models/cost/attention_dp.h"
+#include "models/cost/cost_model.h"
+#include "models/catalog/hardware.h"
+#include "models/cost/memory_model.h"
+#include "models/cost/roofline_terms.h"
+#include "core/error.h"
 #include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {

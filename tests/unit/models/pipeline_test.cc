@@ -4,11 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include "models/cost_model.h"
-#include "models/hardware.h"
-#include "models/memory_model.h"
-#include "models/pipeline.h"
-#include "sim/core/error.h"
+#include "models/cost/cost_model.h"
+#include "models/catalog/hardware.h"
+#include "models/cost/memory_model.h"
+#include "models/cost/pipeline.h"
+#include "core/error.h"
 
 namespace servesim::models {
 namespace {

@@ -1,4 +1,4 @@
-#include "models/profile_interpolation.h"
+#include "models/cost/profile_interpolation.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "models/profiled_cost_model.h"
+#include "models/cost/profiled_cost_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,13 +12,13 @@
 
 #include <gtest/gtest.h>
 
-#include "models/cost_model.h"
-#include "models/hardware.h"
-#include "models/profile_interpolation.h"
-#include "models/roofline_terms.h"
+#include "models/cost/cost_model.h"
+#include "models/catalog/hardware.h"
+#include "models/cost/profile_interpolation.h"
+#include "models/cost/roofline_terms.h"
 #include "profiles/profile_tables.h"
-#include "sim/core/error.h"
-#include "sim/core/time.h"
+#include "core/error.h"
+#include "core/time.h"
 #include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {

@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "models/cost_model.h"
-#include "models/hardware.h"
-#include "sim/core/error.h"
+#include "models/cost/cost_model.h"
+#include "models/catalog/hardware.h"
+#include "core/error.h"
 #include "tests/unit/models/catalog_fixture.h"
 
 namespace servesim::models {

@@ -1,6 +1,6 @@
 // The serving-engine runtime on top of a GPU cost model (CUDA-graph padding, per-iteration CPU
 // cost, overlap), the engines' KV-pool rules, and the calibration file.
-#include "models/serving_engine.h"
+#include "models/cost/serving_engine.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "models/engine_calibration.h"
-#include "models/memory_model.h"
-#include "sim/core/error.h"
+#include "models/calibration/engine_calibration.h"
+#include "models/cost/memory_model.h"
+#include "core/error.h"
 
 namespace servesim::models {
 namespace {

@@ -14,7 +14,7 @@
 #include "policies/dopd/length_aware_batcher.h"
 #include "policies/dopd/pd_ratio.h"
 #include "policy_test_util.h"
-#include "sim/core/rng.h"
+#include "core/rng.h"
 
 namespace servesim::policies::dopd {
 namespace {

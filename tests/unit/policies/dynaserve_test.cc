@@ -8,11 +8,11 @@
 #include <deque>
 #include <map>
 
-#include "models/cost_model.h"
-#include "models/hardware.h"
+#include "models/cost/cost_model.h"
+#include "models/catalog/hardware.h"
 #include "policies/builtin.h"
 #include "policies/coloc.h"
-#include "sim/core/rng.h"
+#include "core/rng.h"
 #include "sim/engine.h"
 
 namespace servesim::policies {

@@ -5,13 +5,13 @@
 #include <deque>
 #include <vector>
 
-#include "models/hardware.h"
+#include "models/catalog/hardware.h"
 #include "policies/builtin.h"
 #include "policies/engines/engine_model.h"
 #include "policies/engines/sglang.h"
 #include "policies/engines/trtllm.h"
 #include "policy_test_util.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::policies {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 #include "tests/unit/profiles/profile_test_util.h"
 
 namespace servesim::profiles {

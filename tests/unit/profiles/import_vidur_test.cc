@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 #include "tests/unit/profiles/profile_test_util.h"
 
 namespace servesim::profiles {

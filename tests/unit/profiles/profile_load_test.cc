@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "profiles/profile_tables.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 #include "tests/unit/profiles/profile_test_util.h"
 
 namespace servesim::profiles {

@@ -9,7 +9,7 @@
 #include "reports/plan_store.h"
 #include "reports/sqlite_sink.h"
 #include "reports_temp_dir.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "reports/sqlite_sink.h"
 #include "reports_temp_dir.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

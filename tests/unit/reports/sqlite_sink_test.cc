@@ -12,7 +12,7 @@
 
 #include "reports/query.h"
 #include "reports_temp_dir.h"
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

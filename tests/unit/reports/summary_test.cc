@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 
 namespace servesim::reports {
 namespace {

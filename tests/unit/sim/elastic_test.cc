@@ -6,7 +6,7 @@
 #include <functional>
 #include <map>
 
-#include "models/memory_model.h"
+#include "models/cost/memory_model.h"
 #include "policies/coloc.h"
 #include "policies/disagg.h"
 #include "sim/engine.h"

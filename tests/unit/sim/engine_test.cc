@@ -10,11 +10,11 @@
 #include <set>
 #include <tuple>
 
-#include "models/memory_model.h"
+#include "models/cost/memory_model.h"
 #include "policies/builtin.h"
 #include "policies/coloc.h"
 #include "policies/routers.h"
-#include "sim/core/rng.h"
+#include "core/rng.h"
 
 namespace servesim::sim {
 namespace {
@@ -828,7 +828,7 @@ TEST(EngineDisaggregation, BackPressureHoldsKvOnThePrefillSideUntilTheDecodeSide
 }  // namespace
 }  // namespace servesim::sim
 
-#include "models/profiled_cost_model.h"
+#include "models/cost/profiled_cost_model.h"
 #include "profiles/profile_tables.h"
 
 namespace servesim::sim {

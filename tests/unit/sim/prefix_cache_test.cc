@@ -15,11 +15,11 @@
 #include <optional>
 #include <set>
 
-#include "models/memory_model.h"
-#include "models/cost_model.h"
+#include "models/cost/memory_model.h"
+#include "models/cost/cost_model.h"
 #include "policies/builtin.h"
 #include "policies/coloc.h"
-#include "sim/core/rng.h"
+#include "core/rng.h"
 #include "sim/engine.h"
 #include "traces/generators.h"
 #include "traces/loaders.h"

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/core/time.h"
+#include "core/time.h"
 #include "trace_test_util.h"
 
 namespace servesim::traces {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/core/error.h"
+#include "core/error.h"
 #include "traces/loaders.h"
 #include "trace_test_util.h"
 

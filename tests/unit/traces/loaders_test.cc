@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/core/error.h"
-#include "sim/core/time.h"
+#include "core/error.h"
+#include "core/time.h"
 #include "traces/loaders.h"
 #include "trace_test_util.h"
 

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/core/request_spec.h"
+#include "core/request_spec.h"
 
 namespace servesim::traces::testing {
 
