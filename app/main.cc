@@ -34,6 +34,7 @@
 #include "models/catalog/hf_import.h"
 #include "models/cost/memory_model.h"
 #include "policies/builtin.h"
+#include "policies/engines/engine_model.h"
 #include "policies/dllm.h"
 #include "reports/html_report.h"
 #include "reports/query.h"
@@ -1181,8 +1182,9 @@ Command add_fidelity(CLI::App& cli) {
   fidelity->add_option("--write-calibration", o.write_calibration,
                        "with --fit: write the calibration fitted on every model to this file "
                        "(models/engines/calibration.json is the one servesim reads)");
+  policies::register_builtin_policies();
   fidelity->add_option("--engine", o.engines, "only rows of this engine (repeatable)")
-      ->check(CLI::IsMember({"vllm", "sglang", "trtllm"}));
+      ->check(CLI::IsMember(policies::engine_models().names()));
   fidelity->add_option("--worst", o.worst, "worst rows listed")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));

@@ -10,6 +10,8 @@
 
 #include "profiles/profile_csv.h"
 #include "core/error.h"
+#include "policies/engines/engine_model.h"
+#include "scenarios/json_reader.h"
 
 namespace servesim::app {
 namespace {
@@ -334,31 +336,19 @@ std::string skip_reason_of(const MappedRun& m, const std::string& quant) {
   return "";
 }
 
-// aiconfigurator's generator limits for the row's engine, as the engine spells them; with
-// attention DP they are per rank, and the one scheduler servesim runs for the instance holds
-// every rank's share.
+// aiconfigurator's generator limits for the row's engine, as the engine spells them
+// (EngineModelEntry::benchmark_knobs); with attention DP they are per rank, and the one scheduler
+// servesim runs for the instance holds every rank's share.
 void set_generator_limits(const std::string& engine_name, const MeasuredRun& r,
                           scenarios::Json& engine) {
+  const auto& knobs_of = policies::engine_models().get(engine_name).benchmark_knobs;
+  if (!knobs_of) return;
   const int64_t ranks = r.attention_dp;
-  const int64_t mbs = std::max<int64_t>(128, r.concurrency / ranks) * ranks;
-  const int64_t budget = mbs + (r.isl + 1500) * ranks;
-  if (engine_name == "vllm") {
-    engine["max_num_seqs"] = mbs;
-    engine["max_num_batched_tokens"] = budget;
-    engine["max_cudagraph_capture_size"] = mbs;
-  } else if (engine_name == "sglang") {
-    engine["max_running_requests"] = mbs;
-    engine["cuda_graph_max_bs"] = mbs;
-    engine["enable_mixed_chunk"] = true;
-    engine["chunked_prefill_size"] = -1;
-    engine["max_prefill_tokens"] = (r.isl + 1500) * ranks;
-  } else if (engine_name == "trtllm") {
-    const int64_t block = 32;  // tokens_per_block: max_num_tokens is rounded up to it
-    engine["max_batch_size"] = mbs;
-    engine["max_num_tokens"] = (budget + block - 1) / block * block;
-    engine["cuda_graph_max_batch_size"] = mbs;
-    engine["cuda_graph_padding"] = true;
-  }
+  policies::BenchmarkLimits limits;
+  limits.max_batch = std::max<int64_t>(128, r.concurrency / ranks) * ranks;
+  limits.prefill_tokens = (r.isl + 1500) * ranks;
+  limits.token_budget = limits.max_batch + limits.prefill_tokens;
+  for (const auto& [name, value] : knobs_of(limits)) engine[name] = scenarios::param_json(value);
 }
 
 // The scenario of an aggregated row: one instance of the row's engine, release and layout.

@@ -367,16 +367,34 @@ ColocParams ColocParams::from(const ParamValues& v) {
   return p;
 }
 
+namespace {
+
+// coloc's memory knobs size the instance's plan (BatchingPolicyEntry::size_memory).
+void size_coloc_memory(const ParamValues& v, models::MemoryParams& memory) {
+  memory.block_size = v.get_int("block_size");
+  memory.gpu_memory_utilization = v.get_double("gpu_memory_utilization");
+  memory.max_num_batched_tokens = v.get_int("max_num_batched_tokens");
+  memory.max_num_seqs = v.get_int("max_num_seqs");
+}
+
+// Without chunked prefill a prompt must fit in one iteration's token budget.
+int64_t coloc_max_prompt_tokens(const ParamValues& v) {
+  return v.get_bool("enable_chunked_prefill") ? 0 : v.get_int("max_num_batched_tokens");
+}
+
+}  // namespace
+
 std::unique_ptr<sim::BatchingPolicy> make_coloc(const ColocParams& params) {
   return std::make_unique<Coloc>(params);
 }
 
 void register_coloc() {
   sim::batching_policies().add(
-      "coloc", {"PD colocation with continuous batching and chunked prefill (Sarathi-Serve, "
-                "vLLM V1, prefill-priority)",
-                coloc_schema(),
-                [](const ParamValues& v) { return make_coloc(ColocParams::from(v)); }});
+      "coloc",
+      {"PD colocation with continuous batching and chunked prefill (Sarathi-Serve, "
+       "vLLM V1, prefill-priority)",
+       coloc_schema(), [](const ParamValues& v) { return make_coloc(ColocParams::from(v)); },
+       size_coloc_memory, coloc_max_prompt_tokens});
 }
 
 }  // namespace servesim::policies

@@ -276,6 +276,45 @@ std::string vidur_gpu_key(const std::string& vidur_gpu) {
   return vidur_gpu;
 }
 
+namespace {
+
+// The GEMM and elementwise tables of one GPU's compute/<gpu>/<org>/<model>/mlp.csv files into
+// `main`, with what was merged or dropped in `notes`; returns the <org>/<model> names read.
+std::vector<std::string> import_compute(const fs::path& gpu_dir, const std::string& g,
+                                        Profile& main, ImportNotes& notes) {
+  ComputeTables tables;
+  for (const std::string& org : subdirectories(gpu_dir.string())) {
+    for (const std::string& model : subdirectories((gpu_dir / org).string())) {
+      fs::path mlp = gpu_dir / org / model / "mlp.csv";
+      if (fs::is_regular_file(mlp)) {
+        import_mlp(mlp.string(), org + "/" + model, &tables, &notes);
+      }
+    }
+  }
+  if (tables.gemm_repeats > 0) {
+    notes.add("gemm", fmt::format("{} repeated rows of one model (same shape) merged (median)",
+                                  tables.gemm_repeats));
+  }
+  if (tables.gemm_other_model > 0) {
+    notes.add("gemm", fmt::format("{} rows whose (m, n, k) an earlier model in sorted "
+                                  "<org>/<model> order already had dropped (that model's row "
+                                  "kept)",
+                                  tables.gemm_other_model));
+  }
+  if (tables.elementwise.merged() > 0) {
+    notes.add("elementwise",
+              fmt::format("{} repeated rows merged (median)", tables.elementwise.merged()));
+  }
+  main.gemm = tables.gemm.take();
+  main.elementwise = tables.elementwise.take();
+  if (main.gemm.empty()) {
+    notes.add("gemm", "no compute/" + g + " data in the Vidur data set");
+  }
+  return tables.models;
+}
+
+}  // namespace
+
 std::vector<Profile> import_vidur(const std::string& vidur_root) {
   fs::path root(vidur_root);
   fs::path compute_root = root / "compute";
@@ -300,35 +339,7 @@ std::vector<Profile> import_vidur(const std::string& vidur_root) {
   for (const std::string& g : gpus) {
     Profile main = base_profile(g);
     ImportNotes notes;
-    // Compute tables.
-    ComputeTables tables;
-    for (const std::string& org : subdirectories((compute_root / g).string())) {
-      for (const std::string& model : subdirectories((compute_root / g / org).string())) {
-        fs::path mlp = compute_root / g / org / model / "mlp.csv";
-        if (fs::is_regular_file(mlp)) {
-          import_mlp(mlp.string(), org + "/" + model, &tables, &notes);
-        }
-      }
-    }
-    if (tables.gemm_repeats > 0) {
-      notes.add("gemm", fmt::format("{} repeated rows of one model (same shape) merged (median)",
-                                    tables.gemm_repeats));
-    }
-    if (tables.gemm_other_model > 0) {
-      notes.add("gemm", fmt::format("{} rows whose (m, n, k) an earlier model in sorted "
-                                    "<org>/<model> order already had dropped (that model's row "
-                                    "kept)",
-                                    tables.gemm_other_model));
-    }
-    if (tables.elementwise.merged() > 0) {
-      notes.add("elementwise",
-                fmt::format("{} repeated rows merged (median)", tables.elementwise.merged()));
-    }
-    main.gemm = tables.gemm.take();
-    main.elementwise = tables.elementwise.take();
-    if (main.gemm.empty()) {
-      notes.add("gemm", "no compute/" + g + " data in the Vidur data set");
-    }
+    const std::vector<std::string> models = import_compute(compute_root / g, g, main, notes);
     notes.add("attention_prefill",
               "Vidur's attention.csv files (Git LFS) are not in the data set; use the "
               "aiconfigurator tables");
@@ -377,7 +388,7 @@ std::vector<Profile> import_vidur(const std::string& vidur_root) {
                                            : "no <gpu>_dgx topology; see the topology variants");
     }
     main.meta.fields["method"] = std::string(kComputeMethod) + "; " + kNetworkMethod;
-    main.meta.fields["models"] = join(tables.models);
+    main.meta.fields["models"] = join(models);
     main.meta.fields["converted_from"] =
         "shared/data/profiles/vidur/compute/" + g +
         (main_topology.empty() ? "" : ", shared/data/profiles/vidur/network/" + main_topology);

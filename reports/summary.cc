@@ -130,6 +130,37 @@ int64_t nearest_rank_index(int64_t n, int64_t percent) {
   return std::clamp<int64_t>((n * percent + 99) / 100, 1, std::max<int64_t>(n, 1));
 }
 
+namespace {
+
+// The sustained completion rate and the offered rate over the later half of the arrival window
+// [first_arrival, last_arrival] of the measured requests; the whole run's request rate where the
+// window is empty. REQUIRES: s.requests and s.request_rate_per_s set.
+void set_window_rates(const std::vector<sim::RequestRecord>& requests, int64_t first_arrival,
+                      int64_t last_arrival, RunSummary& s) {
+  s.sustained_rate_per_s = s.request_rate_per_s;
+  s.window_offered_rate_per_s = s.request_rate_per_s;
+  s.window_arrivals = s.requests;
+  if (s.requests == 0 || last_arrival <= first_arrival) return;
+  // Completions in the later half of the arrival window. A cluster that keeps up completes, over
+  // any window, the requests that arrived one latency earlier (Little's law), so the count
+  // tracks the offered rate whatever the latency; an overloaded one completes at its service
+  // rate. (Requests done by the last arrival, over the whole window, would instead read a
+  // slower-but-keeping-up cluster as overloaded: the requests in flight at the end are missing.)
+  const int64_t half = first_arrival + (last_arrival - first_arrival) / 2;
+  int64_t completed = 0;
+  int64_t arrived = 0;
+  for (const sim::RequestRecord& r : requests) {
+    completed += !r.warmup && r.done_ns > half && r.done_ns <= last_arrival;
+    arrived += !r.warmup && r.arrival_ns > half && r.arrival_ns <= last_arrival;
+  }
+  const double window_s = static_cast<double>(last_arrival - half) * kNsToS;
+  s.sustained_rate_per_s = per_second(static_cast<double>(completed), window_s);
+  s.window_arrivals = arrived;
+  s.window_offered_rate_per_s = per_second(static_cast<double>(arrived), window_s);
+}
+
+}  // namespace
+
 RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogHistogram& tbt_ns,
                      const sim::SloSpec& slo, const SummaryContext& ctx) {
   if (ctx.num_gpus < 1) {
@@ -207,27 +238,7 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
     s.duration_s = static_cast<double>(last_done - first_arrival) * kNsToS;
   }
   s.request_rate_per_s = per_second(static_cast<double>(s.requests), s.duration_s);
-  s.sustained_rate_per_s = s.request_rate_per_s;
-  s.window_offered_rate_per_s = s.request_rate_per_s;
-  s.window_arrivals = s.requests;
-  if (s.requests > 0 && last_arrival > first_arrival) {
-    // Completions in the later half of the arrival window. A cluster that keeps up completes, over
-    // any window, the requests that arrived one latency earlier (Little's law), so the count
-    // tracks the offered rate whatever the latency; an overloaded one completes at its service
-    // rate. (Requests done by the last arrival, over the whole window, would instead read a
-    // slower-but-keeping-up cluster as overloaded: the requests in flight at the end are missing.)
-    const int64_t half = first_arrival + (last_arrival - first_arrival) / 2;
-    int64_t completed = 0;
-    int64_t arrived = 0;
-    for (const sim::RequestRecord& r : requests) {
-      completed += !r.warmup && r.done_ns > half && r.done_ns <= last_arrival;
-      arrived += !r.warmup && r.arrival_ns > half && r.arrival_ns <= last_arrival;
-    }
-    const double window_s = static_cast<double>(last_arrival - half) * kNsToS;
-    s.sustained_rate_per_s = per_second(static_cast<double>(completed), window_s);
-    s.window_arrivals = arrived;
-    s.window_offered_rate_per_s = per_second(static_cast<double>(arrived), window_s);
-  }
+  set_window_rates(requests, first_arrival, last_arrival, s);
   s.input_tokens_per_s = per_second(static_cast<double>(input_tokens), s.duration_s);
   s.output_tokens_per_s = per_second(static_cast<double>(output_tokens), s.duration_s);
 

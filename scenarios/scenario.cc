@@ -645,6 +645,23 @@ void read_context(ObjectReader& top, const Catalogs& catalogs, Issues& issues, J
   r.finish();
 }
 
+// Empty when the resolved workload's requests arrive at their workload times; else the
+// workload whose send times depend on the run (closed loops, sessions, a benchmark's clients or
+// its measured phase after a warm-up), as ClusterPolicyFacts::run_dependent_arrivals names it.
+std::string run_dependent_arrivals(const Json& resolved) {
+  const auto it = resolved.find("workload");
+  if (it == resolved.end() || !it->is_object()) return "";
+  const Json& w = *it;
+  const std::string type = w.value("type", std::string());
+  const bool warmup = type == "benchmark" && w.value("warmup_requests", int64_t{0}) > 0;
+  if (warmup) return "benchmark workload with warm-up requests";
+  if (type == "closed_loop" || type == "sessions" ||
+      (type == "benchmark" && w.contains("concurrency"))) {
+    return type + " workload";
+  }
+  return "";
+}
+
 // The instance groups a cluster policy lays out, checked against the cluster section (which may
 // not set the layout) and the policy's own limits.
 void plan_policy_groups(Scenario& s, bool cluster_sets_layout, Issues& issues, Json& resolved) {
@@ -689,28 +706,12 @@ void plan_policy_groups(Scenario& s, bool cluster_sets_layout, Issues& issues, J
                                      "cluster may hold",
                                      s.policy.type, total, kMaxInstances));
   }
-  if (s.policy.params.contains("gpu_budget") &&
-      gpus > s.policy.params.get_int("gpu_budget")) {
-    issues.add("policy.gpu_budget",
-               fmt::format("the starting layout of policy {} needs {} GPUs, more than its GPU "
-                           "budget of {}",
-                           s.policy.type, gpus, s.policy.params.get_int("gpu_budget")));
-  }
-  if (s.policy.params.contains("forecast") &&
-      s.policy.params.get_string("forecast") == "oracle") {
-    // The clairvoyant forecast reads arrival times before the run; those of a closed loop, of
-    // sessions and of a benchmark's measured phase after its warm-up depend on it (the engine
-    // refuses them too).
-    const Json& w = resolved["workload"];
-    const std::string type = w.value("type", std::string());
-    const bool warmup = type == "benchmark" && w.value("warmup_requests", int64_t{0}) > 0;
-    if (type == "closed_loop" || type == "sessions" ||
-        (type == "benchmark" && w.contains("concurrency")) || warmup) {
-      issues.add(
-          "policy.forecast",
-          fmt::format("oracle needs an open-loop workload (a trace or generated "
-                      "arrivals): the send times of a {} depend on the run",
-                      warmup ? "benchmark workload with warm-up requests" : type + " workload"));
+  const auto& check = sim::cluster_policies().get(s.policy.type).check;
+  if (check) {
+    const sim::ClusterPolicyFacts facts{.starting_gpus = gpus,
+                                        .run_dependent_arrivals = run_dependent_arrivals(resolved)};
+    for (const ConfigIssue& issue : check(s.policy.params, facts)) {
+      issues.add(issue.path, issue.message);
     }
   }
   s.cluster.instances = total;
@@ -722,8 +723,6 @@ void plan_policy_groups(Scenario& s, bool cluster_sets_layout, Issues& issues, J
 // The one unified group of a scenario without a cluster policy, its memory sized by the batching
 // policy's knobs or the engine's own rule.
 void plan_unified_group(Scenario& s, Issues& issues, Json& resolved, const DataRoot& root) {
-  // A batching policy's memory knobs (coloc's block_size, gpu_memory_utilization, token
-  // budget and sequence limit) size the plan; policies without them keep the defaults.
   GroupPlan plan;
   plan.count = s.cluster.instances;
   plan.tp = s.cluster.tp;
@@ -736,16 +735,13 @@ void plan_unified_group(Scenario& s, Issues& issues, Json& resolved, const DataR
                            "than the {} a cluster may hold",
                            plan.count, plan.pp, plan.engine_instances(), kMaxInstances));
   }
-  const ParamValues& p = s.policy.params;
   models::MemoryParams& m = plan.memory_params;
-  if (p.contains("block_size")) m.block_size = p.get_int("block_size");
-  if (p.contains("gpu_memory_utilization")) {
-    m.gpu_memory_utilization = p.get_double("gpu_memory_utilization");
+  // The batching policy sizes the plan with its own memory knobs (BatchingPolicyEntry::
+  // size_memory); one without them keeps the defaults.
+  const auto& batching = sim::batching_policies();
+  if (batching.contains(s.policy.type) && batching.get(s.policy.type).size_memory) {
+    batching.get(s.policy.type).size_memory(s.policy.params, m);
   }
-  if (p.contains("max_num_batched_tokens")) {
-    m.max_num_batched_tokens = p.get_int("max_num_batched_tokens");
-  }
-  if (p.contains("max_num_seqs")) m.max_num_seqs = p.get_int("max_num_seqs");
   if (s.engine) {
     // The engine sizes memory as it does itself; the resolved document shows its knobs.
     const policies::EngineSetup setup = resolve_engine(s, s.cluster.tp, root);
@@ -1126,6 +1122,10 @@ sim::LinkSpec link_between(const NetworkSpec& net, const models::GpuSpec& gpu, i
   return {net.inter_node_gbps_per_gpu * 1e9 / 8 * ranks, net.inter_node_latency};
 }
 
+// One cost model per (tp, ep, attention_dp, pp) layout of the groups.
+using CostModelsByLayout =
+    std::map<std::tuple<int, int, int, int>, std::shared_ptr<const models::IterationCostModel>>;
+
 // Where each instance's GPUs sit (the first GPU index and the TP degree), in instance order;
 // shared with the KV-link function so that instances added by an elastic cluster are placed too.
 struct Placement {
@@ -1178,6 +1178,55 @@ sim::InstanceContext context_for(const Scenario& s, const sim::InstanceSetup& se
 
 }  // namespace
 
+// Elastic clusters: instances the controller adds are built like the first group of their role,
+// on the cost models of the initial groups.
+void wire_elastic(const Scenario& s, const models::ModelSpec& model, const models::GpuSpec& gpu,
+                  const sim::ClusterLayout& layout, const CostModelsByLayout& cost_by_tp,
+                  const std::shared_ptr<Placement>& placement,
+                  const std::vector<sim::InstanceContext>& contexts, sim::ElasticConfig& elastic) {
+  const auto shared_layout = std::make_shared<const sim::ClusterLayout>(layout);
+  elastic.make_instance = [s, &model, &gpu, shared_layout, cost_by_tp, placement](
+                              sim::InstanceRole role, int32_t index) {
+    for (size_t gi = 0; gi < s.groups.size(); ++gi) {
+      const GroupPlan& g = s.groups[gi];
+      if (g.role != role) continue;
+      sim::InstanceSetup setup =
+          base_setup(s, model, gpu, g, cost_by_tp.at({g.tp, g.ep, g.attention_dp, g.pp}));
+      setup.batching = shared_layout->groups[gi].make_batching(context_for(s, setup, index));
+      placement->add(g.gpus_per_slot());
+      return setup;
+    }
+    throw std::invalid_argument(
+        fmt::format("policy {} has no {} instances to add", s.policy.type, sim::role_name(role)));
+  };
+  elastic.controller = layout.elastic->make_controller(contexts);
+  elastic.control_interval = layout.elastic->control_interval;
+  elastic.startup_prefill = layout.elastic->startup_prefill;
+  elastic.startup_decode = layout.elastic->startup_decode;
+}
+
+// The workload and the engine's run settings: context limit, objectives, outputs, time limit,
+// remote KV tier and the clients of a closed-loop or benchmark workload.
+void set_run_config(const Scenario& s, const DataRoot& root, EngineInputs& in) {
+  in.workload = build_workload(s, root);
+  in.config.max_context_tokens = s.max_context_tokens;
+  if (s.truncate_context) truncate_to_context(in.workload, s.max_context_tokens);
+  in.config.slo = s.slo;
+  in.config.sample_interval = s.output.sample_interval;
+  in.config.record_token_times = s.output.record_token_times;
+  in.config.fast_forward = s.output.fast_forward;
+  in.config.max_sim_time = s.max_time;
+  in.config.remote_kv_bytes = static_cast<int64_t>(s.cluster.kv_remote_gib * kBytesPerGiB);
+  if (s.workload.at("type") == "closed_loop") {
+    in.config.closed_loop.clients = s.workload.at("clients").get<int64_t>();
+    in.config.closed_loop.think_time =
+        parse_duration(s.workload.at("think_time").get<std::string>());
+  } else if (s.workload.at("type") == "benchmark") {
+    in.config.closed_loop = benchmark_client(s.workload);
+  }
+  in.config.closed_loop.seed = s.seed;
+}
+
 EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
   const Catalogs& catalogs = Catalogs::get(root);
   EngineInputs in;
@@ -1190,9 +1239,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
                                  ? nullptr
                                  : &sim::batching_policies().get(s.policy.type);
 
-  // One cost model per (tp, ep, attention_dp, pp) layout of the groups.
-  std::map<std::tuple<int, int, int, int>, std::shared_ptr<const models::IterationCostModel>>
-      cost_by_tp;
+  CostModelsByLayout cost_by_tp;
   std::map<int, policies::EngineSetup> engine_by_tp;  // with an engine model
   auto placement = std::make_shared<Placement>();
   std::vector<sim::InstanceContext> contexts;  // cluster policies only
@@ -1230,13 +1277,9 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
         setup.max_prompt_tokens = engine->max_prompt_tokens;
       } else {
         setup.batching = policy_entry->make(s.policy.params);
-      }
-      // Without chunked prefill a prompt must fit in one iteration's token budget.
-      if (!layout && !(engine && s.engine->schedules) &&
-          s.policy.params.contains("enable_chunked_prefill") &&
-          !s.policy.params.get_bool("enable_chunked_prefill") &&
-          s.policy.params.contains("max_num_batched_tokens")) {
-        setup.max_prompt_tokens = s.policy.params.get_int("max_num_batched_tokens");
+        if (policy_entry->max_prompt_tokens) {
+          setup.max_prompt_tokens = policy_entry->max_prompt_tokens(s.policy.params);
+        }
       }
       in.instances.push_back(std::move(setup));
       placement->add(g.gpus_per_slot());
@@ -1260,43 +1303,9 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
     in.config.arrivals_to_decode = layout->decode_takes_arrivals;
   }
   if (layout && layout->elastic) {
-    // Instances the controller adds are built like the first group of their role.
-    const auto shared_layout = std::make_shared<const sim::ClusterLayout>(*layout);
-    in.config.elastic.make_instance = [s, &model, &gpu, shared_layout, cost_by_tp, placement](
-                                          sim::InstanceRole role, int32_t index) {
-      for (size_t gi = 0; gi < s.groups.size(); ++gi) {
-        const GroupPlan& g = s.groups[gi];
-        if (g.role != role) continue;
-        sim::InstanceSetup setup =
-            base_setup(s, model, gpu, g, cost_by_tp.at({g.tp, g.ep, g.attention_dp, g.pp}));
-        setup.batching = shared_layout->groups[gi].make_batching(context_for(s, setup, index));
-        placement->add(g.gpus_per_slot());
-        return setup;
-      }
-      throw std::invalid_argument(fmt::format("policy {} has no {} instances to add",
-                                              s.policy.type, sim::role_name(role)));
-    };
-    in.config.elastic.controller = layout->elastic->make_controller(contexts);
-    in.config.elastic.control_interval = layout->elastic->control_interval;
-    in.config.elastic.startup_prefill = layout->elastic->startup_prefill;
-    in.config.elastic.startup_decode = layout->elastic->startup_decode;
+    wire_elastic(s, model, gpu, *layout, cost_by_tp, placement, contexts, in.config.elastic);
   }
-  in.workload = build_workload(s, root);
-  in.config.max_context_tokens = s.max_context_tokens;
-  if (s.truncate_context) truncate_to_context(in.workload, s.max_context_tokens);
-  in.config.slo = s.slo;
-  in.config.sample_interval = s.output.sample_interval;
-  in.config.record_token_times = s.output.record_token_times;
-  in.config.fast_forward = s.output.fast_forward;
-  in.config.max_sim_time = s.max_time;
-  in.config.remote_kv_bytes = static_cast<int64_t>(s.cluster.kv_remote_gib * kBytesPerGiB);
-  if (s.workload.at("type") == "closed_loop") {
-    in.config.closed_loop.clients = s.workload.at("clients").get<int64_t>();
-    in.config.closed_loop.think_time = parse_duration(s.workload.at("think_time").get<std::string>());
-  } else if (s.workload.at("type") == "benchmark") {
-    in.config.closed_loop = benchmark_client(s.workload);
-  }
-  in.config.closed_loop.seed = s.seed;
+  set_run_config(s, root, in);
   return in;
 }
 

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "models/cost/cost_model.h"
+#include "models/cost/memory_model.h"
+#include "core/error.h"
 #include "core/params.h"
 #include "core/registry.h"
 #include "core/request_spec.h"
@@ -103,6 +105,13 @@ struct BatchingPolicyEntry {
   std::string description;
   ParamSchema schema;
   std::function<std::unique_ptr<BatchingPolicy>(const ParamValues&)> make;
+  // Sizes an instance's memory plan from the policy's own knobs (KV block size, memory fraction,
+  // token budget, sequence limit), over the plan's defaults in `memory`. Unset: the policy has
+  // no memory knobs and the defaults stand.
+  std::function<void(const ParamValues&, models::MemoryParams& memory)> size_memory;
+  // The longest prompt the policy's knobs let an instance take (a prompt that must fit in one
+  // iteration's token budget without chunked prefill); 0 or unset: no limit of the policy's.
+  std::function<int64_t(const ParamValues&)> max_prompt_tokens;
 };
 
 struct RoutingPolicyEntry {
@@ -213,10 +222,23 @@ struct ClusterLayout {
   std::optional<ElasticSpec> elastic;
 };
 
+// What a cluster policy's own check (ClusterPolicyEntry::check) sees of the scenario besides its
+// knobs.
+struct ClusterPolicyFacts {
+  int64_t starting_gpus = 0;  // the GPUs of the layout make() starts with
+  // Empty when every request arrives at its workload time (a trace or generated arrivals); else
+  // the workload whose send times depend on the run, as a message names it ("closed_loop
+  // workload", "benchmark workload with warm-up requests").
+  std::string run_dependent_arrivals;
+};
+
 struct ClusterPolicyEntry {
   std::string description;
   ParamSchema schema;
   std::function<ClusterLayout(const ParamValues&)> make;
+  // Checks the knobs against the layout and workload beyond the schema's per-knob bounds; each
+  // issue's path is "policy.<knob>". Unset: the schema's checks alone.
+  std::function<std::vector<ConfigIssue>(const ParamValues&, const ClusterPolicyFacts&)> check;
 };
 
 // Function-local static registries (no static-initialisation-order dependence).

@@ -500,16 +500,61 @@ std::unique_ptr<sim::RoutingPolicy> make_dopd_router(int64_t max_local_prefill_l
   return std::make_unique<DopdRouter>(max_local_prefill_length, max_prefill_queue_size);
 }
 
+namespace {
+
+// The checks of an elastic pool policy named `policy` beyond its schema: its starting layout fits
+// its GPU budget, and a clairvoyant forecast (forecast=oracle) has arrivals to read before the
+// run.
+std::vector<ConfigIssue> check_elastic_pools(const std::string& policy, const ParamValues& v,
+                                             const sim::ClusterPolicyFacts& facts) {
+  std::vector<ConfigIssue> issues;
+  if (v.contains("gpu_budget") && facts.starting_gpus > v.get_int("gpu_budget")) {
+    issues.push_back({"policy.gpu_budget",
+                      fmt::format("the starting layout of policy {} needs {} GPUs, more than its "
+                                  "GPU budget of {}",
+                                  policy, facts.starting_gpus, v.get_int("gpu_budget"))});
+  }
+  // The clairvoyant forecast reads arrival times before the run; those of a closed loop, of
+  // sessions and of a benchmark's measured phase after its warm-up depend on it (the engine
+  // refuses them too).
+  if (v.contains("forecast") && v.get_string("forecast") == "oracle" &&
+      !facts.run_dependent_arrivals.empty()) {
+    issues.push_back(
+        {"policy.forecast", fmt::format("oracle needs an open-loop workload (a trace or generated "
+                                        "arrivals): the send times of a {} depend on the run",
+                                        facts.run_dependent_arrivals)});
+  }
+  return issues;
+}
+
+sim::ClusterPolicyEntry elastic_pool_entry(const std::string& name, std::string description,
+                                           ParamSchema schema,
+                                           sim::ClusterLayout (*make)(const ParamValues&)) {
+  return {std::move(description), std::move(schema), make,
+          [name](const ParamValues& v, const sim::ClusterPolicyFacts& facts) {
+            return check_elastic_pools(name, v, facts);
+          }};
+}
+
+}  // namespace
+
 void register_dopd() {
   auto& reg = sim::cluster_policies();
-  reg.add("dopd", {"DOPD: forecast-driven optimal P/D ratio, elastic pools with burst bypass, "
-                   "length-aware prefill batching, short prompts prefilled on decode instances",
-                   dopd_schema(), make_dopd_layout});
-  reg.add("dyn-load", {"Dynamo's load-based planner: elastic P/D pools on queue and KV thresholds",
-                       dyn_load_schema(), make_dyn_load_layout});
-  reg.add("dyn-sla", {"Dynamo's SLA-based planner: elastic P/D pools sized from forecasts and "
-                      "profiled throughput within the latency targets",
-                      dyn_sla_schema(), make_dyn_sla_layout});
+  reg.add("dopd", elastic_pool_entry(
+                      "dopd",
+                      "DOPD: forecast-driven optimal P/D ratio, elastic pools with burst bypass, "
+                      "length-aware prefill batching, short prompts prefilled on decode instances",
+                      dopd_schema(), make_dopd_layout));
+  reg.add(
+      "dyn-load",
+      elastic_pool_entry(
+          "dyn-load", "Dynamo's load-based planner: elastic P/D pools on queue and KV thresholds",
+          dyn_load_schema(), make_dyn_load_layout));
+  reg.add("dyn-sla", elastic_pool_entry("dyn-sla",
+                                        "Dynamo's SLA-based planner: elastic P/D pools sized from "
+                                        "forecasts and profiled throughput within the latency "
+                                        "targets",
+                                        dyn_sla_schema(), make_dyn_sla_layout));
 }
 
 }  // namespace servesim::policies::dopd

@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/calibration/engine_calibration.h"
@@ -70,6 +71,19 @@ struct EngineSetup {
   std::string calibration_note;   // where the CPU and front-end costs come from
 };
 
+// The limits a benchmark deployment gives one engine instance (aiconfigurator's generator, which
+// deployed the measured runs: docs/fidelity.md), which each engine spells with its own knobs
+// (EngineModelEntry::benchmark_knobs). With attention data parallelism they cover every rank:
+// the one scheduler servesim runs for the instance holds every rank's share.
+struct BenchmarkLimits {
+  int64_t max_batch = 0;       // requests running at once (also the CUDA-graph batch size)
+  int64_t token_budget = 0;    // tokens one iteration may take
+  int64_t prefill_tokens = 0;  // the prompt plus the generator's headroom, over every rank
+};
+
+// A knob value as an engine spells it.
+using EngineKnob = std::pair<std::string, ParamValue>;
+
 struct EngineModelEntry {
   std::string description;
   std::vector<std::string> versions;  // known versions, oldest first; the last is the default
@@ -80,6 +94,9 @@ struct EngineModelEntry {
   // Knob defaults that change between the known versions (vLLM's async scheduling, on from
   // 0.14): rewrites `schema`'s defaults for `version`. Empty: every version has the schema's.
   std::function<void(const std::string& version, ParamSchema& schema)> version_defaults;
+  // The knobs aiconfigurator's generator sets for `limits`, in the order it writes them (fidelity
+  // maps measured runs with them). Unset: the generator knows no such engine.
+  std::function<std::vector<EngineKnob>(const BenchmarkLimits& limits)> benchmark_knobs;
 };
 
 // The knobs of `entry` with the defaults of `version` (a known version; empty: the schema's).

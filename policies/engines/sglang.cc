@@ -398,12 +398,28 @@ std::unique_ptr<sim::BatchingPolicy> make_sglang_scheduler(const SglangScheduler
   return std::make_unique<SglangScheduler>(params);
 }
 
+namespace {
+
+// aiconfigurator's generator runs SGLang without chunked prefill and asks for mixed chunks (which
+// SGLang then does not mix: docs/fidelity.md), with room for one prompt per prefill batch.
+std::vector<EngineKnob> sglang_benchmark_knobs(const BenchmarkLimits& l) {
+  return {{"max_running_requests", l.max_batch},
+          {"cuda_graph_max_bs", l.max_batch},
+          {"enable_mixed_chunk", true},
+          {"chunked_prefill_size", int64_t{-1}},
+          {"max_prefill_tokens", l.prefill_tokens}};
+}
+
+}  // namespace
+
 void register_sglang_engine() {
   engine_models().add("sglang", {"SGLang: prefill-first scheduler with chunked prefill and "
                                  "new-token-ratio KV admission, overlap scheduler",
                                  {"0.5.1", "0.5.4"},
                                  sglang_schema(),
-                                 build_sglang});
+                                 build_sglang,
+                                 {},
+                                 sglang_benchmark_knobs});
 }
 
 }  // namespace servesim::policies

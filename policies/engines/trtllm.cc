@@ -202,13 +202,29 @@ std::unique_ptr<sim::BatchingPolicy> make_trtllm_scheduler(const TrtllmScheduler
   return std::make_unique<TrtllmScheduler>(params);
 }
 
+namespace {
+
+// aiconfigurator's generator pads TensorRT-LLM's CUDA graphs and rounds its token budget up to
+// whole KV blocks (tokens_per_block 32), as the engine rounds max_num_tokens.
+std::vector<EngineKnob> trtllm_benchmark_knobs(const BenchmarkLimits& l) {
+  const int64_t block = 32;
+  return {{"max_batch_size", l.max_batch},
+          {"max_num_tokens", (l.token_budget + block - 1) / block * block},
+          {"cuda_graph_max_batch_size", l.max_batch},
+          {"cuda_graph_padding", true}};
+}
+
+}  // namespace
+
 void register_trtllm_engine() {
-  engine_models().add(
-      "trtllm", {"TensorRT-LLM (PyTorch backend): in-flight batching, guaranteed-no-evict KV "
-                 "admission, overlap scheduler",
-                 {"1.0.0", "1.1.0", "1.2.0", "1.3.0"},
-                 trtllm_schema(),
-                 build_trtllm});
+  engine_models().add("trtllm",
+                      {"TensorRT-LLM (PyTorch backend): in-flight batching, guaranteed-no-evict KV "
+                       "admission, overlap scheduler",
+                       {"1.0.0", "1.1.0", "1.2.0", "1.3.0"},
+                       trtllm_schema(),
+                       build_trtllm,
+                       {},
+                       trtllm_benchmark_knobs});
 }
 
 }  // namespace servesim::policies

@@ -129,6 +129,12 @@ void register_vllm_engine() {
                                  for (ParamSpec& k : schema) {
                                    if (k.name == "async_scheduling") k.default_value = true;
                                  }
+                               },
+                               [](const BenchmarkLimits& l) {
+                                 return std::vector<EngineKnob>{
+                                     {"max_num_seqs", l.max_batch},
+                                     {"max_num_batched_tokens", l.token_budget},
+                                     {"max_cudagraph_capture_size", l.max_batch}};
                                }});
 }
 
