@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -36,11 +37,13 @@ struct ArchRules {
   const char* experts_key = nullptr;  // "num_local_experts" (Mixtral) or "num_experts" (Qwen)
   bool expert_size_key = false;      // moe_intermediate_size (Qwen); Mixtral uses intermediate_size
   bool shared_expert = false;        // Qwen2-MoE: a shared expert MLP and its sigmoid gate
+  const char* plain_shared_size_key = nullptr;  // MiniMax-M2: a shared expert MLP of this size
   bool shared_experts_count = false;  // DeepSeek: n_shared_experts of moe_intermediate_size
   bool sparse_layers = false;        // decoder_sparse_step / mlp_only_layers (Qwen MoE)
   bool first_k_dense = false;        // first_k_dense_replace / moe_layer_freq (DeepSeek)
   ScoreBias router_score_bias = ScoreBias::kNone;  // DeepSeek-V3: under noaux_tc; GLM-4.5: always
   bool router_bias = false;          // gpt-oss: the router Linear has a bias
+  const char* router_bias_key = nullptr;  // MiniMax-M2: a score-correction bias when this is true
   bool expert_bias = false;          // gpt-oss: gate_up and down biases per expert
   bool attention_sinks = false;      // gpt-oss: one sink logit per head and layer
   bool mla = false;                  // multi-head latent attention (DeepSeek-V3, Kimi-K2)
@@ -49,7 +52,10 @@ struct ArchRules {
   bool attention_bias_qkv_only = false;  // GLM-4.5: attention_bias adds q/k/v biases, o has none
   bool mlp_bias_key = false;         // mlp_bias adds gate/up/down biases (Llama)
   bool qk_norm = false;              // per-head RMSNorm of q and k, head_dim weights each (Qwen3)
-  const char* qk_norm_key = nullptr;  // GLM-4.5: those norms when this key is true
+  // GLM-4.5, MiniMax-M2: q/k norms when this key is true: per head (head_dim weights each), or
+  // over every head at once (heads x head_dim and kv_heads x head_dim) where the config's
+  // qk_norm_type is "per_layer" (MiniMax-M2).
+  const char* qk_norm_key = nullptr;
   bool qwen_sliding = false;         // use_sliding_window / max_window_layers (Qwen); copied out
   bool sliding_every_layer = false;  // sliding_window, when set, applies to every layer (Mistral)
   int64_t default_sliding_window = 0;  // Mistral's config class: 4096; 0 = none
@@ -130,6 +136,18 @@ const std::vector<ArchRules>& arch_rules() {
     glm4_moe.default_norm_eps = 1e-5;
     r.push_back(glm4_moe);
 
+    // MiniMax-M2 / M2.5 (MiniMaxM2ForCausalLM): grouped-query attention with q/k RMSNorms over
+    // all heads (use_qk_norm, qk_norm_type per_layer), every layer MoE with experts of
+    // intermediate_size, a sigmoid router with a score-correction bias (use_routing_bias); its
+    // multi-token-prediction modules (use_mtp, num_mtp_modules) are not counted.
+    ArchRules minimax_m2{"minimax_m2"};
+    minimax_m2.moe = true;
+    minimax_m2.experts_key = "num_local_experts";
+    minimax_m2.plain_shared_size_key = "shared_intermediate_size";
+    minimax_m2.router_bias_key = "use_routing_bias";
+    minimax_m2.qk_norm_key = "use_qk_norm";
+    r.push_back(minimax_m2);
+
     ArchRules gpt_oss{"gpt_oss"};
     gpt_oss.moe = true;
     gpt_oss.experts_key = "num_local_experts";
@@ -156,10 +174,13 @@ const std::vector<ArchRules>& arch_rules() {
 // file and the key. Optional keys treat null as absent (Hugging Face writes "head_dim": null).
 class ConfigReader {
  public:
-  ConfigReader(const Json& config, std::string file) : config_(config), fields_(std::move(file)) {}
+  // `prefix` is the config's path inside the file ("text_config" for a multimodal wrapper's
+  // language model; "" for the top level), named in every error.
+  ConfigReader(const Json& config, std::string file, std::string prefix = "")
+      : config_(config), fields_(std::move(file)), prefix_(std::move(prefix)) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& message) const {
-    fields_.fail(key, message);
+    fields_.fail(key.empty() ? prefix_ : join_path(prefix_, key), message);
   }
 
   const Json* find(const char* key) const {
@@ -167,11 +188,16 @@ class ConfigReader {
   }
 
   bool has(const char* key) const { return find(key) != nullptr; }
+
+  // A required object member (a multimodal wrapper's text_config).
+  const Json& object(const char* key) const { return fields_.object(config_, prefix_, key); }
   bool present(const char* key) const { return config_.contains(key); }
 
   // Positive integers are capped at 1e9: counts and sizes beyond that are not a model config
   // (the catalog loader refuses them too).
-  int64_t positive_integer(const char* key) const { return fields_.positive_int(config_, "", key); }
+  int64_t positive_integer(const char* key) const {
+    return fields_.positive_int(config_, prefix_, key);
+  }
 
   int64_t optional_positive_integer(const char* key, int64_t fallback) const {
     return has(key) ? positive_integer(key) : fallback;
@@ -179,11 +205,11 @@ class ConfigReader {
 
   // A non-negative integer (0 allowed, e.g. "no shared expert").
   int64_t non_negative_integer(const char* key) const {
-    return fields_.non_negative_integer(config_, "", key);
+    return fields_.non_negative_integer(config_, prefix_, key);
   }
 
   double optional_positive_number(const char* key, double fallback) const {
-    return fields_.optional_positive_number(config_, "", key, fallback, "a positive number");
+    return fields_.optional_positive_number(config_, prefix_, key, fallback, "a positive number");
   }
 
   // MLA's q_lora_rank: a positive integer, or null for a plain q projection (DeepSeek-V2-Lite);
@@ -196,13 +222,13 @@ class ConfigReader {
   }
 
   bool optional_bool(const char* key, bool fallback) const {
-    return has(key) ? fields_.boolean(config_, "", key) : fallback;
+    return has(key) ? fields_.boolean(config_, prefix_, key) : fallback;
   }
 
-  std::string string(const char* key) const { return fields_.string(config_, "", key); }
+  std::string string(const char* key) const { return fields_.string(config_, prefix_, key); }
 
   std::string optional_string(const char* key, const std::string& fallback) const {
-    return fields_.optional_string(config_, "", key, fallback);
+    return fields_.optional_string(config_, prefix_, key, fallback);
   }
 
   // Layer indices in [0, num_layers); absent or null reads as none.
@@ -229,6 +255,7 @@ class ConfigReader {
  private:
   const Json& config_;
   JsonFieldReader<Json> fields_;
+  std::string prefix_;
 };
 
 // Multi-head latent attention is read only for the model types whose rules say so; any other
@@ -281,6 +308,19 @@ int64_t sliding_layers_from_types(const ConfigReader& in, int64_t num_layers) {
                            "full_attention layer (its paged KV holds the full layers)");
   }
   return sliding;
+}
+
+// Multimodal wrappers whose language model servesim imports from their text_config, served
+// text-only (Kimi-K2.5: a kimi_k2 language model beside a MoonViT vision tower).
+constexpr std::array<const char*, 1> kMultimodalWrappers = {"kimi_k25"};
+
+// The wrapper's model_type when the config is one of kMultimodalWrappers, else "".
+std::string multimodal_wrapper(const ConfigReader& outer) {
+  const std::string type = outer.optional_string("model_type", "");
+  for (const char* wrapper : kMultimodalWrappers) {
+    if (type == wrapper) return type;
+  }
+  return "";
 }
 
 const ArchRules& rules_for(const ConfigReader& in) {
@@ -387,6 +427,7 @@ std::vector<std::string> supported_hf_model_types() {
   for (const ArchRules& r : arch_rules()) {
     types.emplace_back(r.model_type);
   }
+  types.insert(types.end(), kMultimodalWrappers.begin(), kMultimodalWrappers.end());
   std::sort(types.begin(), types.end());
   return types;
 }
@@ -482,9 +523,15 @@ Attention gqa_attention(const ConfigReader& in, const ArchRules& rules, const Di
   if (b.attention && !rules.attention_bias_qkv_only) {
     a.params += d.hidden;  // o_proj bias
   }
-  if (rules.qk_norm ||
-      (rules.qk_norm_key != nullptr && in.optional_bool(rules.qk_norm_key, false))) {
+  if (rules.qk_norm) {
     a.params += 2 * d.head_dim;
+  } else if (rules.qk_norm_key != nullptr && in.optional_bool(rules.qk_norm_key, false)) {
+    const std::string type = in.optional_string("qk_norm_type", "per_head");
+    if (type != "per_head" && type != "per_layer") {
+      in.fail("qk_norm_type",
+              fmt::format("expected \"per_head\" or \"per_layer\", got \"{}\"", type));
+    }
+    a.params += type == "per_layer" ? q_width + kv_width : 2 * d.head_dim;
   }
   if (rules.attention_sinks) {
     a.params += d.heads;
@@ -563,7 +610,9 @@ int64_t router_params(const ConfigReader& in, const ArchRules& rules, int64_t ex
   const bool score_bias = rules.router_score_bias == ScoreBias::kAlways ||
                           (rules.router_score_bias == ScoreBias::kUnderNoauxTc &&
                            in.optional_string("topk_method", "") == "noaux_tc");
-  return experts * hidden + (rules.router_bias || score_bias ? experts : 0);
+  const bool keyed_bias =
+      rules.router_bias_key != nullptr && in.optional_bool(rules.router_bias_key, false);
+  return experts * hidden + (rules.router_bias || score_bias || keyed_bias ? experts : 0);
 }
 
 // Counts a MoE model's MoE layers into `counts` (a layer's attention and norms are `layer_shared`)
@@ -583,6 +632,9 @@ Json moe_layers(const ConfigReader& in, const ArchRules& rules, const Dimensions
   if (rules.shared_experts_count) {
     shared_size = in.non_negative_integer("n_shared_experts") * expert_size;
   }
+  if (rules.plain_shared_size_key != nullptr && in.has(rules.plain_shared_size_key)) {
+    shared_size = in.non_negative_integer(rules.plain_shared_size_key);
+  }
   counts->num_moe_layers = count_moe_layers(in, rules, d.layers);
   const int64_t router = router_params(in, rules, experts, d.hidden);
   const int64_t expert_mlp =
@@ -600,7 +652,7 @@ Json moe_layers(const ConfigReader& in, const ArchRules& rules, const Dimensions
   moe["top_k"] = top_k;
   moe["moe_every_layer"] = counts->num_dense_layers() == 0;
   moe["expert_intermediate_size"] = expert_size;
-  if (rules.shared_expert || rules.shared_experts_count) {
+  if (rules.shared_expert || rules.shared_experts_count || rules.plain_shared_size_key != nullptr) {
     moe["shared_expert_intermediate_size"] = shared_size;
   }
   if (counts->num_dense_layers() > 0) {
@@ -736,7 +788,10 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   if (!config.is_object()) {
     throw InputError(file, 0, "expected a JSON object at the top level (a config.json)");
   }
-  const ConfigReader in(config, file);
+  const ConfigReader outer(config, file);
+  const std::string wrapper = multimodal_wrapper(outer);
+  const ConfigReader in =
+      wrapper.empty() ? outer : ConfigReader(outer.object("text_config"), file, "text_config");
   refuse_inexpressible(in);
   const ArchRules& rules = rules_for(in);
   const Dimensions d = read_dimensions(in, rules);
@@ -775,8 +830,14 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   doc["param_count_breakdown"] = param_breakdown(counts);
   doc["kv_cache_bytes_per_token_16bit"] = d.layers * attention.kv_elements_per_layer * 2;
   doc["weights_bytes_16bit"] = 2 * counts.total();
-  if (const std::string quant = checkpoint_quantization(in); !quant.empty()) {
-    doc["checkpoint_quantization"] = quant;
+  // A wrapper's quantization_config may sit beside its text_config.
+  std::string quant = checkpoint_quantization(in);
+  if (quant.empty() && !wrapper.empty()) quant = checkpoint_quantization(outer);
+  if (!quant.empty()) doc["checkpoint_quantization"] = quant;
+  if (!wrapper.empty()) {
+    doc["multimodal"] = {{"model_type", wrapper},
+                         {"served", "text only: the language model of text_config"},
+                         {"vision_tower", "not counted in param_count (vision_config)"}};
   }
   if (!options.expert_routing.empty()) {
     if (moe.is_null()) {

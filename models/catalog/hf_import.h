@@ -18,7 +18,14 @@
 //   num_nextn_predict_layers, are not part of the served model and are not counted), glm4_moe
 //   (GLM-4.5 / 4.6 / 4.7: DeepSeek-V3's routed + shared experts, dense first layers and
 //   score-correction bias, with grouped-query attention, q/k/v biases under attention_bias and
-//   per-head q/k norms under use_qk_norm; its multi-token-prediction layer not counted either).
+//   per-head q/k norms under use_qk_norm; its multi-token-prediction layer not counted either),
+//   minimax_m2 (MiniMax-M2 / M2.5: grouped-query attention with q/k norms over every head at once
+//   under use_qk_norm and qk_norm_type per_layer, every layer MoE with experts of
+//   intermediate_size, a router score-correction bias under use_routing_bias; its
+//   multi-token-prediction modules not counted). Multimodal wrappers (kimi_k25) are imported from
+//   their text_config and served text-only: the document is the language model's, with
+//   "multimodal" (the wrapper's model_type) and the whole config as raw_config; the vision tower
+//   is not counted; errors name the key inside text_config.
 // - The document adds "mla" (q_lora_rank, 0 without a query LoRA, kv_lora_rank, qk_nope_head_dim,
 //   qk_rope_head_dim, v_head_dim; head_dim = qk_nope + qk_rope) for MLA models, "attention_window"
 //   (sliding_window, num_sliding_layers) when layer_types has sliding_attention layers, and in

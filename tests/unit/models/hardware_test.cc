@@ -192,7 +192,7 @@ TEST(GpuCatalogTest, MissingFile) {
             "models/catalog/nope.json: cannot open file");
 }
 
-TEST(ModelCatalogTest, LoadsAllTwentyThreeModels) {
+TEST(ModelCatalogTest, LoadsAllTwentyFiveModels) {
   const ModelCatalog catalog = ModelCatalog::load(kDefaultModelCatalogDir);
   EXPECT_EQ(catalog.keys(), (std::vector<std::string>{"deepseek-r1",
                                                       "deepseek-v3",
@@ -200,6 +200,7 @@ TEST(ModelCatalogTest, LoadsAllTwentyThreeModels) {
                                                       "glm-4.7",
                                                       "gpt-oss-120b",
                                                       "kimi-k2-instruct",
+                                                      "kimi-k2.5",
                                                       "llada-8b-instruct",
                                                       "llama-2-70b",
                                                       "llama-2-7b",
@@ -207,6 +208,7 @@ TEST(ModelCatalogTest, LoadsAllTwentyThreeModels) {
                                                       "llama-3.1-70b",
                                                       "llama-3.1-8b",
                                                       "llama-3.3-70b-instruct",
+                                                      "minimax-m2.5",
                                                       "mixtral-8x7b",
                                                       "opt-13b",
                                                       "opt-30b",

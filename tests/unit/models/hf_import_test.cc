@@ -305,6 +305,81 @@ TEST(HfImportCounts, TinyDeepSeekMlaSharedExpertDenseFirstLayer) {
   EXPECT_EQ(written.spec.kv_bytes_per_token(Dtype::kBf16), 2 * (32 + 8) * 2);
 }
 
+// A tiny MiniMax-M2-style config: 2 layers, grouped-query attention (4 heads of 8 over a hidden
+// size of 16, 2 KV heads) with q/k RMSNorms over every head at once (qk_norm_type per_layer),
+// every layer MoE with 4 experts of 12 (top-2), a router score-correction bias, no shared
+// expert, and multi-token-prediction modules that the served model does not run.
+Json tiny_minimax() {
+  return Json::parse(R"({
+      "model_type": "minimax_m2", "hidden_size": 16, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+      "intermediate_size": 12, "num_local_experts": 4, "num_experts_per_tok": 2,
+      "shared_intermediate_size": 0, "use_qk_norm": true, "qk_norm_type": "per_layer",
+      "use_routing_bias": true, "use_mtp": true, "num_mtp_modules": 3, "rotary_dim": 4,
+      "vocab_size": 50, "max_position_embeddings": 4096, "tie_word_embeddings": false})");
+}
+
+TEST(HfImportCounts, TinyMiniMaxQkNormOverAllHeadsRoutingBias) {
+  const Json doc = import_hf_config(tiny_minimax(), options_for("mm.json", "tiny-mm"));
+  // Attention: q 16*32, k and v 16*16 each, o 32*16; q norm 4*8 and k norm 2*8 weights.
+  const int64_t attention = 16 * 32 + 2 * 16 * 16 + 32 * 16 + 32 + 16;
+  const int64_t norms = 2 * 16;
+  // Router 4*16 + its score-correction bias 4; experts 3*16*12 each.
+  const int64_t layer = attention + norms + 4 * 16 + 4 + 4 * 3 * 16 * 12;
+  const int64_t layer_active = attention + norms + 4 * 16 + 4 + 2 * 3 * 16 * 12;
+  EXPECT_EQ(doc["param_count"], 2 * 50 * 16 + 2 * layer + 16);
+  EXPECT_EQ(doc["param_count_active_per_token"], 2 * 50 * 16 + 2 * layer_active + 16);
+  EXPECT_EQ(doc["kv_cache_bytes_per_token_16bit"], 2 * 2 * 2 * 8 * 2);
+  EXPECT_EQ(doc["moe"]["expert_intermediate_size"], 12);
+  EXPECT_EQ(doc["moe"]["shared_expert_intermediate_size"], 0);
+  EXPECT_TRUE(doc["moe"]["moe_every_layer"].get<bool>());
+
+  // Per-head norms (GLM's form) where qk_norm_type says so, none without use_qk_norm.
+  Json per_head = tiny_minimax();
+  per_head["qk_norm_type"] = "per_head";
+  EXPECT_EQ(import_hf_config(per_head, options_for("mm.json", "tiny-mm"))["param_count"],
+            doc["param_count"].get<int64_t>() - 2 * (32 + 16 - 2 * 8));
+  Json bad_type = tiny_minimax();
+  bad_type["qk_norm_type"] = "per_token";
+  EXPECT_EQ(input_error([&] { import_hf_config(bad_type, options_for("mm.json", "k")); }),
+            "mm.json: qk_norm_type: expected \"per_head\" or \"per_layer\", got \"per_token\"");
+
+  TempDir dir;
+  const WrittenModel written =
+      write_catalog_model(doc, "tiny-mm", dir.path().string(), /*force=*/false);
+  EXPECT_EQ(written.spec.moe->num_experts, 4);
+}
+
+// A multimodal wrapper (Kimi-K2.5: model_type kimi_k25) is imported from its text_config, served
+// text-only: the same counts as the language model's config on its own; errors name the key
+// inside text_config.
+TEST(HfImportMultimodal, KimiK25IsItsTextConfig) {
+  Json text = tiny_deepseek();
+  text["model_type"] = "kimi_k2";
+  Json wrapper = Json::object();
+  wrapper["model_type"] = "kimi_k25";
+  wrapper["text_config"] = text;
+  wrapper["vision_config"] = Json::parse(R"({"vt_hidden_size": 32, "vt_num_hidden_layers": 2})");
+  const Json alone = import_hf_config(text, options_for("k.json", "tiny-k"));
+  const Json doc = import_hf_config(wrapper, options_for("k.json", "tiny-k"));
+  for (const char* key : {"param_count", "param_count_active_per_token",
+                          "kv_cache_bytes_per_token_16bit", "mla", "moe"}) {
+    EXPECT_EQ(doc[key], alone[key]) << key;
+  }
+  EXPECT_EQ(doc["model_type"], "kimi_k2");
+  EXPECT_EQ(doc["multimodal"]["model_type"], "kimi_k25");
+  EXPECT_EQ(doc["raw_config"], wrapper);
+  TempDir dir;
+  EXPECT_NO_THROW(write_catalog_model(doc, "tiny-k", dir.path().string(), /*force=*/false));
+
+  wrapper["text_config"].erase("kv_lora_rank");
+  EXPECT_EQ(input_error([&] { import_hf_config(wrapper, options_for("k.json", "k")); }),
+            "k.json: text_config.kv_lora_rank: missing; expected a positive integer");
+  wrapper.erase("text_config");
+  EXPECT_EQ(input_error([&] { import_hf_config(wrapper, options_for("k.json", "k")); }),
+            "k.json: text_config: missing; expected an object");
+}
+
 // A tiny GLM-4.5-style config: 3 layers, the first dense (first_k_dense_replace 1), grouped-query
 // attention (8 heads of 8, 2 KV heads) with q/k/v biases and per-head q/k norms, 4 routed
 // experts of 16 (top-2) and 1 shared expert, a score-correction bias in the router, and one
@@ -438,8 +513,8 @@ TEST(HfImportErrors, UnknownModelTypeListsTheSupportedOnes) {
   config["model_type"] = "phi3";
   EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
             "c.json: model_type: \"phi3\" is not supported; supported model types are: "
-            "deepseek_v3, glm4_moe, gpt_oss, kimi_k2, llama, mistral, mixtral, qwen2, qwen2_moe, "
-            "qwen3, qwen3_moe");
+            "deepseek_v3, glm4_moe, gpt_oss, kimi_k2, kimi_k25, llama, minimax_m2, mistral, "
+            "mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
 }
 
 TEST(HfImportErrors, MixtralNeedsItsExpertKeys) {
