@@ -38,6 +38,16 @@ Series point_series(std::string name, SeriesStyle style, std::string role, int c
   return s;
 }
 
+// An empty chart over simulated time.
+Chart time_chart(std::string id, std::string title, std::string y_label) {
+  Chart c;
+  c.id = std::move(id);
+  c.title = std::move(title);
+  c.x_label = "simulated time, s";
+  c.y_label = std::move(y_label);
+  return c;
+}
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // ---- what is read from the database ----
@@ -363,11 +373,8 @@ void add_latency_cdfs(const std::vector<RunData>& runs, const std::string& prefi
 // Arrivals and completions per second, until `end`.
 Chart throughput_chart(const std::vector<RunData>& runs, const std::string& prefix, double end) {
   const bool many = runs.size() > 1;
-  Chart c;
-  c.id = prefix + "ts-throughput";
-  c.title = "Arrivals and completions per second";
-  c.x_label = "simulated time, s";
-  c.y_label = "requests per second";
+  Chart c = time_chart(prefix + "ts-throughput", "Arrivals and completions per second",
+                       "requests per second");
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& r = runs[i];
     Series a;
@@ -387,20 +394,19 @@ Chart throughput_chart(const std::vector<RunData>& runs, const std::string& pref
   return c;
 }
 
+// Run i's step series among `runs` (named by run when there are several), without points.
+Series overlay_step_series(const std::vector<RunData> &runs, size_t i) {
+  return point_series(overlay_name(runs[i], runs.size() > 1), SeriesStyle::kStep, "",
+                      static_cast<int>(i));
+}
+
 // A request count summed over the instances, one step series per run.
 Chart instance_sum_chart(const std::vector<RunData>& runs, const std::string& prefix,
                          const std::string& id, const std::string& title,
                          const std::string& metric) {
-  Chart c;
-  c.id = prefix + id;
-  c.title = title;
-  c.x_label = "simulated time, s";
-  c.y_label = "requests";
+  Chart c = time_chart(prefix + id, title, "requests");
   for (size_t i = 0; i < runs.size(); ++i) {
-    Series s;
-    s.name = overlay_name(runs[i], runs.size() > 1);
-    s.color = static_cast<int>(i);
-    s.style = SeriesStyle::kStep;
+    Series s = overlay_step_series(runs, i);
     s.points = combine_instances(runs[i], metric, false);
     c.series.push_back(std::move(s));
   }
@@ -409,10 +415,7 @@ Chart instance_sum_chart(const std::vector<RunData>& runs, const std::string& pr
 
 // KV-cache use: per instance for one run of up to 10 instances, else the mean over instances.
 Chart kv_chart(const std::vector<RunData>& runs, const std::string& prefix) {
-  Chart c;
-  c.id = prefix + "ts-kv";
-  c.y_label = "share of KV blocks in use";
-  c.x_label = "simulated time, s";
+  Chart c = time_chart(prefix + "ts-kv", "", "share of KV blocks in use");
   c.y_min = 0;
   c.y_max = 1;
   if (runs.size() > 1) {
@@ -452,16 +455,11 @@ Chart kv_chart(const std::vector<RunData>& runs, const std::string& prefix) {
 
 // Preemptions, cumulative, until `end`.
 Chart preemption_chart(const std::vector<RunData>& runs, const std::string& prefix, double end) {
-  Chart c;
-  c.id = prefix + "ts-preemptions";
-  c.title = "Preemptions (cumulative, at the preempted request's completion)";
-  c.x_label = "simulated time, s";
-  c.y_label = "preemptions";
+  Chart c =
+      time_chart(prefix + "ts-preemptions",
+                 "Preemptions (cumulative, at the preempted request's completion)", "preemptions");
   for (size_t i = 0; i < runs.size(); ++i) {
-    Series s;
-    s.name = overlay_name(runs[i], runs.size() > 1);
-    s.color = static_cast<int>(i);
-    s.style = SeriesStyle::kStep;
+    Series s = overlay_step_series(runs, i);
     std::vector<Point> pts{{0, 0}};
     int64_t acc = 0;
     for (const auto& [t, n] : runs[i].preemptions) {
@@ -523,12 +521,10 @@ Series scaling_decisions(const std::vector<Point>& pts, const char* metric, cons
 // An elastic run's instance counts by role over time, scaling decisions marked where the
 // starting / draining counts rise (one sample interval of resolution).
 Chart pools_chart(const RunData& r, bool many, const std::string& prefix) {
-  Chart c;
-  c.id = prefix + fmt::format("ts-pools-{}", r.run_id);
-  c.title =
-      many ? fmt::format("Instance pools over time, {}", r.name()) : "Instance pools over time";
-  c.x_label = "simulated time, s";
-  c.y_label = "instances";
+  Chart c = time_chart(
+      prefix + fmt::format("ts-pools-{}", r.run_id),
+      many ? fmt::format("Instance pools over time, {}", r.name()) : "Instance pools over time",
+      "instances");
   const std::pair<const char*, const char*> pools[] = {{"active_prefill", "prefill (active)"},
                                                        {"active_decode", "decode (active)"},
                                                        {"active_unified", "unified (active)"},
