@@ -38,6 +38,7 @@ std::unique_ptr<models::IterationCostModel> make_cost_model(const CostModelChoic
   p.roofline = choice.roofline;
   p.custom_allreduce = choice.custom_allreduce;
   p.moe_kernel_scale = choice.moe_kernel_scale;
+  p.fused_activation_quantization = choice.fused_activation_quantization;
   const bool moe = deployment.model->moe.has_value();
   const std::vector<profiles::Profile>* tables = &gpu_profiles(root, deployment.gpu->key, moe);
   if (tables->empty()) {

@@ -26,6 +26,9 @@ struct CostModelChoice {
   // tables; ProfiledParams::moe_kernel_scale). Not part of the scenario's section: an engine
   // model's calibration sets it.
   double moe_kernel_scale = 1.0;
+  // profiled: ProfiledParams::fused_activation_quantization, set by an engine model that compiles
+  // the tables' layers (EngineSetup::compiles_table_layers).
+  bool fused_activation_quantization = false;
 };
 
 // Builds the cost model for a deployment. A profiled model of a GPU without tables borrows the

@@ -1253,7 +1253,10 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       const policies::EngineSetup* e =
           s.engine ? &engine_by_tp.try_emplace(g.tp, resolve_engine(s, g.tp, root)).first->second
                    : nullptr;
-      if (e) choice.moe_kernel_scale = e->moe_kernel_scale;
+      if (e) {
+        choice.moe_kernel_scale = e->moe_kernel_scale;
+        choice.fused_activation_quantization = e->compiles_table_layers;
+      }
       cost = make_cost_model(choice, dep, root);
       if (e) {
         models::EngineRuntime runtime = e->runtime;

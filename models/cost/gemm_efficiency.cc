@@ -125,6 +125,53 @@ bool reprices_when_inverted(const GpuSpec& gpu, const std::string& table_dtype) 
          gemm_table_peak(gpu, table_dtype) > gpu.bf16_flops_per_s;
 }
 
+std::optional<ActivationQuantization> activation_quantization(
+    const std::vector<profiles::GemmRow>& rows, const std::string& dtype, const GpuSpec& gpu) {
+  if (dtype == "bf16" || dtype == "fp16" || gpu.mem_bw_bytes_per_s <= 0) return std::nullopt;
+  constexpr int64_t kNarrowN = 256;
+  // The narrowest n of the table's rows, then at that n each k's rows by m.
+  int64_t narrowest = 0;
+  for (const profiles::GemmRow& r : rows) {
+    if (r.dtype == dtype && (narrowest == 0 || r.n < narrowest)) narrowest = r.n;
+  }
+  if (narrowest == 0 || narrowest > kNarrowN) return std::nullopt;
+  std::map<int64_t, std::map<int64_t, double>> by_k;  // k -> m -> time (s)
+  for (const profiles::GemmRow& r : rows) {
+    if (r.dtype == dtype && r.n == narrowest && r.latency_us > 0) {
+      by_k[r.k].emplace(r.m, r.latency_us * 1e-6);
+    }
+  }
+  std::vector<double> rates;
+  for (const auto& [k, by_m] : by_k) {
+    const auto& [m_min, t_min] = *by_m.begin();
+    for (const auto& [m, t] : by_m) {
+      if (m >= kComputeBoundDim && m > m_min) {
+        rates.push_back((t - t_min) / (static_cast<double>(m - m_min) * static_cast<double>(k)));
+      }
+    }
+  }
+  if (rates.empty()) return std::nullopt;
+  return ActivationQuantization{dtype, rates.size(), profiles::median_of(rates),
+                                kFusedQuantBytes / gpu.mem_bw_bytes_per_s};
+}
+
+std::vector<profiles::GemmRow> with_fused_activation_quantization(
+    const std::vector<profiles::GemmRow>& rows, const ActivationQuantization& q) {
+  if (!q.unfused()) return rows;
+  int64_t m_min = 0;
+  for (const profiles::GemmRow& r : rows) {
+    if (r.dtype == q.dtype && (m_min == 0 || r.m < m_min)) m_min = r.m;
+  }
+  const double excess = q.seconds_per_element - q.fused_seconds_per_element;
+  std::vector<profiles::GemmRow> out = rows;
+  for (profiles::GemmRow& r : out) {
+    if (r.dtype != q.dtype) continue;
+    const double elements = static_cast<double>(r.m - m_min) * static_cast<double>(r.k);
+    r.latency_us = std::max(r.latency_us - excess * elements * 1e6, 0.0);
+  }
+  return out;
+}
+
 bool inverted(const std::vector<profiles::GemmRow>& rows, const std::string& low_dtype,
               const std::string& high_dtype) {
   const std::optional<TimeRatio> r = compute_bound_time_ratio(rows, low_dtype, rows, high_dtype);

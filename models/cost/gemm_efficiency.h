@@ -70,4 +70,32 @@ bool inverted(const std::vector<profiles::GemmRow>& rows, const std::string& low
 // Blackwell: reasons in the definition.
 bool reprices_when_inverted(const GpuSpec& gpu, const std::string& table_dtype);
 
+// The activation quantization a quantized GEMM table timed with its GEMMs. An FP8 GEMM's
+// activations are quantized first (per tensor, per token or per block); the engines run that as
+// one fused pass (a CUDA kernel, or PyTorch code compiled by torch.compile): it reads the 16-bit
+// activations and writes the 8-bit ones, kFusedQuantBytes per element with the GEMM's own read.
+// A collector that times the layer eagerly runs the PyTorch fallback instead, a chain of
+// elementwise kernels over the m x k activations (aiconfigurator's vLLM collector: QuantFP8's
+// forward_native, abs / amax / upcast / scale / clamp / cast, about 33 bytes per element).
+// It shows in the table's narrowest rows, where the GEMM itself is negligible: their time grows
+// with m x k at the rate of that chain. Rate: the median over every k of the smallest-n rows'
+// (time(m) - time(m_min)) / ((m - m_min) k), over the rows with m >= kComputeBoundDim.
+inline constexpr double kFusedQuantBytes = 4;  // 2 read, 1 written, 1 read again by the GEMM
+inline constexpr double kUnfusedFactor = 3;    // a table above 3x a fused pass timed another path
+struct ActivationQuantization {
+  std::string dtype;
+  size_t points = 0;                     // (m, k) pairs the rate was measured on
+  double seconds_per_element = 0;        // the table's rate
+  double fused_seconds_per_element = 0;  // kFusedQuantBytes / the GPU's memory bandwidth
+  bool unfused() const { return seconds_per_element > kUnfusedFactor * fused_seconds_per_element; }
+};
+// nullopt for 16-bit dtypes and tables without narrow rows (n <= 256) at m >= kComputeBoundDim.
+std::optional<ActivationQuantization> activation_quantization(
+    const std::vector<profiles::GemmRow>& rows, const std::string& dtype, const GpuSpec& gpu);
+// The table's `dtype` rows as the engines run them: when the table timed an unfused
+// quantization (unfused()), each row less the excess over a fused pass,
+// (seconds_per_element - fused_seconds_per_element) x (m - m_min) x k; otherwise unchanged.
+std::vector<profiles::GemmRow> with_fused_activation_quantization(
+    const std::vector<profiles::GemmRow>& rows, const ActivationQuantization& q);
+
 }  // namespace servesim::models

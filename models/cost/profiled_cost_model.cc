@@ -185,6 +185,9 @@ struct BuiltTable {
   std::shared_ptr<const Table> table;  // null: the profile has no rows for the key
   std::map<std::string, int64_t> clamped;
   int64_t cache_hot = 0;
+  // GEMM tables: the activation quantization the rows timed, when it was unfused and replaced by
+  // a fused pass (gemm_efficiency.h).
+  std::optional<models::ActivationQuantization> refused_quantization;
 };
 
 // Building a table fits a roofline over all its rows. Profiles loaded from disk live for the
@@ -335,7 +338,9 @@ struct ProfiledCostModel::Impl {
 
   // Construction helpers.
   std::vector<const profiles::Profile*> ordered(const std::vector<profiles::Profile>& all) const;
-  static std::vector<profiles::GemmRow> gemm_rows(const profiles::Profile& prof,
+  // `source`'s `dtype` rows, each raised to the peak-rate bound of `table_gpu` (counted in
+  // `clamped`).
+  static std::vector<profiles::GemmRow> gemm_rows(const std::vector<profiles::GemmRow>& source,
                                                   const std::string& dtype,
                                                   const GpuSpec& table_gpu,
                                                   std::map<std::string, int64_t>* clamped);
@@ -444,12 +449,12 @@ std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
 }
 
 std::vector<profiles::GemmRow> ProfiledCostModel::Impl::gemm_rows(
-    const profiles::Profile& prof, const std::string& dtype, const GpuSpec& table_gpu,
-    std::map<std::string, int64_t>* clamped) {
+    const std::vector<profiles::GemmRow>& source, const std::string& dtype,
+    const GpuSpec& table_gpu, std::map<std::string, int64_t>* clamped) {
   std::vector<profiles::GemmRow> rows;
   const double peak_flops = gemm_table_peak(table_gpu, dtype);
   const double wb = interp::table_dtype_bytes(dtype);
-  for (const profiles::GemmRow& r : prof.gemm) {
+  for (const profiles::GemmRow& r : source) {
     if (r.dtype != dtype) {
       continue;
     }
@@ -513,9 +518,22 @@ const interp::GemmTable* ProfiledCostModel::Impl::gemm_table(
     return it->second;
   }
   const BuiltTable<interp::GemmTable> built = shared_table<interp::GemmTable>(
-      prof, "gemm|" + dtype + "|" + table_gpu.key, [&] {
+      prof,
+      fmt::format("gemm|{}|{}|{}", dtype, table_gpu.key, params.fused_activation_quantization),
+      [&] {
         BuiltTable<interp::GemmTable> b;
-        const std::vector<profiles::GemmRow> rows = gemm_rows(prof, dtype, table_gpu, &b.clamped);
+        const std::optional<models::ActivationQuantization> quant =
+            params.fused_activation_quantization
+                ? models::activation_quantization(prof.gemm, dtype, table_gpu)
+                : std::nullopt;
+        std::vector<profiles::GemmRow> rows;
+        if (quant && quant->unfused()) {
+          b.refused_quantization = quant;
+          rows = gemm_rows(models::with_fused_activation_quantization(prof.gemm, *quant), dtype,
+                           table_gpu, &b.clamped);
+        } else {
+          rows = gemm_rows(prof.gemm, dtype, table_gpu, &b.clamped);
+        }
         if (!rows.empty()) {
           b.table = std::make_shared<interp::GemmTable>(
               rows, interp::table_dtype_bytes(dtype),
@@ -524,6 +542,15 @@ const interp::GemmTable* ProfiledCostModel::Impl::gemm_table(
         return b;
       });
   for (const auto& [name, count] : built.clamped) diag.rows_clamped_to_peak[name] += count;
+  if (built.refused_quantization) {
+    const models::ActivationQuantization& q = *built.refused_quantization;
+    diag.sources.push_back(fmt::format(
+        "gemm {} of {}: its rows timed an unfused activation quantization ({:.1f} ps per "
+        "element, {:.0f}x a fused pass): priced with a fused pass instead",
+        dtype, describe_profile(&prof), q.seconds_per_element * 1e12,
+        q.seconds_per_element / q.fused_seconds_per_element));
+    diag.gemm_tables_with_fused_quantization.insert(dtype);
+  }
   const interp::GemmTable* table = built.table.get();
   if (table) {
     gemm_tables.push_back(built.table);
@@ -1154,6 +1181,10 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
   for (const auto& [dtype, count] : diag.gemm_rows_slower_than_larger_m) {
     note += fmt::format("; {} {} gemm rows slower than a larger batch of the same shape dropped",
                         count, dtype);
+  }
+  for (const std::string& dtype : diag.gemm_tables_with_fused_quantization) {
+    note += fmt::format(
+        "; {} gemm rows timed an unfused activation quantization: priced with a fused pass", dtype);
   }
   for (const auto& [dtype, count] : diag.gemms_priced_from_bf16) {
     note += fmt::format(

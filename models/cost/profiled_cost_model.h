@@ -54,6 +54,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,12 @@ struct ProfiledParams {
   // models/calibration/engine_calibration.h). 1: the tables as measured. Dense models, the router
   // and shared experts ignore it.
   double moe_kernel_scale = 1.0;
+  // A quantized GEMM table whose rows timed their activation quantization as unfused PyTorch
+  // (gemm_efficiency.h, activation_quantization) is priced with one fused pass instead: the
+  // serving engine compiles the very layers the table timed eagerly. Off: tables as measured
+  // (engines whose own kernels the tables do not time; their measured runs are matched by the
+  // tables as they are, docs/calibration.md).
+  bool fused_activation_quantization = false;
 };
 
 // Counts that describe how a model was calibrated.
@@ -101,6 +108,9 @@ struct ProfiledDiagnostics {
   // GEMM families whose table is inverted against its bf16 table and that are priced from the bf16
   // kernel too (gemm_efficiency.h, reprices_when_inverted), by table dtype.
   std::map<std::string, int64_t> gemms_priced_from_bf16;
+  // GEMM table dtypes whose rows timed an unfused activation quantization, priced with a fused
+  // pass instead (gemm_efficiency.h, activation_quantization).
+  std::set<std::string> gemm_tables_with_fused_quantization;
   int64_t decode_rows_cache_hot = 0;        // decode rows with KV < L2 (timed cache-hot)
   int64_t predictions_clamped_to_peak = 0;  // operator predictions raised to the peak bound
   std::vector<std::string> sources;         // per operator: where its time comes from

@@ -62,6 +62,10 @@ struct EngineSetup {
   // A MoE model's routed experts x this (ProfiledParams::moe_kernel_scale): the engine's MoE
   // kernels against the kernel tables, from its MoE kernel calibration (1: none in effect).
   double moe_kernel_scale = 1.0;
+  // The engine runs the kernel tables' own layers compiled (vLLM: torch.compile, unless
+  // enforce_eager), so a GEMM table that timed their FP8 activation quantization as eager PyTorch
+  // is priced with one fused pass instead (ProfiledParams::fused_activation_quantization).
+  bool compiles_table_layers = false;
   sim::FrontendSpec frontend;
   // A fresh instance of the engine's own scheduler.
   std::function<std::unique_ptr<sim::BatchingPolicy>()> make_scheduler;

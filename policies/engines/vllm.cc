@@ -110,6 +110,8 @@ EngineSetup build_vllm(const std::string& version, const ParamValues& knobs,
   p.enable_chunked_prefill = knobs.get_bool("enable_chunked_prefill");
   setup.make_scheduler = [p] { return make_coloc(p); };
   setup.prefix_caching = knobs.get_bool("enable_prefix_caching");
+  // The vLLM GEMM tables time vLLM's own linear layers, eagerly; serving compiles them.
+  setup.compiles_table_layers = !knobs.get_bool("enforce_eager");
   if (!p.enable_chunked_prefill) setup.max_prompt_tokens = budget;
   setup.summary = fmt::format(
       "vLLM {} (V1 scheduler: {}, {}-token budget, up to {} requests)", version,

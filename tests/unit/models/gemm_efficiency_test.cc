@@ -68,5 +68,63 @@ TEST_F(GemmEfficiencyTest, OnlyPerTensorFp8OnBlackwellIsRepriced) {
   EXPECT_FALSE(reprices_when_inverted(gpus_->get("h200_sxm"), "fp8_e4m3"));
 }
 
+// FP8 rows of a GEMM at 4 us plus 2 m n k / 1 PFLOP/s, plus an activation quantization of
+// `ps_per_element` per element of the m x k input beyond the smallest m (16).
+std::vector<profiles::GemmRow> quantized_rows(double ps_per_element) {
+  std::vector<profiles::GemmRow> out;
+  for (int64_t m : {16, 256, 2048, 8192}) {
+    for (int64_t n : {32, 4096, 28672}) {
+      for (int64_t k : {4096, 14336}) {
+        const double gemm_us = 4 + 2.0 * m * n * k / 1e15 * 1e6;
+        const double quant_us = ps_per_element * 1e-12 * (m - 16) * k * 1e6;
+        out.push_back({"fp8_e4m3", m, n, k, gemm_us + quant_us});
+      }
+    }
+  }
+  out.push_back({"bf16", 8192, 32, 4096, 20});  // other dtypes are left alone
+  return out;
+}
+
+TEST_F(GemmEfficiencyTest, AnUnfusedActivationQuantizationIsMeasuredFromTheNarrowestRows) {
+  const GpuSpec& h200 = gpus_->get("h200_sxm");
+  // 8.8 ps per element: eager PyTorch's chain of elementwise kernels on an H200 (about 33 bytes
+  // per element at 3.75 TB/s).
+  const auto q = activation_quantization(quantized_rows(8.8), "fp8_e4m3", h200);
+  ASSERT_TRUE(q.has_value());
+  // The narrowest rows (n = 32) add their own GEMM's 2 m 32 k / 1e15 = 0.064 ps per element.
+  EXPECT_NEAR(q->seconds_per_element * 1e12, 8.8 + 0.064, 0.01);
+  EXPECT_NEAR(q->fused_seconds_per_element, kFusedQuantBytes / h200.mem_bw_bytes_per_s, 1e-18);
+  EXPECT_TRUE(q->unfused());
+  EXPECT_EQ(q->points, 4u);  // m = 2048 and 8192 at both k
+  EXPECT_FALSE(activation_quantization(quantized_rows(8.8), "bf16", h200).has_value());
+  // A fused pass (4 bytes per element at the H200's bandwidth) is not flagged.
+  const double fused_ps = kFusedQuantBytes / h200.mem_bw_bytes_per_s * 1e12;
+  EXPECT_FALSE(activation_quantization(quantized_rows(fused_ps), "fp8_e4m3", h200)->unfused());
+}
+
+TEST_F(GemmEfficiencyTest, RepricingLeavesOneFusedPassPerElement) {
+  const GpuSpec& h200 = gpus_->get("h200_sxm");
+  const std::vector<profiles::GemmRow> measured = quantized_rows(8.8);
+  const auto q = activation_quantization(measured, "fp8_e4m3", h200);
+  const std::vector<profiles::GemmRow> fused = with_fused_activation_quantization(measured, *q);
+  ASSERT_EQ(fused.size(), measured.size());
+  // The measured rate counts the narrow rows' own GEMM (0.064 ps per element), which the
+  // repricing takes off every row with the quantization.
+  const double keep_ps = q->fused_seconds_per_element * 1e12 - 0.064;
+  for (size_t i = 0; i < fused.size(); ++i) {
+    const profiles::GemmRow& r = measured[i];
+    if (r.dtype != "fp8_e4m3") {
+      EXPECT_EQ(fused[i].latency_us, r.latency_us);
+      continue;
+    }
+    // The GEMM's own time plus a fused pass.
+    const double expected =
+        4 + 2.0 * r.m * r.n * r.k / 1e15 * 1e6 + keep_ps * 1e-12 * (r.m - 16) * r.k * 1e6;
+    EXPECT_NEAR(fused[i].latency_us, expected, 0.1) << r.m << " x " << r.n << " x " << r.k;
+  }
+  // Decode-sized rows barely move: m = 16 is the reference.
+  EXPECT_EQ(fused[0].latency_us, measured[0].latency_us);
+}
+
 }  // namespace
 }  // namespace servesim::models

@@ -827,5 +827,29 @@ TEST_F(ProfiledTest, MixedTimeFromSumsEqualsTheWholeShapesTime) {
       make_profiled_cost_model(windowed, {}, {})->mixed_iteration_time({23, context, 23}, rest));
 }
 
+// The shipped vLLM FP8 tables of the H200 timed vLLM's linear layers eagerly, activation
+// quantization as unfused PyTorch (about 9 ps per element, 10x a fused pass). An engine that
+// compiles those layers prices them with a fused pass: long prefills get much cheaper (the MLP of
+// an 8,000-token Llama-3.1-8B prefill by about 300 us per GEMM call), decode barely moves, and the
+// cost model says so.
+TEST_F(ProfiledTest, CompiledEnginesPriceFp8ActivationQuantizationAsOneFusedPass) {
+  if (!have_real_tables()) GTEST_SKIP() << "shipped tables not found";
+  const Deployment d = deployment("llama-3.1-8b", "h200_sxm", 1, Dtype::kFp8, Dtype::kFp8);
+  const auto& tables = profiles::load_gpu_profiles("profiles", "h200_sxm");
+  ProfiledParams compiled;
+  compiled.fused_activation_quantization = true;
+  const auto eager = make_profiled_cost_model(d, tables, {});
+  const auto fused = make_profiled_cost_model(d, tables, compiled);
+  const double eager_prefill = to_seconds(eager->iteration_time(prefill(8000)));
+  const double fused_prefill = to_seconds(fused->iteration_time(prefill(8000)));
+  EXPECT_LT(fused_prefill, 0.8 * eager_prefill);
+  EXPECT_GE(fused->iteration_time(prefill(8000)), fused->peak_bound_time(prefill(8000)));
+  const double eager_decode = to_seconds(eager->iteration_time(decodes(16, 2000)));
+  const double fused_decode = to_seconds(fused->iteration_time(decodes(16, 2000)));
+  EXPECT_NEAR(fused_decode / eager_decode, 1.0, 0.03);
+  EXPECT_NE(fused->describe().find("unfused activation quantization"), std::string::npos);
+  EXPECT_EQ(eager->describe().find("unfused activation quantization"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace servesim::models
