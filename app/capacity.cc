@@ -461,14 +461,14 @@ void print_deciding(const SloCriteria& criteria, const CapacityOptions& options,
                            "requires it)");
 }
 
-// find_capacity() of a diffusion-LLM scenario: the rate knob is scenarios::dllm_rate_knob(), a run's
-// requests are summarized with TTFT = E2E (the answer comes at the last denoising pass) and a
+// find_capacity() of a diffusion-LLM scenario: the rate knob is scenarios::dllm_rate_knob(), a
+// run's requests are summarized with TTFT = E2E (the answer comes at the last denoising pass) and a
 // request the deployment can never run counts against the sustained rate.
-CapacityResult find_dllm_capacity(const std::string& scenario_path,
+// `s0` is the scenario loaded with `overrides`.
+CapacityResult find_dllm_capacity(const scenarios::Scenario& s0, const std::string& scenario_path,
                                   const std::vector<std::string>& overrides,
                                   const CapacityOptions& options, const SloCriteria& criteria,
                                   const scenarios::DataRoot& root, std::ostream& out) {
-  const scenarios::DllmScenario s0 = scenarios::load_dllm_scenario(scenario_path, overrides, root);
   const std::string knob = scenarios::dllm_rate_knob(s0);
   const double rate =
       options.start_rate > 0 ? options.start_rate : scenarios::dllm_offered_rate(s0, root);
@@ -476,7 +476,7 @@ CapacityResult find_dllm_capacity(const std::string& scenario_path,
   auto probe = [&](double r) {
     std::vector<std::string> o = overrides;
     o.push_back(fmt::format("{}={}", knob, r));
-    const scenarios::DllmScenario s = scenarios::load_dllm_scenario(scenario_path, o, root);
+    const scenarios::Scenario s = scenarios::load_scenario(scenario_path, o, root);
     const DllmOutcome outcome = run_dllm(s, root, "");
     if (!outcome.oom.empty()) {
       throw ConfigError(scenario_path, {{"policy", "out of memory: " + outcome.oom}});
@@ -498,8 +498,9 @@ CapacityResult find_capacity(const std::string& scenario_path,
   validate_capacity_options(options, "capacity");
   const SloCriteria criteria = SloCriteria::parse(options.slo, options.attainment,
                                                   options.min_throughput_ratio, "capacity");
-  if (scenarios::is_dllm_scenario_file(scenario_path, root)) {
-    return find_dllm_capacity(scenario_path, overrides, options, criteria, root, out);
+  if (const scenarios::Scenario s0 = scenarios::load_scenario(scenario_path, overrides, root);
+      s0.dllm) {
+    return find_dllm_capacity(s0, scenario_path, overrides, options, criteria, root, out);
   }
   std::vector<std::string> base = overrides;
   base.insert(base.end(), criteria.scenario_overrides().begin(), criteria.scenario_overrides().end());

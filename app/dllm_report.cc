@@ -55,7 +55,7 @@ class Runner {
         (std::filesystem::path(root_.root) / "scenarios/dllm" / (gpu + "_" + workload + ".json"))
             .string();
     if (!policy.empty()) overrides.insert(overrides.begin(), "policy=" + policy);
-    const auto s = scenarios::load_dllm_scenario(file, overrides, root_);
+    const scenarios::Scenario s = scenarios::load_scenario(file, overrides, root_);
     const DllmOutcome o = run_dllm(s, root_, "");
     if (cost_models_.emplace(o.cost_model).second) notes_.push_back(o.cost_model);
     const std::string source = o.workload.substr(0, o.workload.find(", Poisson"));

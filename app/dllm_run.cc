@@ -16,7 +16,7 @@
 namespace servesim::app {
 namespace {
 
-void write_db(const scenarios::DllmScenario& s, DllmOutcome& o, const std::string& db_path) {
+void write_db(const scenarios::Scenario& s, DllmOutcome& o, const std::string& db_path) {
   reports::SqliteSink db(db_path);
   o.run_id = write_run(db, make_stored_dllm_run(s, o));
 }
@@ -41,11 +41,12 @@ std::vector<sim::RequestRecord> dllm_request_records(const dllm::DllmRunResult& 
   return out;
 }
 
-StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutcome& o,
-                               const std::vector<std::pair<std::string, std::string>>& extra_params) {
+StoredRun make_stored_dllm_run(
+    const scenarios::Scenario& s, const DllmOutcome& o,
+    const std::vector<std::pair<std::string, std::string>>& extra_params) {
   StoredRun run;
   run.info.scenario = s.name;
-  run.info.policy = dllm::algorithm_name(s.config.algorithm);
+  run.info.policy = dllm::algorithm_name(s.dllm->config.algorithm);
   run.info.router = s.router.type;
   run.info.workload = o.workload;
   run.info.code_rev = SERVESIM_VERSION;
@@ -80,26 +81,25 @@ StoredRun make_stored_dllm_run(const scenarios::DllmScenario& s, const DllmOutco
   return run;
 }
 
-std::vector<dllm::RequestPlan> plan_dllm_requests(const scenarios::DllmScenario& s, size_t n) {
+std::vector<dllm::RequestPlan> plan_dllm_requests(const scenarios::Scenario& s, size_t n) {
   RngStream rng(s.seed, "denoise");
   std::vector<dllm::RequestPlan> plans;
   plans.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    plans.push_back(dllm::plan_request(s.config.denoise, s.config.variation, rng));
+    plans.push_back(dllm::plan_request(s.dllm->config.denoise, s.dllm->config.variation, rng));
   }
   return plans;
 }
 
-std::string dllm_memory_shortfall(const scenarios::DllmScenario& s, const Workload& w,
+std::string dllm_memory_shortfall(const scenarios::Scenario& s, const Workload& w,
                                   const scenarios::DataRoot& root) {
   const models::Deployment d = scenarios::dllm_deployment(s, root);
-  if (s.config.algorithm != dllm::Algorithm::kDllmServe) {
+  if (s.dllm->config.algorithm != dllm::Algorithm::kDllmServe) {
     int64_t longest = 0;
     for (const RequestSpec& r : w.requests) longest = std::max(longest, r.prompt_tokens);
-    return dllm::memory_shortfall(s.config, d, longest + s.config.denoise.gen_length);
+    return dllm::memory_shortfall(s.dllm->config, d, longest + s.dllm->config.denoise.gen_length);
   }
-  const policies::DllmInstanceSpec spec{s.config, d,
-                                        scenarios::make_cost_model(s.cost_model, d, root),
+  const policies::DllmInstanceSpec spec{s.dllm->config, d, scenarios::make_dllm_cost_model(s, root),
                                         std::make_shared<std::vector<dllm::RequestPlan>>()};
   try {
     policies::make_dllm_instance(spec, std::make_shared<policies::DllmPassStats>());
@@ -109,7 +109,7 @@ std::string dllm_memory_shortfall(const scenarios::DllmScenario& s, const Worklo
   return "";
 }
 
-DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot& root,
+DllmOutcome run_dllm(const scenarios::Scenario& s, const scenarios::DataRoot& root,
                      const std::string& db_path) {
   const auto start = std::chrono::steady_clock::now();
   DllmOutcome o;
@@ -118,13 +118,12 @@ DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot
   auto plans = std::make_shared<std::vector<dllm::RequestPlan>>(
       plan_dllm_requests(s, w.requests.size()));
   const models::Deployment d = scenarios::dllm_deployment(s, root);
-  std::shared_ptr<const models::IterationCostModel> cost =
-      scenarios::make_cost_model(s.cost_model, d, root);
+  std::shared_ptr<const models::IterationCostModel> cost = scenarios::make_dllm_cost_model(s, root);
   o.cost_model = cost->describe();
-  const policies::DllmInstanceSpec spec{s.config, d, cost, plans};
+  const policies::DllmInstanceSpec spec{s.dllm->config, d, cost, plans};
   try {
     o.result = policies::run_dllm_cluster(
-        spec, s.instances, sim::routing_policies().get(s.router.type).make(s.router.params),
+        spec, s.cluster.instances, sim::routing_policies().get(s.router.type).make(s.router.params),
         std::move(w));
     o.metrics = dllm::compute_metrics(o.result);
   } catch (const dllm::OutOfMemoryError& e) {
@@ -136,22 +135,23 @@ DllmOutcome run_dllm(const scenarios::DllmScenario& s, const scenarios::DataRoot
   return o;
 }
 
-reports::RunSummary summarize_dllm(const scenarios::DllmScenario& s, const DllmOutcome& o,
+reports::RunSummary summarize_dllm(const scenarios::Scenario& s, const DllmOutcome& o,
                                    const sim::SloSpec& objectives) {
   std::vector<sim::RequestRecord> done;
   for (sim::RequestRecord& r : dllm_request_records(o.result)) {
     if (r.instance_id >= 0) done.push_back(std::move(r));
   }
-  const int gpus = static_cast<int>(s.instances) * s.tp;
+  const int gpus = static_cast<int>(s.cluster.instances) * s.cluster.tp;
   return reports::summarize(done, LogHistogram{}, objectives,
                             {.num_gpus = gpus, .gpu_seconds = o.metrics.duration_s * gpus});
 }
 
-std::string format_dllm_summary(const scenarios::DllmScenario& s, const DllmOutcome& o) {
+std::string format_dllm_summary(const scenarios::Scenario& s, const DllmOutcome& o) {
   std::string out;
   out += fmt::format("scenario   {} ({})\n", s.name, s.source);
   out += fmt::format("deployment {} on {} x {} (tp{}) behind {}, policy {}\n", s.model,
-                     s.instances, s.gpu, s.tp, s.router.type, dllm::algorithm_name(s.config.algorithm));
+                     s.cluster.instances, s.cluster.gpu, s.cluster.tp, s.router.type,
+                     dllm::algorithm_name(s.dllm->config.algorithm));
   out += fmt::format("workload   {}\n", o.workload);
   out += fmt::format("cost model {}\n", o.cost_model);
   if (!o.oom.empty()) {

@@ -98,11 +98,10 @@ void print_deployment(std::FILE* out, const scenarios::Scenario& s,
   }
 }
 
-// A diffusion-LLM scenario ("kind": "dllm"). An out-of-memory configuration exits with 2.
-int cmd_run_dllm(const std::string& path, const std::vector<std::string>& overrides,
-                 const scenarios::DataRoot& root, const std::string& db, bool json) {
+// A diffusion-LLM scenario (its dllm part set). An out-of-memory configuration exits with 2.
+int cmd_run_dllm(const scenarios::Scenario& s, const scenarios::DataRoot& root,
+                 const std::string& db, bool json) {
   std::FILE* out = json ? stderr : stdout;
-  const scenarios::DllmScenario s = scenarios::load_dllm_scenario(path, overrides, root);
   const app::DllmOutcome o = app::run_dllm(s, root, db);
   fmt::print(out, "{}", app::format_dllm_summary(s, o));
   if (!db.empty()) fmt::print(out, "results    {} (run_id {})\n", db, o.run_id);
@@ -250,10 +249,8 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
   const auto root = scenarios::DataRoot::discover();
   std::vector<std::string> all = overrides;
   if (seed) all.push_back(fmt::format("seed={}", *seed));
-  if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path, root)) {
-    return cmd_run_dllm(path, all, root, no_db ? "" : db, json);
-  }
   const scenarios::Scenario s = load(path, all, root);
+  if (s.dllm) return cmd_run_dllm(s, root, no_db ? "" : db, json);
   print_deployment(out, s, root);
   std::vector<std::string> warnings;
   auto warn = [&](std::string text) {
@@ -330,15 +327,12 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
 }
 
 // `check` of a diffusion-LLM scenario: the same validation and workload build as `run`.
-int cmd_check_dllm(const std::string& path, const std::vector<std::string>& overrides,
-                   const scenarios::DataRoot& root) {
-  const scenarios::DllmScenario s = scenarios::load_dllm_scenario(path, overrides, root);
-  const models::Deployment d = scenarios::dllm_deployment(s, root);
-  const auto cost = scenarios::make_cost_model(s.cost_model, d, root);
+int cmd_check_dllm(const scenarios::Scenario& s, const scenarios::DataRoot& root) {
+  const auto cost = scenarios::make_dllm_cost_model(s, root);
   const Workload w = scenarios::build_dllm_workload(s, root);
   fmt::print("scenario   {} ({}), diffusion LLM\n", s.name, s.source);
-  fmt::print("model      {} on {} x {} (tp{}) behind {}\n", s.model, s.instances, s.gpu, s.tp,
-             s.router.type);
+  fmt::print("model      {} on {} x {} (tp{}) behind {}\n", s.model, s.cluster.instances,
+             s.cluster.gpu, s.cluster.tp, s.router.type);
   fmt::print("policy     {}\n", s.resolved["policy"]["type"].get<std::string>());
   fmt::print("cost model {}\n", cost->describe());
   fmt::print("workload   {} ({} requests)\n", w.description, w.requests.size());
@@ -353,10 +347,8 @@ int cmd_check_dllm(const std::string& path, const std::vector<std::string>& over
 
 int cmd_check(const std::string& path, const std::vector<std::string>& overrides) {
   const auto root = scenarios::DataRoot::discover();
-  if (!path.empty() && path != "quickstart" && scenarios::is_dllm_scenario_file(path, root)) {
-    return cmd_check_dllm(path, overrides, root);
-  }
   const scenarios::Scenario s = load(path, overrides, root);
+  if (s.dllm) return cmd_check_dllm(s, root);
   print_deployment(stdout, s, root);
   for (const auto& g : s.groups) fmt::print("\n{}\n", models::describe(g.memory));
   for (const std::string& w : memory_warnings(s)) fmt::print("warning: {}\n", w);
@@ -387,6 +379,15 @@ void print_schema(const ParamSchema& schema) {
     }
     fmt::print("      {:<30} {:<8} default {:<10} {}{}\n", p.name, param_type_name(p.type),
                format_param_value(p.default_value), p.help, extra);
+  }
+}
+
+// Every batching policy serving `kind` of model, with its knobs.
+void print_batching_policies(sim::ServedModel kind) {
+  for (const std::string& name : sim::batching_policy_names(kind)) {
+    const sim::BatchingPolicyEntry& e = sim::batching_policies().get(name);
+    fmt::print("  {:<18} {}\n", name, e.description);
+    print_schema(e.schema);
   }
 }
 
@@ -427,10 +428,7 @@ int cmd_list(const std::string& what) {
     }
   } else if (what == "policies") {
     fmt::print("batching policies (scenario key \"policy\"):\n");
-    for (const auto& [name, e] : sim::batching_policies().entries()) {
-      fmt::print("  {:<18} {}\n", name, e.description);
-      print_schema(e.schema);
-    }
+    print_batching_policies(sim::ServedModel::kAutoregressive);
     fmt::print("cluster policies (scenario key \"policy\"; they lay out the instances):\n");
     for (const auto& [name, e] : sim::cluster_policies().entries()) {
       fmt::print("  {:<18} {}\n", name, e.description);
@@ -445,10 +443,7 @@ int cmd_list(const std::string& what) {
         "diffusion-LLM policies (scenario key \"policy\"; a scenario naming one, or a diffusion "
         "model, serves dLLM requests; denoising knobs under \"denoise\", memory under "
         "\"memory\"):\n");
-    for (const auto& [name, e] : policies::dllm_policies().entries()) {
-      fmt::print("  {:<18} {}\n", name, e.description);
-      print_schema(e.schema);
-    }
+    print_batching_policies(sim::ServedModel::kDiffusion);
     fmt::print("  every dLLM policy also takes (same scenario):\n");
     const std::vector<std::array<const char*, 4>> shared_knobs = {
         {"denoise.gen_length", "int", "256", "masked tokens per request (G)"},

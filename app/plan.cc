@@ -347,14 +347,21 @@ std::string last_component(const std::string& path) {
   return dot == std::string::npos ? path : path.substr(dot + 1);
 }
 
+// The policies an LLM configuration may name (a dLLM configuration names its policy through the
+// dLLM scenario reader).
+std::vector<std::string> llm_policy_names() {
+  std::vector<std::string> names = sim::batching_policy_names(sim::ServedModel::kAutoregressive);
+  for (const auto& [n, e] : sim::cluster_policies().entries()) names.push_back(n);
+  return names;
+}
+
 bool policy_registered(const std::string& name) {
-  return sim::batching_policies().contains(name) || sim::cluster_policies().contains(name);
+  const std::vector<std::string> names = llm_policy_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 std::string registered_policies() {
-  std::vector<std::string> names;
-  for (const auto& [n, e] : sim::batching_policies().entries()) names.push_back(n);
-  for (const auto& [n, e] : sim::cluster_policies().entries()) names.push_back(n);
+  std::vector<std::string> names = llm_policy_names();
   std::sort(names.begin(), names.end());
   return fmt::format("{}", fmt::join(names, ", "));
 }
@@ -559,19 +566,24 @@ void set_cost(const PlanSpec& p, PlanConfig& c) {
 void prune_dllm_config(const PlanSpec& p, PlanConfig& c, const Json& doc,
                        const scenarios::DataRoot& root, std::vector<ConfigIssue>& plan_issues,
                        std::map<std::string, bool>& reported) {
-  scenarios::DllmScenario s;
+  scenarios::Scenario s;
   try {
-    s = scenarios::parse_dllm_scenario(doc, fmt::format("{} config #{}", p.source, c.index),
-                                       p.base_dir, root);
+    const std::string source = fmt::format("{} config #{}", p.source, c.index);
+    s = scenarios::parse_scenario(doc, source, p.base_dir, root);
+    if (!s.dllm) {
+      throw ConfigError(source, {{"policy.type",
+                                  "a configuration of a dLLM plan must stay a "
+                                  "diffusion-LLM scenario"}});
+    }
   } catch (const ConfigError& e) {
     report_candidate_issues(c, e, plan_issues, reported);
     c.status = ConfigStatus::kError;
     c.reason = e.what();
     return;
   }
-  c.policy = dllm::algorithm_name(s.config.algorithm);
-  c.num_gpus = s.instances * s.tp;
-  if (c.gpu.empty()) c.gpu = s.gpu;
+  c.policy = dllm::algorithm_name(s.dllm->config.algorithm);
+  c.num_gpus = s.cluster.instances * s.cluster.tp;
+  if (c.gpu.empty()) c.gpu = s.cluster.gpu;
   set_cost(p, c);
   if (p.gpu_budget > 0 && c.num_gpus > p.gpu_budget) {
     c.status = ConfigStatus::kPruned;
@@ -582,8 +594,9 @@ void prune_dllm_config(const PlanSpec& p, PlanConfig& c, const Json& doc,
   int64_t shortest = std::numeric_limits<int64_t>::max();
   for (const RequestSpec& r : w.requests) shortest = std::min(shortest, r.prompt_tokens);
   if (w.requests.empty()) shortest = 1;
-  const std::string shortfall = dllm::memory_shortfall(
-      s.config, scenarios::dllm_deployment(s, root), shortest + s.config.denoise.gen_length);
+  const std::string shortfall =
+      dllm::memory_shortfall(s.dllm->config, scenarios::dllm_deployment(s, root),
+                             shortest + s.dllm->config.denoise.gen_length);
   if (!shortfall.empty()) {
     c.status = ConfigStatus::kPruned;
     c.reason = "does not fit: " + shortfall;

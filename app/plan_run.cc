@@ -190,12 +190,10 @@ void fill_probe(PlanProbe& p, const reports::RunSummary& m) {
 // The override key that sets a config's request rate.
 std::string config_rate_knob(const PlanSpec& spec, const PlanConfig& c, const SloCriteria& criteria,
                              const scenarios::DataRoot& root) {
-  const Json doc = config_document(spec, c, criteria, std::nullopt);
-  if (spec.dllm) {
-    return scenarios::dllm_rate_knob(
-        scenarios::parse_dllm_scenario(doc, config_source(spec, c), spec.base_dir, root));
-  }
-  return rate_knob(scenarios::parse_scenario(doc, config_source(spec, c), spec.base_dir, root));
+  const scenarios::Scenario s =
+      scenarios::parse_scenario(config_document(spec, c, criteria, std::nullopt),
+                                config_source(spec, c), spec.base_dir, root);
+  return s.dllm ? scenarios::dllm_rate_knob(s) : rate_knob(s);
 }
 
 // `warm_rate` > 0: where its chain's capacities put c's (warm_start_rate(), PlanSpec::warm_start).
@@ -214,7 +212,7 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c, do
   };
   // One dLLM simulation: its requests summarized like an LLM run's (TTFT = E2E), on one GPU.
   auto dllm_probe = [&](double rate, PlanProbe& p) -> reports::RunSummary {
-    const scenarios::DllmScenario s = scenarios::parse_dllm_scenario(
+    const scenarios::Scenario s = scenarios::parse_scenario(
         config_document(spec, c, ctx.criteria, std::make_pair(knob, rate)), source, spec.base_dir,
         ctx.root);
     const DllmOutcome o = run_dllm(s, ctx.root, "");
@@ -287,15 +285,11 @@ PlanConfigResult simulate_config(const PlanContext& ctx, const PlanConfig& c, do
         search.first_step = std::min(2.0, 1.0 + 2.0 * spec.search.relative_tolerance);
       }
       if (start <= 0) {
-        const Json doc = config_document(spec, c, ctx.criteria, std::nullopt);
-        start = cap > 0       ? cap / 2
-                : spec.dllm   ? scenarios::dllm_offered_rate(
-                                    scenarios::parse_dllm_scenario(doc, source, spec.base_dir,
-                                                                   ctx.root),
-                                    ctx.root)
-                              : workload_rate(scenarios::parse_scenario(doc, source, spec.base_dir,
-                                                                        ctx.root),
-                                              ctx.root);
+        const scenarios::Scenario s = scenarios::parse_scenario(
+            config_document(spec, c, ctx.criteria, std::nullopt), source, spec.base_dir, ctx.root);
+        start = cap > 0  ? cap / 2
+                : s.dllm ? scenarios::dllm_offered_rate(s, ctx.root)
+                         : workload_rate(s, ctx.root);
       }
       result.capacity_rps = search_capacity(capacity_probe, start, search, cap).capacity_rps;
     }

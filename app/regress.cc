@@ -81,12 +81,11 @@ int run_regression(const std::string& baseline_path, const scenarios::DataRoot& 
     Entry& e = entries[i];
     const std::string path = scenarios::resolve_data_path(e.scenario, base_dir, root);
     double measured = 0;
-    if (scenarios::is_dllm_scenario_file(path, root)) {
+    const scenarios::Scenario s = scenarios::load_scenario(path, e.overrides, root);
+    if (s.dllm) {
       // dLLM scenarios have no SLO (dLLM-Serve's metric): generated tokens/s; 0 when out of memory.
-      const auto s = scenarios::load_dllm_scenario(path, e.overrides, root);
       measured = run_dllm(s, root, "").metrics.throughput_tok_s;
     } else {
-      const scenarios::Scenario s = scenarios::load_scenario(path, e.overrides, root);
       RunOptions ro;
       ro.keep_records = false;
       measured = run_scenario(s, root, ro).summary.goodput_tokens_per_s;

@@ -1,11 +1,10 @@
 // Fuzzes scenario loading as `servesim run FILE --set K=V ...` does it, up to validation: the
 // input is the scenario file, optionally followed by NUL-separated `--set` overrides
-// ("cluster.tp=2"). dLLM documents ("kind": "dllm") go to load_dllm_scenario(), others to
-// load_scenario(). Nothing is simulated.
+// ("cluster.tp=2"), through load_scenario() (which reads dLLM documents too). Nothing is
+// simulated.
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "scenarios/dllm_scenario.h"
 #include "scenarios/scenario.h"
 
 namespace ss = servesim::scenarios;
@@ -25,12 +24,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   const std::string path = servesim::fuzz::write_scratch("scenario.json", text.substr(0, end));
-  servesim::fuzz::run_guarded([&] {
-    if (ss::is_dllm_scenario_file(path, root)) {
-      ss::load_dllm_scenario(path, overrides, root);
-    } else {
-      ss::load_scenario(path, overrides, root);
-    }
-  });
+  servesim::fuzz::run_guarded([&] { ss::load_scenario(path, overrides, root); });
   return 0;
 }

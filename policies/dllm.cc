@@ -10,6 +10,7 @@
 #include "dllm/memory.h"
 #include "dllm/scheduler.h"
 #include "dllm/step_cost.h"
+#include "sim/policy_api.h"
 #include "core/units.h"
 
 namespace servesim::policies {
@@ -386,11 +387,6 @@ dllm::DllmRunResult run_dllm_cluster(const DllmInstanceSpec& spec, int64_t insta
   return result;
 }
 
-Registry<DllmPolicyEntry>& dllm_policies() {
-  static Registry<DllmPolicyEntry> registry("dLLM policy");
-  return registry;
-}
-
 void register_dllm_policies() {
   // Knobs every dLLM policy takes: the framework's host time on top of the cost model's.
   const auto overheads = [](Duration request_overhead) {
@@ -424,7 +420,11 @@ void register_dllm_policies() {
     const ParamSchema shared = overheads(
         a == dllm::Algorithm::kDllmServe ? dllm::kDllmServeRequestOverhead : Duration{0});
     schema.insert(schema.end(), shared.begin(), shared.end());
-    dllm_policies().add(name, {dllm::algorithm_description(a), std::move(schema)});
+    sim::BatchingPolicyEntry entry;
+    entry.description = dllm::algorithm_description(a);
+    entry.schema = std::move(schema);
+    entry.serves = sim::ServedModel::kDiffusion;
+    sim::batching_policies().add(name, std::move(entry));
   }
 }
 

@@ -38,21 +38,15 @@
 #include "dllm/config.h"
 #include "models/cost/cost_model.h"
 #include "core/params.h"
-#include "core/registry.h"
 #include "sim/engine.h"
 
 namespace servesim::policies {
 
-// The dLLM policies' registry, one entry per dllm::Algorithm: the knobs of a scenario's `policy`
-// section as a ParamSchema, validated by the dLLM scenario parser and listed by
-// `servesim list policies` as every other policy's. An instance is built from the typed
-// dllm::DllmConfig (make_dllm_instance) that apply_dllm_policy_params() fills.
-struct DllmPolicyEntry {
-  std::string description;
-  ParamSchema schema;
-};
-Registry<DllmPolicyEntry>& dllm_policies();
-// Adds every dLLM policy (register_builtin_policies() calls it, once).
+// Adds every dLLM policy, one per dllm::Algorithm, to sim::batching_policies() as an entry that
+// serves sim::ServedModel::kDiffusion: the knobs of a scenario's `policy` section as its
+// ParamSchema, validated by the scenario parser and listed by `servesim list policies` as every
+// other policy's (register_builtin_policies() calls it, once). An instance is built from the
+// typed dllm::DllmConfig (make_dllm_instance) that apply_dllm_policy_params() fills.
 void register_dllm_policies();
 // Writes the validated knobs `v` of policy `config.algorithm` (its entry's schema) into `config`.
 void apply_dllm_policy_params(const ParamValues& v, dllm::DllmConfig& config);

@@ -32,7 +32,8 @@ bool is_dllm_document(const Json& doc, const DataRoot& root) {
   const auto policy = doc.find("policy");
   if (policy != doc.end() && policy->is_object()) {
     const auto type = policy->find("type");
-    const std::vector<std::string> names = dllm::algorithm_names();
+    policies::register_builtin_policies();
+    const std::vector<std::string> names = sim::batching_policy_names(sim::ServedModel::kDiffusion);
     if (type != policy->end() && type->is_string() &&
         std::find(names.begin(), names.end(), type->get<std::string>()) != names.end()) {
       return true;
@@ -45,17 +46,9 @@ bool is_dllm_document(const Json& doc, const DataRoot& root) {
   return models.all().count(key) != 0 && models.get(key).diffusion;
 }
 
-bool is_dllm_scenario_file(const std::string& path, const DataRoot& root) {
-  try {
-    return is_dllm_document(read_json_file(path, "scenario file"), root);
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 namespace {
 
-// What parse_dllm_scenario's section readers share.
+// What read_dllm_scenario's section readers share.
 struct DllmReading {
   const Catalogs& cat;
   const std::string& base_dir;
@@ -64,16 +57,20 @@ struct DllmReading {
   Json& resolved;
 };
 
-// `policy`: the dLLM algorithm and the knobs of its registry entry (a knob of another dLLM policy
-// is unknown here).
-void read_dllm_policy(ObjectReader& top, DllmReading& in, dllm::DllmConfig& c) {
+// `policy`: a batching policy serving diffusion models and the knobs of its registry entry (a
+// knob of another policy is unknown here).
+void read_dllm_policy(ObjectReader& top, DllmReading& in, Scenario& s) {
   const Json* section = top.object("policy", true);
   const Json empty = Json::object();
   ObjectReader r(section ? *section : empty, "policy", in.issues, in.resolved["policy"]);
-  const auto type = r.string("type", std::nullopt, policies::dllm_policies().names());
+  const auto type =
+      r.string("type", std::nullopt, sim::batching_policy_names(sim::ServedModel::kDiffusion));
   if (type) {
+    dllm::DllmConfig& c = s.dllm->config;
+    s.policy.type = *type;
+    s.policy.params = r.params(sim::batching_policies().get(*type).schema);
     c.algorithm = dllm::parse_algorithm(*type);
-    policies::apply_dllm_policy_params(r.params(policies::dllm_policies().get(*type).schema), c);
+    policies::apply_dllm_policy_params(s.policy.params, c);
   }
   r.finish();
 }
@@ -120,7 +117,7 @@ void read_denoise(ObjectReader& top, DllmReading& in, dllm::DllmConfig& c) {
 // `cluster`: the GPU (here or top-level `top_gpu`, once), instances, tensor parallelism and an
 // optional router type.
 void read_dllm_cluster(ObjectReader& top, DllmReading& in,
-                       const std::optional<std::string>& top_gpu, DllmScenario& s) {
+                       const std::optional<std::string>& top_gpu, Scenario& s) {
   ObjectReader r = section_reader(top, "cluster", in.issues, in.resolved);
   std::optional<std::string> cluster_gpu;
   if (r.has("gpu")) cluster_gpu = r.string("gpu", std::nullopt, in.cat.gpus.keys());
@@ -130,9 +127,9 @@ void read_dllm_cluster(ObjectReader& top, DllmReading& in,
     in.issues.add("cluster.gpu", fmt::format("is required: the GPU of every instance, one of {}",
                                              fmt::join(in.cat.gpus.keys(), ", ")));
   }
-  s.gpu = top_gpu.value_or(cluster_gpu.value_or(""));
-  s.instances = r.integer("instances", 1, 1, kMaxDllmInstances).value_or(1);
-  s.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDllmTp).value_or(1));
+  s.cluster.gpu = top_gpu.value_or(cluster_gpu.value_or(""));
+  s.cluster.instances = r.integer("instances", 1, 1, kMaxDllmInstances).value_or(1);
+  s.cluster.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDllmTp).value_or(1));
   if (r.has("router")) {
     if (top.has("router")) {
       in.issues.add("cluster.router", "give the router once: the router section or "
@@ -146,10 +143,10 @@ void read_dllm_cluster(ObjectReader& top, DllmReading& in,
   }
   r.finish();
   if (in.cat.models.all().count(s.model) && in.cat.models.get(s.model).diffusion &&
-      !models::is_valid_tp(in.cat.models.get(s.model), s.tp)) {
+      !models::is_valid_tp(in.cat.models.get(s.model), s.cluster.tp)) {
     in.issues.add("cluster.tp", fmt::format("{} cannot be sharded over {} GPUs (its attention "
                                             "heads and KV heads must divide among them)",
-                                            s.model, s.tp));
+                                            s.model, s.cluster.tp));
   }
 }
 
@@ -166,7 +163,7 @@ void read_dllm_memory(ObjectReader& top, DllmReading& in, dllm::DllmConfig& c) {
 
 // `slo`: as an LLM scenario's, without token-gap objectives (every token of a dLLM request comes
 // at its last step).
-void read_dllm_slo(ObjectReader& top, DllmReading& in, DllmScenario& s) {
+void read_dllm_slo(ObjectReader& top, DllmReading& in, Scenario& s) {
   s.slo = read_slo(top);
   for (const auto& [key, set] : {std::pair{"tpot", s.slo.tpot.has_value()},
                                  std::pair{"tbt_p99", s.slo.tbt_p99.has_value()}}) {
@@ -178,7 +175,7 @@ void read_dllm_slo(ObjectReader& top, DllmReading& in, DllmScenario& s) {
 }
 
 // workload.prompts of the dLLM form: a trace, a length distribution or a fixed length.
-void read_dllm_prompts(ObjectReader& r, DllmReading& in, DllmScenario& s) {
+void read_dllm_prompts(ObjectReader& r, DllmReading& in, DllmOwnWorkload& s) {
   static const Json kEmpty = Json::object();
   const Json* pin = r.object("prompts", true);
   ObjectReader p(pin ? *pin : kEmpty, "workload.prompts", in.issues,
@@ -202,11 +199,11 @@ void read_dllm_prompts(ObjectReader& r, DllmReading& in, DllmScenario& s) {
 }
 
 // The dLLM form of `workload`: a request count, Poisson arrivals and prompts.
-void read_dllm_own_workload(const Json* workload_in, DllmReading& in, DllmScenario& s) {
+void read_dllm_own_workload(const Json* workload_in, DllmReading& in, DllmOwnWorkload& s) {
   static const Json kEmpty = Json::object();
   Json& out = in.resolved["workload"];
   ObjectReader r(workload_in ? *workload_in : kEmpty, "workload", in.issues, out);
-  s.workload_name = r.string("name", "workload").value_or("");
+  s.name = r.string("name", "workload").value_or("");
   s.requests = r.integer("requests", std::nullopt, 1, kMaxRequests).value_or(1);
   s.max_prompt_tokens = r.integer("max_prompt_tokens", 0, 0, kMaxRequestTokens).value_or(0);
   {
@@ -222,10 +219,10 @@ void read_dllm_own_workload(const Json* workload_in, DllmReading& in, DllmScenar
 
 // `workload`: an LLM scenario's open-loop workload section (the ordinary form, with a type), or
 // the dLLM form.
-void read_dllm_workload(ObjectReader& top, DllmReading& in, DllmScenario& s) {
+void read_dllm_workload(ObjectReader& top, DllmReading& in, Scenario& s) {
   const Json* workload_in = top.object("workload", true);
   if (!workload_in || !workload_in->contains("type")) {
-    read_dllm_own_workload(workload_in, in, s);
+    read_dllm_own_workload(workload_in, in, s.dllm->own_workload.emplace());
     return;
   }
   const Json& type = workload_in->at("type");
@@ -244,19 +241,21 @@ void read_dllm_workload(ObjectReader& top, DllmReading& in, DllmScenario& s) {
 
 }  // namespace
 
-DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
-                                 const std::string& base_dir, const DataRoot& root) {
+Scenario read_dllm_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
+                            const DataRoot& root) {
   policies::register_builtin_policies();
   Issues issues;
   Json resolved = Json::object();
-  DllmScenario s;
+  Scenario s;
   s.source = source;
+  s.router = {"round_robin", {}};  // cluster.router or a router section may name another
+  s.dllm.emplace();
   const Catalogs& cat = Catalogs::get(root);
   DllmReading in{cat, base_dir, root, issues, resolved};
   ObjectReader top(doc, "", issues, resolved);
   top.string("kind", "dllm", {"dllm"});
   s.name = top.string("name", fs::path(source).stem().string()).value_or("");
-  top.string("description", std::string());  // free text, as in LLM scenarios
+  s.description = top.string("description", std::string()).value_or("");
   s.seed = static_cast<uint64_t>(top.integer("seed", 0, 0).value_or(0));
   s.model = top.string("model", "llada-8b-instruct", cat.models.keys()).value_or("");
   if (cat.models.all().count(s.model) && !cat.models.get(s.model).diffusion) {
@@ -268,11 +267,11 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
   // The GPU: top-level "gpu" (dLLM form) or cluster.gpu (ordinary form), read with the cluster.
   std::optional<std::string> top_gpu;
   if (top.has("gpu")) top_gpu = top.string("gpu", std::nullopt, cat.gpus.keys());
-  s.cost_model.type = top.string("cost_model", "profiled", {"profiled", "roofline"}).value_or("");
-  read_dllm_policy(top, in, s.config);
-  read_denoise(top, in, s.config);
+  s.cost_type = top.string("cost_model", "profiled", {"profiled", "roofline"}).value_or("");
+  read_dllm_policy(top, in, s);
+  read_denoise(top, in, s.dllm->config);
   read_dllm_cluster(top, in, top_gpu, s);
-  read_dllm_memory(top, in, s.config);
+  read_dllm_memory(top, in, s.dllm->config);
   if (top.has("router")) read_router(top, s.router);
   if (top.has("slo")) read_dllm_slo(top, in, s);
   read_dllm_workload(top, in, s);
@@ -283,22 +282,11 @@ DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
   return s;
 }
 
-DllmScenario load_dllm_scenario(const std::string& path, const std::vector<std::string>& overrides,
-                                const DataRoot& root) {
-  Json doc = read_json_file(path, "scenario file");
-  apply_overrides(doc, overrides);
-  const std::string base = fs::path(path).parent_path().string();
-  return parse_dllm_scenario(doc, path, base.empty() ? "." : base, root);
-}
+namespace {
 
-Workload build_dllm_workload(const DllmScenario& s, const DataRoot& root) {
-  const int64_t g = s.config.denoise.gen_length;
-  if (!s.workload.is_null()) {
-    Workload w = build_workload(s.workload, s.source, s.base_dir, root, s.seed);
-    for (RequestSpec& r : w.requests) r.output_tokens = g;
-    w.description += fmt::format(", gen {}", g);
-    return w;
-  }
+// The dLLM form's workload: `s.requests` Poisson arrivals, seeded by `seed`, with prompt lengths
+// drawn from s's source; every request denoises `g` tokens.
+Workload build_own_workload(const DllmOwnWorkload& s, int64_t g, uint64_t seed) {
   std::unique_ptr<traces::LengthSource> lengths;
   std::string what;
   std::vector<traces::LengthSample> samples;
@@ -327,29 +315,47 @@ Workload build_dllm_workload(const DllmScenario& s, const DataRoot& root) {
   lengths = traces::make_empirical_lengths(std::move(samples), what);
   traces::ArrivalSpec arrivals;
   arrivals.rate_per_s = s.rate_per_s;
-  Workload w = traces::generate(arrivals, *lengths, s.requests, Duration{0}, s.seed);
-  w.description = fmt::format("{}: {} requests, Poisson {} req/s, {}, gen {}", s.workload_name,
-                              s.requests, s.rate_per_s, what, g);
+  Workload w = traces::generate(arrivals, *lengths, s.requests, Duration{0}, seed);
+  w.description = fmt::format("{}: {} requests, Poisson {} req/s, {}, gen {}", s.name, s.requests,
+                              s.rate_per_s, what, g);
   return w;
 }
 
-std::string dllm_rate_knob(const DllmScenario& s) {
-  return s.workload.is_null() ? "workload.arrival.rate" : open_workload_rate_knob(s.workload);
+}  // namespace
+
+Workload build_dllm_workload(const Scenario& s, const DataRoot& root) {
+  const int64_t g = s.dllm->config.denoise.gen_length;
+  if (s.dllm->own_workload) return build_own_workload(*s.dllm->own_workload, g, s.seed);
+  Workload w = build_workload(s.workload, s.source, s.base_dir, root, s.seed);
+  for (RequestSpec& r : w.requests) r.output_tokens = g;
+  w.description += fmt::format(", gen {}", g);
+  return w;
 }
 
-double dllm_offered_rate(const DllmScenario& s, const DataRoot& root) {
-  if (s.workload.is_null()) return s.rate_per_s;
+std::string dllm_rate_knob(const Scenario& s) {
+  return s.dllm->own_workload ? "workload.arrival.rate" : open_workload_rate_knob(s.workload);
+}
+
+double dllm_offered_rate(const Scenario& s, const DataRoot& root) {
+  if (s.dllm->own_workload) return s.dllm->own_workload->rate_per_s;
   if (s.workload.at("type") == "generated") return s.workload.at("arrival").at("rate").get<double>();
   return arrival_rate(build_dllm_workload(s, root));
 }
 
-models::Deployment dllm_deployment(const DllmScenario& s, const DataRoot& root) {
+models::Deployment dllm_deployment(const Scenario& s, const DataRoot& root) {
   const Catalogs& cat = Catalogs::get(root);
   models::Deployment d;
   d.model = &cat.models.get(s.model);
-  d.gpu = &cat.gpus.get(s.gpu);
-  d.tp = s.tp;
+  d.gpu = &cat.gpus.get(s.cluster.gpu);
+  d.tp = s.cluster.tp;
   return d;
+}
+
+std::unique_ptr<models::IterationCostModel> make_dllm_cost_model(const Scenario& s,
+                                                                 const DataRoot& root) {
+  CostModelChoice choice;
+  choice.type = s.cost_type;
+  return make_cost_model(choice, dllm_deployment(s, root), root);
 }
 
 }  // namespace servesim::scenarios

@@ -1,7 +1,8 @@
 // Diffusion-LLM scenarios: a JSON document with top-level "kind": "dllm", or without "kind" whose
-// policy.type names a dLLM policy (`servesim list policies`) or whose model is a diffusion model,
-// validated into a typed
-// DllmScenario in one pass (every problem reported with its JSON path), then run by app/.
+// policy.type names a batching policy that serves diffusion models (`servesim list policies`) or
+// whose model is a diffusion model. parse_scenario() (scenarios/scenario.h) reads such a document
+// with the section readers here, in one pass (every problem reported with its JSON path), into a
+// Scenario whose dllm part is set; app/dllm_run.h runs it.
 //
 // Schema (defaults are Table 3 of dLLM-Serve; unknown keys are errors):
 //   {"kind": "dllm", "name": str, "seed": int, "model": catalog key (a diffusion model),
@@ -22,7 +23,8 @@
 //                ("round_robin"; a router's parameters take their defaults)},
 //    "workload": {"name": str, "requests": int, "arrival": {"type": "poisson", "rate": req/s},
 //                 "prompts": {"type": "trace", "format": ..., "path": ...}
-//                          | {"type": "distribution", "path": ...} | {"type": "fixed", "tokens": n},
+//                          | {"type": "distribution", "path": ...}
+//                          | {"type": "fixed", "tokens": n},
 //                 "max_prompt_tokens": int (prompt lengths are clipped to it; 0 = no clip)}}
 // Prompt lengths are drawn uniformly with replacement from the source (stream "lengths"); every
 // request denoises gen_length tokens unless denoise.eos_length is set.
@@ -40,6 +42,7 @@
 // each behind the router (policies/dllm.h).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,60 +57,31 @@ namespace servesim::scenarios {
 inline constexpr const char* kDllmHasNoTokenGaps =
     "a dLLM request emits all its tokens at its last step, so it has no TPOT or token gaps";
 
-struct DllmScenario {
-  std::string name;
-  std::string source;  // file the scenario came from
-  uint64_t seed = 0;
-  std::string model;
-  std::string gpu;
-  CostModelChoice cost_model;
-  dllm::DllmConfig config;
-  std::string base_dir;  // relative data paths are resolved from here first
-  // Cluster.
-  int64_t instances = 1;
-  int tp = 1;
-  PluginSpec router{"round_robin", {}};
-  sim::SloSpec slo;  // the optional slo section (ttft and attainment_target only)
-  // Workload in the ordinary form: a validated open-loop workload section; null in the dLLM form
-  // (the fields below).
-  Json workload;
-  std::string workload_name;
-  int64_t requests = 0;
-  double rate_per_s = 1.0;
-  std::string prompt_type;  // trace | distribution | fixed
-  std::string prompt_format;
-  std::string prompt_path;  // resolved
-  int64_t fixed_prompt = 0;
-  int64_t max_prompt_tokens = 0;
-  Json resolved;  // the document with defaults filled in
-};
-
 // True when the document is a dLLM scenario: top-level "kind": "dllm", or no "kind" and either a
-// policy.type that names a dLLM policy (dllm::algorithm_names()) or a `model` that is a diffusion
-// model of root's catalog.
+// policy.type that names a batching policy serving diffusion models or a `model` that is a
+// diffusion model of root's catalog.
 bool is_dllm_document(const Json& doc, const DataRoot& root);
-// True when the file parses as JSON and is a dLLM scenario (false for unreadable files).
-bool is_dllm_scenario_file(const std::string& path, const DataRoot& root);
 
-// Validates `doc`. Throws ConfigError listing every issue.
-DllmScenario parse_dllm_scenario(const Json& doc, const std::string& source,
-                                 const std::string& base_dir, const DataRoot& root);
-// Reads, applies `path=value` overrides, validates. Throws InputError / ConfigError.
-DllmScenario load_dllm_scenario(const std::string& path, const std::vector<std::string>& overrides,
-                                const DataRoot& root);
+// The dLLM part of parse_scenario(): validates `doc`, a dLLM document. Throws ConfigError listing
+// every issue.
+Scenario read_dllm_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
+                            const DataRoot& root);
 
 // The workload: in the dLLM form `requests` Poisson arrivals with prompt lengths from the source;
 // in the ordinary form the workload section's requests. Every request denoises gen_length tokens.
 // Throws InputError for malformed data files, ConfigError for an empty or oversized workload.
-Workload build_dllm_workload(const DllmScenario& s, const DataRoot& root);
+Workload build_dllm_workload(const Scenario& s, const DataRoot& root);
 
 // The override key that sets the scenario's request rate (capacity, plan): workload.arrival.rate
 // (dLLM form and generated workloads) or workload.rate (traces, merges: scaled to that rate).
-std::string dllm_rate_knob(const DllmScenario& s);
+std::string dllm_rate_knob(const Scenario& s);
 // The request rate the scenario offers: its arrival rate, or a trace's requests over its span.
-double dllm_offered_rate(const DllmScenario& s, const DataRoot& root);
+double dllm_offered_rate(const Scenario& s, const DataRoot& root);
 
 // The deployment of one instance (model and GPU from the catalogs, cluster.tp, bf16).
-models::Deployment dllm_deployment(const DllmScenario& s, const DataRoot& root);
+models::Deployment dllm_deployment(const Scenario& s, const DataRoot& root);
+// The cost model of one instance: cost_type over dllm_deployment().
+std::unique_ptr<models::IterationCostModel> make_dllm_cost_model(const Scenario& s,
+                                                                 const DataRoot& root);
 
 }  // namespace servesim::scenarios

@@ -11,6 +11,7 @@
 
 #include "policies/builtin.h"
 #include "scenarios/cost_models.h"
+#include "scenarios/dllm_scenario.h"
 #include "models/cost/serving_engine.h"
 #include "scenarios/json_reader.h"
 #include "core/limits.h"
@@ -550,8 +551,11 @@ void read_engine(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s)
 
 // The `router` and `policy` sections (an engine without a policy runs its own scheduler).
 void read_policies(ObjectReader& top, Scenario& s) {
+  // The diffusion policies' scenarios are read by read_dllm_scenario (scenarios/dllm_scenario.h).
   std::map<std::string, const ParamSchema*> policies;
-  add_schemas(sim::batching_policies(), policies);
+  for (const std::string& name : sim::batching_policy_names(sim::ServedModel::kAutoregressive)) {
+    policies[name] = &sim::batching_policies().get(name).schema;
+  }
   add_schemas(sim::cluster_policies(), policies);
   read_router(top, s.router);
   if (s.engine && s.engine->schedules) {
@@ -811,6 +815,7 @@ void check_deployments(Scenario& s, const Catalogs& catalogs, Issues& issues, Js
 Scenario parse_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
                         const DataRoot& root) {
   policies::register_builtin_policies();
+  if (is_dllm_document(doc, root)) return read_dllm_scenario(doc, source, base_dir, root);
   const Catalogs& catalogs = Catalogs::get(root);
   Issues issues;
   Scenario s;

@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/params.h"
 #include "core/request_spec.h"
+#include "dllm/config.h"
 #include "sim/engine.h"
 #include "sim/records.h"
 #include "policies/engines/engine_model.h"
@@ -140,6 +141,27 @@ struct OutputSpec {
   bool fast_forward = true;  // sim::EngineConfig::fast_forward (same results either way)
 };
 
+// The dLLM form's own workload section: `requests` Poisson arrivals at `rate_per_s`, prompt
+// lengths drawn from a trace, a length distribution or a fixed length (scenarios/dllm_scenario.h).
+struct DllmOwnWorkload {
+  std::string name;
+  int64_t requests = 0;
+  double rate_per_s = 1.0;
+  std::string prompt_type;  // trace | distribution | fixed
+  std::string prompt_format;
+  std::string prompt_path;  // resolved
+  int64_t fixed_prompt = 0;
+  int64_t max_prompt_tokens = 0;  // prompt lengths are clipped to it; 0 = no clip
+};
+
+// What a scenario whose policy serves diffusion LLMs (sim::ServedModel::kDiffusion) holds besides
+// the fields every scenario has; scenarios/dllm_scenario.h reads and uses it.
+struct DllmPart {
+  dllm::DllmConfig config;  // the policy's knobs and the denoise and memory sections
+  // The dLLM form's workload; unset in the ordinary form, whose section is Scenario::workload.
+  std::optional<DllmOwnWorkload> own_workload;
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -167,6 +189,11 @@ struct Scenario {
   // its output stops at the context's end).
   int64_t max_context_tokens = 0;
   bool truncate_context = false;
+  // Set when the policy serves diffusion LLMs: then model, cluster.gpu / instances / tp, router,
+  // policy, cost_type, slo and workload (null in the dLLM form) are the dLLM deployment's, and the
+  // fields above that only autoregressive serving has (groups, engine, network, output, context)
+  // keep their defaults; app/dllm_run.h runs it.
+  std::optional<DllmPart> dllm;
   Json resolved;                   // the whole resolved document
 };
 
@@ -183,7 +210,9 @@ class DeploymentError : public ConfigError {
 // Missing intermediate objects are created. Throws ConfigError for a malformed override.
 void apply_overrides(Json& doc, const std::vector<std::string>& overrides);
 
-// Validates `doc` (see the contract above). `source` names the document in messages.
+// Validates `doc` (see the contract above). `source` names the document in messages. A
+// diffusion-LLM document (is_dllm_document, scenarios/dllm_scenario.h) is read by the dLLM section
+// readers into a Scenario with its dllm part set.
 Scenario parse_scenario(const Json& doc, const std::string& source, const std::string& base_dir,
                         const DataRoot& root);
 

@@ -7,6 +7,14 @@ Registry<BatchingPolicyEntry>& batching_policies() {
   return registry;
 }
 
+std::vector<std::string> batching_policy_names(ServedModel kind) {
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : batching_policies().entries()) {
+    if (entry.serves == kind) out.push_back(name);
+  }
+  return out;
+}
+
 Registry<RoutingPolicyEntry>& routing_policies() {
   static Registry<RoutingPolicyEntry> registry("router");
   return registry;

@@ -101,9 +101,18 @@ class RoutingPolicy {
   }
 };
 
+// The kind of model a batching policy serves.
+enum class ServedModel {
+  kAutoregressive,  // token by token: prefill, then one decode step per output token
+  kDiffusion,       // diffusion LLMs: denoising passes over masked tokens (policies/dllm.h)
+};
+
 struct BatchingPolicyEntry {
   std::string description;
   ParamSchema schema;
+  // Builds the policy of one instance from its knobs. Unset for a diffusion policy: its
+  // instances need each request's denoising plan besides the knobs, and policies/dllm.h builds
+  // them (make_dllm_instance) from the scenario's dLLM part.
   std::function<std::unique_ptr<BatchingPolicy>(const ParamValues&)> make;
   // Sizes an instance's memory plan from the policy's own knobs (KV block size, memory fraction,
   // token budget, sequence limit), over the plan's defaults in `memory`. Unset: the policy has
@@ -112,6 +121,7 @@ struct BatchingPolicyEntry {
   // The longest prompt the policy's knobs let an instance take (a prompt that must fit in one
   // iteration's token budget without chunked prefill); 0 or unset: no limit of the policy's.
   std::function<int64_t(const ParamValues&)> max_prompt_tokens;
+  ServedModel serves = ServedModel::kAutoregressive;
 };
 
 struct RoutingPolicyEntry {
@@ -243,6 +253,8 @@ struct ClusterPolicyEntry {
 
 // Function-local static registries (no static-initialisation-order dependence).
 Registry<BatchingPolicyEntry>& batching_policies();
+// The names of the batching policies that serve `kind` of model, sorted.
+std::vector<std::string> batching_policy_names(ServedModel kind);
 Registry<RoutingPolicyEntry>& routing_policies();
 Registry<ClusterPolicyEntry>& cluster_policies();
 

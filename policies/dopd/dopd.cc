@@ -527,34 +527,30 @@ std::vector<ConfigIssue> check_elastic_pools(const std::string& policy, const Pa
   return issues;
 }
 
-sim::ClusterPolicyEntry elastic_pool_entry(const std::string& name, std::string description,
-                                           ParamSchema schema,
-                                           sim::ClusterLayout (*make)(const ParamValues&)) {
-  return {std::move(description), std::move(schema), make,
-          [name](const ParamValues& v, const sim::ClusterPolicyFacts& facts) {
-            return check_elastic_pools(name, v, facts);
-          }};
+// Registers the elastic pool policy `name`: its check names it in its messages.
+void add_elastic_pool(const std::string& name, std::string description, ParamSchema schema,
+                      sim::ClusterLayout (*make)(const ParamValues&)) {
+  sim::cluster_policies().add(name,
+                              {std::move(description), std::move(schema), make,
+                               [name](const ParamValues& v, const sim::ClusterPolicyFacts& facts) {
+                                 return check_elastic_pools(name, v, facts);
+                               }});
 }
 
 }  // namespace
 
 void register_dopd() {
-  auto& reg = sim::cluster_policies();
-  reg.add("dopd", elastic_pool_entry(
-                      "dopd",
-                      "DOPD: forecast-driven optimal P/D ratio, elastic pools with burst bypass, "
-                      "length-aware prefill batching, short prompts prefilled on decode instances",
-                      dopd_schema(), make_dopd_layout));
-  reg.add(
-      "dyn-load",
-      elastic_pool_entry(
-          "dyn-load", "Dynamo's load-based planner: elastic P/D pools on queue and KV thresholds",
-          dyn_load_schema(), make_dyn_load_layout));
-  reg.add("dyn-sla", elastic_pool_entry("dyn-sla",
-                                        "Dynamo's SLA-based planner: elastic P/D pools sized from "
-                                        "forecasts and profiled throughput within the latency "
-                                        "targets",
-                                        dyn_sla_schema(), make_dyn_sla_layout));
+  add_elastic_pool("dopd",
+                   "DOPD: forecast-driven optimal P/D ratio, elastic pools with burst bypass, "
+                   "length-aware prefill batching, short prompts prefilled on decode instances",
+                   dopd_schema(), make_dopd_layout);
+  add_elastic_pool("dyn-load",
+                   "Dynamo's load-based planner: elastic P/D pools on queue and KV thresholds",
+                   dyn_load_schema(), make_dyn_load_layout);
+  add_elastic_pool("dyn-sla",
+                   "Dynamo's SLA-based planner: elastic P/D pools sized from forecasts and "
+                   "profiled throughput within the latency targets",
+                   dyn_sla_schema(), make_dyn_sla_layout);
 }
 
 }  // namespace servesim::policies::dopd

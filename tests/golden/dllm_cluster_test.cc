@@ -129,10 +129,10 @@ TEST(DllmCluster, OrdinaryFormRunsBehindItsRouterAndStoresItsSloAttainment) {
 // An unloaded request's latency is its denoising time, whichever form describes it.
 TEST(DllmCluster, ALoneRequestTakesTheSameTimeInBothForms) {
   const scenarios::DataRoot root = scenarios::DataRoot::discover();
-  const scenarios::DllmScenario dllm_form = scenarios::load_dllm_scenario(
+  const scenarios::Scenario dllm_form = scenarios::load_scenario(
       kScenario, {"workload.requests=1", "workload.prompts={\"type\":\"fixed\",\"tokens\":700}"},
       root);
-  const scenarios::DllmScenario ordinary = scenarios::load_dllm_scenario(
+  const scenarios::Scenario ordinary = scenarios::load_scenario(
       kOrdinary,
       {"cluster.instances=1",
        "workload={\"type\":\"generated\",\"count\":1,\"arrival\":{\"rate\":1},"

@@ -239,7 +239,7 @@ TEST(PlanDllm, PrunesWhatCannotFitAndReproducesWithRun) {
     if (tight) {
       // Simulated anyway, it runs out of memory.
       const Json d = app::config_document(spec, c, criteria, std::nullopt);
-      const auto s = scenarios::parse_dllm_scenario(d, "test", spec.base_dir, root);
+      const auto s = scenarios::parse_scenario(d, "test", spec.base_dir, root);
       EXPECT_FALSE(app::run_dllm(s, root, "").oom.empty());
     }
   }

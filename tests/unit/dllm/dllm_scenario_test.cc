@@ -1,10 +1,13 @@
 #include "scenarios/dllm_scenario.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "dllm/denoise.h"
 #include "policies/builtin.h"
 #include "policies/dllm.h"
+#include "sim/policy_api.h"
 
 namespace servesim::scenarios {
 namespace {
@@ -17,13 +20,13 @@ Json base() {
 }
 
 TEST(DllmScenario, DefaultsAreTable3) {
-  const DllmScenario s = parse_dllm_scenario(base(), "t.json", ".", DataRoot::discover());
+  const Scenario s = parse_scenario(base(), "t.json", ".", DataRoot::discover());
   EXPECT_EQ(s.model, "llada-8b-instruct");
-  EXPECT_EQ(s.config.denoise.gen_length, 256);
-  EXPECT_EQ(s.config.denoise.steps, 256);
-  EXPECT_EQ(s.config.denoise.block, 32);
-  EXPECT_DOUBLE_EQ(s.config.denoise.retention, 0.5);
-  EXPECT_EQ(s.config.max_num_logits, 2048);
+  EXPECT_EQ(s.dllm->config.denoise.gen_length, 256);
+  EXPECT_EQ(s.dllm->config.denoise.steps, 256);
+  EXPECT_EQ(s.dllm->config.denoise.block, 32);
+  EXPECT_DOUBLE_EQ(s.dllm->config.denoise.retention, 0.5);
+  EXPECT_EQ(s.dllm->config.max_num_logits, 2048);
   EXPECT_EQ(s.resolved["denoise"]["steps"], 256);
   const Workload w = build_dllm_workload(s, DataRoot::discover());
   ASSERT_EQ(w.requests.size(), 5u);
@@ -36,7 +39,7 @@ TEST(DllmScenario, PolicyTypeSelectsTheDllmSchemaWithoutKind) {
   EXPECT_TRUE(is_dllm_document(doc, DataRoot::discover()));
   doc.erase("kind");
   EXPECT_TRUE(is_dllm_document(doc, DataRoot::discover()));  // dllm-serve is a dLLM policy
-  const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+  const Scenario s = parse_scenario(doc, "t.json", ".", DataRoot::discover());
   EXPECT_EQ(s.resolved["kind"], "dllm");
   for (const char* type : {"fast-dllm", "dllm-cache", "sparse-dllm", "vanilla"}) {
     doc["policy"]["type"] = type;
@@ -63,7 +66,7 @@ TEST(DllmScenario, EveryErrorCarriesItsPath) {
   doc["denoise"] = {{"gen_length", 250}};
   doc["workload"]["prompts"] = {{"type", "trace"}, {"format", "azure"}, {"path", "nope.csv"}};
   try {
-    parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+    parse_scenario(doc, "t.json", ".", DataRoot::discover());
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     std::vector<std::string> paths;
@@ -75,7 +78,7 @@ TEST(DllmScenario, EveryErrorCarriesItsPath) {
   Json bad = base();
   bad["denoise"] = {{"gen_length", 250}};
   try {
-    parse_dllm_scenario(bad, "t.json", ".", DataRoot::discover());
+    parse_scenario(bad, "t.json", ".", DataRoot::discover());
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     ASSERT_EQ(e.issues().size(), 1u);
@@ -85,29 +88,29 @@ TEST(DllmScenario, EveryErrorCarriesItsPath) {
 }
 
 TEST(DllmScenario, ClusterAndVariationsDefaultOff) {
-  const DllmScenario s = parse_dllm_scenario(base(), "t.json", ".", DataRoot::discover());
-  EXPECT_EQ(s.instances, 1);
-  EXPECT_EQ(s.tp, 1);
+  const Scenario s = parse_scenario(base(), "t.json", ".", DataRoot::discover());
+  EXPECT_EQ(s.cluster.instances, 1);
+  EXPECT_EQ(s.cluster.tp, 1);
   EXPECT_EQ(s.router.type, "round_robin");
-  EXPECT_FALSE(s.config.variation.any());
+  EXPECT_FALSE(s.dllm->config.variation.any());
   EXPECT_FALSE(s.resolved["denoise"].contains("eos_length"));
   Json doc = base();
   doc["cluster"] = {{"instances", 2}, {"tp", 2}, {"router", "least_outstanding"}};
   doc["denoise"] = {{"eos_length", {{"min", 10}, {"max", 100}}},
                     {"tokens_per_step", {{"min", 1}, {"max", 3}}}};
-  const DllmScenario v = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
-  EXPECT_EQ(v.instances, 2);
+  const Scenario v = parse_scenario(doc, "t.json", ".", DataRoot::discover());
+  EXPECT_EQ(v.cluster.instances, 2);
   EXPECT_EQ(dllm_deployment(v, DataRoot::discover()).tp, 2);
   EXPECT_EQ(v.router.type, "least_outstanding");
-  EXPECT_EQ(v.config.variation.eos_min, 10);
-  EXPECT_EQ(v.config.variation.eos_max, 100);
-  EXPECT_EQ(v.config.variation.accept_max, 3);
+  EXPECT_EQ(v.dllm->config.variation.eos_min, 10);
+  EXPECT_EQ(v.dllm->config.variation.eos_max, 100);
+  EXPECT_EQ(v.dllm->config.variation.accept_max, 3);
 }
 
-// The issues parse_dllm_scenario() reports for `doc`: their paths, or "path: message" lines.
+// The issues parse_scenario() reports for `doc`: their paths, or "path: message" lines.
 std::vector<std::string> issues_of(const Json& doc, bool with_messages = false) {
   try {
-    parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+    parse_scenario(doc, "t.json", ".", DataRoot::discover());
   } catch (const ConfigError& e) {
     std::vector<std::string> out;
     for (const auto& i : e.issues()) out.push_back(with_messages ? i.path + ": " + i.message : i.path);
@@ -135,26 +138,32 @@ TEST(DllmScenario, ClusterAndVariationErrorsCarryTheirPaths) {
 // Every dLLM policy's knobs come from its registry entry: listed, validated and applied alike.
 TEST(DllmScenario, PolicyKnobsComeFromTheRegistry) {
   policies::register_builtin_policies();
-  EXPECT_EQ(policies::dllm_policies().names().size(), dllm::algorithm_names().size());
+  std::vector<std::string> algorithms = dllm::algorithm_names();
+  std::sort(algorithms.begin(), algorithms.end());
+  EXPECT_EQ(sim::batching_policy_names(sim::ServedModel::kDiffusion), algorithms);
   for (const std::string& name : dllm::algorithm_names()) {
     SCOPED_TRACE(name);
-    ASSERT_TRUE(policies::dllm_policies().contains(name));
+    ASSERT_TRUE(sim::batching_policies().contains(name));
+    EXPECT_FALSE(sim::batching_policies().get(name).make);  // built by policies/dllm.h
     Json doc = base();
     doc["policy"] = {{"type", name}};
-    const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+    const Scenario s = parse_scenario(doc, "t.json", ".", DataRoot::discover());
     // The defaults of a policy section without knobs are the schema's defaults.
     dllm::DllmConfig expected;
     expected.algorithm = dllm::parse_algorithm(name);
     policies::apply_dllm_policy_params(
-        ParamValues::defaults(policies::dllm_policies().get(name).schema), expected);
-    EXPECT_EQ(s.config.max_num_batched_tokens, expected.max_num_batched_tokens);
-    EXPECT_EQ(s.config.max_batch_size, expected.max_batch_size);
-    EXPECT_EQ(s.config.request_overhead, expected.request_overhead);
+        ParamValues::defaults(sim::batching_policies().get(name).schema), expected);
+    EXPECT_EQ(s.dllm->config.max_num_batched_tokens, expected.max_num_batched_tokens);
+    EXPECT_EQ(s.dllm->config.max_batch_size, expected.max_batch_size);
+    EXPECT_EQ(s.dllm->config.request_overhead, expected.request_overhead);
+    // The scenario names the policy and its knobs as it names any other.
+    EXPECT_EQ(s.policy.type, name);
+    EXPECT_EQ(s.policy.params.get_duration("request_overhead"), expected.request_overhead);
     // A knob of the other family is an unknown key of this policy.
     const bool serve = name == "dllm-serve";
     doc["policy"][serve ? "max_batch_size" : "max_num_logits"] = 4;
     try {
-      parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
+      parse_scenario(doc, "t.json", ".", DataRoot::discover());
       FAIL() << "expected ConfigError";
     } catch (const ConfigError& e) {
       ASSERT_EQ(e.issues().size(), 1u);
@@ -167,11 +176,32 @@ TEST(DllmScenario, PolicyKnobsComeFromTheRegistry) {
   Json doc = base();
   doc["policy"]["request_overhead"] = "1ms";
   doc["policy"]["max_num_logits"] = 1024;
-  const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", DataRoot::discover());
-  EXPECT_EQ(s.config.request_overhead, Duration{1'000'000});
-  EXPECT_EQ(s.config.max_num_logits, 1024);
-  EXPECT_EQ(parse_dllm_scenario(base(), "t.json", ".", DataRoot::discover()).config.request_overhead,
-            dllm::kDllmServeRequestOverhead);
+  const Scenario s = parse_scenario(doc, "t.json", ".", DataRoot::discover());
+  EXPECT_EQ(s.dllm->config.request_overhead, Duration{1'000'000});
+  EXPECT_EQ(s.dllm->config.max_num_logits, 1024);
+  EXPECT_EQ(
+      parse_scenario(base(), "t.json", ".", DataRoot::discover()).dllm->config.request_overhead,
+      dllm::kDllmServeRequestOverhead);
+}
+
+// One parser reads both kinds: a document is a dLLM scenario by its policy or its model, and an
+// LLM scenario's policy section offers only the policies serving autoregressive models.
+TEST(DllmScenario, TheOneParserTellsTheKindsApart) {
+  const Scenario d = parse_scenario(base(), "t.json", ".", DataRoot::discover());
+  ASSERT_TRUE(d.dllm.has_value());
+  EXPECT_EQ(d.policy.type, "dllm-serve");
+  EXPECT_EQ(d.cluster.gpu, "l40s");
+  EXPECT_TRUE(d.groups.empty());  // no LLM instance groups
+  const Json llm = Json::parse(R"({"model": "llama-3.1-8b", "cluster": {"gpu": "h100_sxm"},
+    "policy": {"type": "nope"},
+    "workload": {"type": "generated", "count": 2, "arrival": {"rate": 1},
+                 "lengths": {"type": "fixed", "prompt": 10, "output": 10}}})");
+  const std::vector<std::string> got = issues_of(llm, true);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].rfind("policy.type: expected one of coloc, ", 0), 0u) << got[0];
+  for (const std::string& name : dllm::algorithm_names()) {
+    EXPECT_EQ(got[0].find(name), std::string::npos) << got[0];
+  }
 }
 
 // The ordinary scenario form: cluster.gpu, a router section, an LLM workload section, an slo.
@@ -191,9 +221,9 @@ TEST(DllmScenario, OrdinaryFormParsesLikeAnLlmScenario) {
   const DataRoot root = DataRoot::discover();
   const Json doc = ordinary();
   ASSERT_TRUE(is_dllm_document(doc, root));
-  const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", root);
-  EXPECT_EQ(s.gpu, "l40s");
-  EXPECT_EQ(s.instances, 2);
+  const Scenario s = parse_scenario(doc, "t.json", ".", root);
+  EXPECT_EQ(s.cluster.gpu, "l40s");
+  EXPECT_EQ(s.cluster.instances, 2);
   EXPECT_EQ(s.router.type, "least_outstanding");
   ASSERT_TRUE(s.slo.ttft.has_value());
   EXPECT_EQ(*s.slo.ttft, Duration{30'000'000'000});
@@ -215,7 +245,7 @@ TEST(DllmScenario, OrdinaryTraceWorkloadKeepsItsArrivalsAndScalesByRate) {
   Json doc = ordinary();
   doc["workload"] = Json::parse(R"({"type": "trace", "format": "azure",
     "path": "traces/data/azure_llm_2023/AzureLLMInferenceTrace_code.csv", "first_n": 50})");
-  const DllmScenario s = parse_dllm_scenario(doc, "t.json", ".", root);
+  const Scenario s = parse_scenario(doc, "t.json", ".", root);
   EXPECT_EQ(dllm_rate_knob(s), "workload.rate");
   const Workload w = build_dllm_workload(s, root);
   ASSERT_EQ(w.requests.size(), 50u);
@@ -223,7 +253,7 @@ TEST(DllmScenario, OrdinaryTraceWorkloadKeepsItsArrivalsAndScalesByRate) {
   const double rate = dllm_offered_rate(s, root);
   EXPECT_DOUBLE_EQ(rate, 49 / to_seconds(w.requests.back().arrival));
   doc["workload"]["rate"] = 2 * rate;
-  const DllmScenario faster = parse_dllm_scenario(doc, "t.json", ".", root);
+  const Scenario faster = parse_scenario(doc, "t.json", ".", root);
   EXPECT_NEAR(dllm_offered_rate(faster, root), 2 * rate, 1e-6 * rate);
 }
 
@@ -263,10 +293,9 @@ TEST(DllmScenario, ShippedScenariosValidate) {
   for (const char* f : {"l40s_livebench", "l40s_burst", "l40s_osc", "rtx4090_livebench",
                         "rtx4090_burst", "rtx4090_osc", "l40s_azure_code"}) {
     const std::string path = std::string("scenarios/dllm/") + f + ".json";
-    EXPECT_TRUE(is_dllm_scenario_file(path, DataRoot::discover())) << path;
-    EXPECT_NO_THROW(load_dllm_scenario(path, {}, DataRoot::discover())) << path;
+    EXPECT_TRUE(load_scenario(path, {}, DataRoot::discover()).dllm.has_value()) << path;
   }
-  EXPECT_FALSE(is_dllm_scenario_file("scenarios/quickstart.json", DataRoot::discover()));
+  EXPECT_FALSE(load_scenario("scenarios/quickstart.json", {}, DataRoot::discover()).dllm);
 }
 
 }  // namespace
