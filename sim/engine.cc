@@ -495,6 +495,7 @@ RunResult Engine::Impl::run() {
     now = e.time;
     fingerprint(e);
     result.events++;
+    if (e.target >= 0) mark_load_stale(static_cast<size_t>(e.target));
     switch (e.kind) {
       case EventKind::kArrival:
         on_arrival(e.request);

@@ -136,13 +136,32 @@ void Engine::Impl::apply_split(const ClusterView& view, const RequestSpec& spec,
   extras[static_cast<size_t>(spec.id)].split_tokens = d.split_tokens;
 }
 
-void Engine::Impl::on_route() {
-  route_pending = false;
-  queues_view.resize(instances.size());
-  for (size_t i = 0; i < instances.size(); ++i) {
+void Engine::Impl::mark_load_stale(size_t i) {
+  if (load_stale.size() < instances.size()) load_stale.resize(instances.size(), 0);
+  if (load_stale[i]) return;
+  load_stale[i] = 1;
+  stale_loads.push_back(i);
+}
+
+void Engine::Impl::refresh_route_views() {
+  const auto refresh = [&](size_t i) {
     refresh_load(i);
     queues_view[i] = {&instances[i].running, &instances[i].waiting, instances[i].batch_end};
+  };
+  if (queues_view.size() != instances.size() || views_of != instances.data()) {
+    queues_view.resize(instances.size());
+    for (size_t i = 0; i < instances.size(); ++i) refresh(i);
+    views_of = instances.data();
+  } else {
+    for (size_t i : stale_loads) refresh(i);
   }
+  for (size_t i : stale_loads) load_stale[i] = 0;
+  stale_loads.clear();
+}
+
+void Engine::Impl::on_route() {
+  route_pending = false;
+  refresh_route_views();
   for (RequestId id : pending_route) {
     const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
     ClusterView view{now, &loads, instances.front().setup.block_size, &queues_view, &kv.lookup()};
@@ -151,6 +170,7 @@ void Engine::Impl::on_route() {
       throw std::logic_error(fmt::format("router returned instance {} of {}", target,
                                          instances.size()));
     }
+    mark_load_stale(static_cast<size_t>(target));
     InstanceState& inst = instances[static_cast<size_t>(target)];
     RequestState& rs = requests[static_cast<size_t>(id)];
     rs.instance = target;

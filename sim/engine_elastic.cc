@@ -80,7 +80,10 @@ void Engine::Impl::on_instance_ready(size_t i) {
 }
 
 void Engine::Impl::on_control() {
-  for (size_t i = 0; i < instances.size(); ++i) refresh_load(i);
+  for (size_t i = 0; i < instances.size(); ++i) {
+    refresh_load(i);
+    mark_load_stale(i);  // the decisions below may drain or retire any of them
+  }
   ControlView view{now, &loads, &observed_arrivals, &observed_finishes,
                    static_cast<int64_t>(handoffs.size())};
   ScalingDecision d;

@@ -93,6 +93,14 @@ struct Engine::Impl {
   bool route_pending = false;
   std::vector<InstanceLoad> loads;
   std::vector<InstanceQueues> queues_view;
+  // The instances whose load or queue view may have changed since on_route() last refreshed them:
+  // each event's target, each routed request's instance, both ends of a KV hand-off, every
+  // instance at a control tick. on_route() refreshes only these (a fleet's routing costs what
+  // changed, not its size); load_stale[i] says whether i is listed. views_of: instances.data()
+  // when queues_view was last built (an added instance moves them all: every view is rebuilt).
+  std::vector<size_t> stale_loads;
+  std::vector<uint8_t> load_stale;
+  const InstanceState* views_of = nullptr;
 
   // Disaggregation: prefilled requests waiting for room on a decode instance (FIFO), requests
   // whose KV is on the wire, and when each link is next free.
@@ -169,6 +177,9 @@ struct Engine::Impl {
   void on_arrival(RequestId id);
 
   void refresh_load(size_t i);
+  void mark_load_stale(size_t i);
+  // Brings loads and queues_view up to date for on_route() (see stale_loads).
+  void refresh_route_views();
 
   // Asks the router whether to split the request it just placed on `target`.
   void apply_split(const ClusterView& view, const RequestSpec& spec, int32_t target, SeqView& seq,
