@@ -46,7 +46,7 @@ StoredRun make_stored_dllm_run(
     const std::vector<std::pair<std::string, std::string>>& extra_params) {
   StoredRun run;
   run.info.scenario = s.name;
-  run.info.policy = dllm::algorithm_name(s.dllm->config.algorithm);
+  run.info.policy = s.policy.type;
   run.info.router = s.router.type;
   run.info.workload = o.workload;
   run.info.code_rev = SERVESIM_VERSION;
@@ -149,9 +149,9 @@ reports::RunSummary summarize_dllm(const scenarios::Scenario& s, const DllmOutco
 std::string format_dllm_summary(const scenarios::Scenario& s, const DllmOutcome& o) {
   std::string out;
   out += fmt::format("scenario   {} ({})\n", s.name, s.source);
-  out += fmt::format("deployment {} on {} x {} (tp{}) behind {}, policy {}\n", s.model,
-                     s.cluster.instances, s.cluster.gpu, s.cluster.tp, s.router.type,
-                     dllm::algorithm_name(s.dllm->config.algorithm));
+  out +=
+      fmt::format("deployment {} on {} x {} (tp{}) behind {}, policy {}\n", s.model,
+                  s.cluster.instances, s.cluster.gpu, s.cluster.tp, s.router.type, s.policy.type);
   out += fmt::format("workload   {}\n", o.workload);
   out += fmt::format("cost model {}\n", o.cost_model);
   if (!o.oom.empty()) {

@@ -333,7 +333,7 @@ int cmd_check_dllm(const scenarios::Scenario& s, const scenarios::DataRoot& root
   fmt::print("scenario   {} ({}), diffusion LLM\n", s.name, s.source);
   fmt::print("model      {} on {} x {} (tp{}) behind {}\n", s.model, s.cluster.instances,
              s.cluster.gpu, s.cluster.tp, s.router.type);
-  fmt::print("policy     {}\n", s.resolved["policy"]["type"].get<std::string>());
+  fmt::print("policy     {}\n", s.policy.type);
   fmt::print("cost model {}\n", cost->describe());
   fmt::print("workload   {} ({} requests)\n", w.description, w.requests.size());
   fmt::print("resolved scenario:\n{}\n", s.resolved.dump(2));

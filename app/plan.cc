@@ -581,7 +581,7 @@ void prune_dllm_config(const PlanSpec& p, PlanConfig& c, const Json& doc,
     c.reason = e.what();
     return;
   }
-  c.policy = dllm::algorithm_name(s.dllm->config.algorithm);
+  c.policy = s.policy.type;
   c.num_gpus = s.cluster.instances * s.cluster.tp;
   if (c.gpu.empty()) c.gpu = s.cluster.gpu;
   set_cost(p, c);

@@ -137,7 +137,6 @@ void Engine::Impl::apply_split(const ClusterView& view, const RequestSpec& spec,
 }
 
 void Engine::Impl::mark_load_stale(size_t i) {
-  if (load_stale.size() < instances.size()) load_stale.resize(instances.size(), 0);
   if (load_stale[i]) return;
   load_stale[i] = 1;
   stale_loads.push_back(i);

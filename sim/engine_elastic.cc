@@ -59,6 +59,7 @@ void Engine::Impl::add_instance(InstanceRole role) {
   instances.push_back(std::move(st));
   loads.resize(instances.size());
   decode_loads.resize(instances.size());
+  load_stale.resize(instances.size(), 0);
   result.instances.resize(instances.size());
   const Duration delay = role == InstanceRole::kDecode ? config.elastic.startup_decode
                                                        : config.elastic.startup_prefill;

@@ -96,8 +96,9 @@ struct Engine::Impl {
   // The instances whose load or queue view may have changed since on_route() last refreshed them:
   // each event's target, each routed request's instance, both ends of a KV hand-off, every
   // instance at a control tick. on_route() refreshes only these (a fleet's routing costs what
-  // changed, not its size); load_stale[i] says whether i is listed. views_of: instances.data()
-  // when queues_view was last built (an added instance moves them all: every view is rebuilt).
+  // changed, not its size); load_stale[i] (sized with loads) says whether i is listed. views_of:
+  // instances.data() when queues_view was last built (an added instance moves them all: every view
+  // is rebuilt).
   std::vector<size_t> stale_loads;
   std::vector<uint8_t> load_stale;
   const InstanceState* views_of = nullptr;
