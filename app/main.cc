@@ -417,6 +417,7 @@ int cmd_list(const std::string& what) {
         notes += fmt::format(", {} dense layers", m.num_layers - m.moe->num_moe_layers);
       }
       if (m.mla) notes += ", MLA";
+      if (m.dsa) notes += fmt::format(" + sparse attention (top {})", m.dsa->index_topk);
       if (m.num_sliding_layers > 0) {
         notes += fmt::format(", {} sliding-window layers ({})", m.num_sliding_layers,
                              m.sliding_window);

@@ -144,6 +144,13 @@ int run_models_import(const std::string& config_path, const ModelsImportOptions&
         m.mla->kv_lora_rank, m.mla->qk_rope_head_dim, m.mla->q_lora_rank, m.mla->qk_head_dim(),
         m.mla->v_head_dim);
   }
+  if (m.dsa) {
+    out << fmt::format(
+        "  attention     DeepSeek Sparse Attention: an indexer of {} heads x {} scores every "
+        "cached key, attention over the top {}; indexer key {} bytes per token and layer\n",
+        m.dsa->index_heads, m.dsa->index_head_dim, m.dsa->index_topk,
+        m.dsa->index_key_bytes_per_token());
+  }
   if (m.num_sliding_layers > 0) {
     out << fmt::format("  attention     {} of {} layers attend over a sliding window of {} tokens\n",
                        m.num_sliding_layers, m.num_layers, m.sliding_window);

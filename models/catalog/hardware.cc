@@ -213,6 +213,18 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Ca
     }
     spec.mla = mla;
   }
+  if (const CatalogJson* it = optional_block(reader, doc, "dsa")) {
+    if (!spec.mla) {
+      reader.fail("dsa",
+                  "DeepSeek Sparse Attention needs an \"mla\" section (it indexes MLA's latent "
+                  "cache)");
+    }
+    DsaSpec dsa;
+    dsa.index_heads = reader.positive_integer(*it, "dsa", "index_n_heads");
+    dsa.index_head_dim = reader.positive_integer(*it, "dsa", "index_head_dim");
+    dsa.index_topk = reader.positive_integer(*it, "dsa", "index_topk");
+    spec.dsa = dsa;
+  }
   if (const CatalogJson* it = optional_block(reader, doc, "attention_window")) {
     spec.sliding_window = reader.positive_integer(*it, "attention_window", "sliding_window");
     spec.num_sliding_layers = reader.positive_int(*it, "attention_window", "num_sliding_layers");
@@ -225,11 +237,14 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Ca
   }
   const int64_t kv_16bit = reader.positive_integer(doc, root, "kv_cache_bytes_per_token_16bit");
   if (kv_16bit != spec.kv_bytes_per_token(Dtype::kBf16)) {
-    reader.fail("kv_cache_bytes_per_token_16bit",
-                fmt::format("expected {} * 2 = {}, got {}",
-                            spec.mla ? "num_layers * (mla.kv_lora_rank + mla.qk_rope_head_dim)"
-                                     : "2 * num_layers * num_key_value_heads * head_dim",
-                            spec.kv_bytes_per_token(Dtype::kBf16), kv_16bit));
+    reader.fail(
+        "kv_cache_bytes_per_token_16bit",
+        fmt::format("expected {} = {}, got {}",
+                    spec.dsa   ? "num_layers * ((mla.kv_lora_rank + mla.qk_rope_head_dim) "
+                                 "* 2 + the indexer key's bytes)"
+                    : spec.mla ? "num_layers * (mla.kv_lora_rank + mla.qk_rope_head_dim) * 2"
+                               : "2 * num_layers * num_key_value_heads * head_dim * 2",
+                    spec.kv_bytes_per_token(Dtype::kBf16), kv_16bit));
   }
   spec.diffusion = optional_block(reader, doc, "diffusion_llm") != nullptr;
   return spec;
@@ -361,6 +376,13 @@ double GpuSpec::tp_link_bytes_per_s(int tp) const {
 }
 
 int64_t ModelSpec::kv_bytes_per_token_per_layer(Dtype kv_dtype) const {
+  if (dsa) {
+    const int64_t latent = mla->kv_lora_rank;
+    const int64_t cache = kv_dtype == Dtype::kBf16
+                              ? 2 * mla->kv_elements_per_token()
+                              : latent + 4 * ((latent + 127) / 128) + 2 * mla->qk_rope_head_dim;
+    return cache + dsa->index_key_bytes_per_token();
+  }
   const int64_t elements = mla ? mla->kv_elements_per_token() : 2 * num_kv_heads * head_dim;
   return elements * dtype_bytes(kv_dtype);
 }

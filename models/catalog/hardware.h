@@ -116,6 +116,22 @@ struct MlaSpec {
   int64_t kv_elements_per_token() const { return kv_lora_rank + qk_rope_head_dim; }
 };
 
+// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5), on top of MLA. Per layer a lightning indexer
+// scores every cached key for each query: index_heads heads of index_head_dim, FP8 in the engines,
+// weighted by a per-head gate and summed after a ReLU; the query then attends (MLA in its absorbed,
+// multi-query form) to the index_topk best-scoring keys only, so at most index_topk key positions
+// per query. The indexer keeps its own key per token and layer: index_head_dim FP8 bytes plus one
+// fp32 scale per 128 of them (132 bytes for index_head_dim 128), whatever the KV dtype.
+struct DsaSpec {
+  int64_t index_heads = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_topk = 0;
+
+  int64_t index_key_bytes_per_token() const {
+    return index_head_dim + 4 * ((index_head_dim + 127) / 128);
+  }
+};
+
 struct ModelSpec {
   std::string key;  // catalog key, e.g. "llama-3.1-8b"
   std::string name;
@@ -138,6 +154,7 @@ struct ModelSpec {
   bool tie_word_embeddings = false;
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
+  std::optional<DsaSpec> dsa;  // only with mla
   // Sliding-window attention (gpt-oss): num_sliding_layers layers attend only to the last
   // sliding_window keys (the query included) and keep only those keys' KV; the other layers attend
   // over the whole context. 0 / 0 when every layer is full attention.
@@ -148,7 +165,10 @@ struct ModelSpec {
   bool diffusion = false;  // a diffusion LLM (LLaDA, Dream)
 
   // KV bytes one layer keeps per token at the given KV dtype: 2 * kv_heads * head_dim, or for MLA
-  // kv_lora_rank + qk_rope_head_dim (one latent shared by K and V and by every head).
+  // kv_lora_rank + qk_rope_head_dim (one latent shared by K and V and by every head). DSA adds the
+  // indexer's key (DsaSpec::index_key_bytes_per_token), and its FP8 cache is the layout of the
+  // engines' sparse MLA kernels (FlashMLA's, in vLLM and SGLang): the latent in FP8, one fp32
+  // scale per 128 of it, the rotary key in 16 bits (656 bytes for DeepSeek-V3.2).
   int64_t kv_bytes_per_token_per_layer(Dtype kv_dtype) const;
   // KV bytes per token for the whole model, every layer (sliding-window layers included, as for a
   // context within the window): num_layers * kv_bytes_per_token_per_layer.

@@ -47,6 +47,7 @@ struct ArchRules {
   bool expert_bias = false;          // gpt-oss: gate_up and down biases per expert
   bool attention_sinks = false;      // gpt-oss: one sink logit per head and layer
   bool mla = false;                  // multi-head latent attention (DeepSeek-V3, Kimi-K2)
+  bool dsa = false;                  // DeepSeek Sparse Attention over MLA (DeepSeek-V3.2, GLM-5)
   bool qkv_bias = false;             // q/k/v projections always carry a bias (Qwen2)
   bool attention_bias_key = false;   // attention_bias adds q/k/v/o biases (Llama, Qwen3)
   bool attention_bias_qkv_only = false;  // GLM-4.5: attention_bias adds q/k/v biases, o has none
@@ -122,6 +123,17 @@ const std::vector<ArchRules>& arch_rules() {
     ArchRules kimi_k2 = deepseek_v3;
     kimi_k2.model_type = "kimi_k2";
     r.push_back(kimi_k2);
+
+    // DeepSeek-V3.2 (DeepseekV32ForCausalLM) and GLM-5 (GlmMoeDsaForCausalLM): DeepSeek-V3's
+    // layout plus a lightning indexer in every layer (DeepSeek Sparse Attention).
+    ArchRules deepseek_v32 = deepseek_v3;
+    deepseek_v32.model_type = "deepseek_v32";
+    deepseek_v32.dsa = true;
+    r.push_back(deepseek_v32);
+    ArchRules glm_moe_dsa = deepseek_v32;
+    glm_moe_dsa.model_type = "glm_moe_dsa";
+    glm_moe_dsa.default_norm_eps = 1e-5;
+    r.push_back(glm_moe_dsa);
 
     // GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): DeepSeek-V3's MoE layout (routed and shared
     // experts, first_k_dense_replace dense layers, a score-correction bias in every router) with
@@ -273,7 +285,8 @@ void refuse_inexpressible(const ConfigReader& in) {
       if (in.has(key)) {
         in.fail(key,
                 "multi-head latent attention (MLA) is imported only for model types deepseek_v3 "
-                "and kimi_k2 (DeepSeek-V3/R1, Kimi-K2)");
+                "and kimi_k2 (DeepSeek-V3/R1, Kimi-K2), deepseek_v32 and glm_moe_dsa "
+                "(DeepSeek-V3.2, GLM-5)");
       }
     }
   }
@@ -503,9 +516,10 @@ Biases read_biases(const ConfigReader& in, const ArchRules& rules) {
 // One layer's attention weights and the KV cache elements it stores per token.
 struct Attention {
   int64_t params = 0;
-  int64_t kv_elements_per_layer = 0;
+  int64_t kv_bytes_16bit_per_layer = 0;  // per token, with a 16-bit cache
   int64_t head_dim = 0;
   Json mla = nullptr;  // the model file's "mla" object (MLA models only)
+  Json dsa = nullptr;  // the model file's "dsa" object (DeepSeek Sparse Attention only)
 };
 
 // Grouped-query attention: q/k/v/o projections, their biases, per-head q/k norms, sinks.
@@ -515,7 +529,7 @@ Attention gqa_attention(const ConfigReader& in, const ArchRules& rules, const Di
   const int64_t kv_width = d.kv_heads * d.head_dim;
   Attention a;
   a.head_dim = d.head_dim;
-  a.kv_elements_per_layer = 2 * kv_width;
+  a.kv_bytes_16bit_per_layer = 2 * 2 * kv_width;
   a.params = d.hidden * q_width + 2 * d.hidden * kv_width + q_width * d.hidden;
   if (b.qkv) {
     a.params += q_width + 2 * kv_width;
@@ -556,7 +570,7 @@ Attention mla_attention(const ConfigReader& in, const Dimensions& d, const Biase
   if (b.attention) {
     a.params += d.hidden;
   }
-  a.kv_elements_per_layer = r + dr;
+  a.kv_bytes_16bit_per_layer = 2 * (r + dr);
   a.mla = Json::object();
   a.mla["q_lora_rank"] = q_lora;
   a.mla["kv_lora_rank"] = r;
@@ -564,6 +578,29 @@ Attention mla_attention(const ConfigReader& in, const Dimensions& d, const Biase
   a.mla["qk_rope_head_dim"] = dr;
   a.mla["v_head_dim"] = dv;
   return a;
+}
+
+// DeepSeek Sparse Attention's lightning indexer, added to an MLA layer: wq_b (q_lora_rank ->
+// index_n_heads * index_head_dim, from MLA's query latent), wk (hidden -> index_head_dim) with its
+// LayerNorm (weight and bias), weights_proj (hidden -> index_n_heads, the per-head gates). Its key
+// cache: index_head_dim FP8 bytes plus an fp32 scale per 128 (DsaSpec in hardware.h).
+void add_indexer(const ConfigReader& in, const Dimensions& d, Attention* a) {
+  const int64_t q_lora = a->mla["q_lora_rank"].get<int64_t>();
+  if (q_lora == 0) {
+    in.fail("q_lora_rank",
+            "expected a positive integer: the sparse-attention indexer reads the query latent");
+  }
+  DsaSpec dsa;
+  dsa.index_heads = in.positive_integer("index_n_heads");
+  dsa.index_head_dim = in.positive_integer("index_head_dim");
+  dsa.index_topk = in.positive_integer("index_topk");
+  a->params += q_lora * dsa.index_heads * dsa.index_head_dim +
+               d.hidden * (dsa.index_head_dim + dsa.index_heads) + 2 * dsa.index_head_dim;
+  a->kv_bytes_16bit_per_layer += dsa.index_key_bytes_per_token();
+  a->dsa = Json::object();
+  a->dsa["index_n_heads"] = dsa.index_heads;
+  a->dsa["index_head_dim"] = dsa.index_head_dim;
+  a->dsa["index_topk"] = dsa.index_topk;
 }
 
 // The model file's "attention_window" object, or null when no layer attends over a window.
@@ -744,8 +781,8 @@ constexpr const char* kDerivedFieldsNote =
     "weights + final norm; biases where the architecture has them; per-head q/k norms where it "
     "has them; MoE layers: router + every expert in param_count, router + top_k experts in "
     "param_count_active_per_token, shared experts in both; MLA: the q and kv LoRA projections "
-    "and their norms); everything else is copied from the "
-    "config, with the transformers defaults for keys it leaves out.";
+    "and their norms; DSA: the indexer's projections and key norm); everything else is copied from "
+    "the config, with the transformers defaults for keys it leaves out.";
 
 // Everything the model file holds about the architecture itself, in the catalog's key order.
 Json architecture_fields(const ConfigReader& in, const ArchRules& rules, const Dimensions& d,
@@ -797,7 +834,8 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   const Dimensions d = read_dimensions(in, rules);
   refuse_sliding_window(in, rules, d.layers, d.max_positions);
   const Biases b = read_biases(in, rules);
-  const Attention attention = rules.mla ? mla_attention(in, d, b) : gqa_attention(in, rules, d, b);
+  Attention attention = rules.mla ? mla_attention(in, d, b) : gqa_attention(in, rules, d, b);
+  if (rules.dsa) add_indexer(in, d, &attention);
   const Json window = attention_window(in, d.layers);
 
   const int64_t layer_norms = 2 * d.hidden;  // input and post-attention RMSNorm
@@ -822,13 +860,16 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   if (rules.mla) {
     doc["mla"] = attention.mla;
   }
+  if (rules.dsa) {
+    doc["dsa"] = attention.dsa;
+  }
   if (!window.is_null()) {
     doc["attention_window"] = window;
   }
   doc["param_count"] = counts.total();
   doc["param_count_active_per_token"] = counts.active();
   doc["param_count_breakdown"] = param_breakdown(counts);
-  doc["kv_cache_bytes_per_token_16bit"] = d.layers * attention.kv_elements_per_layer * 2;
+  doc["kv_cache_bytes_per_token_16bit"] = d.layers * attention.kv_bytes_16bit_per_layer;
   doc["weights_bytes_16bit"] = 2 * counts.total();
   // A wrapper's quantization_config may sit beside its text_config.
   std::string quant = checkpoint_quantization(in);

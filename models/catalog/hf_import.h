@@ -22,7 +22,10 @@
 //   minimax_m2 (MiniMax-M2 / M2.5: grouped-query attention with q/k norms over every head at once
 //   under use_qk_norm and qk_norm_type per_layer, every layer MoE with experts of
 //   intermediate_size, a router score-correction bias under use_routing_bias; its
-//   multi-token-prediction modules not counted). Multimodal wrappers (kimi_k25) are imported from
+//   multi-token-prediction modules not counted), deepseek_v32 and glm_moe_dsa (DeepSeek-V3.2,
+//   GLM-5: DeepSeek-V3's layout with DeepSeek Sparse Attention, a lightning indexer per layer whose
+//   wq_b, wk, LayerNorm and weights_proj are counted; "dsa" holds index_n_heads, index_head_dim
+//   and index_topk). Multimodal wrappers (kimi_k25) are imported from
 //   their text_config and served text-only: the document is the language model's, with
 //   "multimodal" (the wrapper's model_type) and the whole config as raw_config; the vision tower
 //   is not counted; errors name the key inside text_config.
@@ -33,7 +36,8 @@
 //   and num_moe_layers when some layers are dense; "checkpoint_quantization" is the config's
 //   quantization_config.quant_method (e.g. "fp8", "mxfp4") when it has one.
 //   kv_cache_bytes_per_token_16bit is num_layers * 2 * kv_heads * head_dim * 2, or num_layers *
-//   (kv_lora_rank + qk_rope) * 2 for MLA.
+//   (kv_lora_rank + qk_rope) * 2 for MLA, plus num_layers * the indexer key's bytes for DSA
+//   (DsaSpec::index_key_bytes_per_token).
 // - Errors throw InputError naming the config file, the config key and what was expected (a
 //   missing MLA field names that key). A config whose architecture servesim's cost model cannot
 //   express (MLA under another model_type, chunked or linear attention layers, Mistral / Qwen

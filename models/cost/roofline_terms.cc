@@ -79,6 +79,25 @@ void set_mla_shapes(const MlaSpec& a, RankShapes* s) {
   dec.query_bytes_per_token = h * (2 * r + dr) * kActivationBytes;
 }
 
+// DeepSeek Sparse Attention on top of set_mla_shapes (formulas in roofline_terms.h): every layer
+// attends over a window of top-k keys in the absorbed form, and the indexer's shapes.
+void set_dsa_shapes(const ModelSpec& m, RankShapes* s) {
+  const DsaSpec& dsa = *m.dsa;
+  const double hi = static_cast<double>(dsa.index_heads);
+  const double di = static_cast<double>(dsa.index_head_dim);
+  const double rq = static_cast<double>(m.mla->q_lora_rank);
+  s->dsa = true;
+  s->qkv_n += (rq * hi * di + s->hidden * (di + hi)) / s->hidden;
+  s->prefill_attention = s->decode_attention;
+  s->window = dsa.index_topk;
+  s->window_layers = s->layers;
+  s->full_attention_layers = 0;
+  AttentionShape& ix = s->indexer;
+  ix.flops_per_position = 2 * hi * di + 2 * hi;
+  ix.kv_bytes_per_token = static_cast<double>(dsa.index_key_bytes_per_token()) + 8;
+  ix.query_bytes_per_token = hi * di + 4 * hi + 4 * static_cast<double>(dsa.index_topk);
+}
+
 AttentionTerm make_attention(const AttentionShape& a, double layers, double weight_bytes,
                              const Throughputs& x) {
   const double bw = x.mem_bytes_per_s;
@@ -201,6 +220,7 @@ RankShapes rank_shapes(const Deployment& d) {
   s.window = m.sliding_window;
   s.window_layers = m.num_sliding_layers;
   s.full_attention_layers = m.num_full_attention_layers();
+  if (m.dsa) set_dsa_shapes(m, &s);
 
   const double elementwise_elements = kNormResidualElements * s.hidden +
                                       (mlp_factor + 1) * active_intermediate +
@@ -253,6 +273,12 @@ Rates make_rates(const RankShapes& s, const Throughputs& x) {
     r.window_prefill = make_attention(s.prefill_attention, s.window_layers, s.weight_bytes, x);
     r.window_decode = make_attention(s.decode_attention, s.window_layers, s.weight_bytes, x);
   }
+  if (s.dsa) {
+    r.has_indexer = true;
+    r.prefill_latent_on_queries = true;
+    r.indexer = make_attention(s.indexer, layers, s.weight_bytes, x);
+    r.indexer.flop_s = layers * s.indexer.flops_per_position / x.fp8_flops_per_s;
+  }
 
   r.elementwise_s = layers * s.elementwise_bytes_per_token / bw;
   r.elementwise_launch_s = layers * kElementwiseKernelsPerLayer * x.launch_s;
@@ -302,6 +328,7 @@ Throughputs peak_throughputs(const Deployment& d) {
   Throughputs peak;
   peak.gemm_flops_per_s = gpu.peak_flops_per_s(d.weight_dtype);
   peak.bf16_flops_per_s = gpu.bf16_flops_per_s;
+  peak.fp8_flops_per_s = gpu.peak_flops_per_s(Dtype::kFp8);
   peak.mem_bytes_per_s = gpu.mem_bw_bytes_per_s;
   peak.link_bytes_per_s = gpu.tp_link_bytes_per_s(d.tp);
   return peak;
@@ -312,6 +339,7 @@ Throughputs achievable_throughputs(const Deployment& d, const RooflineParams& p)
   Throughputs x = peak_throughputs(d);
   x.gemm_flops_per_s *= derived_compute_efficiency(gpu, p, d.weight_dtype);
   x.bf16_flops_per_s *= derived_compute_efficiency(gpu, p, Dtype::kBf16);
+  x.fp8_flops_per_s *= derived_compute_efficiency(gpu, p, Dtype::kFp8);
   x.mem_bytes_per_s *= p.memory_efficiency;
   x.link_bytes_per_s *= p.link_efficiency;
   x.launch_s = to_seconds(p.kernel_launch);
@@ -442,13 +470,20 @@ double attention_time(const AttentionTerm& a, double positions, double kv_tokens
 }
 
 double prefill_attention_time(const Rates& r, const BatchSums& s) {
-  // MLA decompresses every key token of a prefill segment: sum(context_tokens) latent rows.
-  const double key_tokens = s.prefill_kv_tokens - s.prefill_query_tokens;
+  // MLA decompresses every key token of a prefill segment: sum(context_tokens) latent rows; DSA's
+  // absorbed form projects the queries instead.
+  const double latent_rows = r.prefill_latent_on_queries
+                                 ? s.prefill_query_tokens
+                                 : s.prefill_kv_tokens - s.prefill_query_tokens;
   double t = attention_time(r.attn_prefill, s.prefill_key_positions, s.prefill_kv_tokens,
-                            s.prefill_query_tokens, key_tokens);
+                            s.prefill_query_tokens, latent_rows);
   if (r.windowed) {
     t += attention_time(r.window_prefill, s.window_prefill_key_positions,
-                        s.window_prefill_kv_tokens, s.prefill_query_tokens, key_tokens);
+                        s.window_prefill_kv_tokens, s.prefill_query_tokens, latent_rows);
+  }
+  if (r.has_indexer) {
+    t += attention_time(r.indexer, s.prefill_key_positions, s.prefill_kv_tokens,
+                        s.prefill_query_tokens, 0);
   }
   return t;
 }
@@ -459,6 +494,10 @@ double decode_attention_time(const Rates& r, const BatchSums& s) {
   if (r.windowed) {
     t += attention_time(r.window_decode, s.window_decode_key_positions, s.window_decode_kv_tokens,
                         s.decode_query_tokens, s.decode_query_tokens);
+  }
+  if (r.has_indexer) {
+    t += attention_time(r.indexer, s.decode_key_positions, s.decode_kv_tokens,
+                        s.decode_query_tokens, 0);
   }
   return t;
 }

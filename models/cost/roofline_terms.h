@@ -62,6 +62,19 @@ inline constexpr int64_t kMaxSegmentTokens = int64_t{1} << 24;
 //           token; attention over the latent as multi-query attention with h heads of r+dr for
 //           QK^T and r for PV: 2*h*(2r+dr) FLOPs per attended key position; bytes: the latent
 //           (r+dr) per key token, the absorbed query h*(r+dr) and latent output h*r per query.
+// DSA (DeepSeek-V3.2, GLM-5) on MLA, with Hi = index_heads, di = index_head_dim and
+// top-k = index_topk:
+//   QKV     adds the indexer's projections, replicated on every rank (the engines do not shard
+//           them): wq_b (rq -> Hi*di) and wk + weights_proj (hidden -> di + Hi), so
+//           N += (rq*Hi*di + hidden*(di + Hi)) / hidden.
+//   indexer per scored key position (every cached key, causal): 2*Hi*di FLOPs for the FP8 scores
+//           plus 2*Hi for the ReLU-gated sum over heads, at the FP8 rate; bytes: the index key
+//           (DsaSpec::index_key_bytes_per_token) per KV token read or written, plus its fp32
+//           logit written and read back by the top-k selection (8); per query token its FP8 query
+//           (Hi*di), its fp32 gates (4*Hi) and its top-k indices (4*top-k).
+//   attention in the absorbed form (decode's shape above) in prefill too, over at most top-k key
+//           positions per query (the windowed sums with window = top-k, every layer); the latent
+//           GEMM runs on the query tokens.
 // GQA: 4*h*hd FLOPs per attended key position, 2*kvh_rank*hd KV elements per key token, Q and O
 // (2*h*hd elements) per query token, no latent GEMM.
 //
@@ -95,6 +108,8 @@ struct RankShapes {
   double dense_gate_up_n = 0, dense_down_k = 0;    // a MoE model's dense layers
   bool mla = false;
   AttentionShape prefill_attention, decode_attention;
+  bool dsa = false;        // DeepSeek Sparse Attention: the indexer below, attention over top-k
+  AttentionShape indexer;  // flops per scored position at the FP8 rate; no latent GEMM
   double full_attention_layers = 0;  // = layers without sliding-window layers
   double window_layers = 0;
   int64_t window = 0;  // tokens; 0 = no sliding-window layers
@@ -150,6 +165,7 @@ struct GemmTerm {
 struct Throughputs {
   double gemm_flops_per_s = 0;  // GEMMs in the weight dtype
   double bf16_flops_per_s = 0;  // attention, LM head, router
+  double fp8_flops_per_s = 0;   // DSA's indexer (the BF16 rate on a GPU without FP8)
   double mem_bytes_per_s = 0;
   double link_bytes_per_s = 0;
   double launch_s = 0;
@@ -178,6 +194,11 @@ struct Rates {
   // Full-attention layers, and sliding-window layers (zero terms when the model has none).
   AttentionTerm attn_prefill, attn_decode, window_prefill, window_decode;
   bool windowed = false;
+  // DSA: the indexer over every scored key position, and the latent GEMM of prefill on the query
+  // tokens (absorbed form) instead of the key tokens.
+  AttentionTerm indexer;
+  bool has_indexer = false;
+  bool prefill_latent_on_queries = false;
   double elementwise_s = 0;  // per token
   double elementwise_launch_s = 0;
   double allreduce_s = 0;  // per token

@@ -164,7 +164,9 @@ TEST(HfImportRoundTrip, ShippedHfConfigsMatchTheirCatalogFiles) {
         std::pair{"deepseek-ai--DeepSeek-R1.config.json", "deepseek-r1"},
         std::pair{"openai--gpt-oss-120b.config.json", "gpt-oss-120b"},
         std::pair{"moonshotai--Kimi-K2-Instruct.config.json", "kimi-k2-instruct"},
-        std::pair{"zai-org--GLM-4.7.config.json", "glm-4.7"}}) {
+        std::pair{"zai-org--GLM-4.7.config.json", "glm-4.7"},
+        std::pair{"zai-org--GLM-5.config.json", "glm-5"},
+        std::pair{"deepseek-ai--DeepSeek-V3.2.config.json", "deepseek-v3.2"}}) {
     SCOPED_TRACE(key);
     const std::string path = (fs::path(kHfConfigDir) / config).string();
     const Json stored =
@@ -303,6 +305,45 @@ TEST(HfImportCounts, TinyDeepSeekMlaSharedExpertDenseFirstLayer) {
   EXPECT_EQ(written.spec.mla->q_lora_rank, 24);
   EXPECT_EQ(written.spec.moe->num_moe_layers, 1);
   EXPECT_EQ(written.spec.kv_bytes_per_token(Dtype::kBf16), 2 * (32 + 8) * 2);
+}
+
+// DeepSeek-V3.2 / GLM-5: the tiny DeepSeek config with a lightning indexer of 2 heads of 8 and a
+// top-16 selection.
+TEST(HfImportCounts, TinySparseAttentionAddsTheIndexer) {
+  Json config = tiny_deepseek();
+  config["index_n_heads"] = 2;
+  config["index_head_dim"] = 8;
+  config["index_topk"] = 16;
+  const Json dense = import_hf_config(tiny_deepseek(), options_for("ds.json", "tiny-ds"));
+  for (const char* type : {"deepseek_v32", "glm_moe_dsa"}) {
+    SCOPED_TRACE(type);
+    config["model_type"] = type;
+    const Json doc = import_hf_config(config, options_for("dsa.json", "tiny-dsa"));
+    // Per layer: wq_b 24 x (2 x 8), wk + weights_proj 64 x (8 + 2), the key's LayerNorm 2 x 8.
+    const int64_t indexer = 24 * 16 + 64 * 10 + 2 * 8;
+    EXPECT_EQ(doc["param_count"].get<int64_t>(), dense["param_count"].get<int64_t>() + 2 * indexer);
+    EXPECT_EQ(doc["param_count_active_per_token"].get<int64_t>(),
+              dense["param_count_active_per_token"].get<int64_t>() + 2 * indexer);
+    // The latent and rotary key at 16 bits, plus the indexer's FP8 key and one fp32 scale.
+    EXPECT_EQ(doc["kv_cache_bytes_per_token_16bit"], 2 * ((32 + 8) * 2 + 8 + 4));
+    EXPECT_EQ(doc["dsa"], Json::parse(R"({"index_n_heads": 2, "index_head_dim": 8,
+                                          "index_topk": 16})"));
+    TempDir dir;
+    const WrittenModel written = write_catalog_model(doc, "tiny-dsa", dir.path().string(), false);
+    ASSERT_TRUE(written.spec.dsa.has_value());
+    EXPECT_EQ(written.spec.dsa->index_topk, 16);
+  }
+  config["q_lora_rank"] = nullptr;  // the indexer reads the query latent
+  EXPECT_NE(input_error([&] { import_hf_config(config, options_for("c.json", "k")); })
+                .find("c.json: q_lora_rank: expected a positive integer: the sparse-attention "
+                      "indexer reads the query latent"),
+            std::string::npos);
+  config["q_lora_rank"] = 24;
+  config.erase("index_topk");
+  EXPECT_NE(input_error([&] {
+              import_hf_config(config, options_for("c.json", "k"));
+            }).find("c.json: index_topk:"),
+            std::string::npos);
 }
 
 // A tiny MiniMax-M2-style config: 2 layers, grouped-query attention (4 heads of 8 over a hidden
@@ -513,7 +554,8 @@ TEST(HfImportErrors, UnknownModelTypeListsTheSupportedOnes) {
   config["model_type"] = "phi3";
   EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
             "c.json: model_type: \"phi3\" is not supported; supported model types are: "
-            "deepseek_v3, glm4_moe, gpt_oss, kimi_k2, kimi_k25, llama, minimax_m2, mistral, "
+            "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, gpt_oss, kimi_k2, kimi_k25, llama, "
+            "minimax_m2, mistral, "
             "mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
 }
 
