@@ -418,6 +418,10 @@ int cmd_list(const std::string& what) {
       }
       if (m.mla) notes += ", MLA";
       if (m.dsa) notes += fmt::format(" + sparse attention (top {})", m.dsa->index_topk);
+      if (m.linear_attention) {
+        notes += fmt::format("{}{} of {} layers linear attention", notes.empty() ? "" : ", ",
+                             m.num_linear_layers(), m.num_layers);
+      }
       if (m.num_sliding_layers > 0) {
         notes += fmt::format(", {} sliding-window layers ({})", m.num_sliding_layers,
                              m.sliding_window);

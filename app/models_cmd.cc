@@ -151,6 +151,14 @@ int run_models_import(const std::string& config_path, const ModelsImportOptions&
         m.dsa->index_heads, m.dsa->index_head_dim, m.dsa->index_topk,
         m.dsa->index_key_bytes_per_token());
   }
+  if (const auto& la = m.linear_attention) {
+    out << fmt::format(
+        "  attention     {} of {} layers Gated DeltaNet ({} key / {} value heads of {} / {}): "
+        "{:.1f} MiB of recurrent state per sequence{}\n",
+        la->num_linear_layers, m.num_layers, la->key_heads, la->value_heads, la->key_head_dim,
+        la->value_head_dim, m.recurrent_state_bytes() / (1024.0 * 1024.0),
+        m.attention_output_gate ? "; gated full attention" : "");
+  }
   if (m.num_sliding_layers > 0) {
     out << fmt::format("  attention     {} of {} layers attend over a sliding window of {} tokens\n",
                        m.num_sliding_layers, m.num_layers, m.sliding_window);

@@ -225,6 +225,32 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Ca
     dsa.index_topk = reader.positive_integer(*it, "dsa", "index_topk");
     spec.dsa = dsa;
   }
+  if (const CatalogJson* it = optional_block(reader, doc, "linear_attention")) {
+    const char* at = "linear_attention";
+    LinearAttentionSpec la;
+    la.num_linear_layers = reader.positive_int(*it, at, "num_linear_layers");
+    la.key_heads = reader.positive_integer(*it, at, "num_key_heads");
+    la.value_heads = reader.positive_integer(*it, at, "num_value_heads");
+    la.key_head_dim = reader.positive_integer(*it, at, "key_head_dim");
+    la.value_head_dim = reader.positive_integer(*it, at, "value_head_dim");
+    la.conv_kernel = reader.positive_integer(*it, at, "conv_kernel");
+    la.state_bytes = reader.positive_integer(*it, at, "state_bytes");
+    if (la.num_linear_layers >= spec.num_layers) {
+      reader.fail("linear_attention.num_linear_layers",
+                  fmt::format("expected fewer than num_layers ({}): at least one full-attention "
+                              "layer, got {}",
+                              spec.num_layers, la.num_linear_layers));
+    }
+    if (la.value_heads % la.key_heads != 0) {
+      reader.fail("linear_attention.num_value_heads",
+                  fmt::format("expected a multiple of num_key_heads ({}), got {}", la.key_heads,
+                              la.value_heads));
+    }
+    spec.linear_attention = la;
+  }
+  if (doc.contains("attention_output_gate")) {
+    spec.attention_output_gate = reader.boolean(doc, root, "attention_output_gate");
+  }
   if (const CatalogJson* it = optional_block(reader, doc, "attention_window")) {
     spec.sliding_window = reader.positive_integer(*it, "attention_window", "sliding_window");
     spec.num_sliding_layers = reader.positive_int(*it, "attention_window", "num_sliding_layers");
@@ -243,7 +269,10 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Ca
                     spec.dsa   ? "num_layers * ((mla.kv_lora_rank + mla.qk_rope_head_dim) "
                                  "* 2 + the indexer key's bytes)"
                     : spec.mla ? "num_layers * (mla.kv_lora_rank + mla.qk_rope_head_dim) * 2"
-                               : "2 * num_layers * num_key_value_heads * head_dim * 2",
+                    : spec.linear_attention
+                        ? "2 * (num_layers - linear_attention.num_linear_layers) * "
+                          "num_key_value_heads * head_dim * 2"
+                        : "2 * num_layers * num_key_value_heads * head_dim * 2",
                     spec.kv_bytes_per_token(Dtype::kBf16), kv_16bit));
   }
   spec.diffusion = optional_block(reader, doc, "diffusion_llm") != nullptr;
@@ -388,10 +417,12 @@ int64_t ModelSpec::kv_bytes_per_token_per_layer(Dtype kv_dtype) const {
 }
 
 int64_t ModelSpec::kv_bytes_per_token(Dtype kv_dtype) const {
-  return static_cast<int64_t>(num_layers) * kv_bytes_per_token_per_layer(kv_dtype);
+  return static_cast<int64_t>(num_layers - num_linear_layers()) *
+         kv_bytes_per_token_per_layer(kv_dtype);
 }
 
 int64_t ModelSpec::kv_bytes_for_context(int64_t tokens, Dtype kv_dtype) const {
+  // Linear-attention layers keep a fixed state, not KV (recurrent_state_bytes()).
   const int64_t windowed = sliding_window > 0 ? std::min(tokens, sliding_window) : tokens;
   return kv_bytes_per_token_per_layer(kv_dtype) *
          (num_full_attention_layers() * tokens + num_sliding_layers * windowed);

@@ -132,6 +132,34 @@ struct DsaSpec {
   }
 };
 
+// Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): num_linear_layers of the layers replace
+// softmax attention with a gated delta-rule recurrence over key_heads x key_head_dim keys and
+// value_heads x value_head_dim values, after a causal depthwise convolution of conv_kernel taps.
+// Such a layer keeps no per-token KV: each sequence carries a fixed-size state instead, per layer
+// value_heads x key_head_dim x value_head_dim elements of state_bytes (the config's
+// mamba_ssm_dtype: 4 for float32, else 2) plus the convolution's last conv_kernel - 1 inputs of
+// conv_dim() channels in 16 bits. Its projections: in (hidden -> 2 key_dim + 2 value_dim + 2
+// value_heads: q, k, v, the output gate z, and the per-head beta and decay), out (value_dim ->
+// hidden).
+struct LinearAttentionSpec {
+  int num_linear_layers = 0;
+  int64_t key_heads = 0;
+  int64_t value_heads = 0;
+  int64_t key_head_dim = 0;
+  int64_t value_head_dim = 0;
+  int64_t conv_kernel = 0;
+  int64_t state_bytes = 2;
+
+  int64_t key_dim() const { return key_heads * key_head_dim; }
+  int64_t value_dim() const { return value_heads * value_head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+  // One sequence's state in one linear-attention layer, in bytes.
+  int64_t state_bytes_per_layer() const {
+    return value_heads * key_head_dim * value_head_dim * state_bytes +
+           conv_dim() * (conv_kernel - 1) * 2;
+  }
+};
+
 struct ModelSpec {
   std::string key;  // catalog key, e.g. "llama-3.1-8b"
   std::string name;
@@ -155,6 +183,10 @@ struct ModelSpec {
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
   std::optional<DsaSpec> dsa;  // only with mla
+  std::optional<LinearAttentionSpec> linear_attention;  // hybrid models; the rest is full attention
+  // Gated attention (Qwen3-Next, Qwen3.5): the q projection also yields a sigmoid gate per query
+  // element that scales the attention output, doubling its width.
+  bool attention_output_gate = false;
   // Sliding-window attention (gpt-oss): num_sliding_layers layers attend only to the last
   // sliding_window keys (the query included) and keep only those keys' KV; the other layers attend
   // over the whole context. 0 / 0 when every layer is full attention.
@@ -170,13 +202,23 @@ struct ModelSpec {
   // engines' sparse MLA kernels (FlashMLA's, in vLLM and SGLang): the latent in FP8, one fp32
   // scale per 128 of it, the rotary key in 16 bits (656 bytes for DeepSeek-V3.2).
   int64_t kv_bytes_per_token_per_layer(Dtype kv_dtype) const;
-  // KV bytes per token for the whole model, every layer (sliding-window layers included, as for a
-  // context within the window): num_layers * kv_bytes_per_token_per_layer.
+  // KV bytes per token for the whole model, every softmax-attention layer (sliding-window layers
+  // included, as for a context within the window; linear-attention layers keep none):
+  // (num_layers - num_linear_layers()) * kv_bytes_per_token_per_layer.
   int64_t kv_bytes_per_token(Dtype kv_dtype) const;
   // KV bytes of the model for one sequence of `tokens` tokens: full-attention layers keep every
   // token, sliding-window layers at most sliding_window tokens.
   int64_t kv_bytes_for_context(int64_t tokens, Dtype kv_dtype) const;
-  int num_full_attention_layers() const { return num_layers - num_sliding_layers; }
+  int num_linear_layers() const {
+    return linear_attention ? linear_attention->num_linear_layers : 0;
+  }
+  int num_full_attention_layers() const {
+    return num_layers - num_sliding_layers - num_linear_layers();
+  }
+  // A sequence's fixed-size recurrent state over every linear-attention layer (0 without any).
+  int64_t recurrent_state_bytes() const {
+    return linear_attention ? num_linear_layers() * linear_attention->state_bytes_per_layer() : 0;
+  }
   int num_moe_layers() const { return moe ? moe->num_moe_layers : 0; }
 };
 

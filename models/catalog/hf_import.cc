@@ -48,6 +48,10 @@ struct ArchRules {
   bool attention_sinks = false;      // gpt-oss: one sink logit per head and layer
   bool mla = false;                  // multi-head latent attention (DeepSeek-V3, Kimi-K2)
   bool dsa = false;                  // DeepSeek Sparse Attention over MLA (DeepSeek-V3.2, GLM-5)
+  // Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5): linear-attention layers from layer_types or
+  // full_attention_interval, and gated full attention (always, or under attn_output_gate).
+  bool linear_attention = false;
+  const char* output_gate_key = nullptr;  // nullptr with linear_attention: always gated
   bool qkv_bias = false;             // q/k/v projections always carry a bias (Qwen2)
   bool attention_bias_key = false;   // attention_bias adds q/k/v/o biases (Llama, Qwen3)
   bool attention_bias_qkv_only = false;  // GLM-4.5: attention_bias adds q/k/v biases, o has none
@@ -177,6 +181,28 @@ const std::vector<ArchRules>& arch_rules() {
     qwen3_moe.expert_size_key = true;
     qwen3_moe.sparse_layers = true;
     r.push_back(qwen3_moe);
+
+    // Qwen3-Next (Qwen3NextForCausalLM): Gated DeltaNet layers with gated full attention every
+    // full_attention_interval layers, Qwen3-MoE's experts plus Qwen2-MoE's gated shared expert;
+    // its multi-token-prediction layers are not counted. Qwen3.5's language models (the
+    // text_config of the qwen3_5 / qwen3_5_moe wrappers) have the same layers, the output gate
+    // under attn_output_gate.
+    ArchRules qwen3_next = qwen3_moe;
+    qwen3_next.model_type = "qwen3_next";
+    qwen3_next.shared_expert = true;
+    qwen3_next.qwen_sliding = false;
+    qwen3_next.linear_attention = true;
+    r.push_back(qwen3_next);
+    ArchRules qwen3_5_moe_text = qwen3_next;
+    qwen3_5_moe_text.model_type = "qwen3_5_moe_text";
+    qwen3_5_moe_text.output_gate_key = "attn_output_gate";
+    r.push_back(qwen3_5_moe_text);
+    ArchRules qwen3_5_text = qwen3;
+    qwen3_5_text.model_type = "qwen3_5_text";
+    qwen3_5_text.qwen_sliding = false;
+    qwen3_5_text.linear_attention = true;
+    qwen3_5_text.output_gate_key = "attn_output_gate";
+    r.push_back(qwen3_5_text);
     return r;
   }();
   return rules;
@@ -324,8 +350,9 @@ int64_t sliding_layers_from_types(const ConfigReader& in, int64_t num_layers) {
 }
 
 // Multimodal wrappers whose language model servesim imports from their text_config, served
-// text-only (Kimi-K2.5: a kimi_k2 language model beside a MoonViT vision tower).
-constexpr std::array<const char*, 1> kMultimodalWrappers = {"kimi_k25"};
+// text-only (Kimi-K2.5: a kimi_k2 language model beside a MoonViT vision tower;
+// Qwen3.5: qwen3_5 / qwen3_5_moe around a qwen3_5_text / qwen3_5_moe_text language model).
+constexpr std::array<const char*, 3> kMultimodalWrappers = {"kimi_k25", "qwen3_5", "qwen3_5_moe"};
 
 // The wrapper's model_type when the config is one of kMultimodalWrappers, else "".
 std::string multimodal_wrapper(const ConfigReader& outer) {
@@ -388,15 +415,19 @@ struct Counts {
   int64_t num_layers = 0;
   int64_t num_moe_layers = 0;
   int64_t final_norm = 0;
+  // Hybrid models: the layer counts above are of full-attention layers; each of the
+  // num_linear_layers linear-attention layers has linear_minus_full more parameters.
+  int64_t num_linear_layers = 0;
+  int64_t linear_minus_full = 0;
 
   int64_t num_dense_layers() const { return num_layers - num_moe_layers; }
   int64_t total() const {
     return embedding + lm_head + num_dense_layers() * dense_layer + num_moe_layers * moe_layer +
-           final_norm;
+           final_norm + num_linear_layers * linear_minus_full;
   }
   int64_t active() const {
     return embedding + lm_head + num_dense_layers() * dense_layer +
-           num_moe_layers * moe_layer_active + final_norm;
+           num_moe_layers * moe_layer_active + final_norm + num_linear_layers * linear_minus_full;
   }
 };
 
@@ -490,7 +521,10 @@ Dimensions read_dimensions(const ConfigReader& in, const ArchRules& rules) {
       d.head_dim = d.hidden / d.heads;
     }
   }
-  d.intermediate = in.positive_integer("intermediate_size");
+  // Qwen3.5's MoE language model has no dense layer and leaves intermediate_size out.
+  d.intermediate = rules.moe && rules.linear_attention && !in.has("intermediate_size")
+                       ? in.positive_integer("moe_intermediate_size")
+                       : in.positive_integer("intermediate_size");
   d.vocab = in.positive_integer("vocab_size");
   d.max_positions = in.positive_integer("max_position_embeddings");
   return d;
@@ -520,6 +554,7 @@ struct Attention {
   int64_t head_dim = 0;
   Json mla = nullptr;  // the model file's "mla" object (MLA models only)
   Json dsa = nullptr;  // the model file's "dsa" object (DeepSeek Sparse Attention only)
+  bool output_gate = false;  // gated attention: q_proj also yields the output gate
 };
 
 // Grouped-query attention: q/k/v/o projections, their biases, per-head q/k norms, sinks.
@@ -530,7 +565,10 @@ Attention gqa_attention(const ConfigReader& in, const ArchRules& rules, const Di
   Attention a;
   a.head_dim = d.head_dim;
   a.kv_bytes_16bit_per_layer = 2 * 2 * kv_width;
-  a.params = d.hidden * q_width + 2 * d.hidden * kv_width + q_width * d.hidden;
+  a.output_gate = rules.linear_attention && (rules.output_gate_key == nullptr ||
+                                             in.optional_bool(rules.output_gate_key, true));
+  const int64_t q_out = a.output_gate ? 2 * q_width : q_width;  // the gate doubles q_proj
+  a.params = d.hidden * q_out + 2 * d.hidden * kv_width + q_width * d.hidden;
   if (b.qkv) {
     a.params += q_width + 2 * kv_width;
   }
@@ -601,6 +639,78 @@ void add_indexer(const ConfigReader& in, const Dimensions& d, Attention* a) {
   a->dsa["index_n_heads"] = dsa.index_heads;
   a->dsa["index_head_dim"] = dsa.index_head_dim;
   a->dsa["index_topk"] = dsa.index_topk;
+}
+
+// Gated DeltaNet layers of a hybrid model: which layers (layer_types "linear_attention" /
+// "full_attention", else every full_attention_interval-th layer is full attention), the sizes,
+// and one layer's parameters: in_proj_qkvz (hidden -> 2 key_dim + 2 value_dim), in_proj_ba
+// (hidden -> 2 value_heads), the depthwise conv1d (conv_dim x kernel, no bias), dt_bias and
+// A_log (value_heads each), the gated RMSNorm (value_head_dim), out_proj (value_dim -> hidden).
+struct LinearLayers {
+  LinearAttentionSpec spec;
+  int64_t params_per_layer = 0;
+  Json doc = nullptr;  // the model file's "linear_attention" object
+};
+
+int64_t count_linear_layers(const ConfigReader& in, int64_t num_layers) {
+  if (const Json* types = in.find("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != num_layers) {
+      in.fail("layer_types", fmt::format("expected an array of num_hidden_layers ({}) strings, "
+                                         "got {}",
+                                         num_layers, render(*types)));
+    }
+    int64_t linear = 0;
+    for (size_t i = 0; i < types->size(); ++i) {
+      const Json& t = (*types)[i];
+      const std::string type = t.is_string() ? t.get<std::string>() : "";
+      if (type == "linear_attention") {
+        ++linear;
+      } else if (type != "full_attention") {
+        in.fail(
+            fmt::format("layer_types[{}]", i),
+            fmt::format("expected \"linear_attention\" or \"full_attention\", got {}", render(t)));
+      }
+    }
+    return linear;
+  }
+  const int64_t interval = in.positive_integer("full_attention_interval");
+  return num_layers - num_layers / interval;
+}
+
+LinearLayers linear_layers(const ConfigReader& in, const Dimensions& d) {
+  LinearLayers l;
+  LinearAttentionSpec& s = l.spec;
+  const int64_t linear = count_linear_layers(in, d.layers);
+  if (linear == 0 || linear == d.layers) {
+    in.fail("layer_types", fmt::format("expected both linear_attention and full_attention layers, "
+                                       "got {} linear of {}",
+                                       linear, d.layers));
+  }
+  s.num_linear_layers = static_cast<int>(linear);
+  s.key_heads = in.positive_integer("linear_num_key_heads");
+  s.value_heads = in.positive_integer("linear_num_value_heads");
+  s.key_head_dim = in.positive_integer("linear_key_head_dim");
+  s.value_head_dim = in.positive_integer("linear_value_head_dim");
+  s.conv_kernel = in.positive_integer("linear_conv_kernel_dim");
+  if (s.value_heads % s.key_heads != 0) {
+    in.fail("linear_num_value_heads", fmt::format("expected a multiple of linear_num_key_heads "
+                                                  "({}), got {}",
+                                                  s.key_heads, s.value_heads));
+  }
+  const std::string ssm_dtype = in.optional_string("mamba_ssm_dtype", "bfloat16");
+  s.state_bytes = ssm_dtype == "float32" ? 4 : 2;
+  l.params_per_layer = d.hidden * (2 * s.key_dim() + 2 * s.value_dim()) +
+                       d.hidden * 2 * s.value_heads + s.conv_dim() * s.conv_kernel +
+                       2 * s.value_heads + s.value_head_dim + s.value_dim() * d.hidden;
+  l.doc = Json::object();
+  l.doc["num_linear_layers"] = s.num_linear_layers;
+  l.doc["num_key_heads"] = s.key_heads;
+  l.doc["num_value_heads"] = s.value_heads;
+  l.doc["key_head_dim"] = s.key_head_dim;
+  l.doc["value_head_dim"] = s.value_head_dim;
+  l.doc["conv_kernel"] = s.conv_kernel;
+  l.doc["state_bytes"] = s.state_bytes;
+  return l;
 }
 
 // The model file's "attention_window" object, or null when no layer attends over a window.
@@ -755,6 +865,10 @@ Json param_breakdown(const Counts& counts) {
     breakdown["num_dense_layers"] = counts.num_dense_layers();
   }
   breakdown["num_layers"] = counts.num_layers;
+  if (counts.num_linear_layers > 0) {
+    breakdown["num_linear_attention_layers"] = counts.num_linear_layers;
+    breakdown["linear_minus_full_attention_per_layer"] = counts.linear_minus_full;
+  }
   return breakdown;
 }
 
@@ -781,8 +895,9 @@ constexpr const char* kDerivedFieldsNote =
     "weights + final norm; biases where the architecture has them; per-head q/k norms where it "
     "has them; MoE layers: router + every expert in param_count, router + top_k experts in "
     "param_count_active_per_token, shared experts in both; MLA: the q and kv LoRA projections "
-    "and their norms; DSA: the indexer's projections and key norm); everything else is copied from "
-    "the config, with the transformers defaults for keys it leaves out.";
+    "and their norms; DSA: the indexer's projections and key norm; Gated DeltaNet layers: their "
+    "projections, convolution, gates and norm); everything else is copied from the config, with "
+    "the transformers defaults for keys it leaves out.";
 
 // Everything the model file holds about the architecture itself, in the catalog's key order.
 Json architecture_fields(const ConfigReader& in, const ArchRules& rules, const Dimensions& d,
@@ -836,7 +951,8 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   const Biases b = read_biases(in, rules);
   Attention attention = rules.mla ? mla_attention(in, d, b) : gqa_attention(in, rules, d, b);
   if (rules.dsa) add_indexer(in, d, &attention);
-  const Json window = attention_window(in, d.layers);
+  const Json window = rules.linear_attention ? Json(nullptr) : attention_window(in, d.layers);
+  const LinearLayers linear = rules.linear_attention ? linear_layers(in, d) : LinearLayers{};
 
   const int64_t layer_norms = 2 * d.hidden;  // input and post-attention RMSNorm
   // Gated MLP: gate and up (hidden -> intermediate), down (intermediate -> hidden).
@@ -848,6 +964,10 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   counts.num_layers = d.layers;
   counts.final_norm = d.hidden;
   counts.dense_layer = attention.params + layer_norms + dense_mlp;
+  if (rules.linear_attention) {
+    counts.num_linear_layers = linear.spec.num_linear_layers;
+    counts.linear_minus_full = linear.params_per_layer - attention.params;
+  }
   const Json moe =
       rules.moe ? moe_layers(in, rules, d, attention.params + layer_norms, &counts) : Json(nullptr);
   const Provenance provenance = read_provenance(in, options, file);
@@ -863,13 +983,18 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   if (rules.dsa) {
     doc["dsa"] = attention.dsa;
   }
+  if (rules.linear_attention) {
+    doc["linear_attention"] = linear.doc;
+    doc["attention_output_gate"] = attention.output_gate;
+  }
   if (!window.is_null()) {
     doc["attention_window"] = window;
   }
   doc["param_count"] = counts.total();
   doc["param_count_active_per_token"] = counts.active();
   doc["param_count_breakdown"] = param_breakdown(counts);
-  doc["kv_cache_bytes_per_token_16bit"] = d.layers * attention.kv_bytes_16bit_per_layer;
+  doc["kv_cache_bytes_per_token_16bit"] =
+      (d.layers - counts.num_linear_layers) * attention.kv_bytes_16bit_per_layer;
   doc["weights_bytes_16bit"] = 2 * counts.total();
   // A wrapper's quantization_config may sit beside its text_config.
   std::string quant = checkpoint_quantization(in);

@@ -25,10 +25,15 @@
 //   multi-token-prediction modules not counted), deepseek_v32 and glm_moe_dsa (DeepSeek-V3.2,
 //   GLM-5: DeepSeek-V3's layout with DeepSeek Sparse Attention, a lightning indexer per layer whose
 //   wq_b, wk, LayerNorm and weights_proj are counted; "dsa" holds index_n_heads, index_head_dim
-//   and index_topk). Multimodal wrappers (kimi_k25) are imported from
-//   their text_config and served text-only: the document is the language model's, with
-//   "multimodal" (the wrapper's model_type) and the whole config as raw_config; the vision tower
-//   is not counted; errors name the key inside text_config.
+//   and index_topk), qwen3_next and qwen3_5_text / qwen3_5_moe_text (Qwen3-Next, Qwen3.5: Gated
+//   DeltaNet linear-attention layers from layer_types or full_attention_interval, counted as
+//   in_proj_qkvz, in_proj_ba, the depthwise conv1d, dt_bias, A_log, the gated norm and out_proj;
+//   gated full attention whose q_proj is twice as wide; "linear_attention" holds the sizes and the
+//   state's bytes per element from mamba_ssm_dtype; Qwen2-MoE's gated shared expert; the MTP
+//   layers not counted). Multimodal wrappers are imported from their text_config (kimi_k25,
+//   qwen3_5, qwen3_5_moe) and served text-only: the document is the
+//   language model's, with "multimodal" (the wrapper's model_type) and the whole config as
+//   raw_config; the vision tower is not counted; errors name the key inside text_config.
 // - The document adds "mla" (q_lora_rank, 0 without a query LoRA, kv_lora_rank, qk_nope_head_dim,
 //   qk_rope_head_dim, v_head_dim; head_dim = qk_nope + qk_rope) for MLA models, "attention_window"
 //   (sliding_window, num_sliding_layers) when layer_types has sliding_attention layers, and in

@@ -12,12 +12,17 @@
 //      kActivationPeakFactor * tokens * (hidden + (H/t + 2*kvh_rank)*hd + mlp_up_width/t) * 2 B
 //    plus the sampler's fp32 logits for max_num_seqs rows: max_num_seqs * vocab * 4 B.
 //    For Llama-3.1-8B at tp=1 and 2048 tokens this gives 0.42 GiB.
-//  - KV per token per GPU: full_attention_layers * kv_bytes_per_token_per_rank_layer (cost_model.h):
+//  - KV per token per GPU: full_attention_layers * kv_bytes_per_token_per_rank_layer (cost_model.h;
+//    linear-attention layers are not full-attention layers):
 //    2 * kvh_rank * head_dim * dtype_bytes(kv) with kvh_rank = max(kv_heads / tp, 1) (heads are
 //    replicated when kv_heads < tp), or for MLA (kv_lora_rank + qk_rope_head_dim) * dtype_bytes(kv)
 //    on every rank.
 //  - Sliding-window layers keep at most sliding_window tokens of each sequence: their KV is
 //    reserved up front for max_num_seqs sequences (window_kv_reserve_bytes) rather than paged.
+//  - Linear-attention (Gated DeltaNet) layers keep a fixed-size state per sequence instead of KV,
+//    also reserved up front for max_num_seqs sequences (recurrent_state_reserve_bytes), as
+//    SGLang sizes its state pool by its running-request limit; vLLM's hybrid allocator, which
+//    pages the states with the KV, gives the same pool when every sequence slot is used.
 //  - Weights: quantised dtypes include their block scales (weight_bytes_per_element, hardware.h).
 //  - Pipeline parallelism (Deployment::pp = P): a stage of tp GPUs holds ceil(L / P) of the L
 //    layers (the heaviest stage sets the plan): that share of the weights (embeddings and LM head
@@ -105,9 +110,15 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   plan.kv_bytes_per_token_per_gpu = stage_share(m.num_full_attention_layers()) * layer_kv;
   plan.window_kv_reserve_bytes =
       stage_share(m.num_sliding_layers) * layer_kv * m.sliding_window * p.max_num_seqs;
+  if (m.linear_attention) {
+    const int64_t state_per_gpu = (m.linear_attention->state_bytes_per_layer() + d.tp - 1) / d.tp;
+    plan.recurrent_state_reserve_bytes =
+        stage_share(m.num_linear_layers()) * state_per_gpu * p.max_num_seqs;
+  }
   plan.rule = p.rule;
-  const int64_t after_weights = plan.usable_bytes - plan.weight_bytes_per_gpu -
-                                plan.runtime_overhead_bytes - plan.window_kv_reserve_bytes;
+  const int64_t reserves = plan.window_kv_reserve_bytes + plan.recurrent_state_reserve_bytes;
+  const int64_t after_weights =
+      plan.usable_bytes - plan.weight_bytes_per_gpu - plan.runtime_overhead_bytes - reserves;
   switch (p.rule) {
     case KvPoolRule::kUtilizationCap:
       plan.kv_pool_bytes_per_gpu = after_weights - plan.activation_reserve_bytes;
@@ -119,7 +130,7 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
       plan.usable_bytes = plan.gpu_memory_bytes;
       const int64_t free_bytes = plan.gpu_memory_bytes - plan.weight_bytes_per_gpu -
                                  plan.runtime_overhead_bytes - plan.activation_reserve_bytes -
-                                 plan.window_kv_reserve_bytes;
+                                 reserves;
       plan.kv_pool_bytes_per_gpu =
           free_bytes > 0 ? std::llround(static_cast<double>(free_bytes) * p.gpu_memory_utilization)
                          : free_bytes;
@@ -265,6 +276,9 @@ std::string describe(const MemoryPlan& plan) {
   out += fmt::format("\n  runtime overhead    {}", gib(plan.runtime_overhead_bytes));
   if (plan.window_kv_reserve_bytes > 0) {
     out += fmt::format("\n  sliding-window KV   {}", gib(plan.window_kv_reserve_bytes));
+  }
+  if (plan.recurrent_state_reserve_bytes > 0) {
+    out += fmt::format("\n  recurrent state     {}", gib(plan.recurrent_state_reserve_bytes));
   }
   out += fmt::format(
       "\n  KV pool             {}: {} blocks x {} tokens = {} tokens ({:.1f} KiB per token per "

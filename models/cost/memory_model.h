@@ -42,6 +42,10 @@ struct MemoryPlan {
   // KV of the sliding-window layers, reserved for max_num_seqs sequences of sliding_window tokens
   // (0 without such layers).
   int64_t window_kv_reserve_bytes = 0;
+  // The recurrent state of the linear-attention layers (ModelSpec::recurrent_state_bytes(), split
+  // over the TP ranks), reserved for max_num_seqs sequences as SGLang's state pool is sized
+  // (0 without such layers).
+  int64_t recurrent_state_reserve_bytes = 0;
   int64_t kv_pool_bytes_per_gpu = 0;
   int64_t block_size = 0;
   // KV blocks of the instance (same count on every TP rank; with attention DP, the sum of the

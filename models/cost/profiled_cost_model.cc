@@ -1380,10 +1380,14 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
     out->add(times * l.seconds, g.kind(l));
   };
   Split q, ov, mlp, elem, ar;
-  gemm(qkv, m, layers, &q);
-  finish(0, q, peak.qkv.time(m));
-  gemm(o, m, layers, &ov);
-  finish(1, ov, peak.o.time(m));
+  gemm(qkv, m, shapes.attention_layers, &q);
+  gemm(o, m, shapes.attention_layers, &ov);
+  if (achievable.has_linear) {  // no tables of the linear layers' projections: the roofline
+    q.add(achievable.linear_in.time(m), kAnalytic);
+    ov.add(achievable.linear_out.time(m), kAnalytic);
+  }
+  finish(0, q, detail::qkv_time(peak, m));
+  finish(1, ov, detail::o_time(peak, m));
   if (!shapes.moe) {
     gemm(gate_up, m, layers, &mlp);
     gemm(down, m, layers, &mlp);
@@ -1519,6 +1523,11 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
                                       s.window_prefill_kv_tokens, s.prefill_query_tokens, 0),
                kAnalytic);
     }
+    if (achievable.has_linear) {
+      part.add(detail::linear_attention_time(achievable, s.prefill_query_tokens, s.prefill_segments,
+                                             true),
+               kAnalytic);
+    }
     out->s[kPrefill] =
         part.clamp_to(detail::prefill_attention_time(peak, s), &clamped_predictions);
     for (size_t k = 0; k < 3; ++k) {
@@ -1552,6 +1561,9 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
     };
     add_layers(layers, s.decode_kv_tokens);
     if (achievable.windowed) add_layers(shapes.window_layers, s.window_decode_kv_tokens);
+    if (achievable.has_linear) {
+      part.add(detail::linear_attention_time(achievable, b, b, false), kAnalytic);
+    }
     out->s[kDecode] = part.clamp_to(detail::decode_attention_time(peak, s), &clamped_predictions);
     for (size_t k = 0; k < 3; ++k) {
       out->split[k] += part.by_kind[k];

@@ -98,6 +98,30 @@ void set_dsa_shapes(const ModelSpec& m, RankShapes* s) {
   ix.query_bytes_per_token = hi * di + 4 * hi + 4 * static_cast<double>(dsa.index_topk);
 }
 
+// The engines' chunk length of the chunked gated delta rule (fla's chunk_gated_delta_rule).
+constexpr double kDeltaRuleChunk = 64;
+
+// Gated DeltaNet layers of a hybrid model (formulas in roofline_terms.h).
+void set_linear_shapes(const ModelSpec& m, double t, RankShapes* s) {
+  const LinearAttentionSpec& la = *m.linear_attention;
+  const double hv = static_cast<double>(la.value_heads) / t;
+  const double dk = static_cast<double>(la.key_head_dim);
+  const double dv = static_cast<double>(la.value_head_dim);
+  const double conv = static_cast<double>(la.conv_dim()) / t;
+  const double kernel = static_cast<double>(la.conv_kernel);
+  s->linear_layers = la.num_linear_layers;
+  s->attention_layers = s->layers - s->linear_layers;
+  s->linear_in_n =
+      static_cast<double>(2 * la.key_dim() + 2 * la.value_dim() + 2 * la.value_heads) / t;
+  s->linear_out_k = static_cast<double>(la.value_dim()) / t;
+  const double conv_flops = 2 * kernel * conv;
+  s->linear_prefill_flops_per_token =
+      hv * (6 * dk * dv + 2 * kDeltaRuleChunk * (2 * dk + dv)) + conv_flops;
+  s->linear_decode_flops_per_token = hv * 7 * dk * dv + conv_flops;
+  s->linear_state_bytes = static_cast<double>(la.state_bytes_per_layer()) / t;
+  s->linear_act_bytes_per_token = kActivationBytes * (s->linear_in_n + 2 * conv + s->linear_out_k);
+}
+
 AttentionTerm make_attention(const AttentionShape& a, double layers, double weight_bytes,
                              const Throughputs& x) {
   const double bw = x.mem_bytes_per_s;
@@ -159,6 +183,7 @@ RankShapes rank_shapes(const Deployment& d) {
   RankShapes s;
   s.tp = d.tp;
   s.layers = m.num_layers;
+  s.attention_layers = s.layers;
   s.hidden = static_cast<double>(m.hidden_size);
   s.head_dim = static_cast<double>(m.head_dim);
   s.heads = static_cast<double>(m.num_attention_heads) / t;
@@ -166,7 +191,7 @@ RankShapes rank_shapes(const Deployment& d) {
   s.weight_bytes = weight_bytes_per_element(d.weight_dtype).value();
   s.kv_bytes = static_cast<double>(dtype_bytes(d.kv_dtype));
   const double mlp_factor = m.gated_mlp ? 2 : 1;
-  s.qkv_n = (s.heads + 2 * s.kv_heads) * s.head_dim;
+  s.qkv_n = ((m.attention_output_gate ? 2 : 1) * s.heads + 2 * s.kv_heads) * s.head_dim;
   s.qkv_k = s.hidden;
   s.o_n = s.hidden;
   s.o_k = s.heads * s.head_dim;
@@ -221,6 +246,7 @@ RankShapes rank_shapes(const Deployment& d) {
   s.window_layers = m.num_sliding_layers;
   s.full_attention_layers = m.num_full_attention_layers();
   if (m.dsa) set_dsa_shapes(m, &s);
+  if (m.linear_attention) set_linear_shapes(m, t, &s);
 
   const double elementwise_elements = kNormResidualElements * s.hidden +
                                       (mlp_factor + 1) * active_intermediate +
@@ -237,8 +263,19 @@ Rates make_rates(const RankShapes& s, const Throughputs& x) {
     return make_gemm(on_layers, n, k, s.weight_bytes, x.gemm_flops_per_s, bw, x.launch_s);
   };
   Rates r;
-  r.qkv = gemm(layers, s.qkv_n, s.qkv_k);
-  r.o = gemm(layers, s.o_n, s.o_k);
+  r.qkv = gemm(s.attention_layers, s.qkv_n, s.qkv_k);
+  r.o = gemm(s.attention_layers, s.o_n, s.o_k);
+  if (s.linear_layers > 0) {
+    const double ll = s.linear_layers;
+    r.has_linear = true;
+    r.linear_in = gemm(ll, s.linear_in_n, s.hidden);
+    r.linear_out = gemm(ll, s.hidden, s.linear_out_k);
+    r.linear_prefill_flop_s = ll * s.linear_prefill_flops_per_token / x.bf16_flops_per_s;
+    r.linear_decode_flop_s = ll * s.linear_decode_flops_per_token / x.bf16_flops_per_s;
+    r.linear_act_s = ll * s.linear_act_bytes_per_token / bw;
+    r.linear_state_s = ll * 2 * s.linear_state_bytes / bw;
+    r.linear_launch_s = ll * x.launch_s;
+  }
   if (s.moe) {
     r.moe = true;
     r.experts = s.experts;
@@ -485,7 +522,7 @@ double prefill_attention_time(const Rates& r, const BatchSums& s) {
     t += attention_time(r.indexer, s.prefill_key_positions, s.prefill_kv_tokens,
                         s.prefill_query_tokens, 0);
   }
-  return t;
+  return t + linear_attention_time(r, s.prefill_query_tokens, s.prefill_segments, true);
 }
 
 double decode_attention_time(const Rates& r, const BatchSums& s) {
@@ -499,7 +536,22 @@ double decode_attention_time(const Rates& r, const BatchSums& s) {
     t += attention_time(r.indexer, s.decode_key_positions, s.decode_kv_tokens,
                         s.decode_query_tokens, 0);
   }
-  return t;
+  return t + linear_attention_time(r, s.decode_query_tokens, s.decode_query_tokens, false);
+}
+
+double linear_attention_time(const Rates& r, double tokens, double sequences, bool prefill) {
+  if (!r.has_linear) return 0;
+  const double flop_s = prefill ? r.linear_prefill_flop_s : r.linear_decode_flop_s;
+  return std::max(flop_s * tokens, r.linear_state_s * sequences + r.linear_act_s * tokens) +
+         r.linear_launch_s;
+}
+
+double qkv_time(const Rates& r, double rows) {
+  return r.qkv.time(rows) + (r.has_linear ? r.linear_in.time(rows) : 0);
+}
+
+double o_time(const Rates& r, double rows) {
+  return r.o.time(rows) + (r.has_linear ? r.linear_out.time(rows) : 0);
 }
 
 double mlp_time(const Rates& r, double rows) {
@@ -528,8 +580,8 @@ double mlp_time(const Rates& r, double rows) {
 OperatorTimes evaluate(const Rates& r, const BatchSums& s) {
   const double rows = s.tokens;
   OperatorTimes out;
-  out.qkv_gemm = duration_from_seconds(r.qkv.time(rows));
-  out.o_gemm = duration_from_seconds(r.o.time(rows));
+  out.qkv_gemm = duration_from_seconds(qkv_time(r, rows));
+  out.o_gemm = duration_from_seconds(o_time(r, rows));
   out.mlp_gemm = duration_from_seconds(mlp_time(r, rows));
   if (s.has_prefill) {
     out.attention_prefill = duration_from_seconds(prefill_attention_time(r, s));

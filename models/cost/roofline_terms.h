@@ -75,6 +75,21 @@ inline constexpr int64_t kMaxSegmentTokens = int64_t{1} << 24;
 //   attention in the absorbed form (decode's shape above) in prefill too, over at most top-k key
 //           positions per query (the windowed sums with window = top-k, every layer); the latent
 //           GEMM runs on the query tokens.
+// Gated DeltaNet layers (Qwen3-Next, Qwen3.5), per rank, with Hk, Hv key and value heads of dk, dv
+// (Hk/t and Hv/t per rank), conv_dim = 2*Hk*dk + Hv*dv, the engines' chunk C = 64:
+//   in      N = (2*Hk*dk + 2*Hv*dv + 2*Hv)/t, K = hidden (q, k, v, the output gate z, beta, decay)
+//   out     N = hidden, K = Hv*dv/t
+//   prefill per token, the chunked delta rule: Hv/t * (6*dk*dv + 2*C*(2*dk + dv)) FLOPs (query
+//           and key against the carried state, the state update, the chunk's QK^T, KK^T and
+//           attention-times-V) + the convolution's 2*kernel per channel; each prefill segment
+//           reads and writes its sequence's state once
+//   decode  per token, the recurrent step: Hv/t * 7*dk*dv FLOPs (decay, S^T k, the rank-1
+//           update, S^T q) + the convolution; reads and writes the whole state
+//   bytes   the state (ModelSpec::recurrent_state_bytes() / layers / t) twice per sequence and
+//           pass, and per token the in-projection's outputs read, the convolution's inputs and
+//           outputs, and the value-wide output written (16 bit)
+// Their q/k/v/o terms run on the full-attention layers only; gated full attention (Qwen3-Next,
+// Qwen3.5) widens q by the gate: QKV N = (2*H/t + 2*kvh_rank) * hd.
 // GQA: 4*h*hd FLOPs per attended key position, 2*kvh_rank*hd KV elements per key token, Q and O
 // (2*h*hd elements) per query token, no latent GEMM.
 //
@@ -91,6 +106,7 @@ struct AttentionShape {
 
 struct RankShapes {
   double layers = 0;
+  double attention_layers = 0;  // layers with q/k/v/o projections: all but linear-attention ones
   double hidden = 0;
   double head_dim = 0;
   double heads = 0;     // query heads per rank
@@ -110,6 +126,12 @@ struct RankShapes {
   AttentionShape prefill_attention, decode_attention;
   bool dsa = false;        // DeepSeek Sparse Attention: the indexer below, attention over top-k
   AttentionShape indexer;  // flops per scored position at the FP8 rate; no latent GEMM
+  // Gated DeltaNet layers (formulas above); linear_layers = 0 without any.
+  double linear_layers = 0;
+  double linear_in_n = 0, linear_out_k = 0;
+  double linear_prefill_flops_per_token = 0, linear_decode_flops_per_token = 0;
+  double linear_state_bytes = 0;          // per sequence and layer, on this rank
+  double linear_act_bytes_per_token = 0;  // per layer
   double full_attention_layers = 0;  // = layers without sliding-window layers
   double window_layers = 0;
   int64_t window = 0;  // tokens; 0 = no sliding-window layers
@@ -199,6 +221,12 @@ struct Rates {
   AttentionTerm indexer;
   bool has_indexer = false;
   bool prefill_latent_on_queries = false;
+  // Gated DeltaNet layers, summed over them: projections, and the recurrence's seconds per token
+  // (FLOPs; activations) and per sequence (state read and written).
+  bool has_linear = false;
+  GemmTerm linear_in, linear_out;
+  double linear_prefill_flop_s = 0, linear_decode_flop_s = 0, linear_act_s = 0;
+  double linear_state_s = 0, linear_launch_s = 0;
   double elementwise_s = 0;  // per token
   double elementwise_launch_s = 0;
   double allreduce_s = 0;  // per token
@@ -269,6 +297,14 @@ double attention_time(const AttentionTerm& a, double positions, double kv_tokens
 // Prefill-like / decode attention of a pass: full-attention layers plus sliding-window layers.
 double prefill_attention_time(const Rates& r, const BatchSums& s);
 double decode_attention_time(const Rates& r, const BatchSums& s);
+
+// The recurrence of the Gated DeltaNet layers over `tokens` tokens of `sequences` sequences, with
+// the prefill (chunked) or the decode (recurrent step) FLOPs; 0 without linear layers.
+double linear_attention_time(const Rates& r, double tokens, double sequences, bool prefill);
+// QKV / O projection time of a pass with `rows` tokens: the attention layers' plus the linear
+// layers' in / out projections.
+double qkv_time(const Rates& r, double rows);
+double o_time(const Rates& r, double rows);
 
 // MLP GEMM time of a pass with `rows` tokens (dense: gate-up + down; MoE: router + routed experts
 // on the MoE layers, + the shared expert, + gate-up + down on the dense layers).

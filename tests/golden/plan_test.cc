@@ -306,30 +306,34 @@ TEST(PlanMoe, ExpertParallelAxisPrunesLayoutsItCannotSplit) {
   EXPECT_GT(wide_ep, 0);
 }
 
-// The shipped GLM-5 plan (DeepSeek Sparse Attention): configs on each of H200, B200 and GB200
-// survive pruning, and `servesim plan` finds a cheapest layout meeting the SLO.
-TEST(PlanSparseAttention, Glm5PlansOnH200B200AndGb200) {
+// The shipped plans of the newest architectures, GLM-5 (DeepSeek Sparse Attention) and
+// Qwen3.5-397B-A17B (hybrid Gated DeltaNet linear attention): configs on each of H200, B200 and
+// GB200 survive pruning, and `servesim plan` finds a cheapest layout meeting the SLO.
+TEST(PlanNewArchitectures, Glm5AndQwen35PlanOnH200B200AndGb200) {
   const auto root = scenarios::DataRoot::discover();
-  const std::string path = "scenarios/plans/glm5_long_context.plan.json";
-  const app::PlanSpec spec = app::load_plan(path, root);
-  const app::SloCriteria criteria = app::SloCriteria::parse(
-      spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
-  std::vector<app::PlanConfig> configs = app::expand_plan(spec);
-  std::vector<ConfigIssue> issues;
-  std::map<std::string, bool> reported;
-  std::map<std::string, int> runnable;
-  for (app::PlanConfig& c : configs) {
-    SCOPED_TRACE(c.label);
-    app::prune_config(spec, c, criteria, root, issues, reported);
-    ASSERT_TRUE(issues.empty());
-    if (c.status != app::ConfigStatus::kPruned) ++runnable[c.label.substr(0, c.label.find(' '))];
+  for (const std::string path : {"scenarios/plans/glm5_long_context.plan.json",
+                                 "scenarios/plans/qwen35_long_context.plan.json"}) {
+    SCOPED_TRACE(path);
+    const app::PlanSpec spec = app::load_plan(path, root);
+    const app::SloCriteria criteria = app::SloCriteria::parse(
+        spec.slo, spec.attainment, spec.search.min_throughput_ratio, spec.source, "slo");
+    std::vector<app::PlanConfig> configs = app::expand_plan(spec);
+    std::vector<ConfigIssue> issues;
+    std::map<std::string, bool> reported;
+    std::map<std::string, int> runnable;
+    for (app::PlanConfig& c : configs) {
+      SCOPED_TRACE(c.label);
+      app::prune_config(spec, c, criteria, root, issues, reported);
+      ASSERT_TRUE(issues.empty());
+      if (c.status != app::ConfigStatus::kPruned) ++runnable[c.label.substr(0, c.label.find(' '))];
+    }
+    for (const char* gpu : {"h200_sxm", "b200_sxm", "gb200_nvl72"}) {
+      EXPECT_GT(runnable[gpu], 0) << gpu;
+    }
+    const auto [rc, out] = run_command(std::string(SERVESIM_BIN) + " plan " + path + " --no-db");
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("cheapest #"), std::string::npos) << out;
   }
-  for (const char* gpu : {"h200_sxm", "b200_sxm", "gb200_nvl72"}) {
-    EXPECT_GT(runnable[gpu], 0) << gpu;
-  }
-  const auto [rc, out] = run_command(std::string(SERVESIM_BIN) + " plan " + path + " --no-db");
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("cheapest #"), std::string::npos) << out;
 }
 
 // Pipeline stages as a grid axis: a config holds instances x tp x pp GPUs, one whose stage cannot

@@ -220,7 +220,9 @@ TEST(ModelCatalogTest, LoadsEveryShippedModel) {
                                                       "qwen2.5-32b",
                                                       "qwen2.5-72b",
                                                       "qwen3-235b-a22b",
-                                                      "qwen3-32b"}));
+                                                      "qwen3-32b",
+                                                      "qwen3.5-27b",
+                                                      "qwen3.5-397b-a17b"}));
 }
 
 // The shipped catalog and a folder of one's own load together; a key in both names both files.

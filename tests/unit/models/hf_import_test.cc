@@ -166,7 +166,9 @@ TEST(HfImportRoundTrip, ShippedHfConfigsMatchTheirCatalogFiles) {
         std::pair{"moonshotai--Kimi-K2-Instruct.config.json", "kimi-k2-instruct"},
         std::pair{"zai-org--GLM-4.7.config.json", "glm-4.7"},
         std::pair{"zai-org--GLM-5.config.json", "glm-5"},
-        std::pair{"deepseek-ai--DeepSeek-V3.2.config.json", "deepseek-v3.2"}}) {
+        std::pair{"deepseek-ai--DeepSeek-V3.2.config.json", "deepseek-v3.2"},
+        std::pair{"Qwen--Qwen3.5-397B-A17B.config.json", "qwen3.5-397b-a17b"},
+        std::pair{"Qwen--Qwen3.5-27B.config.json", "qwen3.5-27b"}}) {
     SCOPED_TRACE(key);
     const std::string path = (fs::path(kHfConfigDir) / config).string();
     const Json stored =
@@ -555,8 +557,8 @@ TEST(HfImportErrors, UnknownModelTypeListsTheSupportedOnes) {
   EXPECT_EQ(input_error([&] { import_hf_config(config, options_for("c.json", "k")); }),
             "c.json: model_type: \"phi3\" is not supported; supported model types are: "
             "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, gpt_oss, kimi_k2, kimi_k25, llama, "
-            "minimax_m2, mistral, "
-            "mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
+            "minimax_m2, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_5, qwen3_5_moe, "
+            "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next");
 }
 
 TEST(HfImportErrors, MixtralNeedsItsExpertKeys) {
