@@ -290,6 +290,7 @@ struct ProfiledCostModel::Impl {
   std::vector<std::unique_ptr<interp::CurveTable>> curve_tables;
 
   GemmSource qkv, o, gate_up, down, router, lm_head;
+  GemmSource linear_in, linear_out;  // Gated DeltaNet layers' projections (hybrid models)
   // MoE models: the shared expert, and the dense MLP of the dense layers.
   GemmSource shared_gate_up, shared_down, dense_gate_up, dense_down;
   // MoE layer table (key into moe_table), or experts through gate_up/down GEMMs.
@@ -793,6 +794,12 @@ void ProfiledCostModel::Impl::resolve_gemms(GemmSearch& search) {
     pick_gemm(search, "down_gemm", shapes.hidden, shapes.dense_down_k, wb, wdtypes, &dense_down);
   }
   if (shapes.moe) pick_gemm(search, "moe_router", shapes.experts, shapes.hidden, 2, act16, &router);
+  if (shapes.linear_layers > 0) {
+    pick_gemm(search, "linear_attention_in", shapes.linear_in_n, shapes.hidden, wb, wdtypes,
+              &linear_in);
+    pick_gemm(search, "linear_attention_out", shapes.hidden, shapes.linear_out_k, wb, wdtypes,
+              &linear_out);
+  }
 }
 
 // A MoE model's routed experts: its fused-MoE table rows where a profile measured its shape,
@@ -1305,6 +1312,8 @@ void ProfiledCostModel::Impl::use_gemm_fits(const RooflineFit& weights,
   set(&shared_down, shapes.hidden, shapes.shared_down_k, shapes.weight_bytes, weights);
   set(&dense_gate_up, shapes.dense_gate_up_n, shapes.hidden, shapes.weight_bytes, weights);
   set(&dense_down, shapes.hidden, shapes.dense_down_k, shapes.weight_bytes, weights);
+  set(&linear_in, shapes.linear_in_n, shapes.hidden, shapes.weight_bytes, weights);
+  set(&linear_out, shapes.hidden, shapes.linear_out_k, shapes.weight_bytes, weights);
 }
 
 void ProfiledCostModel::Impl::resolve_uncalibrated() {
@@ -1382,9 +1391,9 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
   Split q, ov, mlp, elem, ar;
   gemm(qkv, m, shapes.attention_layers, &q);
   gemm(o, m, shapes.attention_layers, &ov);
-  if (achievable.has_linear) {  // no tables of the linear layers' projections: the roofline
-    q.add(achievable.linear_in.time(m), kAnalytic);
-    ov.add(achievable.linear_out.time(m), kAnalytic);
+  if (shapes.linear_layers > 0) {  // the GEMM tables at the linear layers' projection shapes
+    gemm(linear_in, m, shapes.linear_layers, &q);
+    gemm(linear_out, m, shapes.linear_layers, &ov);
   }
   finish(0, q, detail::qkv_time(peak, m));
   finish(1, ov, detail::o_time(peak, m));

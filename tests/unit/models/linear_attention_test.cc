@@ -15,6 +15,7 @@
 #include "models/cost/roofline_terms.h"
 #include "core/error.h"
 #include "tests/unit/models/catalog_fixture.h"
+#include "tests/unit/models/unit_rates.h"
 
 namespace servesim::models {
 namespace {
@@ -85,15 +86,8 @@ TEST_F(LinearAttention, StateIsReservedPerSequenceAndShrinksTheKvPool) {
 
 TEST_F(LinearAttention, RecurrenceFlopsAndStateBytesHandComputed) {
   const ModelSpec& m = models_->get("qwen3.5-397b-a17b");
-  GpuSpec g;
-  g.key = "unit";
-  g.memory_bytes = int64_t{1} << 50;
-  g.mem_bw_bytes_per_s = 1;
-  g.bf16_flops_per_s = 1;
-  g.pcie_bytes_per_s_per_direction = 1;
-  detail::Throughputs x;
-  x.gemm_flops_per_s = x.bf16_flops_per_s = x.fp8_flops_per_s = 1;
-  x.mem_bytes_per_s = x.link_bytes_per_s = 1;
+  const GpuSpec g = unit_gpu();
+  const detail::Throughputs x = unit_throughputs();
   const detail::RankShapes s =
       detail::rank_shapes(Deployment{&m, &g, 1, Dtype::kBf16, Dtype::kBf16});
   const detail::Rates r = detail::make_rates(s, x);

@@ -16,31 +16,10 @@
 #include "models/cost/roofline_terms.h"
 #include "core/error.h"
 #include "tests/unit/models/catalog_fixture.h"
+#include "tests/unit/models/unit_rates.h"
 
 namespace servesim::models {
 namespace {
-
-// A GPU whose rates are 1 FLOP/s and 1 B/s: a Rates term in seconds is then its FLOPs or bytes.
-GpuSpec unit_gpu() {
-  GpuSpec g;
-  g.key = "unit";
-  g.name = "unit";
-  g.memory_bytes = int64_t{1} << 40;
-  g.mem_bw_bytes_per_s = 1;
-  g.bf16_flops_per_s = 1;
-  g.fp8_flops_per_s = 2;
-  g.pcie_bytes_per_s_per_direction = 1;
-  return g;
-}
-
-detail::Throughputs unit_throughputs() {
-  detail::Throughputs x;
-  x.gemm_flops_per_s = 1;
-  x.bf16_flops_per_s = 1;
-  x.mem_bytes_per_s = 1;
-  x.link_bytes_per_s = 1;
-  return x;
-}
 
 // 2 layers: layer 0 dense (MLP 128), layer 1 MoE (4 experts of 32, top-2, one shared expert of
 // 32). hidden 64, 4 query / 2 KV heads of 16, vocab 100.

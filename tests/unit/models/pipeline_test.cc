@@ -9,6 +9,7 @@
 #include "models/cost/memory_model.h"
 #include "models/cost/pipeline.h"
 #include "core/error.h"
+#include "tests/unit/models/unit_rates.h"
 
 namespace servesim::models {
 namespace {
@@ -30,15 +31,10 @@ ModelSpec tiny_dense() {
   return m;
 }
 
-// 1 FLOP/s and 1 B/s everywhere; a 1000 B/s NVLink domain of 8 GPUs.
-GpuSpec unit_gpu() {
-  GpuSpec g;
-  g.key = "unit";
-  g.name = "unit";
+// unit_gpu() with 1 GiB of memory and a 1000 B/s NVLink domain of 8 GPUs.
+GpuSpec nvlink_unit_gpu() {
+  GpuSpec g = unit_gpu();
   g.memory_bytes = int64_t{1} << 30;
-  g.mem_bw_bytes_per_s = 1;
-  g.bf16_flops_per_s = 1;
-  g.pcie_bytes_per_s_per_direction = 1;
   g.nvlink_bytes_per_s_per_direction = 1000;
   g.nvlink_max_tp = 8;
   return g;
@@ -52,7 +48,7 @@ BatchShape decodes(int n, int64_t context) {
 
 TEST(Pipeline, APassIsTheWholeModelPlusTheHandOffs) {
   const ModelSpec m = tiny_dense();
-  const GpuSpec g = unit_gpu();
+  const GpuSpec g = nvlink_unit_gpu();
   RooflineParams p;
   p.iteration_overhead = Duration{1000};
   const Deployment whole{&m, &g, 2, Dtype::kBf16, Dtype::kBf16};
@@ -100,7 +96,7 @@ TEST(Pipeline, APassIsTheWholeModelPlusTheHandOffs) {
 
 TEST(Pipeline, AStageHoldsItsLayersWeightsAndKv) {
   const ModelSpec m = tiny_dense();
-  const GpuSpec g = unit_gpu();
+  const GpuSpec g = nvlink_unit_gpu();
   MemoryParams mp;
   mp.runtime_overhead_bytes = 1;
   const Deployment whole{&m, &g, 2, Dtype::kBf16, Dtype::kBf16};
@@ -124,7 +120,7 @@ TEST(Pipeline, AStageHoldsItsLayersWeightsAndKv) {
 
 TEST(Pipeline, LayoutsThatCannotSplitAreErrors) {
   const ModelSpec m = tiny_dense();
-  const GpuSpec g = unit_gpu();
+  const GpuSpec g = nvlink_unit_gpu();
   EXPECT_EQ(pipeline_parallel_error(m, 4), "");
   EXPECT_EQ(pipeline_parallel_error(m, 5),
             "tiny-dense: pipeline-parallel degree pp=5 must be in [1, 4] (one stage holds at "

@@ -14,20 +14,10 @@
 #include "models/cost/memory_model.h"
 #include "models/cost/roofline_terms.h"
 #include "tests/unit/models/catalog_fixture.h"
+#include "tests/unit/models/unit_rates.h"
 
 namespace servesim::models {
 namespace {
-
-// 1 FLOP/s at every precision and 1 B/s: a term in seconds is its FLOPs or its bytes.
-detail::Throughputs unit_throughputs() {
-  detail::Throughputs x;
-  x.gemm_flops_per_s = 1;
-  x.bf16_flops_per_s = 1;
-  x.fp8_flops_per_s = 1;
-  x.mem_bytes_per_s = 1;
-  x.link_bytes_per_s = 1;
-  return x;
-}
 
 class SparseAttention : public CatalogFixture {
  protected:
@@ -37,16 +27,7 @@ class SparseAttention : public CatalogFixture {
   }
   // Rates of a whole model on one GPU (TP 1: per-token counts of the model).
   static detail::Rates unit_rates(const ModelSpec& m) {
-    static const GpuSpec g = [] {
-      GpuSpec gpu;
-      gpu.key = "unit";
-      gpu.memory_bytes = int64_t{1} << 50;
-      gpu.mem_bw_bytes_per_s = 1;
-      gpu.bf16_flops_per_s = 1;
-      gpu.fp8_flops_per_s = 1;
-      gpu.pcie_bytes_per_s_per_direction = 1;
-      return gpu;
-    }();
+    static const GpuSpec g = unit_gpu();
     const Deployment d{&m, &g, 1, Dtype::kBf16, Dtype::kBf16};
     return detail::make_rates(detail::rank_shapes(d), unit_throughputs());
   }
