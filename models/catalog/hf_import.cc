@@ -419,11 +419,13 @@ struct Counts {
   // num_linear_layers linear-attention layers has linear_minus_full more parameters.
   int64_t num_linear_layers = 0;
   int64_t linear_minus_full = 0;
+  // A multimodal wrapper's vision tower: loaded with the weights, run by no text token.
+  int64_t vision_tower = 0;
 
   int64_t num_dense_layers() const { return num_layers - num_moe_layers; }
   int64_t total() const {
     return embedding + lm_head + num_dense_layers() * dense_layer + num_moe_layers * moe_layer +
-           final_norm + num_linear_layers * linear_minus_full;
+           final_norm + num_linear_layers * linear_minus_full + vision_tower;
   }
   int64_t active() const {
     return embedding + lm_head + num_dense_layers() * dense_layer +
@@ -713,6 +715,32 @@ LinearLayers linear_layers(const ConfigReader& in, const Dimensions& d) {
   return l;
 }
 
+// Qwen3.5's vision tower (the Qwen3-VL vision transformer of vision_config): a Conv3d patch
+// embedding (in_channels x temporal_patch_size x patch_size^2 -> hidden, with bias), learned
+// position embeddings, depth blocks of two LayerNorms, qkv and proj with biases and a 2-layer
+// GELU MLP with biases, and the patch merger (LayerNorm, then spatial_merge_size^2 x hidden ->
+// the same -> out_hidden_size, with biases), once more per deepstack layer with its norm after the
+// merge.
+int64_t qwen_vision_tower_params(const ConfigReader& v) {
+  const int64_t h = v.positive_integer("hidden_size");
+  const int64_t inner = v.positive_integer("intermediate_size");
+  const int64_t patch = v.positive_integer("patch_size");
+  const int64_t merged =
+      h * v.positive_integer("spatial_merge_size") * v.positive_integer("spatial_merge_size");
+  const int64_t out = v.positive_integer("out_hidden_size");
+  const int64_t embed = v.positive_integer("in_channels") *
+                            v.positive_integer("temporal_patch_size") * patch * patch * h +
+                        h + v.positive_integer("num_position_embeddings") * h;
+  const int64_t block = 4 * h + 3 * h * h + 3 * h + h * h + h + 2 * h * inner + inner + h;
+  const auto merger = [&](int64_t norm) {
+    return 2 * norm + merged * merged + merged + merged * out + out;
+  };
+  const int64_t depth = v.positive_integer("depth");
+  const auto deepstack =
+      static_cast<int64_t>(v.layer_list("deepstack_visual_indexes", depth).size());
+  return embed + depth * block + merger(h) + deepstack * merger(merged);
+}
+
 // The model file's "attention_window" object, or null when no layer attends over a window.
 Json attention_window(const ConfigReader& in, int64_t num_layers) {
   const int64_t sliding_layers = sliding_layers_from_types(in, num_layers);
@@ -865,6 +893,7 @@ Json param_breakdown(const Counts& counts) {
     breakdown["num_dense_layers"] = counts.num_dense_layers();
   }
   breakdown["num_layers"] = counts.num_layers;
+  if (counts.vision_tower > 0) breakdown["vision_tower"] = counts.vision_tower;
   if (counts.num_linear_layers > 0) {
     breakdown["num_linear_attention_layers"] = counts.num_linear_layers;
     breakdown["linear_minus_full_attention_per_layer"] = counts.linear_minus_full;
@@ -968,6 +997,10 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     counts.num_linear_layers = linear.spec.num_linear_layers;
     counts.linear_minus_full = linear.params_per_layer - attention.params;
   }
+  if (wrapper == "qwen3_5" || wrapper == "qwen3_5_moe") {
+    counts.vision_tower = qwen_vision_tower_params(
+        ConfigReader(outer.object("vision_config"), file, "vision_config"));
+  }
   const Json moe =
       rules.moe ? moe_layers(in, rules, d, attention.params + layer_norms, &counts) : Json(nullptr);
   const Provenance provenance = read_provenance(in, options, file);
@@ -1001,9 +1034,15 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   if (quant.empty() && !wrapper.empty()) quant = checkpoint_quantization(outer);
   if (!quant.empty()) doc["checkpoint_quantization"] = quant;
   if (!wrapper.empty()) {
-    doc["multimodal"] = {{"model_type", wrapper},
-                         {"served", "text only: the language model of text_config"},
-                         {"vision_tower", "not counted in param_count (vision_config)"}};
+    doc["multimodal"] = {
+        {"model_type", wrapper},
+        {"served", "text only: the language model of text_config"},
+        {"vision_tower",
+         counts.vision_tower > 0
+             ? fmt::format("{} parameters (vision_config) in param_count, loaded with the weights; "
+                           "not in the active count",
+                           counts.vision_tower)
+             : std::string("not counted in param_count (vision_config)")}};
   }
   if (!options.expert_routing.empty()) {
     if (moe.is_null()) {

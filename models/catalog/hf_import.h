@@ -33,7 +33,9 @@
 //   layers not counted). Multimodal wrappers are imported from their text_config (kimi_k25,
 //   qwen3_5, qwen3_5_moe) and served text-only: the document is the
 //   language model's, with "multimodal" (the wrapper's model_type) and the whole config as
-//   raw_config; the vision tower is not counted; errors name the key inside text_config.
+//   raw_config; Qwen3.5's vision tower (vision_config, Qwen3-VL's encoder) is counted in
+//   param_count, not in the active count, Kimi-K2.5's is not counted; errors name the key inside
+//   text_config.
 // - The document adds "mla" (q_lora_rank, 0 without a query LoRA, kv_lora_rank, qk_nope_head_dim,
 //   qk_rope_head_dim, v_head_dim; head_dim = qk_nope + qk_rope) for MLA models, "attention_window"
 //   (sliding_window, num_sliding_layers) when layer_types has sliding_attention layers, and in

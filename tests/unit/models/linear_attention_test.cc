@@ -61,6 +61,28 @@ TEST_F(LinearAttention, Qwen35ImportHandComputed) {
   EXPECT_EQ(m.kv_bytes_for_context(1000, Dtype::kFp8), 1000 * 15 * 2 * 2 * 256);
 }
 
+// Its vision tower (Qwen3-VL's, 27 blocks of 1152): the patch embedding 3 x 2 x 16 x 16 x 1152 +
+// 1152 and 2304 x 1152 position embeddings; per block 2 LayerNorms, qkv and proj with biases and
+// the 1152 -> 4304 -> 1152 MLP with biases; the merger's LayerNorm and 4608 -> 4608 -> 4096 MLP.
+TEST_F(LinearAttention, Qwen35VisionTowerIsLoadedButNotActive) {
+  const int64_t h = 1152, inner = 4304, merged = 4 * 1152;
+  const int64_t block = 4 * h + 3 * h * h + 3 * h + h * h + h + 2 * h * inner + inner + h;
+  const int64_t tower = 3 * 2 * 16 * 16 * h + h + 2304 * h + 27 * block + 2 * h + merged * merged +
+                        merged + merged * 4096 + 4096;
+  EXPECT_EQ(tower, 456010480);
+  const nlohmann::json doc = catalog_doc("qwen3.5-397b-a17b");
+  EXPECT_EQ(doc["param_count_breakdown"]["vision_tower"], tower);
+  const nlohmann::json b = doc["param_count_breakdown"];
+  const int64_t text = b["embedding"].get<int64_t>() + b["lm_head_untied"].get<int64_t>() +
+                       60 * b["per_layer"].get<int64_t>() +
+                       45 * b["linear_minus_full_attention_per_layer"].get<int64_t>() + 4096;
+  EXPECT_EQ(doc["param_count"].get<int64_t>(), text + tower);
+  EXPECT_LT(doc["param_count_active_per_token"].get<int64_t>(), text);  // top-10 of 512 experts
+  // Its weights are loaded with the language model's.
+  const ModelSpec& m = models_->get("qwen3.5-397b-a17b");
+  EXPECT_EQ(m.param_count, text + tower);
+}
+
 TEST_F(LinearAttention, StateIsReservedPerSequenceAndShrinksTheKvPool) {
   const ModelSpec& m = models_->get("qwen3.5-397b-a17b");
   MemoryParams p;
