@@ -630,6 +630,19 @@ void add_indexer(const ConfigReader& in, const Dimensions& d, Attention* a) {
     in.fail("q_lora_rank",
             "expected a positive integer: the sparse-attention indexer reads the query latent");
   }
+  // GLM-5.2's indexer_types: "shared" layers reuse another layer's selection instead of scoring
+  // the keys themselves, which the cost model does not represent.
+  if (const Json* types = in.find("indexer_types")) {
+    const bool all_full =
+        types->is_array() && std::all_of(types->begin(), types->end(), [](const Json& t) {
+          return t.is_string() && t.get<std::string>() == "full";
+        });
+    if (!all_full) {
+      in.fail("indexer_types",
+              "expected every layer \"full\": layers that share another "
+              "layer's top-k selection are not modelled");
+    }
+  }
   DsaSpec dsa;
   dsa.index_heads = in.positive_integer("index_n_heads");
   dsa.index_head_dim = in.positive_integer("index_head_dim");

@@ -200,6 +200,7 @@ TEST(ModelCatalogTest, LoadsEveryShippedModel) {
                                                       "dream-v0-instruct-7b",
                                                       "glm-4.7",
                                                       "glm-5",
+                                                      "glm-5.1",
                                                       "gpt-oss-120b",
                                                       "kimi-k2-instruct",
                                                       "kimi-k2.5",
@@ -221,7 +222,9 @@ TEST(ModelCatalogTest, LoadsEveryShippedModel) {
                                                       "qwen2.5-72b",
                                                       "qwen3-235b-a22b",
                                                       "qwen3-32b",
+                                                      "qwen3.5-122b-a10b",
                                                       "qwen3.5-27b",
+                                                      "qwen3.5-35b-a3b",
                                                       "qwen3.5-397b-a17b"}));
 }
 

@@ -168,7 +168,10 @@ TEST(HfImportRoundTrip, ShippedHfConfigsMatchTheirCatalogFiles) {
         std::pair{"zai-org--GLM-5.config.json", "glm-5"},
         std::pair{"deepseek-ai--DeepSeek-V3.2.config.json", "deepseek-v3.2"},
         std::pair{"Qwen--Qwen3.5-397B-A17B.config.json", "qwen3.5-397b-a17b"},
-        std::pair{"Qwen--Qwen3.5-27B.config.json", "qwen3.5-27b"}}) {
+        std::pair{"Qwen--Qwen3.5-27B.config.json", "qwen3.5-27b"},
+        std::pair{"Qwen--Qwen3.5-122B-A10B.config.json", "qwen3.5-122b-a10b"},
+        std::pair{"Qwen--Qwen3.5-35B-A3B.config.json", "qwen3.5-35b-a3b"},
+        std::pair{"zai-org--GLM-5.1.config.json", "glm-5.1"}}) {
     SCOPED_TRACE(key);
     const std::string path = (fs::path(kHfConfigDir) / config).string();
     const Json stored =
@@ -341,6 +344,13 @@ TEST(HfImportCounts, TinySparseAttentionAddsTheIndexer) {
                       "indexer reads the query latent"),
             std::string::npos);
   config["q_lora_rank"] = 24;
+  config["indexer_types"] = {"full", "shared"};  // GLM-5.2: a layer reusing another's selection
+  EXPECT_NE(input_error([&] {
+              import_hf_config(config, options_for("c.json", "k"));
+            }).find("c.json: indexer_types: expected every layer \"full\""),
+            std::string::npos);
+  config["indexer_types"] = {"full", "full"};
+  EXPECT_NO_THROW(import_hf_config(config, options_for("c.json", "k")));
   config.erase("index_topk");
   EXPECT_NE(input_error([&] {
               import_hf_config(config, options_for("c.json", "k"));
