@@ -181,12 +181,23 @@ std::string degrees(const Deployment& d) {
     what += fmt::format("needs {:.1f} GiB per GPU for weights alone at {}",
                         static_cast<double>(plan.weight_bytes_per_gpu) / kBytesPerGiB, degrees(d));
   } else {
+    // The per-sequence reserves, where the model has them (max_num_seqs sequences each).
+    std::string reserves;
+    if (plan.window_kv_reserve_bytes > 0) {
+      reserves += fmt::format(" + {:.2f} GiB sliding-window KV",
+                              static_cast<double>(plan.window_kv_reserve_bytes) / kBytesPerGiB);
+    }
+    if (plan.recurrent_state_reserve_bytes > 0) {
+      reserves += fmt::format(
+          " + {:.2f} GiB recurrent state for {} sequences (max_num_seqs)",
+          static_cast<double>(plan.recurrent_state_reserve_bytes) / kBytesPerGiB, p.max_num_seqs);
+    }
     what += fmt::format(
-        "needs {:.1f} GiB weights + {:.2f} GiB activation reserve + {:.2f} GiB runtime overhead "
+        "needs {:.1f} GiB weights + {:.2f} GiB activation reserve + {:.2f} GiB runtime overhead{} "
         "+ {:.1f} MiB for one KV block per GPU at {}, but only {:.1f} GiB is usable",
         static_cast<double>(plan.weight_bytes_per_gpu) / kBytesPerGiB,
         static_cast<double>(plan.activation_reserve_bytes) / kBytesPerGiB,
-        static_cast<double>(plan.runtime_overhead_bytes) / kBytesPerGiB,
+        static_cast<double>(plan.runtime_overhead_bytes) / kBytesPerGiB, reserves,
         static_cast<double>(plan.block_size * plan.kv_bytes_per_token_per_gpu) / kMib, degrees(d),
         static_cast<double>(plan.usable_bytes) / kBytesPerGiB);
   }

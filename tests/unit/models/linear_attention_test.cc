@@ -98,6 +98,17 @@ TEST_F(LinearAttention, StateIsReservedPerSequenceAndShrinksTheKvPool) {
                 plan.activation_reserve_bytes - plan.recurrent_state_reserve_bytes);
   EXPECT_EQ(plan.num_blocks,
             plan.kv_pool_bytes_per_gpu / (plan.block_size * plan.kv_bytes_per_token_per_gpu));
+  // Too many sequence slots for the GPU: the error names the state they would take.
+  MemoryParams crowded;
+  crowded.max_num_seqs = 4096;
+  try {
+    plan_memory(Deployment{&m, &gpus_->get("h200_sxm"), 4, Dtype::kFp8, Dtype::kBf16}, crowded);
+    FAIL() << "4096 sequences of 183 MiB of state fit on 4 H200s";
+  } catch (const CapacityError& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB recurrent state for 4096 sequences (max_num_seqs)"),
+              std::string::npos)
+        << e.what();
+  }
   // Twice the sequence slots: the KV pool gives up exactly that many more states.
   p.max_num_seqs = 128;
   const MemoryPlan more = plan_memory(d, p);
