@@ -2,7 +2,11 @@
 // repository root (where the tests run).
 #pragma once
 
+#include <fstream>
+#include <string>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "models/catalog/hardware.h"
 
@@ -19,6 +23,12 @@ class CatalogFixture : public ::testing::Test {
     delete models_;
     gpus_ = nullptr;
     models_ = nullptr;
+  }
+
+  // A shipped catalog file as written, for the fields the loader does not keep.
+  static nlohmann::json catalog_doc(const std::string& key) {
+    std::ifstream in(std::string(kDefaultModelCatalogDir) + "/" + key + ".json");
+    return nlohmann::json::parse(in);
   }
 
   inline static GpuCatalog* gpus_ = nullptr;

@@ -33,13 +33,7 @@ constexpr int64_t kLinearAttention =
 // the convolution's last 3 inputs of 12288 channels in 16 bits.
 constexpr int64_t kStatePerLayer = 64LL * 128 * 128 * 4 + 12288LL * 3 * 2;
 
-class LinearAttention : public CatalogFixture {
- protected:
-  static nlohmann::json catalog_doc(const std::string& key) {
-    std::ifstream in(std::string(kDefaultModelCatalogDir) + "/" + key + ".json");
-    return nlohmann::json::parse(in);
-  }
-};
+using LinearAttention = CatalogFixture;
 
 TEST_F(LinearAttention, Qwen35ImportHandComputed) {
   const nlohmann::json doc = catalog_doc("qwen3.5-397b-a17b");

@@ -355,13 +355,7 @@ TEST(AttentionDp, LayoutsThatCannotSplitAreErrors) {
   EXPECT_NE(expert_parallel_error(m, 1, 1, 2).find("needs a MoE model"), std::string::npos);
 }
 
-class CatalogModels : public CatalogFixture {
- protected:
-  static nlohmann::json catalog_doc(const std::string& key) {
-    std::ifstream in(std::string(kDefaultModelCatalogDir) + "/" + key + ".json");
-    return nlohmann::json::parse(in);
-  }
-};
+using CatalogModels = CatalogFixture;
 
 TEST_F(CatalogModels, DeepSeekV3MlaKvBytesPerToken) {
   const ModelSpec& m = models_->get("deepseek-v3");

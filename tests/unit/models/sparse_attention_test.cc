@@ -21,10 +21,6 @@ namespace {
 
 class SparseAttention : public CatalogFixture {
  protected:
-  static nlohmann::json catalog_doc(const std::string& key) {
-    std::ifstream in(std::string(kDefaultModelCatalogDir) + "/" + key + ".json");
-    return nlohmann::json::parse(in);
-  }
   // Rates of a whole model on one GPU (TP 1: per-token counts of the model).
   static detail::Rates unit_rates(const ModelSpec& m) {
     static const GpuSpec g = unit_gpu();
