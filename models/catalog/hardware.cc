@@ -406,10 +406,10 @@ double GpuSpec::tp_link_bytes_per_s(int tp) const {
 
 int64_t ModelSpec::kv_bytes_per_token_per_layer(Dtype kv_dtype) const {
   if (dsa) {
-    const int64_t latent = mla->kv_lora_rank;
-    const int64_t cache = kv_dtype == Dtype::kBf16
-                              ? 2 * mla->kv_elements_per_token()
-                              : latent + 4 * ((latent + 127) / 128) + 2 * mla->qk_rope_head_dim;
+    const int64_t cache =
+        kv_dtype == Dtype::kBf16
+            ? 2 * mla->kv_elements_per_token()
+            : fp8_with_block_scales_bytes(mla->kv_lora_rank) + 2 * mla->qk_rope_head_dim;
     return cache + dsa->index_key_bytes_per_token();
   }
   const int64_t elements = mla ? mla->kv_elements_per_token() : 2 * num_kv_heads * head_dim;

@@ -116,6 +116,12 @@ struct MlaSpec {
   int64_t kv_elements_per_token() const { return kv_lora_rank + qk_rope_head_dim; }
 };
 
+// Bytes of `elements` FP8 values with one fp32 scale per 128 of them (the engines' FP8 caches of
+// DeepSeek Sparse Attention: the indexer's keys, the sparse kernels' latent).
+inline int64_t fp8_with_block_scales_bytes(int64_t elements) {
+  return elements + 4 * ((elements + 127) / 128);
+}
+
 // DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5), on top of MLA. Per layer a lightning indexer
 // scores every cached key for each query: index_heads heads of index_head_dim, FP8 in the engines,
 // weighted by a per-head gate and summed after a ReLU; the query then attends (MLA in its absorbed,
@@ -127,9 +133,7 @@ struct DsaSpec {
   int64_t index_head_dim = 0;
   int64_t index_topk = 0;
 
-  int64_t index_key_bytes_per_token() const {
-    return index_head_dim + 4 * ((index_head_dim + 127) / 128);
-  }
+  int64_t index_key_bytes_per_token() const { return fp8_with_block_scales_bytes(index_head_dim); }
 };
 
 // Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): num_linear_layers of the layers replace

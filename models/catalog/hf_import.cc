@@ -318,49 +318,94 @@ void refuse_inexpressible(const ConfigReader& in) {
   }
 }
 
-// Layers that attend over a sliding window, from layer_types: "full_attention" or
-// "sliding_attention" per layer (gpt-oss); anything else is refused.
-int64_t sliding_layers_from_types(const ConfigReader& in, int64_t num_layers) {
+// Layers of type `counted` in layer_types, an array of num_hidden_layers strings each
+// "full_attention" or `counted`; -1 when the config has none. Any other entry fails with
+// "expected <expected>, got <entry><note>".
+int64_t count_layer_types(const ConfigReader& in, int64_t num_layers, const char* counted,
+                          const char* expected, const char* note) {
   const Json* types = in.find("layer_types");
   if (types == nullptr) {
-    return 0;
+    return -1;
   }
   if (!types->is_array() || static_cast<int64_t>(types->size()) != num_layers) {
     in.fail("layer_types", fmt::format("expected an array of num_hidden_layers ({}) strings, got {}",
                                        num_layers, render(*types)));
   }
-  int64_t sliding = 0;
+  int64_t count = 0;
   for (size_t i = 0; i < types->size(); ++i) {
     const Json& t = (*types)[i];
-    if (t.is_string() && t.get<std::string>() == "sliding_attention") {
-      ++sliding;
-    } else if (!t.is_string() || t.get<std::string>() != "full_attention") {
+    const std::string type = t.is_string() ? t.get<std::string>() : "";
+    if (type == counted) {
+      ++count;
+    } else if (type != "full_attention") {
       in.fail(fmt::format("layer_types[{}]", i),
-              fmt::format("expected \"full_attention\" or \"sliding_attention\", got {}: "
-                          "servesim's cost and memory models have no other attention layers "
-                          "(chunked, linear)",
-                          render(t)));
+              fmt::format("expected {}, got {}{}", expected, render(t), note));
     }
   }
+  return count;
+}
+
+// Layers that attend over a sliding window, from layer_types: "full_attention" or
+// "sliding_attention" per layer (gpt-oss); anything else is refused.
+int64_t sliding_layers_from_types(const ConfigReader& in, int64_t num_layers) {
+  const int64_t sliding = count_layer_types(
+      in, num_layers, "sliding_attention", "\"full_attention\" or \"sliding_attention\"",
+      ": servesim's cost and memory models have no other attention layers "
+      "(chunked, linear)");
   if (sliding == num_layers) {
     in.fail("layer_types", "every layer is sliding_attention; servesim needs at least one "
                            "full_attention layer (its paged KV holds the full layers)");
   }
-  return sliding;
+  return std::max<int64_t>(sliding, 0);
+}
+
+// Qwen3.5's vision tower (the Qwen3-VL vision transformer of vision_config): a Conv3d patch
+// embedding (in_channels x temporal_patch_size x patch_size^2 -> hidden, with bias), learned
+// position embeddings, depth blocks of two LayerNorms, qkv and proj with biases and a 2-layer
+// GELU MLP with biases, and the patch merger (LayerNorm, then spatial_merge_size^2 x hidden ->
+// the same -> out_hidden_size, with biases), once more per deepstack layer with its norm after the
+// merge.
+int64_t qwen_vision_tower_params(const ConfigReader& v) {
+  const int64_t h = v.positive_integer("hidden_size");
+  const int64_t inner = v.positive_integer("intermediate_size");
+  const int64_t patch = v.positive_integer("patch_size");
+  const int64_t merged =
+      h * v.positive_integer("spatial_merge_size") * v.positive_integer("spatial_merge_size");
+  const int64_t out = v.positive_integer("out_hidden_size");
+  const int64_t embed = v.positive_integer("in_channels") *
+                            v.positive_integer("temporal_patch_size") * patch * patch * h +
+                        h + v.positive_integer("num_position_embeddings") * h;
+  const int64_t block = 4 * h + 3 * h * h + 3 * h + h * h + h + 2 * h * inner + inner + h;
+  const auto merger = [&](int64_t norm) {
+    return 2 * norm + merged * merged + merged + merged * out + out;
+  };
+  const int64_t depth = v.positive_integer("depth");
+  const auto deepstack =
+      static_cast<int64_t>(v.layer_list("deepstack_visual_indexes", depth).size());
+  return embed + depth * block + merger(h) + deepstack * merger(merged);
 }
 
 // Multimodal wrappers whose language model servesim imports from their text_config, served
-// text-only (Kimi-K2.5: a kimi_k2 language model beside a MoonViT vision tower;
-// Qwen3.5: qwen3_5 / qwen3_5_moe around a qwen3_5_text / qwen3_5_moe_text language model).
-constexpr std::array<const char*, 3> kMultimodalWrappers = {"kimi_k25", "qwen3_5", "qwen3_5_moe"};
+// text-only, and how their vision tower's parameters are counted from vision_config (nullptr: not
+// counted). Kimi-K2.5: a kimi_k2 language model beside a MoonViT vision tower; Qwen3.5: qwen3_5 /
+// qwen3_5_moe around a qwen3_5_text / qwen3_5_moe_text language model.
+struct MultimodalWrapper {
+  const char* model_type;
+  int64_t (*vision_tower_params)(const ConfigReader& vision_config);
+};
+constexpr std::array<MultimodalWrapper, 3> kMultimodalWrappers = {{
+    {"kimi_k25", nullptr},
+    {"qwen3_5", qwen_vision_tower_params},
+    {"qwen3_5_moe", qwen_vision_tower_params},
+}};
 
-// The wrapper's model_type when the config is one of kMultimodalWrappers, else "".
-std::string multimodal_wrapper(const ConfigReader& outer) {
+// The config's wrapper when it is one of kMultimodalWrappers, else nullptr.
+const MultimodalWrapper* multimodal_wrapper(const ConfigReader& outer) {
   const std::string type = outer.optional_string("model_type", "");
-  for (const char* wrapper : kMultimodalWrappers) {
-    if (type == wrapper) return type;
+  for (const MultimodalWrapper& wrapper : kMultimodalWrappers) {
+    if (type == wrapper.model_type) return &wrapper;
   }
-  return "";
+  return nullptr;
 }
 
 const ArchRules& rules_for(const ConfigReader& in) {
@@ -473,7 +518,9 @@ std::vector<std::string> supported_hf_model_types() {
   for (const ArchRules& r : arch_rules()) {
     types.emplace_back(r.model_type);
   }
-  types.insert(types.end(), kMultimodalWrappers.begin(), kMultimodalWrappers.end());
+  for (const MultimodalWrapper& wrapper : kMultimodalWrappers) {
+    types.emplace_back(wrapper.model_type);
+  }
   std::sort(types.begin(), types.end());
   return types;
 }
@@ -668,26 +715,9 @@ struct LinearLayers {
 };
 
 int64_t count_linear_layers(const ConfigReader& in, int64_t num_layers) {
-  if (const Json* types = in.find("layer_types")) {
-    if (!types->is_array() || static_cast<int64_t>(types->size()) != num_layers) {
-      in.fail("layer_types", fmt::format("expected an array of num_hidden_layers ({}) strings, "
-                                         "got {}",
-                                         num_layers, render(*types)));
-    }
-    int64_t linear = 0;
-    for (size_t i = 0; i < types->size(); ++i) {
-      const Json& t = (*types)[i];
-      const std::string type = t.is_string() ? t.get<std::string>() : "";
-      if (type == "linear_attention") {
-        ++linear;
-      } else if (type != "full_attention") {
-        in.fail(
-            fmt::format("layer_types[{}]", i),
-            fmt::format("expected \"linear_attention\" or \"full_attention\", got {}", render(t)));
-      }
-    }
-    return linear;
-  }
+  const int64_t linear = count_layer_types(in, num_layers, "linear_attention",
+                                           "\"linear_attention\" or \"full_attention\"", "");
+  if (linear >= 0) return linear;
   const int64_t interval = in.positive_integer("full_attention_interval");
   return num_layers - num_layers / interval;
 }
@@ -726,32 +756,6 @@ LinearLayers linear_layers(const ConfigReader& in, const Dimensions& d) {
   l.doc["conv_kernel"] = s.conv_kernel;
   l.doc["state_bytes"] = s.state_bytes;
   return l;
-}
-
-// Qwen3.5's vision tower (the Qwen3-VL vision transformer of vision_config): a Conv3d patch
-// embedding (in_channels x temporal_patch_size x patch_size^2 -> hidden, with bias), learned
-// position embeddings, depth blocks of two LayerNorms, qkv and proj with biases and a 2-layer
-// GELU MLP with biases, and the patch merger (LayerNorm, then spatial_merge_size^2 x hidden ->
-// the same -> out_hidden_size, with biases), once more per deepstack layer with its norm after the
-// merge.
-int64_t qwen_vision_tower_params(const ConfigReader& v) {
-  const int64_t h = v.positive_integer("hidden_size");
-  const int64_t inner = v.positive_integer("intermediate_size");
-  const int64_t patch = v.positive_integer("patch_size");
-  const int64_t merged =
-      h * v.positive_integer("spatial_merge_size") * v.positive_integer("spatial_merge_size");
-  const int64_t out = v.positive_integer("out_hidden_size");
-  const int64_t embed = v.positive_integer("in_channels") *
-                            v.positive_integer("temporal_patch_size") * patch * patch * h +
-                        h + v.positive_integer("num_position_embeddings") * h;
-  const int64_t block = 4 * h + 3 * h * h + 3 * h + h * h + h + 2 * h * inner + inner + h;
-  const auto merger = [&](int64_t norm) {
-    return 2 * norm + merged * merged + merged + merged * out + out;
-  };
-  const int64_t depth = v.positive_integer("depth");
-  const auto deepstack =
-      static_cast<int64_t>(v.layer_list("deepstack_visual_indexes", depth).size());
-  return embed + depth * block + merger(h) + deepstack * merger(merged);
 }
 
 // The model file's "attention_window" object, or null when no layer attends over a window.
@@ -983,9 +987,9 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     throw InputError(file, 0, "expected a JSON object at the top level (a config.json)");
   }
   const ConfigReader outer(config, file);
-  const std::string wrapper = multimodal_wrapper(outer);
+  const MultimodalWrapper* wrapper = multimodal_wrapper(outer);
   const ConfigReader in =
-      wrapper.empty() ? outer : ConfigReader(outer.object("text_config"), file, "text_config");
+      wrapper == nullptr ? outer : ConfigReader(outer.object("text_config"), file, "text_config");
   refuse_inexpressible(in);
   const ArchRules& rules = rules_for(in);
   const Dimensions d = read_dimensions(in, rules);
@@ -1010,8 +1014,8 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     counts.num_linear_layers = linear.spec.num_linear_layers;
     counts.linear_minus_full = linear.params_per_layer - attention.params;
   }
-  if (wrapper == "qwen3_5" || wrapper == "qwen3_5_moe") {
-    counts.vision_tower = qwen_vision_tower_params(
+  if (wrapper != nullptr && wrapper->vision_tower_params != nullptr) {
+    counts.vision_tower = wrapper->vision_tower_params(
         ConfigReader(outer.object("vision_config"), file, "vision_config"));
   }
   const Json moe =
@@ -1044,11 +1048,11 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   doc["weights_bytes_16bit"] = 2 * counts.total();
   // A wrapper's quantization_config may sit beside its text_config.
   std::string quant = checkpoint_quantization(in);
-  if (quant.empty() && !wrapper.empty()) quant = checkpoint_quantization(outer);
+  if (quant.empty() && wrapper != nullptr) quant = checkpoint_quantization(outer);
   if (!quant.empty()) doc["checkpoint_quantization"] = quant;
-  if (!wrapper.empty()) {
+  if (wrapper != nullptr) {
     doc["multimodal"] = {
-        {"model_type", wrapper},
+        {"model_type", wrapper->model_type},
         {"served", "text only: the language model of text_config"},
         {"vision_tower",
          counts.vision_tower > 0

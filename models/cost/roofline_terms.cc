@@ -312,7 +312,6 @@ Rates make_rates(const RankShapes& s, const Throughputs& x) {
   }
   if (s.dsa) {
     r.has_indexer = true;
-    r.prefill_latent_on_queries = true;
     r.indexer = make_attention(s.indexer, layers, s.weight_bytes, x);
     r.indexer.flop_s = layers * s.indexer.flops_per_position / x.fp8_flops_per_s;
   }
@@ -509,9 +508,8 @@ double attention_time(const AttentionTerm& a, double positions, double kv_tokens
 double prefill_attention_time(const Rates& r, const BatchSums& s) {
   // MLA decompresses every key token of a prefill segment: sum(context_tokens) latent rows; DSA's
   // absorbed form projects the queries instead.
-  const double latent_rows = r.prefill_latent_on_queries
-                                 ? s.prefill_query_tokens
-                                 : s.prefill_kv_tokens - s.prefill_query_tokens;
+  const double latent_rows =
+      r.has_indexer ? s.prefill_query_tokens : s.prefill_kv_tokens - s.prefill_query_tokens;
   double t = attention_time(r.attn_prefill, s.prefill_key_positions, s.prefill_kv_tokens,
                             s.prefill_query_tokens, latent_rows);
   if (r.windowed) {

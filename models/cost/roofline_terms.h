@@ -216,11 +216,10 @@ struct Rates {
   // Full-attention layers, and sliding-window layers (zero terms when the model has none).
   AttentionTerm attn_prefill, attn_decode, window_prefill, window_decode;
   bool windowed = false;
-  // DSA: the indexer over every scored key position, and the latent GEMM of prefill on the query
-  // tokens (absorbed form) instead of the key tokens.
+  // DSA: the indexer over every scored key position; with it, prefill's latent GEMM runs on the
+  // query tokens (absorbed form) instead of the key tokens.
   AttentionTerm indexer;
   bool has_indexer = false;
-  bool prefill_latent_on_queries = false;
   // Gated DeltaNet layers, summed over them: projections, and the recurrence's seconds per token
   // (FLOPs; activations) and per sequence (state read and written).
   bool has_linear = false;
