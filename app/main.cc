@@ -75,6 +75,21 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
+// The scenario's speculative decoding, and how its engine is told to run it.
+void print_speculative(std::FILE* out, const scenarios::Scenario& s) {
+  const models::SpeculativeDecoding& spec = *s.speculative;
+  fmt::print(out,
+             "speculative {} drafter, {} draft{} per step, acceptance per position {:.2f}: "
+             "{:.2f} tokens per step on average\n",
+             models::speculative_method_name(spec.method), spec.num_speculative_tokens,
+             spec.num_speculative_tokens == 1 ? "" : "s", fmt::join(spec.acceptance, " / "),
+             spec.mean_accepted_length());
+  if (s.engine) {
+    fmt::print(out, "            {} flags: {}\n", s.engine->type,
+               policies::speculative_launch_flags(s.engine->type, spec));
+  }
+}
+
 void print_deployment(std::FILE* out, const scenarios::Scenario& s,
                       const scenarios::DataRoot& root) {
   const auto& cat = scenarios::Catalogs::get(root);
@@ -96,6 +111,7 @@ void print_deployment(std::FILE* out, const scenarios::Scenario& s,
                         : "",
                g.memory.num_blocks, g.memory.block_size, g.memory.max_kv_tokens());
   }
+  if (s.speculative) print_speculative(out, s);
 }
 
 // A diffusion-LLM scenario (its dllm part set). An out-of-memory configuration exits with 2.

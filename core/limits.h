@@ -23,6 +23,8 @@ inline constexpr int64_t kMaxRequestTokens = 10'000'000;
 inline constexpr int64_t kMaxClients = 1'000'000;
 // Tokens per paged KV block.
 inline constexpr int64_t kMaxBlockSize = 4096;
+// Drafts a speculative decoding step may verify (the engines' own limits are about as high).
+inline constexpr int64_t kMaxSpeculativeTokens = 16;
 // Request rates (req/s) a workload may be generated or rescaled to.
 inline constexpr double kMinRatePerS = 1e-6;
 inline constexpr double kMaxRatePerS = 1e6;

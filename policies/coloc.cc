@@ -51,6 +51,7 @@ class Decision {
       SeqView queued = victim;
       queued.computed_tokens = 0;
       queued.blocks = 0;
+      queued.draft_tokens = 0;  // the engine drops a preempted request's drafts
       queued.preemptions++;
       victims_.push_back(queued);
       return static_cast<int64_t>(p);
@@ -172,17 +173,20 @@ class Coloc : public sim::BatchingPolicy {
     block_size_ = view.block_size;
     const auto& running = *view.running;
     // Phase 1: decodes, FCFS: the leading run at once when its blocks fit, then one at a time.
-    int64_t used = d.schedule_decode_run();
-    int64_t decode_ctx = used > 0 ? view.decode_run->context_sum : 0;
-    for (size_t pos = static_cast<size_t>(used); pos < running.size(); ++pos) {
+    int64_t decodes = d.schedule_decode_run();
+    int64_t decode_ctx = decodes > 0 ? view.decode_run->context_sum : 0;
+    int64_t used = decodes;  // tokens: a decode step verifies its drafts too
+    for (size_t pos = static_cast<size_t>(decodes); pos < running.size(); ++pos) {
       if (!d.alive(pos) || !running[pos].is_decode()) continue;
       const SeqView& r = running[pos];
-      if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + 1))) break;
-      d.schedule_running(r, 1);
-      decode_ctx += r.computed_tokens + 1;
-      used++;
+      const int64_t n = r.decode_step_tokens();
+      if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + n))) break;
+      d.schedule_running(r, n);
+      decode_ctx += r.computed_tokens + n;
+      used += n;
+      decodes++;
     }
-    const int64_t decodes = used;
+    const int64_t decode_tokens = used;
     const int64_t mean_ctx = decodes > 0 ? decode_ctx / decodes : 0;
     int64_t prefix = 0;  // cached prefix of the first prefill chunk this iteration would run
     if (p_.latency_table) {
@@ -212,7 +216,7 @@ class Coloc : public sim::BatchingPolicy {
     }
     // Phase 3: new requests, FCFS; stop at the first that cannot be admitted.
     admit_waiting(view, d, used, /*stop_after_preemption=*/false);
-    last_ = {used - decodes, mean_ctx, decodes, prefix};
+    last_ = {used - decode_tokens, mean_ctx, decodes, prefix};
   }
 
   // Tokens already in KV of the prefill that stall_free would continue first: the first partial
@@ -309,8 +313,9 @@ class Coloc : public sim::BatchingPolicy {
     for (size_t pos = 0; pos < running.size(); ++pos) {
       if (!d.alive(pos)) continue;
       const SeqView& r = running[pos];
-      if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + 1))) break;
-      d.schedule_running(r, 1);
+      const int64_t n = r.decode_step_tokens();
+      if (!d.make_room(pos, d.extra_blocks(r, r.computed_tokens + n))) break;
+      d.schedule_running(r, n);
     }
   }
 

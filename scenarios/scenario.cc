@@ -549,6 +549,58 @@ void read_engine(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s)
   }
 }
 
+// Per-position acceptance of the `speculative` section: its `acceptance` array, else the published
+// figures of `method` (models::default_acceptance()). Empty, with an issue added, when neither is
+// usable.
+std::vector<double> read_acceptance(ObjectReader& r, models::SpeculativeMethod method, int k) {
+  std::vector<double> values;
+  if (const Json* a = r.array("acceptance", false)) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      if (!(*a)[i].is_number()) {
+        r.issues().add(fmt::format("{}[{}]", r.child_path("acceptance"), i),
+                       fmt::format("expected a number in [0, 1], got {}", describe_json((*a)[i])));
+        return {};
+      }
+      values.push_back((*a)[i].get<double>());
+    }
+    return values;
+  }
+  try {
+    values = models::default_acceptance(method, k);
+    r.resolved()["acceptance"] = values;
+  } catch (const std::invalid_argument& e) {
+    r.issues().add(r.child_path("num_speculative_tokens"), e.what());
+  }
+  return values;
+}
+
+// The `speculative` section: the drafter, the drafts per decode step (0: off) and their acceptance
+// per position.
+void read_speculative(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
+  if (!top.has("speculative")) return;
+  ObjectReader r = section_reader(top, "speculative", issues, resolved);
+  const auto method = r.string("method", std::nullopt, {"mtp", "eagle3"});
+  const int k = static_cast<int>(
+      r.integer("num_speculative_tokens", int64_t{1}, 0, kMaxSpeculativeTokens).value_or(0));
+  if (!method || k == 0) {
+    if (r.has("acceptance")) read_acceptance(r, models::SpeculativeMethod::kMtp, k);  // its values
+    r.finish();
+    return;
+  }
+  models::SpeculativeDecoding spec;
+  spec.method =
+      *method == "mtp" ? models::SpeculativeMethod::kMtp : models::SpeculativeMethod::kEagle3;
+  spec.num_speculative_tokens = k;
+  spec.acceptance = read_acceptance(r, spec.method, k);
+  r.finish();
+  if (spec.acceptance.empty()) return;
+  if (const std::string why = models::speculative_error(spec); !why.empty()) {
+    issues.add("speculative.acceptance", why);
+    return;
+  }
+  s.speculative = std::move(spec);
+}
+
 // The `router` and `policy` sections (an engine without a policy runs its own scheduler).
 void read_policies(ObjectReader& top, Scenario& s) {
   // The diffusion policies' scenarios are read by read_dllm_scenario (scenarios/dllm_scenario.h).
@@ -775,6 +827,16 @@ void check_deployments(Scenario& s, const Catalogs& catalogs, Issues& issues, Js
     const models::Deployment dep{&model_spec, &gpu_spec, g.tp, s.cluster.weight_dtype,
                                  s.cluster.kv_dtype, g.ep, g.attention_dp, g.pp,
                                  s.cluster.expert_routing};
+    if (s.speculative) {
+      if (g.attention_dp > 1 || g.pp > 1) {
+        issues.add("speculative",
+                   "speculative decoding is modelled on tensor-parallel instances "
+                   "only, not with attention data parallelism or pipeline stages");
+        continue;
+      }
+      g.memory_params.drafter = std::make_shared<const models::ModelSpec>(
+          models::draft_model(model_spec, s.speculative->method));
+    }
     if (const std::string e = models::pipeline_parallel_error(model_spec, g.pp, g.attention_dp);
         !e.empty()) {
       issues.add("cluster.pp", e);
@@ -834,6 +896,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   read_policies(top, s);
   read_network(top, issues, resolved, s);
   read_cost_model(top, issues, resolved, s);
+  read_speculative(top, issues, resolved, s);
   if (const Json* w = top.object("workload", true)) {
     validate_workload(*w, "workload", issues, resolved["workload"], base_dir, root, true);
   }
@@ -1163,7 +1226,26 @@ sim::InstanceSetup base_setup(const Scenario& s, const models::ModelSpec& model,
                      s.network.intra_node_latency};
   setup.remote_link = {s.network.inter_node_gbps_per_gpu * 1e9 / 8 * g.gpus_per_slot(),
                        s.network.inter_node_latency};
+  setup.speculative = s.speculative;
+  setup.speculative_seed = derive_stream_seed(s.seed, "speculative-acceptance");
   return setup;
+}
+
+// `target`, the plain cost model of `dep`, with the drafter of `spec` priced on the same GPUs
+// (models::make_speculative_cost_model()): the drafter's passes run inside the target's step, so
+// its own model has no per-iteration overhead.
+std::shared_ptr<const models::IterationCostModel> with_drafter(
+    const models::SpeculativeDecoding& spec, CostModelChoice choice, const models::Deployment& dep,
+    const DataRoot& root, std::shared_ptr<const models::IterationCostModel> target) {
+  auto drafter =
+      std::make_shared<const models::ModelSpec>(models::draft_model(*dep.model, spec.method));
+  models::Deployment d = dep;
+  d.model = drafter.get();
+  if (!drafter->moe) d.ep = 1;
+  choice.roofline.iteration_overhead = Duration{0};
+  std::shared_ptr<const models::IterationCostModel> draft = make_cost_model(choice, d, root);
+  return models::make_speculative_cost_model(std::move(target), std::move(draft),
+                                             std::move(drafter), spec);
 }
 
 // What a cluster policy's factories know about the instance `setup` at `index`.
@@ -1263,6 +1345,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
         choice.fused_activation_quantization = e->compiles_table_layers;
       }
       cost = make_cost_model(choice, dep, root);
+      if (s.speculative) cost = with_drafter(*s.speculative, choice, dep, root, std::move(cost));
       if (e) {
         models::EngineRuntime runtime = e->runtime;
         runtime.scheduler_ranks = g.attention_dp;

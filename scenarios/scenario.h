@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/cost/cost_model.h"
+#include "models/cost/speculative.h"
 #include "models/calibration/engine_calibration.h"
 #include "models/catalog/hardware.h"
 #include "models/cost/memory_model.h"
@@ -173,6 +174,10 @@ struct Scenario {
   PluginSpec router;
   PluginSpec policy;
   std::optional<EngineChoice> engine;  // absent: no engine model (constant iteration overhead)
+  // The `speculative` section (models/cost/speculative.h, docs/speculative.md): a drafter's
+  // method, num_speculative_tokens and per-position acceptance. Absent (or method "none"): no
+  // speculative decoding.
+  std::optional<models::SpeculativeDecoding> speculative;
   std::string cost_type = "profiled";  // "profiled" (measured tables) or "roofline"
   bool cost_custom_allreduce = true;   // profiled: vLLM custom all-reduce (else NCCL)
   models::RooflineParams cost;

@@ -134,6 +134,7 @@ void Engine::Impl::apply_preemptions(size_t i, InstanceState& inst, const BatchP
     kv.release_blocks(inst, seq.blocks, id);
     seq.blocks = 0;
     seq.computed_tokens = 0;
+    seq.draft_tokens = 0;  // recomputed without drafts; the first sample after it drafts again
     seq.preemptions++;
     rs.preemptions++;
     rs.running_pos = kNotRunning;
@@ -231,14 +232,17 @@ Engine::Impl::BatchTokens Engine::Impl::take_batch_steps(size_t i, const BatchPl
     t.new_blocks += extra;
     seq.blocks += extra;
     inst.batch.push_back({pos, s.tokens});
-    if (s.tokens == 1) {
-      t.decode++;
+    const bool verifies = verifies_drafts(seq, s.tokens);
+    if (s.tokens == 1 || verifies) {
+      t.decode += s.tokens;
     } else {
       (seq.preemptions > 0 ? t.recompute : t.prompt) += s.tokens;
     }
     if (!priced) {
       const bool samples = seq.computed_tokens + s.tokens == seq.num_tokens();
-      inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, samples ? 1 : 0});
+      // A verification step samples the pending token and each draft.
+      const int64_t rows = samples ? (verifies ? s.tokens : 1) : 0;
+      inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, rows});
     }
     RequestState& rs = requests[static_cast<size_t>(s.id)];
     if (rs.first_scheduled_ns < 0) rs.first_scheduled_ns = now.time_since_epoch().count();
@@ -275,7 +279,7 @@ void Engine::Impl::on_schedule(size_t i) {
   if (inst.running.empty() && inst.waiting.empty()) return;
   InstanceView view = instance_view(i);
   const bool offers_run = config.fast_forward && !inst.setup.kv_reserved_only &&
-                          inst.setup.batching->plans_decode_runs();
+                          !inst.setup.speculative && inst.setup.batching->plans_decode_runs();
   if (offers_run) {
     find_decode_run(inst);
     view.decode_run = &inst.decode_run;
@@ -360,23 +364,30 @@ void Engine::Impl::on_batch_done(size_t i) {
   inst.stats.batch_tokens.add(batch_tokens);
   for (const BatchItem& item : inst.batch) {
     SeqView& seq = inst.running[static_cast<size_t>(item.running_pos)];
-    if (item.tokens > 1) {
+    const bool verifies = verifies_drafts(seq, item.tokens);
+    if (item.tokens > 1 && !verifies) {
       inst.stats.prefill_tokens += item.tokens;
     } else {
       inst.stats.decode_tokens += item.tokens;
     }
+    const int64_t computed_before = seq.computed_tokens;
     seq.computed_tokens += item.tokens;
+    // The drafts kept; the KV of the rejected ones is dropped.
+    const int64_t kept = verifies ? kept_drafts(inst, seq) : 0;
+    if (verifies) seq.computed_tokens -= seq.draft_tokens - kept;
     RequestState& rs = requests[static_cast<size_t>(seq.id)];
-    if (item.tokens == 1 && (inst.batch_interference_ns | inst.batch_recompute_ns) != 0) {
+    if ((item.tokens == 1 || verifies) &&
+        (inst.batch_interference_ns | inst.batch_recompute_ns) != 0) {
       RequestExtras& x = extras[static_cast<size_t>(seq.id)];
       x.interference_ns += inst.batch_interference_ns;
       x.recompute_ns += inst.batch_recompute_ns;
     }
     // Blocks fill when an iteration computes prompt tokens, or when a decode step completes a
     // block (cached when the request's hash ids cover its answer).
-    if (inst.setup.prefix_caching &&
-        (seq.computed_tokens - item.tokens < seq.prompt_tokens ||
-         seq.computed_tokens % inst.setup.block_size == 0)) {
+    const int64_t bs = inst.setup.block_size;
+    if (inst.setup.prefix_caching && (computed_before < seq.prompt_tokens ||
+                                      (verifies ? seq.computed_tokens / bs != computed_before / bs
+                                                : seq.computed_tokens % bs == 0))) {
       kv.register_computed_blocks(inst, seq);
     }
     if (seq.split_tokens > 0 && rs.split_target >= 0 &&
@@ -385,9 +396,15 @@ void Engine::Impl::on_batch_done(size_t i) {
     }
     // Finished, or at its split point and leaving for another instance.
     if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) any_leaving = true;
-    if (seq.computed_tokens != seq.num_tokens()) continue;
-    seq.generated_tokens++;
-    record_token(seq.id, rs, t_ns);
+    if (!verifies && seq.computed_tokens != seq.num_tokens()) continue;
+    // The step samples one token, or with drafts the kept ones and the target's next token.
+    for (int64_t sampled = 0; sampled <= kept; ++sampled) {
+      seq.generated_tokens++;
+      record_token(seq.id, rs, t_ns);
+    }
+    seq.draft_tokens = inst.setup.speculative && seq.generated_tokens < seq.output_tokens
+                           ? inst.setup.speculative->num_speculative_tokens
+                           : 0;
     if (seq.generated_tokens == seq.output_tokens) any_leaving = true;
   }
   flush_gaps();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "models/cost/cost_model.h"
+#include "models/cost/speculative.h"
 #include "core/histogram.h"
 #include "core/request_spec.h"
 #include "sim/frontend.h"
@@ -75,6 +76,14 @@ struct InstanceSetup {
   LinkSpec remote_link;       // remote store <-> GPU (RDMA NICs, every TP rank its shard)
   std::unique_ptr<BatchingPolicy> batching;
   FrontendSpec frontend;
+  // Speculative decoding (docs/speculative.md): once a request has its first token, each of its
+  // decode steps computes the pending token and num_speculative_tokens drafts
+  // (SeqView::draft_tokens), and keeps 1 + a tokens, a = acceptance.accepted_drafts(u) for a draw
+  // u fixed by (speculative_seed, request id, tokens generated so far); the rejected drafts' KV is
+  // dropped. The cost model prices the drafter (models::make_speculative_cost_model). Such an
+  // instance steps every iteration: no decode runs, no fast-forward. Unset: one token per step.
+  std::optional<models::SpeculativeDecoding> speculative;
+  uint64_t speculative_seed = 0;
 };
 
 // How requests reach the cluster, as a benchmark client drives a server (aiperf, `vllm bench

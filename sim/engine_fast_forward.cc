@@ -69,7 +69,7 @@ bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
 bool Engine::Impl::in_steady_decode(size_t i, SimTime horizon) {
   InstanceState& inst = instances[i];
   if (!config.fast_forward || inst.running.empty() || !inst.waiting.empty() || !handoffs.empty() ||
-      inst.setup.kv_reserved_only || inst.batch_load_ns != 0) {
+      inst.setup.kv_reserved_only || inst.setup.speculative || inst.batch_load_ns != 0) {
     return false;
   }
   if (horizon <= now) return false;

@@ -264,6 +264,24 @@ struct Engine::Impl {
 
   // ---- completion (engine.cc) ----
 
+  // Whether computing `tokens` of `seq` completes a verification step of its drafts (the pending
+  // token and every draft in KV: InstanceSetup::speculative).
+  static bool verifies_drafts(const SeqView& seq, int64_t tokens) {
+    return seq.draft_tokens > 0 && seq.computed_tokens + tokens == seq.num_tokens();
+  }
+  // The drafts a verification step of `seq` keeps: SpeculativeDecoding::accepted_drafts() of the
+  // draw fixed by (speculative_seed, request id, tokens generated so far), at most its drafts and
+  // what it has left to sample besides the target's own next token.
+  static int64_t kept_drafts(const InstanceState& inst, const SeqView& seq) {
+    if (!inst.setup.speculative) return 0;
+    const uint64_t h =
+        servesim::mix64(servesim::mix64(inst.setup.speculative_seed, static_cast<uint64_t>(seq.id)),
+                        static_cast<uint64_t>(seq.generated_tokens));
+    const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+    return std::min<int64_t>({inst.setup.speculative->accepted_drafts(u), seq.draft_tokens,
+                              seq.output_tokens - seq.generated_tokens - 1});
+  }
+
   // TBT gaps of one completion, most of them equal (every decode of the batch had its previous
   // token at the same step): runs of equal gaps go into the histogram as one add.
   void add_gap(int64_t gap);

@@ -76,17 +76,28 @@ struct SeqView {
   // as a prefill instance's decode router does).
   int32_t split_target = -1;
 
+  // Speculative decoding (InstanceSetup::speculative): the drafts its next decode step verifies
+  // along with the pending token, computed in the same pass. 0 without speculative decoding and
+  // before the first token.
+  int64_t draft_tokens = 0;
+
   // Tokens that must be in KV before the next token can be sampled: the prompt plus every sampled
-  // token (the newest sampled token is fed back in the next step).
-  int64_t num_tokens() const { return prompt_tokens + generated_tokens; }
+  // token (the newest sampled token is fed back in the next step), plus the drafts to verify.
+  int64_t num_tokens() const { return prompt_tokens + generated_tokens + draft_tokens; }
   // Tokens this instance computes before the next sample or hand-off.
   int64_t target_tokens() const {
     return split_tokens > 0 && split_tokens < num_tokens() ? split_tokens : num_tokens();
   }
-  // Tokens still to compute here before the next sample (1 for a decode step) or hand-off.
+  // Tokens still to compute here before the next sample (decode_step_tokens() for a decode step)
+  // or hand-off.
   int64_t remaining_tokens() const { return target_tokens() - computed_tokens; }
-  // A decode step: the prompt (and any recompute) is done and one token is pending.
-  bool is_decode() const { return generated_tokens > 0 && remaining_tokens() == 1; }
+  // Tokens one decode step computes: the pending token and its drafts.
+  int64_t decode_step_tokens() const { return 1 + draft_tokens; }
+  // A decode step: the prompt (and any recompute) is done and one token (with its drafts) is
+  // pending.
+  bool is_decode() const {
+    return generated_tokens > 0 && remaining_tokens() == decode_step_tokens();
+  }
 };
 
 // The running requests at the head of an instance's running list that are each a one-token

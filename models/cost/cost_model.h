@@ -29,6 +29,14 @@ struct Segment {
                                // prefill chunk that does not finish the prompt)
 };
 
+// A segment that verifies speculative drafts (models/cost/speculative.h): the pending token and
+// its drafts, each sampled (logit_rows == query_tokens > 1). Its queries are decode queries over
+// the request's KV (the engines run them through their decode attention kernels, several query
+// rows per request), not a prompt chunk; a prompt chunk samples at most one row.
+inline bool is_verification(const Segment& s) {
+  return s.query_tokens > 1 && s.logit_rows == s.query_tokens;
+}
+
 // A pass of `decodes` plain decode segments (query_tokens 1 each) whose context_tokens sum to
 // `context_tokens`, `logit_rows` of them sampled (1 each; CUDA-graph padding rows sample none):
 // all a cost model needs of such a batch. REQUIRES: 0 <= logit_rows <= decodes <= context_tokens.

@@ -102,12 +102,21 @@ MemoryPlan compute_plan(const Deployment& d, const MemoryParams& p) {
   } else {
     plan.weight_bytes_per_gpu = weight_bytes(m.param_count, d.weight_dtype, d.tp);
   }
+  if (p.drafter) {
+    plan.drafter_weight_bytes_per_gpu = weight_bytes(p.drafter->param_count, d.weight_dtype, d.tp);
+    plan.weight_bytes_per_gpu += plan.drafter_weight_bytes_per_gpu;
+  }
   plan.activation_reserve_bytes = activation_reserve_bytes(d, p);
   plan.runtime_overhead_bytes =
       p.runtime_overhead_bytes > 0 ? p.runtime_overhead_bytes : kDefaultRuntimeOverheadBytes;
   const int64_t layer_kv = kv_bytes_per_token_per_rank_layer(m, d.tp, d.kv_dtype);
   // A pipeline stage keeps the KV of its own layers only.
   plan.kv_bytes_per_token_per_gpu = stage_share(m.num_full_attention_layers()) * layer_kv;
+  if (p.drafter) {
+    plan.kv_bytes_per_token_per_gpu +=
+        p.drafter->num_full_attention_layers() *
+        kv_bytes_per_token_per_rank_layer(*p.drafter, d.tp, d.kv_dtype);
+  }
   plan.window_kv_reserve_bytes =
       stage_share(m.num_sliding_layers) * layer_kv * m.sliding_window * p.max_num_seqs;
   if (m.linear_attention) {
@@ -283,6 +292,9 @@ std::string describe(const MemoryPlan& plan) {
     out += fmt::format("\n  KV pool rule        {}", kv_pool_rule_name(plan.rule));
   }
   out += fmt::format("\n  weights             {}", gib(plan.weight_bytes_per_gpu));
+  if (plan.drafter_weight_bytes_per_gpu > 0) {
+    out += fmt::format(" (speculative drafter {})", gib(plan.drafter_weight_bytes_per_gpu));
+  }
   out += fmt::format("\n  activation reserve  {}", gib(plan.activation_reserve_bytes));
   out += fmt::format("\n  runtime overhead    {}", gib(plan.runtime_overhead_bytes));
   if (plan.window_kv_reserve_bytes > 0) {

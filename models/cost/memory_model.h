@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "models/cost/cost_model.h"
@@ -27,6 +28,10 @@ struct MemoryParams {
   int64_t max_num_batched_tokens = 2048;  // sizes the activation reserve
   int64_t max_num_seqs = 256;             // sizes the logits/sampler reserve
   int64_t runtime_overhead_bytes = 0;     // CUDA context, NCCL buffers...; 0 = default (1 GiB)
+  // A speculative decoding drafter (models/cost/speculative.h draft_model()): its weights, split
+  // over the TP ranks like the target's, and the KV of its layer for every token join the plan.
+  // Null: none.
+  std::shared_ptr<const ModelSpec> drafter;
 };
 
 struct MemoryPlan {
@@ -35,10 +40,11 @@ struct MemoryPlan {
   KvPoolRule rule = KvPoolRule::kUtilizationCap;
   int64_t gpu_memory_bytes = 0;          // per GPU
   int64_t usable_bytes = 0;              // gpu_memory_bytes * utilization
-  int64_t weight_bytes_per_gpu = 0;
+  int64_t weight_bytes_per_gpu = 0;      // the drafter's included
+  int64_t drafter_weight_bytes_per_gpu = 0;  // MemoryParams::drafter's share of it
   int64_t activation_reserve_bytes = 0;  // per GPU
   int64_t runtime_overhead_bytes = 0;    // per GPU
-  int64_t kv_bytes_per_token_per_gpu = 0;  // paged KV: full-attention layers
+  int64_t kv_bytes_per_token_per_gpu = 0;  // paged KV: full-attention layers (and the drafter's)
   // KV of the sliding-window layers, reserved for max_num_seqs sequences of sliding_window tokens
   // (0 without such layers).
   int64_t window_kv_reserve_bytes = 0;

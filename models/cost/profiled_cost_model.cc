@@ -1496,9 +1496,25 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
   // roofline over the windowed sums (window_attention); in decode, the table at their window.
   const double layers = shapes.full_attention_layers;
   const double hd = static_cast<double>(model.head_dim);
+  // The Gated DeltaNet recurrence has no table: it runs at the efficiency the full-attention
+  // layers' kernel achieved on this pass against the peak roofline (their table, or the fit of
+  // the GPU's measured attention kernels: the nearest measured kernel), counted as extrapolated.
+  const auto add_recurrence = [&](Split& part, double measured_s, double peak_s, double tokens,
+                                  double sequences, bool prefill_step) {
+    if (!achievable.has_linear) return;
+    if (measured_s > 0 && peak_s > 0) {
+      part.add(detail::linear_attention_time(peak, tokens, sequences, prefill_step) *
+                   std::max(1.0, measured_s / peak_s),
+               kExtrapolated);
+    } else {
+      part.add(detail::linear_attention_time(achievable, tokens, sequences, prefill_step),
+               kAnalytic);
+    }
+  };
   if (s.has_prefill) {
     const double b = s.prefill_segments;
     Split part;
+    double measured_s = 0;  // the full-attention layers' time (table or fit)
     if (prefill != nullptr) {
       Lookup l;
       if (prefill_bound.has_prefix_rows()) {
@@ -1519,24 +1535,24 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
         l.seconds *= (s.prefill_qc + s.prefill_q2) / s.prefill_key_positions;
         l.extrapolated = true;
       }
-      part.add(layers * l.seconds, kind_of(l));
+      measured_s = layers * l.seconds;
+      part.add(measured_s, kind_of(l));
     } else {
       const double q_eq = std::sqrt(s.prefill_q2 / b);
       const double c_eq = s.prefill_qc / (b * q_eq);
-      part.add(layers * interp::prefill_reference(prefill_fit, shapes.heads, shapes.kv_heads, hd, b,
-                                                  q_eq, c_eq, shapes.kv_bytes, causal),
-               kAnalytic);
+      measured_s = layers * interp::prefill_reference(prefill_fit, shapes.heads, shapes.kv_heads,
+                                                      hd, b, q_eq, c_eq, shapes.kv_bytes, causal);
+      part.add(measured_s, kAnalytic);
     }
     if (achievable.windowed) {
       part.add(detail::attention_time(achievable.window_prefill, s.window_prefill_key_positions,
                                       s.window_prefill_kv_tokens, s.prefill_query_tokens, 0),
                kAnalytic);
     }
-    if (achievable.has_linear) {
-      part.add(detail::linear_attention_time(achievable, s.prefill_query_tokens, s.prefill_segments,
-                                             true),
-               kAnalytic);
-    }
+    add_recurrence(part, measured_s,
+                   detail::attention_time(peak.attn_prefill, s.prefill_key_positions,
+                                          s.prefill_kv_tokens, s.prefill_query_tokens, 0),
+                   s.prefill_query_tokens, s.prefill_segments, true);
     out->s[kPrefill] =
         part.clamp_to(detail::prefill_attention_time(peak, s), &clamped_predictions);
     for (size_t k = 0; k < 3; ++k) {
@@ -1548,7 +1564,8 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
     Split part;
     // One decode attention kernel per layer over `kv_tokens` (attended + written, summed over the
     // batch): the table or fit of the full-attention layers. A sliding-window layer runs the same
-    // kernel over its window, so it is priced the same way at its windowed context.
+    // kernel over its window, so it is priced the same way at its windowed context. Returns the
+    // time it added.
     const auto add_layers = [&](double count, double kv_tokens) {
       const double context = (kv_tokens - b) / b;
       if (decode != nullptr) {
@@ -1559,7 +1576,7 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
           if (key != 0) decode_memo.insert(key, l);
         }
         part.add(count * l.seconds, kind_of(l));
-        return;
+        return count * l.seconds;
       }
       double t = interp::decode_reference(decode_fit, shapes.heads, shapes.kv_heads, hd, b, context,
                                           shapes.kv_bytes);
@@ -1567,12 +1584,14 @@ void ProfiledCostModel::Impl::attention(const detail::BatchSums& s, Parts* out) 
         t = std::max(t, 2 * b * context * shapes.kv_heads * hd * shapes.kv_bytes / decode_floor_bw);
       }
       part.add(count * t, kAnalytic);
+      return count * t;
     };
-    add_layers(layers, s.decode_kv_tokens);
+    const double measured_s = add_layers(layers, s.decode_kv_tokens);
     if (achievable.windowed) add_layers(shapes.window_layers, s.window_decode_kv_tokens);
-    if (achievable.has_linear) {
-      part.add(detail::linear_attention_time(achievable, b, b, false), kAnalytic);
-    }
+    add_recurrence(
+        part, measured_s,
+        detail::attention_time(peak.attn_decode, s.decode_key_positions, s.decode_kv_tokens, b, 0),
+        b, b, false);
     out->s[kDecode] = part.clamp_to(detail::decode_attention_time(peak, s), &clamped_predictions);
     for (size_t k = 0; k < 3; ++k) {
       out->split[k] += part.by_kind[k];

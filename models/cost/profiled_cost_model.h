@@ -45,7 +45,10 @@
 //   rows reach ~600 TFLOP/s, above its BF16 peak). So iteration_time() >= peak_bound_time().
 // - Lookup accounting (lookup_stats()): each operator's time goes to interpolated_s (inside a
 //   grid), extrapolated_s (outside, or a head configuration transferred from another), or
-//   analytic_s (no table: roofline fallbacks, overhead).
+//   analytic_s (no table: roofline fallbacks, overhead). An operator no table covers that runs
+//   beside a measured kernel family of the same pass (the Gated DeltaNet recurrence beside the
+//   full-attention layers' table, or their fit of the GPU's measured attention rows) is priced at
+//   that kernel's efficiency against its peak roofline and counted as extrapolated.
 // - Speed: per-token-count operators (GEMMs, MoE, elementwise, all-reduce, LM head) are memoised
 //   in dense arrays indexed by the token count (filled on first use); attention is two small
 //   grid lookups per call (tables bound to the deployment's heads). Not thread-safe (memo and

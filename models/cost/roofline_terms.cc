@@ -385,14 +385,15 @@ Throughputs achievable_throughputs(const Deployment& d, const RooflineParams& p)
 }
 
 // One branch-free pass: totals over all segments plus masked totals over decode segments
-// (query_tokens == 1); the prefill-like sums are the differences.
+// (query_tokens == 1, or a verification's query_tokens decode queries); the prefill-like sums are
+// the differences.
 BatchSums sum_segments(const BatchShape& shape, int64_t window) {
   if (shape.segments.empty()) {
     throw std::invalid_argument("iteration cost requested for an empty batch");
   }
   // Unsigned arithmetic: wraps (defined) on garbage input, which the sign check then rejects.
   uint64_t tokens = 0, rows = 0, positions2 = 0, kv_tokens = 0;
-  uint64_t decodes = 0, decode_positions2 = 0, decode_kv_tokens = 0;
+  uint64_t decodes = 0, decode_segments = 0, decode_positions2 = 0, decode_kv_tokens = 0;
   double k2 = 0, q2 = 0, qc = 0;
   bool malformed = false;
   for (const Segment& seg : shape.segments) {
@@ -405,15 +406,17 @@ BatchSums sum_segments(const BatchShape& shape, int64_t window) {
     // (accumulated doubled, to stay in integers).
     const uint64_t pos2 = 2 * q * (k - q) + q * (q + 1);
     const uint64_t kv = k + q;  // k attended tokens read, q new tokens written
-    const uint64_t decode_mask = 0 - static_cast<uint64_t>(q == 1);
+    const bool decode_like = (q == 1) | is_verification(seg);
+    const uint64_t decode_mask = 0 - static_cast<uint64_t>(decode_like);
     tokens += q;
     rows += static_cast<uint64_t>(seg.logit_rows);
     positions2 += pos2;
     kv_tokens += kv;
-    decodes += decode_mask & 1;
+    decodes += q & decode_mask;
+    decode_segments += decode_mask & 1;
     decode_positions2 += pos2 & decode_mask;
     decode_kv_tokens += kv & decode_mask;
-    if (q != 1) {  // prefill-like segments are few; decode-only batches skip this
+    if (!decode_like) {  // prefill-like segments are few; decode-only batches skip this
       const double qd = static_cast<double>(q), kd = static_cast<double>(k);
       k2 += kd * kd;
       q2 += qd * qd;
@@ -433,7 +436,7 @@ BatchSums sum_segments(const BatchShape& shape, int64_t window) {
       const uint64_t kv = std::min(k, q + w - 1) + q;
       window_positions += positions;
       window_kv += kv;
-      if (q == 1) {
+      if (q == 1 || is_verification(seg)) {
         window_decode_positions += positions;
         window_decode_kv += kv;
       }
@@ -445,14 +448,14 @@ BatchSums sum_segments(const BatchShape& shape, int64_t window) {
   s.tokens = static_cast<double>(tokens);
   s.logit_rows = static_cast<double>(rows);
   s.has_decode = decodes > 0;
-  s.has_prefill = decodes < shape.segments.size();
+  s.has_prefill = decode_segments < shape.segments.size();
   s.decode_key_positions = static_cast<double>(decode_positions);
   s.decode_kv_tokens = static_cast<double>(decode_kv_tokens);
   s.decode_query_tokens = static_cast<double>(decodes);
   s.prefill_key_positions = static_cast<double>(positions - decode_positions);
   s.prefill_kv_tokens = static_cast<double>(kv_tokens - decode_kv_tokens);
   s.prefill_query_tokens = static_cast<double>(tokens - decodes);
-  s.prefill_segments = static_cast<double>(shape.segments.size() - decodes);
+  s.prefill_segments = static_cast<double>(shape.segments.size() - decode_segments);
   s.prefill_k2 = k2;
   s.prefill_q2 = q2;
   s.prefill_qc = qc;

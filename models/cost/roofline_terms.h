@@ -255,7 +255,8 @@ Throughputs peak_throughputs(const Deployment& d);
 Throughputs achievable_throughputs(const Deployment& d, const RooflineParams& p);
 
 // Sums over the segments of one pass; everything an evaluation needs. Prefill-like segments have
-// query_tokens > 1, decode segments query_tokens == 1.
+// query_tokens > 1, decode segments query_tokens == 1; a verification segment (is_verification())
+// counts as decode, its query_tokens decode queries reading the request's KV once.
 struct BatchSums {
   double tokens = 0;
   double logit_rows = 0;
@@ -266,7 +267,7 @@ struct BatchSums {
   double prefill_query_tokens = 0;
   double decode_key_positions = 0;
   double decode_kv_tokens = 0;
-  double decode_query_tokens = 0;  // = number of decode segments
+  double decode_query_tokens = 0;  // one per decode segment, query_tokens per verification
   // Extra prefill moments (profiled model): segment count, sum of k^2, q^2 and q*c.
   double prefill_segments = 0;
   double prefill_k2 = 0, prefill_q2 = 0, prefill_qc = 0;

@@ -76,7 +76,7 @@ class EngineCostModel final : public IterationCostModel {
   static int64_t prefill_tokens(const BatchShape& shape) {
     int64_t tokens = 0;
     for (const Segment& s : shape.segments) {
-      if (s.query_tokens > 1) tokens += s.query_tokens;
+      if (s.query_tokens > 1 && !is_verification(s)) tokens += s.query_tokens;
     }
     return tokens;
   }

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <mutex>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -96,6 +97,39 @@ StandInVersion stand_in_engine_version(const std::vector<std::string>& known,
           fmt::format("engine version {} is older than every release servesim knows: "
                       "the defaults of {}, the oldest, stand in",
                       requested, known.front())};
+}
+
+std::string speculative_launch_flags(const std::string& engine,
+                                     const models::SpeculativeDecoding& spec) {
+  const bool mtp = spec.method == models::SpeculativeMethod::kMtp;
+  const int k = spec.num_speculative_tokens;
+  if (engine == "vllm") {
+    // vllm/config/speculative.py: "mtp" for every model's MTP layers; EAGLE-3 names its head.
+    return mtp ? fmt::format(
+                     R"(--speculative-config '{{"method": "mtp", "num_speculative_tokens": {}}}')",
+                     k)
+               : fmt::format(
+                     R"(--speculative-config '{{"method": "eagle3", "model": "<EAGLE-3 head>", )"
+                     R"("num_speculative_tokens": {}}}')",
+                     k);
+  }
+  if (engine == "sglang") {
+    // A chain of k drafts: top-k 1, k steps, k + 1 tokens verified (the pending one included).
+    return fmt::format(
+        "--speculative-algorithm {}{} --speculative-num-steps {} --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens {}",
+        mtp ? "NEXTN" : "EAGLE3", mtp ? "" : " --speculative-draft-model-path <EAGLE-3 head>", k,
+        k + 1);
+  }
+  if (engine == "trtllm") {
+    return mtp ? fmt::format(
+                     "speculative_config: {{decoding_type: MTP, num_nextn_predict_layers: {}}}", k)
+               : fmt::format(
+                     "speculative_config: {{decoding_type: Eagle3, max_draft_len: {}, "
+                     "speculative_model_dir: <EAGLE-3 head>}}",
+                     k);
+  }
+  throw std::invalid_argument("no speculative decoding flags known for engine " + engine);
 }
 
 ParamSchema calibration_knobs() {

@@ -37,6 +37,7 @@
 #include "models/catalog/hardware.h"
 #include "models/cost/memory_model.h"
 #include "models/cost/serving_engine.h"
+#include "models/cost/speculative.h"
 #include "core/params.h"
 #include "core/registry.h"
 #include "sim/frontend.h"
@@ -132,6 +133,12 @@ struct StandInVersion {
 };
 StandInVersion stand_in_engine_version(const std::vector<std::string>& known,
                                        const std::string& requested);
+
+// How `engine` ("vllm", "sglang", "trtllm") is told to run `spec`, in its own spelling: vLLM's
+// --speculative-config, SGLang's --speculative-* flags, TensorRT-LLM's speculative_config (LLM API
+// YAML). Throws std::invalid_argument for another engine.
+std::string speculative_launch_flags(const std::string& engine,
+                                     const models::SpeculativeDecoding& spec);
 
 // -1 in a CPU or front-end knob: take the calibration. Shared by every engine model.
 ParamSchema calibration_knobs();

@@ -184,7 +184,7 @@ class SglangScheduler final : public sim::BatchingPolicy {
     if (added == 0) return false;
     if (p_.enable_mixed_chunk) {
       for (const SeqView& r : running) {
-        if (r.is_decode()) plan.scheduled.push_back({r.id, 1, 0});
+        if (r.is_decode()) plan.scheduled.push_back({r.id, r.decode_step_tokens(), 0});
       }
     }
     return true;
@@ -232,7 +232,9 @@ class SglangScheduler final : public sim::BatchingPolicy {
     } else {
       decay_ratio();
     }
-    for (size_t pos : order_) plan.scheduled.push_back({running[pos].id, 1, 0});
+    for (size_t pos : order_) {
+      plan.scheduled.push_back({running[pos].id, running[pos].decode_step_tokens(), 0});
+    }
   }
 
   // Retracts the request at the end of order_ (recompute): its KV returns to the pool.
@@ -246,7 +248,8 @@ class SglangScheduler final : public sim::BatchingPolicy {
   }
 
   static int64_t next_token_blocks(const SeqView& r, int64_t block_size) {
-    return std::max<int64_t>(0, blocks_for_tokens(r.computed_tokens + 1, block_size) - r.blocks);
+    return std::max<int64_t>(
+        0, blocks_for_tokens(r.computed_tokens + r.decode_step_tokens(), block_size) - r.blocks);
   }
 
   SglangSchedulerParams p_;

@@ -44,7 +44,8 @@ class TrtllmScheduler final : public sim::BatchingPolicy {
       if (preempted_[pos]) continue;
       const SeqView& r = running[pos];
       if (count >= p_.max_batch_size || tokens >= p_.max_num_tokens) break;
-      int64_t n = r.is_decode() ? 1 : std::min(r.remaining_tokens(), p_.max_num_tokens - tokens);
+      int64_t n = r.is_decode() ? r.decode_step_tokens()
+                                : std::min(r.remaining_tokens(), p_.max_num_tokens - tokens);
       if (!r.is_decode() && !p_.enable_chunked_prefill && n < r.remaining_tokens()) break;
       const int64_t kv = std::max(r.computed_tokens + n, reserve_of(r));
       int64_t extra = std::max<int64_t>(0, blocks_for_tokens(kv, view.block_size) - r.blocks);

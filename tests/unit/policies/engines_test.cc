@@ -387,5 +387,29 @@ TEST_F(EngineDefaults, MoeKernelCalibrationAppliesToItsEngineClassAndFormatOnly)
   EXPECT_EQ(by_hand.calibration_note.find("x0.6"), std::string::npos) << by_hand.calibration_note;
 }
 
+// Each engine is told to run speculative decoding in its own spelling.
+TEST(SpeculativeFlags, EachEngineSpellsTheDrafterItsOwnWay) {
+  models::SpeculativeDecoding mtp;
+  mtp.num_speculative_tokens = 3;
+  mtp.acceptance = {0.8, 0.6, 0.4};
+  EXPECT_EQ(speculative_launch_flags("vllm", mtp),
+            R"(--speculative-config '{"method": "mtp", "num_speculative_tokens": 3}')");
+  EXPECT_EQ(speculative_launch_flags("sglang", mtp),
+            "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4");
+  EXPECT_EQ(speculative_launch_flags("trtllm", mtp),
+            "speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}");
+  models::SpeculativeDecoding eagle = mtp;
+  eagle.method = models::SpeculativeMethod::kEagle3;
+  EXPECT_NE(speculative_launch_flags("vllm", eagle).find(R"("method": "eagle3")"),
+            std::string::npos);
+  EXPECT_NE(speculative_launch_flags("sglang", eagle).find("--speculative-algorithm EAGLE3"),
+            std::string::npos);
+  EXPECT_NE(
+      speculative_launch_flags("trtllm", eagle).find("decoding_type: Eagle3, max_draft_len: 3"),
+      std::string::npos);
+  EXPECT_THROW(speculative_launch_flags("tgi", mtp), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace servesim::policies
