@@ -443,6 +443,7 @@ int cmd_list(const std::string& what) {
                              m.sliding_window);
       }
       if (m.diffusion) notes += "diffusion LLM";
+      if (m.vision) notes += fmt::format("{}vision encoder", notes.empty() ? "" : ", ");
       fmt::print("{:<28} {:>8.2f} {:>7} {:>6} {:>5} {:>8} {:>10.1f}  {}\n", key, m.param_count / 1e9,
                  m.num_layers, m.num_attention_heads, m.num_kv_heads, m.hidden_size,
                  m.kv_bytes_per_token(models::Dtype::kBf16) / 1024.0, notes);

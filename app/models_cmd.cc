@@ -163,6 +163,13 @@ int run_models_import(const std::string& config_path, const ModelsImportOptions&
     out << fmt::format("  attention     {} of {} layers attend over a sliding window of {} tokens\n",
                        m.num_sliding_layers, m.num_layers, m.sliding_window);
   }
+  if (const auto& v = m.vision) {
+    out << fmt::format(
+        "  vision        {} layers of {}, {} heads, {}-pixel patches merged {} x {} per token: "
+        "{:.2f} B parameters (workload.images)\n",
+        v->num_layers, v->hidden_size, v->num_heads, v->patch_size, v->spatial_merge,
+        v->spatial_merge, static_cast<double>(v->param_count) / 1e9);
+  }
   out << fmt::format("  MoE           {}\n", moe_summary(m, doc));
   out << fmt::format("  catalog       {} {} from {}\n", written.catalog_models,
                      written.catalog_models == 1 ? "model loads" : "models load",

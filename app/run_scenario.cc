@@ -127,13 +127,7 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   out.summary = reports::summarize(memory.requests, out.result.tbt_ns, scenario.slo,
                                    {out.result.num_gpus, out.result.gpu_seconds});
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  for (const auto& m : cost_models) {
-    const models::LookupStats st = m->lookup_stats();
-    out.lookups.interpolated_s += st.interpolated_s;
-    out.lookups.extrapolated_s += st.extrapolated_s;
-    out.lookups.analytic_s += st.analytic_s;
-    out.lookups.lookups += st.lookups;
-  }
+  for (const auto& m : cost_models) out.lookups += m->lookup_stats();
   out.requests = std::move(memory.requests);
   out.samples = std::move(memory.samples);
   out.rejected = std::move(memory.rejected);

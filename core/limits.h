@@ -25,6 +25,9 @@ inline constexpr int64_t kMaxClients = 1'000'000;
 inline constexpr int64_t kMaxBlockSize = 4096;
 // Drafts a speculative decoding step may verify (the engines' own limits are about as high).
 inline constexpr int64_t kMaxSpeculativeTokens = 16;
+// Images a multimodal request may carry, and the pixels of an image's side (workload.images).
+inline constexpr int64_t kMaxImagesPerRequest = 64;
+inline constexpr int64_t kMaxImageSidePixels = 16384;
 // Request rates (req/s) a workload may be generated or rescaled to.
 inline constexpr double kMinRatePerS = 1e-6;
 inline constexpr double kMaxRatePerS = 1e6;

@@ -22,6 +22,10 @@ struct RequestSpec {
   // as a session's next turn resends them), so the KV blocks its decode fills are cached too.
   // False: they describe the prompt only (Mooncake traces).
   bool hash_ids_cover_output = false;
+  // Images of a multimodal request (workload.images): their tokens lead prompt_tokens, and the
+  // model's vision encoder reads each image's patches before the prompt's first chunk. 0: text.
+  int32_t images = 0;
+  int32_t patches_per_image = 0;
   // A later turn of a session (after >= 0): the client sends it `think_time` after request
   // `after` (an earlier request) finished or was rejected; `arrival` is then only a lower bound
   // (its session's start), replaced by the time it is sent. -1: sent at `arrival`.

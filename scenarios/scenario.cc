@@ -8,11 +8,13 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "policies/builtin.h"
 #include "scenarios/cost_models.h"
 #include "scenarios/dllm_scenario.h"
 #include "models/cost/serving_engine.h"
+#include "models/cost/vision.h"
 #include "scenarios/json_reader.h"
 #include "core/limits.h"
 #include "core/rng.h"
@@ -338,6 +340,17 @@ void validate_sessions(ObjectReader& r) {
   }
 }
 
+// workload.images: each request sends per_request images of width x height pixels.
+void validate_images(ObjectReader& r) {
+  const Json* in = r.object("images", false);
+  if (in == nullptr) return;
+  ObjectReader ir(*in, r.child_path("images"), r.issues(), r.resolved()["images"]);
+  ir.integer("per_request", int64_t{1}, 1, kMaxImagesPerRequest);
+  ir.integer("width", std::nullopt, 1, kMaxImageSidePixels);
+  ir.integer("height", std::nullopt, 1, kMaxImageSidePixels);
+  ir.finish();
+}
+
 void validate_transforms(ObjectReader& r) {
   if (const Json* w = r.object("window", false)) {
     Json& out = r.resolved()["window"];
@@ -425,6 +438,7 @@ void validate_workload(const Json& in, const std::string& path, Issues& issues, 
   if (type && !is_top_level_only_workload(*type)) {
     validate_transforms(r);
   }
+  if (top_level) validate_images(r);
   r.finish();
 }
 
@@ -576,6 +590,32 @@ std::vector<double> read_acceptance(ObjectReader& r, models::SpeculativeMethod m
 
 // The `speculative` section: the drafter, the drafts per decode step (0: off) and their acceptance
 // per position.
+// The validated workload.images, resolved against the model's vision encoder.
+void read_images(const Json& workload, const Catalogs& catalogs, Issues& issues, Scenario& s) {
+  const auto it = workload.find("images");
+  if (it == workload.end() || s.model.empty()) return;
+  ImageInputs images;
+  images.per_request = static_cast<int32_t>(it->value("per_request", int64_t{0}));
+  images.width = it->value("width", int64_t{0});
+  images.height = it->value("height", int64_t{0});
+  if (images.per_request < 1 || images.width < 1 || images.height < 1) return;  // reported
+  const models::ModelSpec& model = catalogs.models.get(s.model);
+  if (!model.vision) {
+    std::vector<std::string> multimodal;
+    for (const std::string& key : catalogs.models.keys()) {
+      if (catalogs.models.get(key).vision) multimodal.push_back(key);
+    }
+    issues.add("workload.images",
+               fmt::format("{} has no vision encoder: it serves text only (models with one: {})",
+                           s.model, fmt::join(multimodal, ", ")));
+    return;
+  }
+  const models::VisionEncoderSpec& v = *model.vision;
+  images.patches_per_image = static_cast<int32_t>(v.image_patches(images.width, images.height));
+  images.tokens_per_image = v.image_tokens(images.width, images.height);
+  s.images = images;
+}
+
 void read_speculative(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
   if (!top.has("speculative")) return;
   ObjectReader r = section_reader(top, "speculative", issues, resolved);
@@ -899,6 +939,7 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   read_speculative(top, issues, resolved, s);
   if (const Json* w = top.object("workload", true)) {
     validate_workload(*w, "workload", issues, resolved["workload"], base_dir, root, true);
+    read_images(resolved["workload"], catalogs, issues, s);
   }
   s.slo = read_slo(top);
   read_output(top, issues, resolved, s);
@@ -1086,6 +1127,26 @@ double arrival_rate(const Workload& w) {
   return span > 0 ? static_cast<double>(w.requests.size() - 1) / span : 1.0;
 }
 
+// Every request of `w` sends `images` ahead of its prompt: their tokens join the prompt.
+void add_images(const ImageInputs& images, const std::string& source, Workload& w) {
+  const int64_t image_tokens = images.per_request * images.tokens_per_image;
+  for (RequestSpec& r : w.requests) {
+    r.images = images.per_request;
+    r.patches_per_image = images.patches_per_image;
+    r.prompt_tokens += image_tokens;
+    if (r.prompt_tokens > kMaxRequestTokens) {
+      throw ConfigError(source,
+                        {{"workload.images",
+                          fmt::format("request {} has {} prompt tokens with its {} image "
+                                      "tokens; a request may have at most {}",
+                                      r.id, r.prompt_tokens, image_tokens, kMaxRequestTokens)}});
+    }
+  }
+  w.description +=
+      fmt::format(", {} image(s) of {}x{} per request ({} tokens each)", images.per_request,
+                  images.width, images.height, images.tokens_per_image);
+}
+
 void truncate_to_context(Workload& w, int64_t max_tokens) {
   if (max_tokens <= 0) return;
   for (RequestSpec& r : w.requests) {
@@ -1104,8 +1165,10 @@ int64_t count_beyond_context(const Workload& w, int64_t max_tokens) {
 }
 
 Workload build_workload(const Scenario& scenario, const DataRoot& root) {
-  return build_workload(scenario.workload, scenario.source, scenario.base_dir, root, scenario.seed,
-                        scenario.max_context_tokens);
+  Workload w = build_workload(scenario.workload, scenario.source, scenario.base_dir, root,
+                              scenario.seed, scenario.max_context_tokens);
+  if (scenario.images) add_images(*scenario.images, scenario.source, w);
+  return w;
 }
 
 Workload build_workload(const Json& workload, const std::string& source,
@@ -1248,6 +1311,22 @@ std::shared_ptr<const models::IterationCostModel> with_drafter(
                                              std::move(drafter), spec);
 }
 
+// `target`, the cost model of the instances of `dep`, with the model's vision encoder priced on
+// the same GPUs (models::make_vision_cost_model()): in BF16, as the checkpoints keep their vision
+// towers, and without a per-iteration overhead of its own, as it runs inside the target's step.
+std::shared_ptr<const models::IterationCostModel> with_vision_encoder(
+    CostModelChoice choice, const models::Deployment& dep, const DataRoot& root,
+    std::shared_ptr<const models::IterationCostModel> target) {
+  auto encoder =
+      std::make_shared<const models::ModelSpec>(models::vision_encoder_model(*dep.model));
+  const models::Deployment d{encoder.get(), dep.gpu, models::vision_encoder_tp(*dep.model, dep.tp),
+                             models::Dtype::kBf16, models::Dtype::kBf16};
+  choice.roofline.iteration_overhead = Duration{0};
+  std::shared_ptr<const models::IterationCostModel> encoder_cost = make_cost_model(choice, d, root);
+  return models::make_vision_cost_model(std::move(target), std::move(encoder_cost),
+                                        std::move(encoder));
+}
+
 // What a cluster policy's factories know about the instance `setup` at `index`.
 sim::InstanceContext context_for(const Scenario& s, const sim::InstanceSetup& setup, int32_t index) {
   sim::InstanceContext ctx;
@@ -1351,6 +1430,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
         runtime.scheduler_ranks = g.attention_dp;
         cost = models::make_engine_cost_model(cost, std::move(runtime));
       }
+      if (s.images) cost = with_vision_encoder(choice, dep, root, std::move(cost));
       in.cost_models.push_back(cost);
     }
     if (!in.cost_model) in.cost_model = cost;

@@ -163,6 +163,17 @@ struct DllmPart {
   std::optional<DllmOwnWorkload> own_workload;
 };
 
+// A multimodal workload's images, resolved against the model's vision encoder: every request sends
+// per_request images of width x height pixels, each patches_per_image patches for the encoder and
+// tokens_per_image tokens at the head of the prompt (VisionEncoderSpec::image_patches).
+struct ImageInputs {
+  int32_t per_request = 0;
+  int64_t width = 0;
+  int64_t height = 0;
+  int32_t patches_per_image = 0;
+  int64_t tokens_per_image = 0;
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -178,6 +189,9 @@ struct Scenario {
   // method, num_speculative_tokens and per-position acceptance. Absent (or method "none"): no
   // speculative decoding.
   std::optional<models::SpeculativeDecoding> speculative;
+  // workload.images (docs/multimodal.md): each request sends images ahead of its prompt, through
+  // the model's vision encoder. Unset: text only.
+  std::optional<ImageInputs> images;
   std::string cost_type = "profiled";  // "profiled" (measured tables) or "roofline"
   bool cost_custom_allreduce = true;   // profiled: vLLM custom all-reduce (else NCCL)
   models::RooflineParams cost;

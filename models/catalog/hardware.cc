@@ -132,6 +132,31 @@ const CatalogJson* optional_block(const FieldReader& reader, const CatalogJson& 
   return &*it;
 }
 
+// The "vision_encoder" section of a multimodal model whose param_count is `model_params`.
+VisionEncoderSpec read_vision_encoder(const FieldReader& reader, const CatalogJson& v,
+                                      int64_t model_params) {
+  const char* at = "vision_encoder";
+  VisionEncoderSpec vision;
+  vision.num_layers = reader.positive_int(v, at, "num_layers");
+  vision.hidden_size = reader.positive_integer(v, at, "hidden_size");
+  vision.intermediate_size = reader.positive_integer(v, at, "intermediate_size");
+  vision.num_heads = reader.positive_int(v, at, "num_heads");
+  vision.patch_size = reader.positive_integer(v, at, "patch_size");
+  vision.spatial_merge = reader.positive_integer(v, at, "spatial_merge_size");
+  vision.param_count = reader.positive_integer(v, at, "param_count");
+  if (vision.hidden_size % vision.num_heads != 0) {
+    reader.fail("vision_encoder.num_heads",
+                fmt::format("expected a divisor of vision_encoder.hidden_size ({}), got {}",
+                            vision.hidden_size, vision.num_heads));
+  }
+  if (vision.param_count >= model_params) {
+    reader.fail("vision_encoder.param_count",
+                fmt::format("expected less than param_count ({}), which includes it, got {}",
+                            model_params, vision.param_count));
+  }
+  return vision;
+}
+
 ModelSpec read_model(const FieldReader& reader, const std::string& key, const CatalogJson& doc) {
   if (!doc.is_object()) {
     reader.fail("", "expected a JSON object at the top level");
@@ -260,6 +285,9 @@ ModelSpec read_model(const FieldReader& reader, const std::string& key, const Ca
                               "layer, got {}",
                               spec.num_layers, spec.num_sliding_layers));
     }
+  }
+  if (const CatalogJson* it = optional_block(reader, doc, "vision_encoder")) {
+    spec.vision = read_vision_encoder(reader, *it, spec.param_count);
   }
   const int64_t kv_16bit = reader.positive_integer(doc, root, "kv_cache_bytes_per_token_16bit");
   if (kv_16bit != spec.kv_bytes_per_token(Dtype::kBf16)) {
@@ -419,6 +447,14 @@ int64_t ModelSpec::kv_bytes_per_token_per_layer(Dtype kv_dtype) const {
 int64_t ModelSpec::kv_bytes_per_token(Dtype kv_dtype) const {
   return static_cast<int64_t>(num_layers - num_linear_layers()) *
          kv_bytes_per_token_per_layer(kv_dtype);
+}
+
+int64_t VisionEncoderSpec::image_patches(int64_t width, int64_t height) const {
+  const int64_t unit = patch_size * spatial_merge;  // pixels of one token's side
+  const auto units = [unit](int64_t pixels) {
+    return std::max<int64_t>(1, (pixels + unit / 2) / unit);
+  };
+  return units(width) * units(height) * patches_per_token();
 }
 
 int64_t ModelSpec::kv_bytes_for_context(int64_t tokens, Dtype kv_dtype) const {

@@ -164,6 +164,33 @@ struct LinearAttentionSpec {
   }
 };
 
+// A multimodal model's vision encoder: a ViT beside the language model (Qwen3-VL's in Qwen3.5,
+// MoonViT in Kimi-K2.5). An image is cut into patch_size x patch_size pixel patches; each of the
+// num_layers blocks is a LayerNorm, qkv, attention of every patch of the image over every other
+// (bidirectional), the output projection, a LayerNorm and a two-layer GELU MLP (not gated); a
+// merger then folds spatial_merge x spatial_merge neighbouring patches into one token of the
+// language model's prompt. param_count: the whole tower with its merger.
+struct VisionEncoderSpec {
+  int num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int num_heads = 0;
+  int64_t patch_size = 0;
+  int64_t spatial_merge = 0;
+  int64_t param_count = 0;
+
+  // Patches of one language-model token.
+  int64_t patches_per_token() const { return spatial_merge * spatial_merge; }
+  // Patches of a width x height image (pixels, each >= 1) as the models' image processors resize
+  // it: each side rounded to the nearest multiple of patch_size x spatial_merge (at least one),
+  // as Qwen-VL's smart_resize does, without its pixel limits.
+  int64_t image_patches(int64_t width, int64_t height) const;
+  // Language-model tokens of such an image: image_patches / patches_per_token().
+  int64_t image_tokens(int64_t width, int64_t height) const {
+    return image_patches(width, height) / patches_per_token();
+  }
+};
+
 struct ModelSpec {
   std::string key;  // catalog key, e.g. "llama-3.1-8b"
   std::string name;
@@ -199,6 +226,8 @@ struct ModelSpec {
   int64_t param_count = 0;
   int64_t weights_bytes_16bit = 0;
   bool diffusion = false;  // a diffusion LLM (LLaDA, Dream)
+  // A multimodal model's vision encoder (its weights are in param_count); unset for text models.
+  std::optional<VisionEncoderSpec> vision;
 
   // KV bytes one layer keeps per token at the given KV dtype: 2 * kv_heads * head_dim, or for MLA
   // kv_lora_rank + qk_rope_head_dim (one latent shared by K and V and by every head). DSA adds the

@@ -269,6 +269,18 @@ class ConfigReader {
     return fields_.optional_string(config_, prefix_, key, fallback);
   }
 
+  // A square kernel's side: an array of two equal positive integers ([2, 2]).
+  int64_t square_kernel(const char* key) const {
+    const Json* value = find(key);
+    if (value == nullptr || !value->is_array() || value->size() != 2 ||
+        !(*value)[0].is_number_integer() || (*value)[0].get<int64_t>() < 1 ||
+        (*value)[0] != (*value)[1]) {
+      fail(key, "expected two equal positive integers (a square kernel), got " +
+                    (value ? render(*value) : std::string("nothing")));
+    }
+    return (*value)[0].get<int64_t>();
+  }
+
   // Layer indices in [0, num_layers); absent or null reads as none.
   std::set<int64_t> layer_list(const char* key, int64_t num_layers) const {
     std::set<int64_t> layers;
@@ -359,44 +371,95 @@ int64_t sliding_layers_from_types(const ConfigReader& in, int64_t num_layers) {
   return std::max<int64_t>(sliding, 0);
 }
 
+// One block of a vision encoder: two LayerNorms (weight and bias), qkv and the output
+// projection with biases, and a two-layer MLP with biases.
+int64_t vision_block_params(const VisionEncoderSpec& e) {
+  const int64_t h = e.hidden_size;
+  return 4 * h + 3 * h * h + 3 * h + h * h + h + 2 * h * e.intermediate_size + e.intermediate_size +
+         h;
+}
+
+// The config keys of a vision tower's sizes (layers, hidden, MLP, heads); patch_size is the same
+// key in every config.
+struct TowerKeys {
+  const char* layers;
+  const char* hidden;
+  const char* intermediate;
+  const char* heads;
+};
+
+// A vision tower's sizes read from vision_config `v` (spatial_merge and param_count left to the
+// caller).
+VisionEncoderSpec tower_sizes(const ConfigReader& v, const TowerKeys& keys) {
+  VisionEncoderSpec e;
+  e.num_layers = static_cast<int>(v.positive_integer(keys.layers));
+  e.hidden_size = v.positive_integer(keys.hidden);
+  e.intermediate_size = v.positive_integer(keys.intermediate);
+  e.num_heads = static_cast<int>(v.positive_integer(keys.heads));
+  e.patch_size = v.positive_integer("patch_size");
+  return e;
+}
+
+// A patch merger: a LayerNorm of `norm` (weight and bias), then the patches_per_token() x hidden
+// merged features -> the same -> `out`, with biases.
+int64_t merger_params(const VisionEncoderSpec& e, int64_t norm, int64_t out) {
+  const int64_t merged = e.hidden_size * e.patches_per_token();
+  return 2 * norm + merged * merged + merged + merged * out + out;
+}
+
 // Qwen3.5's vision tower (the Qwen3-VL vision transformer of vision_config): a Conv3d patch
 // embedding (in_channels x temporal_patch_size x patch_size^2 -> hidden, with bias), learned
 // position embeddings, depth blocks of two LayerNorms, qkv and proj with biases and a 2-layer
 // GELU MLP with biases, and the patch merger (LayerNorm, then spatial_merge_size^2 x hidden ->
 // the same -> out_hidden_size, with biases), once more per deepstack layer with its norm after the
 // merge.
-int64_t qwen_vision_tower_params(const ConfigReader& v) {
-  const int64_t h = v.positive_integer("hidden_size");
-  const int64_t inner = v.positive_integer("intermediate_size");
-  const int64_t patch = v.positive_integer("patch_size");
-  const int64_t merged =
-      h * v.positive_integer("spatial_merge_size") * v.positive_integer("spatial_merge_size");
-  const int64_t out = v.positive_integer("out_hidden_size");
+VisionEncoderSpec qwen_vision_encoder(const ConfigReader& v) {
+  VisionEncoderSpec e = tower_sizes(v, {"depth", "hidden_size", "intermediate_size", "num_heads"});
+  e.spatial_merge = v.positive_integer("spatial_merge_size");
+  const int64_t h = e.hidden_size;
   const int64_t embed = v.positive_integer("in_channels") *
-                            v.positive_integer("temporal_patch_size") * patch * patch * h +
+                            v.positive_integer("temporal_patch_size") * e.patch_size *
+                            e.patch_size * h +
                         h + v.positive_integer("num_position_embeddings") * h;
-  const int64_t block = 4 * h + 3 * h * h + 3 * h + h * h + h + 2 * h * inner + inner + h;
-  const auto merger = [&](int64_t norm) {
-    return 2 * norm + merged * merged + merged + merged * out + out;
-  };
-  const int64_t depth = v.positive_integer("depth");
+  const int64_t out = v.positive_integer("out_hidden_size");
   const auto deepstack =
-      static_cast<int64_t>(v.layer_list("deepstack_visual_indexes", depth).size());
-  return embed + depth * block + merger(h) + deepstack * merger(merged);
+      static_cast<int64_t>(v.layer_list("deepstack_visual_indexes", e.num_layers).size());
+  e.param_count = embed + e.num_layers * vision_block_params(e) + merger_params(e, h, out) +
+                  deepstack * merger_params(e, h * e.patches_per_token(), out);
+  return e;
+}
+
+// Kimi-K2.5's MoonViT (vision_config, "vt_" keys): a Conv2d patch embedding (3 x patch_size^2 ->
+// hidden, with bias) and a learned init_pos_emb_height x init_pos_emb_width position grid (the
+// temporal one is fixed sin-cos), vt_num_hidden_layers blocks as Qwen's, a final LayerNorm, and
+// the patch merger: a LayerNorm, then merge_kernel_size^2 x hidden -> the same -> text_hidden_size,
+// with biases.
+VisionEncoderSpec moonvit_encoder(const ConfigReader& v) {
+  VisionEncoderSpec e = tower_sizes(v, {"vt_num_hidden_layers", "vt_hidden_size",
+                                        "vt_intermediate_size", "vt_num_attention_heads"});
+  e.spatial_merge = v.square_kernel("merge_kernel_size");
+  const int64_t h = e.hidden_size;
+  const int64_t embed =
+      3 * e.patch_size * e.patch_size * h + h +
+      v.positive_integer("init_pos_emb_height") * v.positive_integer("init_pos_emb_width") * h;
+  const int64_t final_norm = 2 * h;
+  e.param_count = embed + e.num_layers * vision_block_params(e) + final_norm +
+                  merger_params(e, h, v.positive_integer("text_hidden_size"));
+  return e;
 }
 
 // Multimodal wrappers whose language model servesim imports from their text_config, served
-// text-only, and how their vision tower's parameters are counted from vision_config (nullptr: not
-// counted). Kimi-K2.5: a kimi_k2 language model beside a MoonViT vision tower; Qwen3.5: qwen3_5 /
-// qwen3_5_moe around a qwen3_5_text / qwen3_5_moe_text language model.
+// text-only unless a workload sends images, and how their vision encoder is read from
+// vision_config. Kimi-K2.5: a kimi_k2 language model beside a MoonViT vision tower; Qwen3.5:
+// qwen3_5 / qwen3_5_moe around a qwen3_5_text / qwen3_5_moe_text language model.
 struct MultimodalWrapper {
   const char* model_type;
-  int64_t (*vision_tower_params)(const ConfigReader& vision_config);
+  VisionEncoderSpec (*vision_encoder)(const ConfigReader& vision_config);
 };
 constexpr std::array<MultimodalWrapper, 3> kMultimodalWrappers = {{
-    {"kimi_k25", nullptr},
-    {"qwen3_5", qwen_vision_tower_params},
-    {"qwen3_5_moe", qwen_vision_tower_params},
+    {"kimi_k25", moonvit_encoder},
+    {"qwen3_5", qwen_vision_encoder},
+    {"qwen3_5_moe", qwen_vision_encoder},
 }};
 
 // The config's wrapper when it is one of kMultimodalWrappers, else nullptr.
@@ -1014,9 +1077,11 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
     counts.num_linear_layers = linear.spec.num_linear_layers;
     counts.linear_minus_full = linear.params_per_layer - attention.params;
   }
-  if (wrapper != nullptr && wrapper->vision_tower_params != nullptr) {
-    counts.vision_tower = wrapper->vision_tower_params(
-        ConfigReader(outer.object("vision_config"), file, "vision_config"));
+  std::optional<VisionEncoderSpec> vision;
+  if (wrapper != nullptr) {
+    vision =
+        wrapper->vision_encoder(ConfigReader(outer.object("vision_config"), file, "vision_config"));
+    counts.vision_tower = vision->param_count;
   }
   const Json moe =
       rules.moe ? moe_layers(in, rules, d, attention.params + layer_norms, &counts) : Json(nullptr);
@@ -1053,13 +1118,19 @@ nlohmann::ordered_json import_hf_config(const nlohmann::ordered_json& config,
   if (wrapper != nullptr) {
     doc["multimodal"] = {
         {"model_type", wrapper->model_type},
-        {"served", "text only: the language model of text_config"},
-        {"vision_tower",
-         counts.vision_tower > 0
-             ? fmt::format("{} parameters (vision_config) in param_count, loaded with the weights; "
-                           "not in the active count",
-                           counts.vision_tower)
-             : std::string("not counted in param_count (vision_config)")}};
+        {"served",
+         "the language model of text_config; a workload's images (workload.images) go through "
+         "the vision encoder first"},
+        {"vision_tower", fmt::format("{} parameters (vision_config) in param_count, loaded with "
+                                     "the weights; not in the active count",
+                                     counts.vision_tower)}};
+    doc["vision_encoder"] = {{"num_layers", vision->num_layers},
+                             {"hidden_size", vision->hidden_size},
+                             {"intermediate_size", vision->intermediate_size},
+                             {"num_heads", vision->num_heads},
+                             {"patch_size", vision->patch_size},
+                             {"spatial_merge_size", vision->spatial_merge},
+                             {"param_count", vision->param_count}};
   }
   if (!options.expert_routing.empty()) {
     if (moe.is_null()) {

@@ -31,11 +31,12 @@
 //   gated full attention whose q_proj is twice as wide; "linear_attention" holds the sizes and the
 //   state's bytes per element from mamba_ssm_dtype; Qwen2-MoE's gated shared expert; the MTP
 //   layers not counted). Multimodal wrappers are imported from their text_config (kimi_k25,
-//   qwen3_5, qwen3_5_moe) and served text-only: the document is the
-//   language model's, with "multimodal" (the wrapper's model_type) and the whole config as
-//   raw_config; Qwen3.5's vision tower (vision_config, Qwen3-VL's encoder) is counted in
-//   param_count, not in the active count, Kimi-K2.5's is not counted; errors name the key inside
-//   text_config.
+//   qwen3_5, qwen3_5_moe): the document is the language model's, with "multimodal" (the
+//   wrapper's model_type) and the whole config as raw_config, and "vision_encoder" (num_layers,
+//   hidden_size, intermediate_size, num_heads, patch_size, spatial_merge_size, param_count) read
+//   from vision_config (Qwen3.5: Qwen3-VL's encoder; Kimi-K2.5: MoonViT), whose parameters are
+//   in param_count, not in the active count; errors name the key inside text_config or
+//   vision_config.
 // - The document adds "mla" (q_lora_rank, 0 without a query LoRA, kv_lora_rank, qk_nope_head_dim,
 //   qk_rope_head_dim, v_head_dim; head_dim = qk_nope + qk_rope) for MLA models, "attention_window"
 //   (sliding_window, num_sliding_layers) when layer_types has sliding_attention layers, and in

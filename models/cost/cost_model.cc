@@ -31,6 +31,27 @@ Duration OperatorTimes::total() const {
          allreduce + lm_head + overhead;
 }
 
+OperatorTimes& OperatorTimes::operator+=(const OperatorTimes& o) {
+  qkv_gemm += o.qkv_gemm;
+  o_gemm += o.o_gemm;
+  mlp_gemm += o.mlp_gemm;
+  attention_prefill += o.attention_prefill;
+  attention_decode += o.attention_decode;
+  norms_elementwise += o.norms_elementwise;
+  allreduce += o.allreduce;
+  lm_head += o.lm_head;
+  overhead += o.overhead;
+  return *this;
+}
+
+LookupStats& LookupStats::operator+=(const LookupStats& o) {
+  interpolated_s += o.interpolated_s;
+  extrapolated_s += o.extrapolated_s;
+  analytic_s += o.analytic_s;
+  lookups += o.lookups;
+  return *this;
+}
+
 int kv_heads_per_rank(const ModelSpec& model, int tp) {
   return model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
 }

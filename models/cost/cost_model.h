@@ -46,14 +46,27 @@ struct DecodePass {
   int64_t logit_rows = 0;
 };
 
+// The images of one request that a multimodal model's vision encoder reads in a pass (before the
+// request's first prompt chunk, whose leading tokens they become; models/cost/vision.h).
+struct EncoderInput {
+  int64_t images = 0;             // >= 1
+  int64_t patches_per_image = 0;  // >= 1
+};
+
 // A forward pass. `segments` is reused by callers to avoid per-iteration allocation.
 struct BatchShape {
   std::vector<Segment> segments;
+  // Images encoded in this pass, one entry per request (empty for text). Only the vision-encoder
+  // model (make_vision_cost_model) prices them; every other model reads the segments alone.
+  std::vector<EncoderInput> encoder_inputs;
 
   int64_t total_query_tokens() const;
   int64_t total_logit_rows() const;
   bool empty() const { return segments.empty(); }
-  void clear() { segments.clear(); }
+  void clear() {
+    segments.clear();
+    encoder_inputs.clear();
+  }
 };
 
 // Where a forward pass runs.
@@ -98,6 +111,7 @@ struct OperatorTimes {
   Duration qkv_gemm{}, o_gemm{}, mlp_gemm{}, attention_prefill{}, attention_decode{},
       norms_elementwise{}, allreduce{}, lm_head{}, overhead{};
   Duration total() const;
+  OperatorTimes& operator+=(const OperatorTimes& other);  // operator by operator
 };
 
 // Where predicted time came from, summed over every iteration_time() call of one model object.
@@ -108,6 +122,7 @@ struct LookupStats {
   double extrapolated_s = 0;  // outside every measured grid: fitted roofline or edge extension
   double analytic_s = 0;      // operators no table covers (overhead, roofline-only GPUs)
   int64_t lookups = 0;        // operator lookups made
+  LookupStats& operator+=(const LookupStats& other);  // field by field
   // extrapolated / (interpolated + extrapolated); 0 when nothing was looked up in tables.
   double extrapolated_share() const {
     const double t = interpolated_s + extrapolated_s;

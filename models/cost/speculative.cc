@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "models/cost/added_passes.h"
+
 namespace servesim::models {
 namespace {
 
@@ -20,76 +22,26 @@ constexpr double kEagle3Acceptance[] = {0.7296, 0.5208, 0.3545};
 
 constexpr int64_t kEagle3DraftVocab = 32000;
 
-// sum += t, operator by operator.
-void add_times(OperatorTimes& sum, const OperatorTimes& t) {
-  sum.qkv_gemm += t.qkv_gemm;
-  sum.o_gemm += t.o_gemm;
-  sum.mlp_gemm += t.mlp_gemm;
-  sum.attention_prefill += t.attention_prefill;
-  sum.attention_decode += t.attention_decode;
-  sum.norms_elementwise += t.norms_elementwise;
-  sum.allreduce += t.allreduce;
-  sum.lm_head += t.lm_head;
-  sum.overhead += t.overhead;
-}
-
-class SpeculativeCostModel final : public IterationCostModel {
+class SpeculativeCostModel final : public AddedPassesCostModel {
  public:
   SpeculativeCostModel(std::shared_ptr<const IterationCostModel> target,
                        std::shared_ptr<const IterationCostModel> draft,
                        std::shared_ptr<const ModelSpec> draft_spec, SpeculativeDecoding spec)
-      : target_(std::move(target)),
-        draft_(std::move(draft)),
+      : AddedPassesCostModel(std::move(target), std::move(draft)),
         draft_spec_(std::move(draft_spec)),
         spec_(std::move(spec)) {}
-
-  LookupStats lookup_stats() const override {
-    LookupStats a = target_->lookup_stats();
-    const LookupStats b = draft_->lookup_stats();
-    a.interpolated_s += b.interpolated_s;
-    a.extrapolated_s += b.extrapolated_s;
-    a.analytic_s += b.analytic_s;
-    a.lookups += b.lookups;
-    return a;
-  }
-
-  Duration iteration_time(const BatchShape& shape) const override {
-    Duration d = target_->iteration_time(shape);
-    for_each_draft_pass(shape, [&](const BatchShape& pass) { d += draft_->iteration_time(pass); });
-    return d;
-  }
-
-  OperatorTimes breakdown(const BatchShape& shape) const override {
-    OperatorTimes t = target_->breakdown(shape);
-    for_each_draft_pass(shape,
-                        [&](const BatchShape& pass) { add_times(t, draft_->breakdown(pass)); });
-    return t;
-  }
-
-  OperatorTimes counted_breakdown(const BatchShape& shape) const override {
-    OperatorTimes t = target_->counted_breakdown(shape);
-    for_each_draft_pass(
-        shape, [&](const BatchShape& pass) { add_times(t, draft_->counted_breakdown(pass)); });
-    return t;
-  }
-
-  Duration peak_bound_time(const BatchShape& shape) const override {
-    Duration d = target_->peak_bound_time(shape);
-    for_each_draft_pass(shape, [&](const BatchShape& pass) { d += draft_->peak_bound_time(pass); });
-    return d;
-  }
 
   std::string describe() const override {
     return fmt::format(
         "{}; speculative decoding: {} drafter, {} tokens, mean accepted length {:.2f}",
-        target_->describe(), speculative_method_name(spec_.method), spec_.num_speculative_tokens,
+        target().describe(), speculative_method_name(spec_.method), spec_.num_speculative_tokens,
         spec_.mean_accepted_length());
   }
 
  private:
-  // Calls f with each of the drafter's passes for `shape` (none without a segment to draft for).
-  template <typename F>
-  void for_each_draft_pass(const BatchShape& shape, const F& f) const {
+  // The drafter's passes for `shape` (none without a segment to draft for).
+  const std::vector<const BatchShape*>& added_passes(const BatchShape& shape) const override {
+    passes_.clear();
     // First pass: every segment, each verification step sampling one draft.
     first_.segments.assign(shape.segments.begin(), shape.segments.end());
     later_.clear();
@@ -98,17 +50,18 @@ class SpeculativeCostModel final : public IterationCostModel {
       s.logit_rows = 1;
       later_.segments.push_back({1, s.context_tokens, 1});
     }
-    if (first_.empty()) return;
-    f(first_);
-    if (later_.empty()) return;
-    for (int pass = 1; pass < spec_.num_speculative_tokens; ++pass) f(later_);
+    if (first_.empty()) return passes_;
+    passes_.push_back(&first_);
+    if (later_.empty()) return passes_;
+    for (int pass = 1; pass < spec_.num_speculative_tokens; ++pass) passes_.push_back(&later_);
+    return passes_;
   }
 
-  std::shared_ptr<const IterationCostModel> target_;
-  std::shared_ptr<const IterationCostModel> draft_;
-  std::shared_ptr<const ModelSpec> draft_spec_;  // what draft_ was built for, kept alive
+  std::shared_ptr<const ModelSpec> draft_spec_;  // what the drafter's model was built for
   SpeculativeDecoding spec_;
-  mutable BatchShape first_, later_;  // scratch: one model per engine, one thread at a time
+  // Scratch: one model per engine, one thread at a time.
+  mutable BatchShape first_, later_;
+  mutable std::vector<const BatchShape*> passes_;
 };
 
 // Parameters of one average decoder layer of `m`: what is left of param_count without the
@@ -219,7 +172,6 @@ std::unique_ptr<IterationCostModel> make_speculative_cost_model(
     std::shared_ptr<const IterationCostModel> target,
     std::shared_ptr<const IterationCostModel> draft, std::shared_ptr<const ModelSpec> draft_spec,
     const SpeculativeDecoding& spec) {
-  if (!target || !draft) throw std::invalid_argument("speculative cost model: null model");
   if (const std::string why = speculative_error(spec); !why.empty()) {
     throw std::invalid_argument("speculative decoding: " + why);
   }

@@ -403,28 +403,44 @@ TEST(HfImportCounts, TinyMiniMaxQkNormOverAllHeadsRoutingBias) {
   EXPECT_EQ(written.spec.moe->num_experts, 4);
 }
 
-// A multimodal wrapper (Kimi-K2.5: model_type kimi_k25) is imported from its text_config, served
-// text-only: the same counts as the language model's config on its own; errors name the key
-// inside text_config.
+// A multimodal wrapper (Kimi-K2.5: model_type kimi_k25) is imported from its text_config: the
+// same counts as the language model's config on its own, plus its MoonViT vision tower in
+// param_count (not in the active count); errors name the key inside text_config or
+// vision_config.
 TEST(HfImportMultimodal, KimiK25IsItsTextConfig) {
   Json text = tiny_deepseek();
   text["model_type"] = "kimi_k2";
   Json wrapper = Json::object();
   wrapper["model_type"] = "kimi_k25";
   wrapper["text_config"] = text;
-  wrapper["vision_config"] = Json::parse(R"({"vt_hidden_size": 32, "vt_num_hidden_layers": 2})");
+  wrapper["vision_config"] = Json::parse(R"({
+      "vt_hidden_size": 32, "vt_num_hidden_layers": 2, "vt_intermediate_size": 64,
+      "vt_num_attention_heads": 4, "patch_size": 14, "merge_kernel_size": [2, 2],
+      "text_hidden_size": 64, "init_pos_emb_height": 4, "init_pos_emb_width": 4})");
   const Json alone = import_hf_config(text, options_for("k.json", "tiny-k"));
   const Json doc = import_hf_config(wrapper, options_for("k.json", "tiny-k"));
-  for (const char* key : {"param_count", "param_count_active_per_token",
-                          "kv_cache_bytes_per_token_16bit", "mla", "moe"}) {
+  for (const char* key :
+       {"param_count_active_per_token", "kv_cache_bytes_per_token_16bit", "mla", "moe"}) {
     EXPECT_EQ(doc[key], alone[key]) << key;
   }
+  // Patch embedding 3 x 14^2 x 32 + 32 and a 4 x 4 x 32 grid (19,360); two blocks of norms 4 x 32,
+  // wqkv 3 x 32^2 + 96, wo 32^2 + 32, fc0 and fc1 2 x 32 x 64 + 64 + 32 (8,544 each); the final
+  // norm 64; the merger's norm 64, 128^2 + 128 and 128 x 64 + 64 (24,832).
+  const int64_t tower = 19'360 + 2 * 8'544 + 64 + 24'832;
+  EXPECT_EQ(doc["param_count"], alone["param_count"].get<int64_t>() + tower);
+  EXPECT_EQ(doc["vision_encoder"]["param_count"], tower);
+  EXPECT_EQ(doc["vision_encoder"]["spatial_merge_size"], 2);
+  EXPECT_EQ(doc["vision_encoder"]["num_heads"], 4);
   EXPECT_EQ(doc["model_type"], "kimi_k2");
   EXPECT_EQ(doc["multimodal"]["model_type"], "kimi_k25");
   EXPECT_EQ(doc["raw_config"], wrapper);
   TempDir dir;
   EXPECT_NO_THROW(write_catalog_model(doc, "tiny-k", dir.path().string(), /*force=*/false));
 
+  wrapper["vision_config"]["merge_kernel_size"] = Json::parse("[2, 3]");
+  EXPECT_EQ(input_error([&] { import_hf_config(wrapper, options_for("k.json", "k")); }),
+            "k.json: vision_config.merge_kernel_size: expected two equal positive integers (a "
+            "square kernel), got [2,3]");
   wrapper["text_config"].erase("kv_lora_rank");
   EXPECT_EQ(input_error([&] { import_hf_config(wrapper, options_for("k.json", "k")); }),
             "k.json: text_config.kv_lora_rank: missing; expected a positive integer");
