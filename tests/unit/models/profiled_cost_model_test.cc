@@ -451,6 +451,26 @@ TEST_F(ProfiledTest, InvertedFp8RowsOnBlackwellArePricedFromTheBf16Kernel) {
   EXPECT_TRUE(said);
 }
 
+// DSA's lightning indexer has no table: priced at the GPU's measured FP8 matmul efficiency, it is
+// counted as extrapolated. On the shipped H200 tables a decode pass's extrapolated time then grows
+// with the context the indexer scores (linearly), where DeepSeek-V3's does not move.
+TEST_F(ProfiledTest, DsaIndexerCountsAsExtrapolated) {
+  if (!have_real_tables()) GTEST_SKIP() << "shipped profiles not found";
+  const auto extrapolated_s = [&](const std::string& model, int64_t context) {
+    const auto m = make_profiled_cost_model(
+        deployment(model, "h200_sxm", 8), profiles::load_gpu_profiles("profiles", "h200_sxm"), {});
+    m->iteration_time(decodes(32, context));
+    return m->lookup_stats().extrapolated_s;
+  };
+  EXPECT_EQ(extrapolated_s("deepseek-v3", 32768), extrapolated_s("deepseek-v3", 8192));
+  const double from_8k =
+      extrapolated_s("deepseek-v3.2", 32768) - extrapolated_s("deepseek-v3.2", 8192);
+  const double from_32k =
+      extrapolated_s("deepseek-v3.2", 65536) - extrapolated_s("deepseek-v3.2", 32768);
+  EXPECT_GT(from_8k, 0);
+  EXPECT_NEAR(from_32k / from_8k, 32.0 / 24.0, 0.05);
+}
+
 TEST_F(ProfiledTest, LookupStatsSplitInterpolatedExtrapolatedAnalytic) {
   const auto m = make_profiled_cost_model(deployment("llama-3.1-8b", "h100_sxm", 1),
                                           {synthetic_h100_gemm()}, {});
