@@ -550,6 +550,9 @@ int cmd_iteration(const std::string& path, std::vector<std::string> overrides,
   const models::IterationCostModel& m = *in.cost_model;
   models::BatchShape shape;
   if (a.prefill > 0) shape.segments.push_back({a.prefill, a.prefill_cached + a.prefill, 1});
+  // A prompt's first chunk of a multimodal workload also encodes its images (workload.images).
+  const bool encodes = s.images && a.prefill > 0 && a.prefill_cached == 0;
+  if (encodes) shape.encoder_inputs.push_back({s.images->per_request, s.images->patches_per_image});
   for (int64_t i = 0; i < a.decode_batch; ++i) shape.segments.push_back({1, a.context, 1});
   const models::OperatorTimes t = m.breakdown(shape);
   const Duration total = m.iteration_time(shape);
@@ -576,6 +579,7 @@ int cmd_iteration(const std::string& path, std::vector<std::string> overrides,
                 {"prefill_cached_tokens", a.prefill_cached},
                 {"decode_batch", a.decode_batch},
                 {"decode_context_tokens", a.context},
+                {"encoded_images", encodes ? s.images->per_request : 0},
                 {"query_tokens", shape.total_query_tokens()},
                 {"operators", opj},
                 {"operators_total_ms", sum_ms},
@@ -597,7 +601,13 @@ int cmd_iteration(const std::string& path, std::vector<std::string> overrides,
     fmt::print("{}decode {} requests at context {}", a.prefill > 0 ? " + " : "", a.decode_batch,
                a.context);
   }
-  fmt::print(" ({} query tokens)\n\n", shape.total_query_tokens());
+  fmt::print(" ({} query tokens)\n", shape.total_query_tokens());
+  if (encodes) {
+    fmt::print("images     {} of {}x{} through the vision encoder ({} patches each)\n",
+               s.images->per_request, s.images->width, s.images->height,
+               s.images->patches_per_image);
+  }
+  fmt::print("\n");
   fmt::print("{:<20} {:>10} {:>7}\n", "operator", "ms", "share");
   for (const auto& [name, d] : ops) {
     const double ms = to_seconds(d) * 1e3;

@@ -275,6 +275,24 @@ TEST(JsonOutput, Iteration) {
   EXPECT_EQ(servesim("iteration").rc, 2);
 }
 
+// A multimodal workload's prompt chunk also encodes its images: the pass costs more than the same
+// prompt as text, and a chunk after cached tokens encodes nothing.
+TEST(JsonOutput, IterationEncodesAMultimodalPromptsImages) {
+  const std::string pass = "iteration --model qwen3.5-27b --gpu h100_sxm --tp 4 --prefill 1536 ";
+  const std::string images = "--set 'workload.images={\"width\":1024,\"height\":1024}' ";
+  const Output text = servesim(pass + "--json");
+  const Output mm = servesim(pass + images + "--json");
+  const Output later = servesim(pass + images + "--prefill-cached 1024 --json");
+  ASSERT_EQ(text.rc, 0) << text.err;
+  ASSERT_EQ(mm.rc, 0) << mm.err;
+  ASSERT_EQ(later.rc, 0) << later.err;
+  EXPECT_EQ(parse(text)["encoded_images"], 0);
+  EXPECT_EQ(parse(mm)["encoded_images"], 1);
+  EXPECT_EQ(parse(later)["encoded_images"], 0);
+  EXPECT_GT(parse(mm)["iteration_ms"].get<double>(), parse(text)["iteration_ms"].get<double>());
+  EXPECT_NE(parse(mm)["cost_model"].get<std::string>().find("vision encoder"), std::string::npos);
+}
+
 TEST(ListPolicies, IncludesDllmPolicies) {
   const Output o = servesim("list policies");
   ASSERT_EQ(o.rc, 0);
