@@ -233,14 +233,19 @@ ErrorStats stats_of(const std::vector<const Scored*>& rows) {
   return error_stats(ttft, tpot);
 }
 
-void print_header(std::ostream& out) {
-  out << fmt::format("  {:<40} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
-                     "{:>5}  {:>7}\n",
-                     "engine / GPU / model", "rows", "TTFT", "MAPE", "bias", "<=10", "<=25",
-                     "TPOT", "MAPE", "bias", "<=10", "<=25", "both");
-  out << fmt::format("  {:<40} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
-                     "{:>5}  {:>7}\n",
-                     "", "", "MdAPE %", "%", "%", "%", "%", "MdAPE %", "%", "%", "%", "%", "<=25 %");
+// The first column's width: the longest label, at least 40 characters.
+constexpr size_t kMinLabelWidth = 40;
+
+void print_header(std::ostream& out, size_t width) {
+  out << fmt::format(
+      "  {:<{}} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
+      "{:>5}  {:>7}\n",
+      "engine / GPU / model", width, "rows", "TTFT", "MAPE", "bias", "<=10", "<=25", "TPOT", "MAPE",
+      "bias", "<=10", "<=25", "both");
+  out << fmt::format(
+      "  {:<{}} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
+      "{:>5}  {:>7}\n",
+      "", width, "", "MdAPE %", "%", "%", "%", "%", "MdAPE %", "%", "%", "%", "%", "<=25 %");
 }
 
 // "  <label>: <total>", then "    52  what": one line per distinct text, the most frequent
@@ -259,34 +264,38 @@ void print_counts(std::ostream& out, const std::string& label,
   for (const auto& [n, text] : lines) out << fmt::format("    {:>5}  {}\n", n, text);
 }
 
-void print_stats_row(std::ostream& out, const std::string& label, const ErrorStats& e) {
-  out << fmt::format("  {:<40} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
-                     "{:>5}  {:>7}\n",
-                     label, e.rows, pct(e.ttft_mdape), pct(e.ttft_mape), pct(e.ttft_bias),
-                     pct(e.ttft_within_10), pct(e.ttft_within_25), pct(e.tpot_mdape),
-                     pct(e.tpot_mape), pct(e.tpot_bias), pct(e.tpot_within_10),
-                     pct(e.tpot_within_25), pct(e.both_within_25));
+void print_stats_row(std::ostream& out, size_t width, const std::string& label,
+                     const ErrorStats& e) {
+  out << fmt::format(
+      "  {:<{}} {:>5}  {:>7} {:>7} {:>7} {:>5} {:>5}   {:>7} {:>7} {:>7} {:>5} "
+      "{:>5}  {:>7}\n",
+      label, width, e.rows, pct(e.ttft_mdape), pct(e.ttft_mape), pct(e.ttft_bias),
+      pct(e.ttft_within_10), pct(e.ttft_within_25), pct(e.tpot_mdape), pct(e.tpot_mape),
+      pct(e.tpot_bias), pct(e.tpot_within_10), pct(e.tpot_within_25), pct(e.both_within_25));
 }
 
 // The table of one set of predictions: per engine x GPU x model, then the totals of aggregated
 // dense and MoE rows, and of disaggregated rows.
 void print_table(std::ostream& out, const std::string& title, const std::vector<Scored>& scored) {
-  out << "\n" << title << "\n";
-  print_header(out);
-  std::map<std::string, std::vector<const Scored*>> groups;
+  std::map<std::string, std::vector<const Scored*>> groups;  // MoE groups' labels end "(MoE)"
   std::vector<const Scored*> dense, moe, disaggregated;
+  size_t width = kMinLabelWidth;
   for (const Scored& s : scored) {
     if (!s.pred.ok) continue;
-    groups[(s.row->moe ? "~" : "") + s.row->group()].push_back(&s);
+    const std::string label = s.row->group() + (s.row->moe ? " (MoE)" : "");
+    width = std::max(width, label.size());
+    groups[(s.row->moe ? "~" : "") + label].push_back(&s);
     (s.row->disaggregated() ? disaggregated : s.row->moe ? moe : dense).push_back(&s);
   }
+  out << "\n" << title << "\n";
+  print_header(out, width);
   for (const auto& [key, rows] : groups) {
-    print_stats_row(out, key[0] == '~' ? key.substr(1) + " (MoE)" : key, stats_of(rows));
+    print_stats_row(out, width, key[0] == '~' ? key.substr(1) : key, stats_of(rows));
   }
-  if (!dense.empty()) print_stats_row(out, "all dense rows (aggregated)", stats_of(dense));
-  if (!moe.empty()) print_stats_row(out, "all MoE rows (aggregated)", stats_of(moe));
+  if (!dense.empty()) print_stats_row(out, width, "all dense rows (aggregated)", stats_of(dense));
+  if (!moe.empty()) print_stats_row(out, width, "all MoE rows (aggregated)", stats_of(moe));
   if (!disaggregated.empty()) {
-    print_stats_row(out, "all disaggregated rows", stats_of(disaggregated));
+    print_stats_row(out, width, "all disaggregated rows", stats_of(disaggregated));
   }
 }
 

@@ -165,6 +165,89 @@ TEST(MeasuredRuns, HuggingFaceIdsMapToCatalogKeys) {
   EXPECT_EQ(catalog_model_for("zai-org/GLM-4.5-Air", cat), "");
 }
 
+// Rows of the 2026 architectures (DeepSeek Sparse Attention, Gated DeltaNet hybrids, multimodal
+// wrappers, MiniMax-M2.5) in the shared CSV format, as their checkpoints are named on the hub,
+// each map to a scenario that parses: none is skipped as not in the catalog or not representable.
+// The rows are made up for the mapping (their latencies are placeholders), not measurements.
+TEST(MeasuredRuns, RowsOfThe2026ArchitecturesMapToScenarios) {
+  policies::register_builtin_policies();
+  std::ifstream in(shipped_csv());
+  std::string header;
+  std::getline(in, header);
+  if (!header.empty() && header.back() == '\r') header.pop_back();  // the file's CRLF lines
+  std::vector<std::string> columns;
+  for (std::stringstream cells(header); std::getline(cells, columns.emplace_back(), ',');) {
+  }
+  columns.pop_back();
+  struct Row {
+    const char* model;
+    const char* engine;
+    const char* version;
+    const char* gpu;
+    const char* precision;  // also the GEMM and MoE quant modes ("" for 16-bit)
+    int tp;
+    const char* key;  // the catalog model it maps to
+  };
+  const Row rows[] = {
+      {"MiniMaxAI/MiniMax-M2.5", "sglang", "0.5.9", "h200_sxm", "fp8", 4, "minimax-m2.5"},
+      {"moonshotai/Kimi-K2.5", "vllm", "0.15.1", "h200_sxm", "fp8_block", 8, "kimi-k2.5"},
+      {"nvidia/Kimi-K2.5-NVFP4", "trtllm", "1.2.0rc2.post2", "b200_sxm", "nvfp4", 8, "kimi-k2.5"},
+      {"zai-org/GLM-5-FP8", "sglang", "0.5.9", "h200_sxm", "fp8_block", 8, "glm-5"},
+      {"nvidia/GLM-5.1-NVFP4", "trtllm", "1.2.0rc2.post2", "gb200", "nvfp4", 8, "glm-5.1"},
+      {"deepseek-ai/DeepSeek-V3.2", "sglang", "0.5.9", "h200_sxm", "fp8_block", 8, "deepseek-v3.2"},
+      {"nvidia/DeepSeek-V3.2-NVFP4", "trtllm", "1.2.0rc2.post2", "b200_sxm", "nvfp4", 8,
+       "deepseek-v3.2"},
+      {"Qwen/Qwen3.5-397B-A17B-FP8", "vllm", "0.15.1", "h200_sxm", "fp8_block", 8,
+       "qwen3.5-397b-a17b"},
+      {"Qwen/Qwen3.5-122B-A10B", "trtllm", "1.2.0rc2.post2", "b200_sxm", "fp8", 4,
+       "qwen3.5-122b-a10b"},
+      {"Qwen/Qwen3.5-35B-A3B", "sglang", "0.5.9", "h200_sxm", "fp8", 1, "qwen3.5-35b-a3b"},
+      {"Qwen/Qwen3.5-27B", "vllm", "0.15.1", "h100_sxm", "", 2, "qwen3.5-27b"},
+  };
+  std::string text = header + "\n";
+  for (const Row& r : rows) {
+    const std::string precision = r.precision == std::string("nvfp4")       ? "fp4"
+                                  : r.precision == std::string("fp8_block") ? "fp8"
+                                                                            : r.precision;
+    const std::map<std::string, std::string> cells = {{"id", std::string("synthetic_") + r.model},
+                                                      {"backend", r.engine},
+                                                      {"backend_version", r.version},
+                                                      {"model_path", r.model},
+                                                      {"system", r.gpu},
+                                                      {"precision", precision},
+                                                      {"mode", "agg"},
+                                                      {"isl", "4096"},
+                                                      {"osl", "512"},
+                                                      {"gemm_quant_mode", r.precision},
+                                                      {"moe_quant_mode", r.precision},
+                                                      {"batch_size", "8"},
+                                                      {"tp_size", std::to_string(r.tp)},
+                                                      {"pp_size", "1"},
+                                                      {"attention_dp_size", "1"},
+                                                      {"moe_tp_size", std::to_string(r.tp)},
+                                                      {"moe_ep_size", "1"},
+                                                      {"silicon_ttft_ms", "1000"},
+                                                      {"silicon_tpot_ms", "30"}};
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const auto it = cells.find(columns[c]);
+      text += (c > 0 ? "," : "") + (it == cells.end() ? std::string() : it->second);
+    }
+    text += "\n";
+  }
+  const fs::path p = fs::temp_directory_path() / "servesim_fidelity_2026_architectures.csv";
+  std::ofstream(p) << text;
+  const auto runs = read_measured_runs(p.string());
+  ASSERT_EQ(runs.size(), std::size(rows));
+  const auto& cat = scenarios::Catalogs::get(root());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    SCOPED_TRACE(rows[i].model);
+    const MappedRun m = map_measured_run(runs[i], cat, BenchmarkTemplate{});
+    ASSERT_TRUE(m.mapped()) << m.skip_reason;
+    EXPECT_EQ(m.model, rows[i].key);
+    EXPECT_NO_THROW(scenarios::parse_scenario(m.scenario, "row", "", root()));
+  }
+}
+
 TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   policies::register_builtin_policies();
   const auto runs = read_measured_runs(shipped_csv());
