@@ -588,8 +588,6 @@ std::vector<double> read_acceptance(ObjectReader& r, models::SpeculativeMethod m
   return values;
 }
 
-// The `speculative` section: the drafter, the drafts per decode step (0: off) and their acceptance
-// per position.
 // The validated workload.images, resolved against the model's vision encoder.
 void read_images(const Json& workload, const Catalogs& catalogs, Issues& issues, Scenario& s) {
   const auto it = workload.find("images");
@@ -616,6 +614,8 @@ void read_images(const Json& workload, const Catalogs& catalogs, Issues& issues,
   s.images = images;
 }
 
+// The `speculative` section: the drafter, the drafts per decode step (0: off) and their acceptance
+// per position.
 void read_speculative(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s) {
   if (!top.has("speculative")) return;
   ObjectReader r = section_reader(top, "speculative", issues, resolved);
