@@ -244,10 +244,13 @@ Engine::Impl::BatchTokens Engine::Impl::take_batch_steps(size_t i, const BatchPl
       // A verification step samples the pending token and each draft.
       const int64_t rows = samples ? (verifies ? s.tokens : 1) : 0;
       inst.shape.segments.push_back({s.tokens, seq.computed_tokens + s.tokens, rows});
-      // A prompt's images are encoded with the chunk that starts it (models/cost/vision.h).
-      const RequestSpec& spec = workload.requests[static_cast<size_t>(s.id)];
-      if (spec.images > 0 && seq.computed_tokens == 0) {
-        inst.shape.encoder_inputs.push_back({spec.images, spec.patches_per_image});
+      // A prompt's images are encoded with the chunk that starts it (models/cost/vision.h). Only
+      // such a chunk reads the request's spec, so decode steps cost no extra memory access.
+      if (seq.computed_tokens == 0) {
+        const RequestSpec& spec = workload.requests[static_cast<size_t>(s.id)];
+        if (spec.images > 0) {
+          inst.shape.encoder_inputs.push_back({spec.images, spec.patches_per_image});
+        }
       }
     }
     RequestState& rs = requests[static_cast<size_t>(s.id)];

@@ -17,6 +17,14 @@ LookupStats AddedPassesCostModel::lookup_stats() const {
   return stats;
 }
 
+OperatorTimes AddedPassesCostModel::summed(
+    const BatchShape& shape,
+    OperatorTimes (IterationCostModel::*op)(const BatchShape&) const) const {
+  OperatorTimes t = (target_.get()->*op)(shape);
+  for (const BatchShape* pass : added_passes(shape)) t += (added_.get()->*op)(*pass);
+  return t;
+}
+
 Duration AddedPassesCostModel::added_time(const BatchShape& shape) const {
   Duration d{0};
   for (const BatchShape* pass : added_passes(shape)) d += added_->iteration_time(*pass);
@@ -28,15 +36,11 @@ Duration AddedPassesCostModel::iteration_time(const BatchShape& shape) const {
 }
 
 OperatorTimes AddedPassesCostModel::breakdown(const BatchShape& shape) const {
-  OperatorTimes t = target_->breakdown(shape);
-  for (const BatchShape* pass : added_passes(shape)) t += added_->breakdown(*pass);
-  return t;
+  return summed(shape, &IterationCostModel::breakdown);
 }
 
 OperatorTimes AddedPassesCostModel::counted_breakdown(const BatchShape& shape) const {
-  OperatorTimes t = target_->counted_breakdown(shape);
-  for (const BatchShape* pass : added_passes(shape)) t += added_->counted_breakdown(*pass);
-  return t;
+  return summed(shape, &IterationCostModel::counted_breakdown);
 }
 
 Duration AddedPassesCostModel::peak_bound_time(const BatchShape& shape) const {
@@ -46,9 +50,7 @@ Duration AddedPassesCostModel::peak_bound_time(const BatchShape& shape) const {
 }
 
 OperatorTimes AddedPassesCostModel::peak_bound_breakdown(const BatchShape& shape) const {
-  OperatorTimes t = target_->peak_bound_breakdown(shape);
-  for (const BatchShape* pass : added_passes(shape)) t += added_->peak_bound_breakdown(*pass);
-  return t;
+  return summed(shape, &IterationCostModel::peak_bound_breakdown);
 }
 
 }  // namespace servesim::models

@@ -38,6 +38,10 @@ class AddedPassesCostModel : public IterationCostModel {
   const IterationCostModel& target() const { return *target_; }
 
  private:
+  // `op` of the target on `shape`, plus `op` of the added model on each added pass.
+  OperatorTimes summed(const BatchShape& shape,
+                       OperatorTimes (IterationCostModel::*op)(const BatchShape&) const) const;
+
   std::shared_ptr<const IterationCostModel> target_;
   std::shared_ptr<const IterationCostModel> added_;
 };
