@@ -297,7 +297,21 @@ int cmd_run(const std::string& path, const std::vector<std::string>& overrides,
                     100 * o.lookups.extrapolated_share()));
   }
   fmt::print(out, "\n{}", reports::format_summary(o.summary, s.slo));
-  if (explain_misses) fmt::print(out, "\n{}", reports::format_miss_breakdown(o.misses));
+  if (!o.all_records) {
+    fmt::print(out,
+               "  (output.requests \"{}\": {} measured request records kept; percentiles from "
+               "histograms, within 0.8 %)\n",
+               s.output.requests == scenarios::RequestsOutput::kNone ? "none" : "sample",
+               o.misses.requests);
+  }
+  if (explain_misses) {
+    fmt::print(out, "\n{}", reports::format_miss_breakdown(o.misses));
+    if (!o.all_records) {
+      warn(
+          "--explain-misses: the breakdown covers only the request records kept (output.requests "
+          "\"all\" keeps every one)");
+    }
+  }
   if (o.result.requests_rejected_context > 0) {
     warn(fmt::format("{} request(s) rejected: prompt + output exceed {}'s {}-token context "
                      "(context.overflow \"truncate\" shortens them instead)",

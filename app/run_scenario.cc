@@ -38,18 +38,30 @@ std::string format_fingerprint(uint64_t fingerprint) { return fmt::format("{:016
 
 namespace {
 
-// Keeps the run's records (a MemorySink) for the summary, the miss breakdown and the database,
-// time-series samples only when `keep_samples` (a database or the caller reads them: nothing else
-// does), and asks the run's watch, when there is one, whether to stop.
+// Keeps the run's records as output.requests asks: every one (a MemorySink), or a uniform sample
+// or none, with the summary accumulated as they come (memory bounded by the sample, not the run).
+// Keeps time-series samples only when `keep_samples` (a database or the caller reads them: nothing
+// else does), and asks the run's watch, when there is one, whether to stop.
 class WatchedSink : public reports::MemorySink {
  public:
-  WatchedSink(RunWatch* watch, bool keep_samples) : watch_(watch), keep_samples_(keep_samples) {}
+  WatchedSink(RunWatch* watch, bool keep_samples, const scenarios::Scenario& scenario)
+      : watch_(watch), keep_samples_(keep_samples), mode_(scenario.output.requests) {
+    if (mode_ != scenarios::RequestsOutput::kAll) accumulator_.emplace(scenario.slo);
+    if (mode_ == scenarios::RequestsOutput::kSample) {
+      sample_.emplace(scenario.output.request_sample, scenario.seed);
+    }
+  }
   void on_sample(const sim::SampleRecord& sample) override {
     if (keep_samples_) MemorySink::on_sample(sample);
   }
   void on_request(const sim::RequestRecord& record) override {
-    MemorySink::on_request(record);
     if (watch_ && stop_reason_.empty()) stop_reason_ = watch_->on_request(record);
+    if (!accumulator_) {
+      MemorySink::on_request(record);
+      return;
+    }
+    accumulator_->add(record);
+    if (sample_) sample_->offer(record);
   }
   void on_rejected(const sim::RejectedRecord& record) override {
     MemorySink::on_rejected(record);
@@ -61,9 +73,24 @@ class WatchedSink : public reports::MemorySink {
   bool stop_requested() const override { return !stop_reason_.empty(); }
   const std::string& stop_reason() const { return stop_reason_; }
 
+  bool keeps_every_record() const { return !accumulator_; }
+  // The run's summary: exact from every record, or accumulated.
+  reports::RunSummary summary(const sim::RunResult& result, const sim::SloSpec& slo) const {
+    const reports::SummaryContext ctx{result.num_gpus, result.gpu_seconds};
+    return accumulator_ ? accumulator_->summary(result.tbt_ns, ctx)
+                        : reports::summarize(requests, result.tbt_ns, slo, ctx);
+  }
+  // The records kept: every one, the sample, or none.
+  std::vector<sim::RequestRecord> take_records() {
+    return sample_ ? sample_->take() : std::move(requests);
+  }
+
  private:
   RunWatch* watch_;
   bool keep_samples_;
+  scenarios::RequestsOutput mode_;
+  std::optional<reports::SummaryAccumulator> accumulator_;
+  std::optional<reports::RecordSample> sample_;
   std::string stop_reason_;
 };
 
@@ -110,12 +137,13 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
   std::vector<std::shared_ptr<const models::IterationCostModel>> cost_models = inputs.cost_models;
   for (const auto& m : cost_models) out.cost_models.push_back(m->describe());
 
-  WatchedSink memory(options.watch, /*keep_samples=*/db.has_value() || options.keep_records);
+  WatchedSink memory(options.watch, /*keep_samples=*/db.has_value() || options.keep_records,
+                     scenario);
   if (options.watch) {
     options.watch->start(population_of(inputs.workload, inputs.config, scenario.slo));
   }
   // One record per request at most: no reallocation (and no transient second copy) while running.
-  memory.requests.reserve(inputs.workload.requests.size());
+  if (memory.keeps_every_record()) memory.requests.reserve(inputs.workload.requests.size());
   {
     // Gone before the summary: its per-request state is no longer needed.
     sim::Engine engine(std::move(inputs.config), std::move(inputs.instances),
@@ -124,11 +152,11 @@ RunOutcome run_scenario(const scenarios::Scenario& scenario, const scenarios::Da
     out.result = engine.run();
   }
   out.stopped_early = memory.stop_reason();
-  out.summary = reports::summarize(memory.requests, out.result.tbt_ns, scenario.slo,
-                                   {out.result.num_gpus, out.result.gpu_seconds});
+  out.summary = memory.summary(out.result, scenario.slo);
+  out.all_records = memory.keeps_every_record();
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   for (const auto& m : cost_models) out.lookups += m->lookup_stats();
-  out.requests = std::move(memory.requests);
+  out.requests = memory.take_records();
   out.samples = std::move(memory.samples);
   out.rejected = std::move(memory.rejected);
   out.misses = explain_misses(scenario, out);
@@ -210,7 +238,8 @@ StoredRun make_stored_run(const scenarios::Scenario& scenario, const RunOutcome&
   run.rejected = out.rejected;
   // Per-request rows: only with the requests they refer to (the counts by cause are scalars).
   if (with_records) run.misses = out.misses.misses;
-  for (int c = 0; c < reports::kNumMissCauses; ++c) {
+  // Counts by cause, over every request only (over a sample they would read as the run's).
+  for (int c = 0; c < reports::kNumMissCauses && out.all_records; ++c) {
     const char* cause = reports::miss_cause_name(static_cast<reports::MissCause>(c));
     run.scalars.emplace_back("misses", fmt::format("ttft_{}", cause),
                              static_cast<double>(out.misses.ttft_by_cause[c]));

@@ -66,6 +66,10 @@ struct RunOutcome {
   std::string workload_description;
   std::vector<std::string> cost_models;  // describe() of each cost model used
   models::LookupStats lookups;           // summed over the cost models
+  // Whether `requests` (and the database's requests table) holds every finished request; false
+  // when output.requests kept a sample or none: the summary then comes from histograms, and
+  // `misses` covers the kept records only.
+  bool all_records = true;
   reports::MissBreakdown misses;         // why requests missed the scenario's SLO
   std::string started_at;                // wall-clock start, ISO 8601 UTC
   std::string stopped_early;             // why RunOptions::watch ended the run; empty otherwise

@@ -4,6 +4,7 @@
 # wall time, events/s, the share of iterations fast-forwarded, the cost per event and per request
 # and the peak RSS. Usage: bench/fleet_scale.sh [BIN] [N:REQUESTS ...]
 # (default: 8:100000 64:800000 256:1000000 512:4000000; add 512:10000000 for a day-scale run).
+# OUTPUT_REQUESTS=none (or sample) runs with that output.requests: no per-request records kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build/app/servesim}
@@ -18,7 +19,7 @@ for run in "${runs[@]}"; do
   out=$(mktemp)
   /usr/bin/time -f '%e %M' -o "$out.time" "$bin" run bench/scenarios/azure_conv_8xh100.json \
     --no-db --set cluster.instances="$n" --set workload.arrival.rate="$rate" \
-    --set workload.count="$m" >"$out" 2>&1
+    --set workload.count="$m" --set output.requests="${OUTPUT_REQUESTS:-all}" >"$out" 2>&1
   line=$(grep 'of wall time' "$out")
   events_s=$(sed -E 's/.*\(([0-9]+) events\/s.*/\1/' <<<"$line")
   ff=$(sed -E 's/.*, ([0-9]+) % of iterations fast-forwarded.*/\1/' <<<"$line")

@@ -76,4 +76,31 @@ std::vector<LogHistogram::Bin> LogHistogram::bins() const {
   return out;
 }
 
+void TimeCounts::add(int64_t t) {
+  assert(t >= 0);
+  while (t / width_ >= kBins) {
+    for (int b = 0; b < kBins / 2; ++b) bins_[b] = bins_[2 * b] + bins_[2 * b + 1];
+    std::fill(bins_.begin() + kBins / 2, bins_.end(), 0);
+    width_ *= 2;
+  }
+  bins_[static_cast<size_t>(t / width_)]++;
+  total_++;
+}
+
+double TimeCounts::count_at_or_below(int64_t t) const {
+  if (t < 0) return 0;
+  const int64_t bin = t / width_;
+  if (bin >= kBins) return static_cast<double>(total_);
+  double below = 0;
+  for (int64_t b = 0; b < bin; ++b) below += static_cast<double>(bins_[static_cast<size_t>(b)]);
+  // Times in bin `bin` spread evenly over [bin x width, (bin + 1) x width).
+  const double inside = static_cast<double>(t - bin * width_ + 1) / static_cast<double>(width_);
+  return below + inside * static_cast<double>(bins_[static_cast<size_t>(bin)]);
+}
+
+double TimeCounts::count_in(int64_t lo, int64_t hi) const {
+  if (hi <= lo) return 0;
+  return count_at_or_below(hi) - count_at_or_below(lo);
+}
+
 }  // namespace servesim

@@ -1,4 +1,5 @@
-// Log-bucketed histogram of non-negative integer values (nanosecond gaps), HDR-histogram style.
+// Log-bucketed histogram of non-negative integer values (nanosecond gaps), HDR-histogram style,
+// and counts of times in bins that coarsen as the run grows (TimeCounts, below).
 //
 // Contract: bucket boundaries are fixed (no data dependence), so merging and comparing histograms
 // is exact. Values below 2^kSubBits are stored exactly; above, each power of two is split into
@@ -49,6 +50,32 @@ class LogHistogram {
   __int128 sum_ = 0;
   int64_t min_ = INT64_MAX;
   int64_t max_ = 0;
+};
+
+// Counts of times (non-negative integer nanoseconds) in equal-width bins starting at 0, in memory
+// that stays fixed however many times are added or however long the run: at most kBins bins,
+// whose width doubles (neighbouring bins merge) whenever a time beyond the last bin arrives.
+//
+// Contract: count_in(lo, hi] is exact for bin-aligned bounds and otherwise interpolates linearly
+// inside the two bins the bounds fall in, so it is off by at most the counts of those two bins,
+// each of width <= max(1, 2 x largest time / kBins).
+class TimeCounts {
+ public:
+  static constexpr int kBins = 4096;
+
+  // REQUIRES: t >= 0.
+  void add(int64_t t);
+  // Estimated number of added times in (lo, hi]; 0 when hi <= lo.
+  double count_in(int64_t lo, int64_t hi) const;
+  int64_t bin_width() const { return width_; }
+
+ private:
+  // Estimated number of added times <= t.
+  double count_at_or_below(int64_t t) const;
+
+  std::vector<int64_t> bins_ = std::vector<int64_t>(kBins, 0);
+  int64_t width_ = 1;
+  int64_t total_ = 0;
 };
 
 }  // namespace servesim

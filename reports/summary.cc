@@ -134,9 +134,11 @@ namespace {
 
 // The sustained completion rate and the offered rate over the later half of the arrival window
 // [first_arrival, last_arrival] of the measured requests; the whole run's request rate where the
-// window is empty. REQUIRES: s.requests and s.request_rate_per_s set.
-void set_window_rates(const std::vector<sim::RequestRecord>& requests, int64_t first_arrival,
-                      int64_t last_arrival, RunSummary& s) {
+// window is empty. `count_in(lo, hi)` gives the measured requests completed and arrived in
+// (lo, hi], as a pair. REQUIRES: s.requests and s.request_rate_per_s set.
+template <typename CountIn>
+void set_window_rates(int64_t first_arrival, int64_t last_arrival, RunSummary& s,
+                      const CountIn& count_in) {
   s.sustained_rate_per_s = s.request_rate_per_s;
   s.window_offered_rate_per_s = s.request_rate_per_s;
   s.window_arrivals = s.requests;
@@ -147,22 +149,32 @@ void set_window_rates(const std::vector<sim::RequestRecord>& requests, int64_t f
   // rate. (Requests done by the last arrival, over the whole window, would instead read a
   // slower-but-keeping-up cluster as overloaded: the requests in flight at the end are missing.)
   const int64_t half = first_arrival + (last_arrival - first_arrival) / 2;
-  int64_t completed = 0;
-  int64_t arrived = 0;
-  for (const sim::RequestRecord& r : requests) {
-    completed += !r.warmup && r.done_ns > half && r.done_ns <= last_arrival;
-    arrived += !r.warmup && r.arrival_ns > half && r.arrival_ns <= last_arrival;
-  }
+  const auto [completed, arrived] = count_in(half, last_arrival);
   const double window_s = static_cast<double>(last_arrival - half) * kNsToS;
   s.sustained_rate_per_s = per_second(static_cast<double>(completed), window_s);
-  s.window_arrivals = arrived;
+  s.window_arrivals = std::llround(arrived);
   s.window_offered_rate_per_s = per_second(static_cast<double>(arrived), window_s);
+}
+
+// set_window_rates() counting the records themselves (exact).
+void set_window_rates(const std::vector<sim::RequestRecord>& requests, int64_t first_arrival,
+                      int64_t last_arrival, RunSummary& s) {
+  set_window_rates(first_arrival, last_arrival, s, [&](int64_t lo, int64_t hi) {
+    int64_t completed = 0;
+    int64_t arrived = 0;
+    for (const sim::RequestRecord& r : requests) {
+      completed += !r.warmup && r.done_ns > lo && r.done_ns <= hi;
+      arrived += !r.warmup && r.arrival_ns > lo && r.arrival_ns <= hi;
+    }
+    return std::pair{completed, arrived};
+  });
 }
 
 }  // namespace
 
-RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogHistogram& tbt_ns,
-                     const sim::SloSpec& slo, const SummaryContext& ctx) {
+namespace {
+
+void check_context(const SummaryContext& ctx) {
   if (ctx.num_gpus < 1) {
     throw Error(fmt::format("summarize: num_gpus must be >= 1, got {}", ctx.num_gpus));
   }
@@ -170,91 +182,66 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
     throw Error(
         fmt::format("summarize: gpu_seconds must be finite and >= 0, got {}", ctx.gpu_seconds));
   }
+}
 
-  RunSummary s;
+}  // namespace
+
+namespace detail {
+
+bool RequestTotals::add(const sim::RequestRecord& r, const sim::SloSpec& slo) {
+  check_record(r);
+  if (r.warmup) {
+    ++warmup_requests;
+    return false;
+  }
+  ++requests;
+  first_arrival = std::min(first_arrival, r.arrival_ns);
+  last_arrival = std::max(last_arrival, r.arrival_ns);
+  last_done = std::max(last_done, r.done_ns);
+  prompt_tokens += r.prompt_tokens;
+  output_tokens += r.output_tokens;
+  preempted_requests += r.preemptions > 0;
+  total_preemptions += r.preemptions;
+  cached_tokens += r.cached_tokens;
+  dram_tokens += r.dram_hit_tokens;
+  remote_tokens += r.remote_hit_tokens;
+  const ObjectivesMet met = objectives_met(r, slo);
+  met_ttft += met.ttft;
+  met_tpot += met.tpot;
+  if (slo.tbt_p99) {
+    met_tbt += met.tbt;
+    tbt_gaps += r.output_tokens - 1;
+    tbt_violations += r.tbt_slo_violations;
+  }
+  if (met.all()) {
+    ++met_all;
+    good_output_tokens += r.output_tokens;
+  }
+  return true;
+}
+
+void RequestTotals::fill(const sim::SloSpec& slo, const SummaryContext& ctx, RunSummary& s) const {
   s.num_gpus = ctx.num_gpus;
   s.gpu_seconds = ctx.gpu_seconds;
-
-  std::vector<int64_t> ttft, e2e, queueing;
-  std::vector<double> tpot;
-  ttft.reserve(requests.size());
-  e2e.reserve(requests.size());
-  queueing.reserve(requests.size());
-  tpot.reserve(requests.size());
-
-  int64_t first_arrival = std::numeric_limits<int64_t>::max();
-  int64_t last_done = std::numeric_limits<int64_t>::min();
-  int64_t input_tokens = 0;
-  int64_t output_tokens = 0;
-  int64_t met_ttft = 0, met_tpot = 0, met_tbt = 0, met_all = 0;
-  int64_t tbt_gaps = 0, tbt_violations = 0;
-  int64_t good_output_tokens = 0;
-
-  int64_t last_arrival = std::numeric_limits<int64_t>::min();
-  for (const sim::RequestRecord& r : requests) {
-    check_record(r);
-    if (r.warmup) {
-      ++s.warmup_requests;
-      continue;
-    }
-    ++s.requests;
-    first_arrival = std::min(first_arrival, r.arrival_ns);
-    last_arrival = std::max(last_arrival, r.arrival_ns);
-    last_done = std::max(last_done, r.done_ns);
-    input_tokens += r.prompt_tokens;
-    output_tokens += r.output_tokens;
-    if (r.preemptions > 0) {
-      ++s.preempted_requests;
-    }
-    s.total_preemptions += r.preemptions;
-    s.cached_prompt_tokens += r.cached_tokens;
-    s.dram_prompt_tokens += r.dram_hit_tokens;
-    s.remote_prompt_tokens += r.remote_hit_tokens;
-    s.prompt_tokens += r.prompt_tokens;
-
-    ttft.push_back(r.ttft_ns());
-    e2e.push_back(r.e2e_ns());
-    queueing.push_back(r.queueing_ns());
-    if (r.output_tokens > 1) {
-      tpot.push_back(r.tpot_ns());
-    }
-
-    const ObjectivesMet met = objectives_met(r, slo);
-    met_ttft += met.ttft;
-    met_tpot += met.tpot;
-    if (slo.tbt_p99) {
-      met_tbt += met.tbt;
-      tbt_gaps += r.output_tokens - 1;
-      tbt_violations += r.tbt_slo_violations;
-    }
-    const bool meets_all = met.all();
-    if (meets_all) {
-      ++met_all;
-      good_output_tokens += r.output_tokens;
-    }
-  }
-
-  if (s.requests > 0) {
-    s.duration_s = static_cast<double>(last_done - first_arrival) * kNsToS;
-  }
-  s.request_rate_per_s = per_second(static_cast<double>(s.requests), s.duration_s);
-  set_window_rates(requests, first_arrival, last_arrival, s);
-  s.input_tokens_per_s = per_second(static_cast<double>(input_tokens), s.duration_s);
+  s.requests = requests;
+  s.warmup_requests = warmup_requests;
+  s.preempted_requests = preempted_requests;
+  s.total_preemptions = total_preemptions;
+  s.cached_prompt_tokens = cached_tokens;
+  s.dram_prompt_tokens = dram_tokens;
+  s.remote_prompt_tokens = remote_tokens;
+  s.prompt_tokens = prompt_tokens;
+  if (requests > 0) s.duration_s = static_cast<double>(last_done - first_arrival) * kNsToS;
+  s.request_rate_per_s = per_second(static_cast<double>(requests), s.duration_s);
+  s.input_tokens_per_s = per_second(static_cast<double>(prompt_tokens), s.duration_s);
   s.output_tokens_per_s = per_second(static_cast<double>(output_tokens), s.duration_s);
 
-  s.ttft_s = percentiles_of(ttft);
-  s.tbt_s = percentiles_of(tbt_ns);
-  s.tpot_s = percentiles_of(tpot);
-  s.e2e_s = percentiles_of(e2e);
-  s.queueing_s = percentiles_of(queueing);
-
   const bool any_objective = slo.ttft || slo.tpot || slo.tbt_p99;
-  s.slo_attainment = any_objective ? share(met_all, s.requests) : 1.0;
-  s.attainment_ttft = slo.ttft ? share(met_ttft, s.requests) : kNaN;
-  s.attainment_tpot = slo.tpot ? share(met_tpot, s.requests) : kNaN;
-  s.attainment_tbt = slo.tbt_p99 ? share(met_tbt, s.requests) : kNaN;
-  s.tbt_token_attainment =
-      slo.tbt_p99 ? share(tbt_gaps - tbt_violations, tbt_gaps) : kNaN;
+  s.slo_attainment = any_objective ? share(met_all, requests) : 1.0;
+  s.attainment_ttft = slo.ttft ? share(met_ttft, requests) : kNaN;
+  s.attainment_tpot = slo.tpot ? share(met_tpot, requests) : kNaN;
+  s.attainment_tbt = slo.tbt_p99 ? share(met_tbt, requests) : kNaN;
+  s.tbt_token_attainment = slo.tbt_p99 ? share(tbt_gaps - tbt_violations, tbt_gaps) : kNaN;
 
   s.goodput_tokens_per_s = per_second(static_cast<double>(good_output_tokens), s.duration_s);
   s.goodput_requests_per_s = per_second(static_cast<double>(met_all), s.duration_s);
@@ -263,6 +250,63 @@ RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogH
                                     ? s.request_rate_per_s / static_cast<double>(s.num_gpus)
                                     : 0.0;
   s.tokens_per_gpu_second = per_second(static_cast<double>(output_tokens), s.gpu_seconds);
+}
+
+}  // namespace detail
+
+RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogHistogram& tbt_ns,
+                     const sim::SloSpec& slo, const SummaryContext& ctx) {
+  check_context(ctx);
+  detail::RequestTotals totals;
+  std::vector<int64_t> ttft, e2e, queueing;
+  std::vector<double> tpot;
+  ttft.reserve(requests.size());
+  e2e.reserve(requests.size());
+  queueing.reserve(requests.size());
+  tpot.reserve(requests.size());
+  for (const sim::RequestRecord& r : requests) {
+    if (!totals.add(r, slo)) continue;
+    ttft.push_back(r.ttft_ns());
+    e2e.push_back(r.e2e_ns());
+    queueing.push_back(r.queueing_ns());
+    if (r.output_tokens > 1) tpot.push_back(r.tpot_ns());
+  }
+  RunSummary s;
+  totals.fill(slo, ctx, s);
+  set_window_rates(requests, totals.first_arrival, totals.last_arrival, s);
+  s.ttft_s = percentiles_of(ttft);
+  s.tbt_s = percentiles_of(tbt_ns);
+  s.tpot_s = percentiles_of(tpot);
+  s.e2e_s = percentiles_of(e2e);
+  s.queueing_s = percentiles_of(queueing);
+  return s;
+}
+
+SummaryAccumulator::SummaryAccumulator(sim::SloSpec slo) : slo_(std::move(slo)) {}
+
+void SummaryAccumulator::add(const sim::RequestRecord& r) {
+  if (!totals_.add(r, slo_)) return;
+  ttft_.add(r.ttft_ns());
+  e2e_.add(r.e2e_ns());
+  queueing_.add(r.queueing_ns());
+  if (r.output_tokens > 1) tpot_.add(std::llround(r.tpot_ns()));
+  arrivals_.add(r.arrival_ns);
+  completions_.add(r.done_ns);
+}
+
+RunSummary SummaryAccumulator::summary(const LogHistogram& tbt_ns,
+                                       const SummaryContext& ctx) const {
+  check_context(ctx);
+  RunSummary s;
+  totals_.fill(slo_, ctx, s);
+  set_window_rates(totals_.first_arrival, totals_.last_arrival, s, [this](int64_t lo, int64_t hi) {
+    return std::pair{completions_.count_in(lo, hi), arrivals_.count_in(lo, hi)};
+  });
+  s.ttft_s = percentiles_of(ttft_);
+  s.tbt_s = percentiles_of(tbt_ns);
+  s.tpot_s = percentiles_of(tpot_);
+  s.e2e_s = percentiles_of(e2e_);
+  s.queueing_s = percentiles_of(queueing_);
   return s;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,6 +112,53 @@ int64_t nearest_rank_index(int64_t n, int64_t percent);
 // Throws servesim::Error naming the offending request or field otherwise.
 RunSummary summarize(const std::vector<sim::RequestRecord>& requests, const LogHistogram& tbt_ns,
                      const sim::SloSpec& slo, const SummaryContext& ctx);
+
+namespace detail {
+
+// What summarize() and SummaryAccumulator count alike, exactly, over the measured requests.
+struct RequestTotals {
+  int64_t requests = 0, warmup_requests = 0;
+  int64_t preempted_requests = 0, total_preemptions = 0;
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  int64_t cached_tokens = 0, dram_tokens = 0, remote_tokens = 0;
+  int64_t first_arrival = std::numeric_limits<int64_t>::max();
+  int64_t last_arrival = std::numeric_limits<int64_t>::min();
+  int64_t last_done = std::numeric_limits<int64_t>::min();
+  int64_t met_ttft = 0, met_tpot = 0, met_tbt = 0, met_all = 0;
+  int64_t tbt_gaps = 0, tbt_violations = 0;
+  int64_t good_output_tokens = 0;
+
+  // Counts `r` (checked as summarize() requires); returns false for a warm-up request, which
+  // only counts as one.
+  bool add(const sim::RequestRecord& r, const sim::SloSpec& slo);
+  // Sets every field of `s` but the percentiles and the window rates.
+  void fill(const sim::SloSpec& slo, const SummaryContext& ctx, RunSummary& s) const;
+};
+
+}  // namespace detail
+
+// summarize() one record at a time, in memory that does not grow with the request count (a run
+// that keeps no per-request records: output.requests "none" or "sample"). Everything but the
+// distributions is counted exactly, as summarize() counts it. The distributions are histograms:
+// - the p50 / p90 / p99 of TTFT, TPOT, E2E and queueing are within LogHistogram's bucket
+//   precision (0.8 %) of the exact nearest-rank value; their mean and max are exact;
+// - the window rates (sustained_rate_per_s, window_arrivals, window_offered_rate_per_s) count
+//   completions and arrivals in TimeCounts bins: off by at most the requests of the two bins
+//   around each bound of the window, each bin 1 / 2048 of the run's length or less.
+class SummaryAccumulator {
+ public:
+  explicit SummaryAccumulator(sim::SloSpec slo);
+  // REQUIRES: `r` is finished, as summarize() requires of its records.
+  void add(const sim::RequestRecord& r);
+  // REQUIRES: as summarize().
+  RunSummary summary(const LogHistogram& tbt_ns, const SummaryContext& ctx) const;
+
+ private:
+  sim::SloSpec slo_;
+  detail::RequestTotals totals_;
+  LogHistogram ttft_, tpot_, e2e_, queueing_;
+  TimeCounts arrivals_, completions_;
+};
 
 // A readable fixed-width multi-line table (latencies in ms), ending in a newline. The SLO section
 // lists the objectives that were set.

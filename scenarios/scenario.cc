@@ -715,6 +715,16 @@ void read_output(ObjectReader& top, Issues& issues, Json& resolved, Scenario& s)
                            format_param_value(s.output.sample_interval)));
   }
   s.output.record_token_times = r.boolean("record_token_times", false).value_or(false);
+  const std::string requests =
+      r.string("requests", std::string("all"), {"all", "none", "sample"}).value_or("all");
+  s.output.requests = requests == "none"     ? RequestsOutput::kNone
+                      : requests == "sample" ? RequestsOutput::kSample
+                                             : RequestsOutput::kAll;
+  s.output.request_sample = r.integer("request_sample", s.output.request_sample, 1, kMaxRequests)
+                                .value_or(s.output.request_sample);
+  if (s.output.requests != RequestsOutput::kSample && r.has("request_sample")) {
+    issues.add("output.request_sample", "only with \"requests\": \"sample\"");
+  }
   s.output.fast_forward = r.boolean("fast_forward", true).value_or(true);
   r.finish();
 }

@@ -372,5 +372,44 @@ TEST(StoredRecords, ARunThatKeepsNoRecordsStillStoresEveryRequestAndSample) {
   EXPECT_EQ(none.result.event_fingerprint, kept.result.event_fingerprint);
 }
 
+// output.requests "none" and "sample": the same run (fingerprint), the summary from histograms
+// within their stated error, and only the kept records in the outcome and the database.
+TEST(StoredRecords, NoneOrASampleOfTheRecordsKeepsTheRunAndItsSummary) {
+  const auto root = scenarios::DataRoot::discover();
+  const auto load = [&](const std::vector<std::string>& sets) {
+    std::vector<std::string> all = {"workload.first_n=400"};
+    all.insert(all.end(), sets.begin(), sets.end());
+    return scenarios::load_embedded_quickstart(all, root);
+  };
+  const app::RunOutcome every = app::run_scenario(load({}), root, app::RunOptions{});
+  ASSERT_EQ(every.requests.size(), 400u);
+  EXPECT_TRUE(every.all_records);
+
+  const fs::path db = fs::temp_directory_path() / "servesim_request_sample_test.db";
+  for (const auto& [mode, kept] :
+       std::vector<std::pair<std::string, size_t>>{{"none", 0}, {"sample", 50}}) {
+    SCOPED_TRACE(mode);
+    fs::remove(db);
+    app::RunOptions ro;
+    ro.db_path = db.string();
+    std::vector<std::string> sets = {"output.requests=" + mode};
+    if (mode == "sample") sets.push_back("output.request_sample=50");
+    const app::RunOutcome o = app::run_scenario(load(sets), root, ro);
+    EXPECT_FALSE(o.all_records);
+    EXPECT_EQ(o.result.event_fingerprint, every.result.event_fingerprint);
+    EXPECT_EQ(o.requests.size(), kept);
+    EXPECT_EQ(o.summary.requests, every.summary.requests);
+    EXPECT_DOUBLE_EQ(o.summary.slo_attainment, every.summary.slo_attainment);
+    EXPECT_DOUBLE_EQ(o.summary.ttft_s.max, every.summary.ttft_s.max);
+    EXPECT_NEAR(o.summary.ttft_s.p99, every.summary.ttft_s.p99, 0.008 * every.summary.ttft_s.p99);
+    EXPECT_NEAR(o.summary.e2e_s.p50, every.summary.e2e_s.p50, 0.008 * every.summary.e2e_s.p50);
+    reports::SqliteDb sql(db.string(), reports::SqliteDb::Mode::kReadOnly);
+    reports::Statement st(sql, "SELECT count(*) FROM request", "test");
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_int64(0), static_cast<int64_t>(kept));
+  }
+  fs::remove(db);
+}
+
 }  // namespace
 }  // namespace servesim

@@ -212,5 +212,45 @@ TEST(LogHistogram, BinsSkipEmptyBucketsInOrder) {
   EXPECT_EQ(bins[1].count, 1);
 }
 
+TEST(TimeCounts, ExactOnBinBoundsWhileTheBinsAreFine) {
+  TimeCounts c;
+  for (int64_t t = 0; t < 1000; ++t) c.add(t);  // width 1: every time in its own bin
+  EXPECT_EQ(c.bin_width(), 1);
+  EXPECT_DOUBLE_EQ(c.count_in(-1, 999), 1000);
+  EXPECT_DOUBLE_EQ(c.count_in(499, 999), 500);  // (499, 999]
+  EXPECT_DOUBLE_EQ(c.count_in(10, 10), 0);
+  EXPECT_DOUBLE_EQ(c.count_in(20, 10), 0);
+}
+
+TEST(TimeCounts, CoarsensAndStaysWithinTwoBinsOfTheTrueCount) {
+  TimeCounts c;
+  std::vector<int64_t> times;
+  RngStream rng(5, "time-counts");
+  int64_t t = 0;
+  for (int i = 0; i < 200'000; ++i) {
+    t += static_cast<int64_t>(rng.uniform() * 2e6);  // ~1 ms apart: a 200 s run
+    times.push_back(t);
+    c.add(t);
+  }
+  // The width doubled until 4096 bins cover the run: at most 2 x run / 4096.
+  EXPECT_LE(c.bin_width(), 2 * t / TimeCounts::kBins + 1);
+  EXPECT_GT(c.bin_width(), t / TimeCounts::kBins / 2);
+  for (const auto& [lo, hi] : std::vector<std::pair<int64_t, int64_t>>{
+           {t / 2, t}, {t / 3, 2 * t / 3}, {12'345'678, 98'765'432}, {-1, t}}) {
+    const auto truth =
+        std::count_if(times.begin(), times.end(), [&](int64_t x) { return x > lo && x <= hi; });
+    // The stated bound: the counts of the two bins holding the bounds.
+    const int64_t w = c.bin_width();
+    const auto in_bin_of = [&](int64_t bound) {
+      const int64_t from = std::max<int64_t>(0, bound) / w * w;
+      return std::count_if(times.begin(), times.end(),
+                           [&](int64_t x) { return x >= from && x < from + w; });
+    };
+    const auto two_bins = static_cast<double>(in_bin_of(lo) + in_bin_of(hi));
+    EXPECT_NEAR(c.count_in(lo, hi), static_cast<double>(truth), two_bins) << lo << ".." << hi;
+    EXPECT_GT(two_bins, 0);
+  }
+}
+
 }  // namespace
 }  // namespace servesim
