@@ -55,9 +55,6 @@ Engine::Impl::Impl(EngineConfig c, std::vector<InstanceSetup> setups, std::uniqu
     alive_gpus += inst.setup.tp;
   }
   peak_gpus = alive_gpus;
-  requests.resize(workload.requests.size());
-  extras.resize(workload.requests.size());
-  if (config.record_token_times) token_times.resize(workload.requests.size());
   const ClosedLoopSpec& cl = config.closed_loop;
   if (cl.clients < 0 || cl.warmup_requests < 0 || cl.ramp_up.count() < 0 ||
       cl.think_time.count() < 0) {
@@ -67,7 +64,6 @@ Engine::Impl::Impl(EngineConfig c, std::vector<InstanceSetup> setups, std::uniqu
       cl.warmup_requests, static_cast<int64_t>(workload.requests.size())));
   warmup_left = static_cast<int64_t>(warmup_total);
   measured_phase = !(cl.drain_after_warmup && warmup_total > 0);
-  for (size_t i = 0; i < warmup_total; ++i) requests[i].warmup = true;
   link_session_turns();
   if (elastic()) {
     const bool open_loop = cl.clients == 0 && warmup_total == 0 && successor.empty();
@@ -107,7 +103,7 @@ bool Engine::Impl::all_done() const {
 
 void Engine::Impl::reindex_running(InstanceState& inst, size_t from) {
   for (size_t p = from; p < inst.running.size(); ++p) {
-    requests[static_cast<size_t>(inst.running[p].id)].running_pos = static_cast<int32_t>(p);
+    requests[inst.running[p].id].running_pos = static_cast<int32_t>(p);
   }
 }
 
@@ -130,7 +126,7 @@ void Engine::Impl::apply_preemptions(size_t i, InstanceState& inst, const BatchP
       bad_plan(i, fmt::format("preempts request {} of the decode run it schedules", id));
     }
     SeqView& seq = inst.running[static_cast<size_t>(pos)];
-    RequestState& rs = requests[static_cast<size_t>(id)];
+    RequestState& rs = requests[id];
     kv.release_blocks(inst, seq.blocks, id);
     seq.blocks = 0;
     seq.computed_tokens = 0;
@@ -156,7 +152,7 @@ void Engine::Impl::apply_admissions(size_t i, InstanceState& inst, const BatchPl
       if (it == inst.waiting.end()) bad_plan(i, fmt::format("admits request {} that is not waiting", id));
     }
     inst.queued_prompt_blocks -= blocks_for_tokens(it->num_tokens(), inst.setup.block_size);
-    requests[static_cast<size_t>(id)].running_pos = static_cast<int32_t>(inst.running.size());
+    requests[id].running_pos = static_cast<int32_t>(inst.running.size());
     inst.running.push_back(*it);
     inst.waiting.erase(it);
   }
@@ -253,7 +249,7 @@ Engine::Impl::BatchTokens Engine::Impl::take_batch_steps(size_t i, const BatchPl
         }
       }
     }
-    RequestState& rs = requests[static_cast<size_t>(s.id)];
+    RequestState& rs = requests[s.id];
     if (rs.first_scheduled_ns < 0) rs.first_scheduled_ns = now.time_since_epoch().count();
   }
   return t;
@@ -345,7 +341,7 @@ void Engine::Impl::flush_gaps() {
 
 [[gnu::noinline]] void Engine::Impl::record_first_token(RequestId id, RequestState& rs, int64_t t_ns) {
   rs.first_token_ns = t_ns;
-  extras[static_cast<size_t>(id)].prefill_instance = rs.instance;
+  extras[id].prefill_instance = rs.instance;
   if (listener) {
     listener->on_first_token(id, t_ns);
     if (listener->stop_requested()) stopped = true;
@@ -384,10 +380,10 @@ void Engine::Impl::on_batch_done(size_t i) {
     // The drafts kept; the KV of the rejected ones is dropped.
     const int64_t kept = verifies ? kept_drafts(inst, seq) : 0;
     if (verifies) seq.computed_tokens -= seq.draft_tokens - kept;
-    RequestState& rs = requests[static_cast<size_t>(seq.id)];
+    RequestState& rs = requests[seq.id];
     if ((item.tokens == 1 || verifies) &&
         (inst.batch_interference_ns | inst.batch_recompute_ns) != 0) {
-      RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+      RequestExtras& x = extras[seq.id];
       x.interference_ns += inst.batch_interference_ns;
       x.recompute_ns += inst.batch_recompute_ns;
     }
@@ -424,7 +420,7 @@ void Engine::Impl::on_batch_done(size_t i) {
       if (seq.generated_tokens == seq.output_tokens) {
         finish(i, inst, seq);
       } else if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
-        requests[static_cast<size_t>(seq.id)].running_pos = kNotRunning;
+        requests[seq.id].running_pos = kNotRunning;
         handoffs.push_back({seq, static_cast<int32_t>(i), now, inst.batch_start, 0});
       } else {
         continue;
@@ -448,7 +444,7 @@ void Engine::Impl::on_batch_done(size_t i) {
 }
 
 void Engine::Impl::finish(size_t i, InstanceState& inst, const SeqView& seq) {
-  RequestState& rs = requests[static_cast<size_t>(seq.id)];
+  RequestState& rs = requests[seq.id];
   kv.release_blocks(inst, seq.blocks, seq.id);
   inst.outstanding--;
   rs.running_pos = kNotRunning;
@@ -481,9 +477,9 @@ void Engine::Impl::finish(size_t i, InstanceState& inst, const SeqView& seq) {
     r.preemptions = rs.preemptions;
     r.max_tbt_ns = rs.max_tbt_ns;
     r.tbt_slo_violations = rs.tbt_violations;
-    const RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+    const RequestExtras& x = extras[seq.id];
     if (config.record_token_times) {
-      r.token_times_ns = std::move(token_times[static_cast<size_t>(seq.id)]);
+      r.token_times_ns = std::move(token_times[seq.id]);
     }
     r.warmup = static_cast<size_t>(seq.id) < warmup_total;
     r.cached_tokens = x.cached_tokens;
@@ -562,6 +558,7 @@ RunResult Engine::Impl::run() {
         break;
       }
     }
+    if (!done_ids.empty()) retire_done_requests();
     if (config.progress && (result.events & 0xFFFF) == 0 && result.requests_total > 0) {
       config.progress(static_cast<double>(result.requests_finished) /
                       static_cast<double>(result.requests_total));

@@ -40,8 +40,26 @@ void Engine::Impl::schedule_next_arrival() {
   ++next_open;
 }
 
+void Engine::Impl::admit_request(RequestId id) {
+  const RequestId from = requests.end();
+  requests.admit(id);
+  extras.admit(id);
+  if (config.record_token_times) token_times.admit(id);
+  for (RequestId r = from; r <= id; ++r) requests[r].warmup = static_cast<size_t>(r) < warmup_total;
+}
+
+void Engine::Impl::retire_done_requests() {
+  for (const RequestId id : done_ids) {
+    requests.retire(id);
+    extras.retire(id);
+    if (config.record_token_times) token_times.retire(id);
+  }
+  done_ids.clear();
+}
+
 void Engine::Impl::push_arrival(SimTime t, RequestId id) {
   if (t < now) throw RangeError("event scheduled in the past");
+  admit_request(id);
   Event e{t, Phase::kArrive, EventKind::kArrival, -1, 0, 0};
   e.request = id;
   queue.push(e);
@@ -69,6 +87,7 @@ void Engine::Impl::start_clients(SimTime start) {
 }
 
 void Engine::Impl::on_request_done(RequestId id) {
+  done_ids.push_back(id);
   if (!successor.empty() && successor[static_cast<size_t>(id)] >= 0) {
     RequestSpec& next = workload.requests[static_cast<size_t>(successor[static_cast<size_t>(id)])];
     next.arrival = now + next.think_time;
@@ -133,7 +152,7 @@ void Engine::Impl::apply_split(const ClusterView& view, const RequestSpec& spec,
   seq.split_tokens = d.split_tokens;
   seq.split_target = d.target;
   rs.split_target = d.target;
-  extras[static_cast<size_t>(spec.id)].split_tokens = d.split_tokens;
+  extras[spec.id].split_tokens = d.split_tokens;
 }
 
 void Engine::Impl::mark_load_stale(size_t i) {
@@ -171,7 +190,7 @@ void Engine::Impl::on_route() {
     }
     mark_load_stale(static_cast<size_t>(target));
     InstanceState& inst = instances[static_cast<size_t>(target)];
-    RequestState& rs = requests[static_cast<size_t>(id)];
+    RequestState& rs = requests[id];
     rs.instance = target;
     const int64_t full_blocks =
         blocks_for_tokens(spec.prompt_tokens + spec.output_tokens, inst.setup.block_size);

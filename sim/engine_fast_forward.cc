@@ -41,9 +41,9 @@ bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
   for (int64_t pos = 0; pos < run; ++pos) {
     SeqView& seq = inst.running[static_cast<size_t>(pos)];
     seq.computed_tokens++;
-    RequestState& rs = requests[static_cast<size_t>(seq.id)];
+    RequestState& rs = requests[seq.id];
     if (charged) {
-      RequestExtras& x = extras[static_cast<size_t>(seq.id)];
+      RequestExtras& x = extras[seq.id];
       x.interference_ns += inst.batch_interference_ns;
       x.recompute_ns += inst.batch_recompute_ns;
     }
@@ -215,7 +215,7 @@ struct Engine::Impl::SteadyDecodeSpan {
       for (SeqView& seq : inst.running) {
         seq.computed_tokens++;
         seq.generated_tokens++;
-        e.record_token(seq.id, e.requests[static_cast<size_t>(seq.id)], t_ns);
+        e.record_token(seq.id, e.requests[seq.id], t_ns);
       }
       e.flush_gaps();
       return;
@@ -228,7 +228,7 @@ struct Engine::Impl::SteadyDecodeSpan {
     if (measured_requests < 0) {
       measured_requests = 0;
       for (const SeqView& seq : inst.running) {
-        if (!e.requests[static_cast<size_t>(seq.id)].warmup) measured_requests++;
+        if (!e.requests[seq.id].warmup) measured_requests++;
       }
     }
     if (measured_requests > 0) e.result.tbt_ns.add(d.count(), measured_requests);
@@ -255,7 +255,7 @@ struct Engine::Impl::SteadyDecodeSpan {
     for (SeqView& seq : inst.running) {
       seq.computed_tokens += lag;
       seq.generated_tokens += lag;
-      RequestState& rs = e.requests[static_cast<size_t>(seq.id)];
+      RequestState& rs = e.requests[seq.id];
       rs.last_token_ns = lag_last_ns;
       rs.max_tbt_ns = std::max(rs.max_tbt_ns, lag_max_gap);
       rs.tbt_violations += lag_violations;

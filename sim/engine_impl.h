@@ -32,6 +32,7 @@
 #include "sim/instance_state.h"
 #include "sim/kv_manager.h"
 #include "sim/prefix_cache.h"
+#include "sim/request_ring.h"
 
 namespace servesim::sim {
 namespace detail {
@@ -64,10 +65,13 @@ struct Engine::Impl {
   Workload workload;
   RecordListener* listener;
 
-  std::vector<RequestState> requests;
-  std::vector<RequestExtras> extras;  // by request id, like `requests`
+  // Per-request state by id, held from a request's arrival event until it is done (retired after
+  // the event that finished or rejected it): memory follows the requests in flight.
+  RequestRing<RequestState> requests;
+  RequestRing<RequestExtras> extras;
+  RequestRing<std::vector<int64_t>> token_times;  // with config.record_token_times
+  std::vector<RequestId> done_ids;  // finished or rejected in the current event: retired after it
   KvManager kv{instances, workload.requests, requests, extras};  // KV blocks and prefix cache
-  std::vector<std::vector<int64_t>> token_times;  // by request id, with config.record_token_times
   EventQueue queue;
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive
@@ -162,6 +166,11 @@ struct Engine::Impl {
   // Request `id` arrives at `t`. Arrival events name their request: closed-loop clients started
   // at different times issue requests out of time order.
   void push_arrival(SimTime t, RequestId id);
+
+  // Request `id` gets its per-request state (RequestRing::admit()): when its arrival is pushed.
+  void admit_request(RequestId id);
+  // The requests of done_ids give their state back.
+  void retire_done_requests();
 
   // Closed loop: the next request of the workload arrives at `t`, plus its client's jitter draw
   // (none past the phase's limit).
@@ -298,7 +307,7 @@ struct Engine::Impl {
       record_first_token(id, rs, t_ns);
     }
     rs.last_token_ns = t_ns;
-    if (config.record_token_times) token_times[static_cast<size_t>(id)].push_back(t_ns);
+    if (config.record_token_times) token_times[id].push_back(t_ns);
   }
   [[gnu::noinline]] void record_first_token(RequestId id, RequestState& rs, int64_t t_ns);
 

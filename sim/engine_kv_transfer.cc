@@ -23,7 +23,7 @@ void Engine::Impl::start_transfers() {
     }
     ClusterView view{now, &decode_loads, instances.front().setup.block_size};
     const RequestSpec& spec = workload.requests[static_cast<size_t>(h.seq.id)];
-    const int32_t split_target = requests[static_cast<size_t>(h.seq.id)].split_target;
+    const int32_t split_target = requests[h.seq.id].split_target;
     const int32_t d = split_target >= 0 ? split_target : decode_router->route(view, spec);
     if (split_target < 0 && (d < 0 || static_cast<size_t>(d) >= instances.size() ||
                              instances[static_cast<size_t>(d)].setup.role != InstanceRole::kDecode)) {
@@ -84,9 +84,9 @@ void Engine::Impl::on_transfer_done(size_t d, RequestId id) {
   seq.blocks = h.reserved_blocks;
   seq.split_tokens = 0;  // the rest of the request runs here
   seq.split_target = -1;
-  RequestState& rs = requests[static_cast<size_t>(id)];
+  RequestState& rs = requests[id];
   rs.instance = static_cast<int32_t>(d);
-  if (int64_t& arrived = extras[static_cast<size_t>(id)].kv_arrived_ns; arrived < 0) {
+  if (int64_t& arrived = extras[id].kv_arrived_ns; arrived < 0) {
     arrived = now.time_since_epoch().count();
   }
   rs.running_pos = static_cast<int32_t>(dst.running.size());

@@ -15,6 +15,7 @@
 #include "models/cost/cost_model.h"
 #include "sim/engine.h"
 #include "sim/prefix_cache.h"
+#include "sim/request_ring.h"
 
 namespace servesim::sim::detail {
 
@@ -125,10 +126,10 @@ inline int64_t load_ns(const LinkSpec& link, int64_t blocks, int64_t bytes) {
 
 // The position of request `id` in `inst.running` (RequestState::running_pos, checked), or
 // kNotRunning when it is not running there.
-inline int32_t running_pos_of(const std::vector<RequestState>& requests, const InstanceState& inst,
+inline int32_t running_pos_of(const RequestRing<RequestState>& requests, const InstanceState& inst,
                               RequestId id) {
-  if (id < 0 || static_cast<size_t>(id) >= requests.size()) return kNotRunning;
-  const RequestState& rs = requests[static_cast<size_t>(id)];
+  if (!requests.contains(id)) return kNotRunning;
+  const RequestState& rs = requests[id];
   if (rs.running_pos == kNotRunning || static_cast<size_t>(rs.running_pos) >= inst.running.size() ||
       inst.running[static_cast<size_t>(rs.running_pos)].id != id) {
     return kNotRunning;

@@ -38,7 +38,7 @@ void KvManager::reuse_cached_prefixes(InstanceState& inst, BatchPlan& plan) {
     SeqView& seq = inst.running[static_cast<size_t>(pos)];
     const RequestSpec& spec = specs_[static_cast<size_t>(seq.id)];
     if (seq.computed_tokens != 0 || seq.blocks != 0 || spec.prefix_hash_ids.empty()) continue;
-    RequestState& rs = requests_[static_cast<size_t>(seq.id)];
+    RequestState& rs = requests_[seq.id];
     PrefixState& ps = prefix_states_[seq.id];
     if (ps.block_keys.empty()) ps.block_keys = prefix_block_keys(spec, bs);
     ps.keys_registered = 0;
@@ -58,7 +58,7 @@ void KvManager::reuse_cached_prefixes(InstanceState& inst, BatchPlan& plan) {
     if (seq.blocks == 0) continue;
     ps.keys_registered = seq.blocks;
     if (rs.preemptions == 0) {  // as the workload sees it
-      extras_[static_cast<size_t>(seq.id)].cached_tokens = hit.blocks * bs;
+      extras_[seq.id].cached_tokens = hit.blocks * bs;
       if (loaded.dram_blocks + loaded.remote_blocks > 0) {
         tier_hits_[seq.id] = {static_cast<int32_t>(loaded.dram_blocks * bs),
                               static_cast<int32_t>(loaded.remote_blocks * bs)};

@@ -33,7 +33,7 @@ namespace servesim::sim::detail {
 class KvManager {
  public:
   KvManager(const std::vector<InstanceState>& instances, const std::vector<RequestSpec>& specs,
-            std::vector<RequestState>& requests, std::vector<RequestExtras>& extras)
+            RequestRing<RequestState>& requests, RequestRing<RequestExtras>& extras)
       : lookup_(instances), specs_(specs), requests_(requests), extras_(extras) {}
 
   // The remote tier (EngineConfig::remote_kv_bytes), in blocks; none until set.
@@ -107,8 +107,8 @@ class KvManager {
 
   CacheLookup lookup_;
   const std::vector<RequestSpec>& specs_;
-  std::vector<RequestState>& requests_;
-  std::vector<RequestExtras>& extras_;
+  RequestRing<RequestState>& requests_;
+  RequestRing<RequestExtras>& extras_;
   std::unordered_map<RequestId, PrefixState> prefix_states_;  // requests holding cache state
   KvTierStore remote_;  // EngineConfig::remote_kv_bytes, in blocks of the first instance
   // RequestRecord::dram_hit_tokens and remote_hit_tokens of the requests that loaded any.
