@@ -244,6 +244,8 @@ Json run_json(const scenarios::Scenario& s, const app::RunOutcome& o, const std:
   doc["instances"] = groups;
   doc["slo"] = slo_json(s.slo);
   doc["summary"] = summary_json(o.summary);
+  // False with output.requests "none" / "sample": percentiles from histograms (within 0.8 %).
+  doc["summary_exact"] = o.all_records;
   doc["requests_rejected"] = o.result.requests_rejected;
   doc["requests_unfinished"] = o.result.requests_unfinished;
   doc["extrapolated_share"] = o.lookups.extrapolated_share();

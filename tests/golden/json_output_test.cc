@@ -82,12 +82,25 @@ TEST(JsonOutput, Run) {
   EXPECT_LT(s["ttft_p99_s"].get<double>(), 10);  // seconds, not ms
   EXPECT_TRUE(doc["warnings"].is_array());
   EXPECT_EQ(doc["fingerprint"].get<std::string>().size(), 16u);
+  EXPECT_EQ(doc["summary_exact"], true);
   // The human text went to stderr.
   EXPECT_NE(o.err.find("scenario   golden_quickstart"), std::string::npos);
   EXPECT_EQ(o.out.find("scenario   "), std::string::npos);
   fs::remove(db);
   fs::remove(db.string() + "-wal");
   fs::remove(db.string() + "-shm");
+}
+
+// output.requests "none": the same run, its summary from histograms and marked so.
+TEST(JsonOutput, RunWithoutRequestRecordsMarksItsSummary) {
+  const Output o = servesim(
+      "run tests/golden/scenarios/quickstart/scenario.json --no-db --json "
+      "--set output.requests=none");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const Json doc = parse(o);
+  EXPECT_EQ(doc["summary_exact"], false);
+  EXPECT_EQ(doc["summary"]["requests"].get<double>(), 456);
+  EXPECT_NE(o.err.find("output.requests \"none\""), std::string::npos) << o.err;
 }
 
 // --explain-misses adds the miss breakdown; its causes add up to the misses, which are the
