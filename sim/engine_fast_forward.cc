@@ -27,6 +27,9 @@ void Engine::Impl::find_decode_run(InstanceState& inst) {
   complete_decode_run(inst);
 }
 
+// How many requests ahead advance_decode_run() fetches a request's state.
+constexpr int64_t kPrefetchAhead = 8;
+
 bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
   const int64_t run = inst.batch_decodes;
   const bool charged = (inst.batch_interference_ns | inst.batch_recompute_ns) != 0;
@@ -40,6 +43,11 @@ bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
   inst.stats.decode_tokens += run;
   for (int64_t pos = 0; pos < run; ++pos) {
     SeqView& seq = inst.running[static_cast<size_t>(pos)];
+    // Requests of a large fleet's decode runs are scattered in memory: fetch a later one's state
+    // while this one is updated.
+    if (pos + kPrefetchAhead < run) {
+      requests.prefetch(inst.running[static_cast<size_t>(pos + kPrefetchAhead)].id);
+    }
     seq.computed_tokens++;
     RequestState& rs = requests[seq.id];
     if (charged) {
@@ -252,7 +260,12 @@ struct Engine::Impl::SteadyDecodeSpan {
   // Brings each request's state up to date with the tokens recorded for the whole batch.
   void settle() {
     if (lag == 0) return;
-    for (SeqView& seq : inst.running) {
+    for (size_t pos = 0; pos < inst.running.size(); ++pos) {
+      if (const size_t ahead = pos + static_cast<size_t>(kPrefetchAhead);
+          ahead < inst.running.size()) {
+        e.requests.prefetch(inst.running[ahead].id);
+      }
+      SeqView& seq = inst.running[pos];
       seq.computed_tokens += lag;
       seq.generated_tokens += lag;
       RequestState& rs = e.requests[seq.id];
