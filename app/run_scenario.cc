@@ -45,9 +45,10 @@ namespace {
 class WatchedSink : public reports::MemorySink {
  public:
   WatchedSink(RunWatch* watch, bool keep_samples, const scenarios::Scenario& scenario)
-      : watch_(watch), keep_samples_(keep_samples), mode_(scenario.output.requests) {
-    if (mode_ != scenarios::RequestsOutput::kAll) accumulator_.emplace(scenario.slo);
-    if (mode_ == scenarios::RequestsOutput::kSample) {
+      : watch_(watch), keep_samples_(keep_samples) {
+    const scenarios::RequestsOutput mode = scenario.output.requests;
+    if (mode != scenarios::RequestsOutput::kAll) accumulator_.emplace(scenario.slo);
+    if (mode == scenarios::RequestsOutput::kSample) {
       sample_.emplace(scenario.output.request_sample, scenario.seed);
     }
   }
@@ -88,7 +89,6 @@ class WatchedSink : public reports::MemorySink {
  private:
   RunWatch* watch_;
   bool keep_samples_;
-  scenarios::RequestsOutput mode_;
   std::optional<reports::SummaryAccumulator> accumulator_;
   std::optional<reports::RecordSample> sample_;
   std::string stop_reason_;

@@ -170,10 +170,6 @@ void set_window_rates(const std::vector<sim::RequestRecord>& requests, int64_t f
   });
 }
 
-}  // namespace
-
-namespace {
-
 void check_context(const SummaryContext& ctx) {
   if (ctx.num_gpus < 1) {
     throw Error(fmt::format("summarize: num_gpus must be >= 1, got {}", ctx.num_gpus));

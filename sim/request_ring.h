@@ -22,15 +22,15 @@ class RequestRing {
  public:
   T& operator[](RequestId id) {
     assert(contains(id));
-    return slots_[static_cast<size_t>(id) & mask_];
+    return slots_[slot(id)];
   }
   const T& operator[](RequestId id) const {
     assert(contains(id));
-    return slots_[static_cast<size_t>(id) & mask_];
+    return slots_[slot(id)];
   }
   // Starts loading id's slot into the cache (no effect on any value; any id).
   void prefetch(RequestId id) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[static_cast<size_t>(id) & mask_], 1);
+    if (!slots_.empty()) __builtin_prefetch(&slots_[slot(id)], 1);
   }
   bool contains(RequestId id) const { return id >= base_ && id < end_; }
   RequestId base() const { return base_; }
@@ -44,8 +44,8 @@ class RequestRing {
     if (id < end_) return;
     if (static_cast<size_t>(id - base_) >= slots_.size()) grow(static_cast<size_t>(id - base_) + 1);
     for (; end_ <= id; ++end_) {
-      slots_[static_cast<size_t>(end_) & mask_] = T{};
-      retired_[static_cast<size_t>(end_) & mask_] = 0;
+      slots_[slot(end_)] = T{};
+      retired_[slot(end_)] = 0;
     }
   }
 
@@ -53,11 +53,13 @@ class RequestRing {
   // older id is retired. REQUIRES: contains(id).
   void retire(RequestId id) {
     assert(contains(id));
-    retired_[static_cast<size_t>(id) & mask_] = 1;
-    while (base_ < end_ && retired_[static_cast<size_t>(base_) & mask_]) ++base_;
+    retired_[slot(id)] = 1;
+    while (base_ < end_ && retired_[slot(base_)]) ++base_;
   }
 
  private:
+  size_t slot(RequestId id) const { return static_cast<size_t>(id) & mask_; }
+
   // Re-places the held ids in a ring of at least `needed` slots.
   void grow(size_t needed) {
     size_t capacity = slots_.empty() ? 1024 : slots_.size();
@@ -66,8 +68,8 @@ class RequestRing {
     std::vector<uint8_t> retired(capacity, 0);
     const size_t mask = capacity - 1;
     for (RequestId id = base_; id < end_; ++id) {
-      slots[static_cast<size_t>(id) & mask] = std::move(slots_[static_cast<size_t>(id) & mask_]);
-      retired[static_cast<size_t>(id) & mask] = retired_[static_cast<size_t>(id) & mask_];
+      slots[static_cast<size_t>(id) & mask] = std::move(slots_[slot(id)]);
+      retired[static_cast<size_t>(id) & mask] = retired_[slot(id)];
     }
     slots_ = std::move(slots);
     retired_ = std::move(retired);
