@@ -339,7 +339,8 @@ void Engine::Impl::flush_gaps() {
   pending_gaps_ = 0;
 }
 
-[[gnu::noinline]] void Engine::Impl::record_first_token(RequestId id, RequestState& rs, int64_t t_ns) {
+[[gnu::noinline]] void Engine::Impl::record_first_token(RequestId id, int64_t t_ns) {
+  RequestState& rs = requests[id];
   rs.first_token_ns = t_ns;
   extras[id].prefill_instance = rs.instance;
   if (listener) {
@@ -380,12 +381,10 @@ void Engine::Impl::on_batch_done(size_t i) {
     // The drafts kept; the KV of the rejected ones is dropped.
     const int64_t kept = verifies ? kept_drafts(inst, seq) : 0;
     if (verifies) seq.computed_tokens -= seq.draft_tokens - kept;
-    RequestState& rs = requests[seq.id];
     if ((item.tokens == 1 || verifies) &&
         (inst.batch_interference_ns | inst.batch_recompute_ns) != 0) {
-      RequestExtras& x = extras[seq.id];
-      x.interference_ns += inst.batch_interference_ns;
-      x.recompute_ns += inst.batch_recompute_ns;
+      seq.interference_ns += inst.batch_interference_ns;
+      seq.recompute_ns += inst.batch_recompute_ns;
     }
     // Blocks fill when an iteration computes prompt tokens, or when a decode step completes a
     // block (cached when the request's hash ids cover its answer).
@@ -395,9 +394,10 @@ void Engine::Impl::on_batch_done(size_t i) {
                                                 : seq.computed_tokens % bs == 0))) {
       kv.register_computed_blocks(inst, seq);
     }
-    if (seq.split_tokens > 0 && rs.split_target >= 0 &&
-        config.transfer.mode == KvTransferMode::kChunked) {
-      stream_chunk(i, rs.split_target, item.tokens);
+    if (seq.split_tokens > 0 && config.transfer.mode == KvTransferMode::kChunked) {
+      if (const int32_t target = requests[seq.id].split_target; target >= 0) {
+        stream_chunk(i, target, item.tokens);
+      }
     }
     // Finished, or at its split point and leaving for another instance.
     if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) any_leaving = true;
@@ -405,7 +405,7 @@ void Engine::Impl::on_batch_done(size_t i) {
     // The step samples one token, or with drafts the kept ones and the target's next token.
     for (int64_t sampled = 0; sampled <= kept; ++sampled) {
       seq.generated_tokens++;
-      record_token(seq.id, rs, t_ns);
+      record_token(seq, t_ns);
     }
     seq.draft_tokens = inst.setup.speculative && seq.generated_tokens < seq.output_tokens
                            ? inst.setup.speculative->num_speculative_tokens
@@ -475,8 +475,8 @@ void Engine::Impl::finish(size_t i, InstanceState& inst, const SeqView& seq) {
     r.prompt_tokens = spec.prompt_tokens;
     r.output_tokens = spec.output_tokens;
     r.preemptions = rs.preemptions;
-    r.max_tbt_ns = rs.max_tbt_ns;
-    r.tbt_slo_violations = rs.tbt_violations;
+    r.max_tbt_ns = seq.max_tbt_ns;
+    r.tbt_slo_violations = seq.tbt_violations;
     const RequestExtras& x = extras[seq.id];
     if (config.record_token_times) {
       r.token_times_ns = std::move(token_times[seq.id]);
@@ -489,8 +489,8 @@ void Engine::Impl::finish(size_t i, InstanceState& inst, const SeqView& seq) {
     r.split_tokens = x.split_tokens;
     r.prefill_instance_id = x.prefill_instance;
     r.kv_arrived_ns = x.kv_arrived_ns;
-    r.interference_ns = x.interference_ns;
-    r.recompute_ns = x.recompute_ns;
+    r.interference_ns = seq.interference_ns;
+    r.recompute_ns = seq.recompute_ns;
     listener->on_request(r);
     if (listener->stop_requested()) stopped = true;
   }

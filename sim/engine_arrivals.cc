@@ -41,11 +41,9 @@ void Engine::Impl::schedule_next_arrival() {
 }
 
 void Engine::Impl::admit_request(RequestId id) {
-  const RequestId from = requests.end();
   requests.admit(id);
   extras.admit(id);
   if (config.record_token_times) token_times.admit(id);
-  for (RequestId r = from; r <= id; ++r) requests[r].warmup = static_cast<size_t>(r) < warmup_total;
 }
 
 void Engine::Impl::retire_done_requests() {

@@ -27,9 +27,6 @@ void Engine::Impl::find_decode_run(InstanceState& inst) {
   complete_decode_run(inst);
 }
 
-// How many requests ahead advance_decode_run() fetches a request's state.
-constexpr int64_t kPrefetchAhead = 8;
-
 bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
   const int64_t run = inst.batch_decodes;
   const bool charged = (inst.batch_interference_ns | inst.batch_recompute_ns) != 0;
@@ -43,24 +40,17 @@ bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
   inst.stats.decode_tokens += run;
   for (int64_t pos = 0; pos < run; ++pos) {
     SeqView& seq = inst.running[static_cast<size_t>(pos)];
-    // Requests of a large fleet's decode runs are scattered in memory: fetch a later one's state
-    // while this one is updated.
-    if (pos + kPrefetchAhead < run) {
-      requests.prefetch(inst.running[static_cast<size_t>(pos + kPrefetchAhead)].id);
-    }
     seq.computed_tokens++;
-    RequestState& rs = requests[seq.id];
     if (charged) {
-      RequestExtras& x = extras[seq.id];
-      x.interference_ns += inst.batch_interference_ns;
-      x.recompute_ns += inst.batch_recompute_ns;
+      seq.interference_ns += inst.batch_interference_ns;
+      seq.recompute_ns += inst.batch_recompute_ns;
     }
     // (The general loop's other case, prompt tokens computed, is not one of a decode step.)
     if (inst.setup.prefix_caching && seq.computed_tokens % block_size == 0) {
       kv.register_computed_blocks(inst, seq);
     }
     seq.generated_tokens++;
-    record_token(seq.id, rs, t_ns);
+    record_token(seq, t_ns);
     if (seq.generated_tokens == seq.output_tokens) {
       any_finished = true;
       finished++;
@@ -223,7 +213,7 @@ struct Engine::Impl::SteadyDecodeSpan {
       for (SeqView& seq : inst.running) {
         seq.computed_tokens++;
         seq.generated_tokens++;
-        e.record_token(seq.id, e.requests[seq.id], t_ns);
+        e.record_token(seq, t_ns);
       }
       e.flush_gaps();
       return;
@@ -236,7 +226,7 @@ struct Engine::Impl::SteadyDecodeSpan {
     if (measured_requests < 0) {
       measured_requests = 0;
       for (const SeqView& seq : inst.running) {
-        if (!e.requests[seq.id].warmup) measured_requests++;
+        if (static_cast<size_t>(seq.id) >= e.warmup_total) measured_requests++;
       }
     }
     if (measured_requests > 0) e.result.tbt_ns.add(d.count(), measured_requests);
@@ -260,18 +250,12 @@ struct Engine::Impl::SteadyDecodeSpan {
   // Brings each request's state up to date with the tokens recorded for the whole batch.
   void settle() {
     if (lag == 0) return;
-    for (size_t pos = 0; pos < inst.running.size(); ++pos) {
-      if (const size_t ahead = pos + static_cast<size_t>(kPrefetchAhead);
-          ahead < inst.running.size()) {
-        e.requests.prefetch(inst.running[ahead].id);
-      }
-      SeqView& seq = inst.running[pos];
+    for (SeqView& seq : inst.running) {
       seq.computed_tokens += lag;
       seq.generated_tokens += lag;
-      RequestState& rs = e.requests[seq.id];
-      rs.last_token_ns = lag_last_ns;
-      rs.max_tbt_ns = std::max(rs.max_tbt_ns, lag_max_gap);
-      rs.tbt_violations += lag_violations;
+      seq.last_token_ns = lag_last_ns;
+      seq.max_tbt_ns = std::max(seq.max_tbt_ns, lag_max_gap);
+      seq.tbt_violations += lag_violations;
     }
     lag = 0;
   }

@@ -21,19 +21,15 @@ namespace servesim::sim::detail {
 
 inline constexpr int32_t kNotRunning = -1;
 
-// Engine-only bookkeeping of one request (what policies never see) that the engine touches in
-// every iteration the request is in: one cache line per request.
+// Engine-only bookkeeping of one request (what policies never see): one cache line per request.
+// A decode step does not touch it (its token record is in SeqView).
 struct alignas(64) RequestState {
   int32_t instance = -1;
   int32_t running_pos = kNotRunning;  // index in its instance's running list
   int64_t first_scheduled_ns = -1;
   int64_t first_token_ns = -1;
-  int64_t last_token_ns = -1;
-  int64_t max_tbt_ns = 0;
-  int64_t tbt_violations = 0;
   int32_t preemptions = 0;
   int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
-  bool warmup = false;        // a benchmark warm-up request: its gaps stay out of the TBT histogram
 };
 static_assert(sizeof(RequestState) == 64);
 
@@ -43,8 +39,6 @@ struct RequestExtras {
   int64_t split_tokens = 0;   // RequestRecord::split_tokens
   int32_t prefill_instance = -1;  // RequestRecord::prefill_instance_id
   int64_t kv_arrived_ns = -1;     // RequestRecord::kv_arrived_ns
-  int64_t interference_ns = 0;    // RequestRecord::interference_ns
-  int64_t recompute_ns = 0;       // RequestRecord::recompute_ns
 };
 
 // A request's prefix-cache state on its instance, kept only while it has some: the cache keys of
@@ -88,7 +82,7 @@ struct InstanceState {
   bool run_ready = false;
   // Of the running batch's time, the shares of its prompt tokens and of its recomputed tokens (0
   // unless it mixes them with one-token decode steps): what each of its decode steps is charged
-  // (RequestRecord::interference_ns, recompute_ns).
+  // (SeqView::interference_ns, recompute_ns).
   int64_t batch_interference_ns = 0;
   int64_t batch_recompute_ns = 0;
   BatchPlan plan;

@@ -28,10 +28,6 @@ class RequestRing {
     assert(contains(id));
     return slots_[slot(id)];
   }
-  // Starts loading id's slot into the cache (no effect on any value; any id).
-  void prefetch(RequestId id) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[slot(id)], 1);
-  }
   bool contains(RequestId id) const { return id >= base_ && id < end_; }
   RequestId base() const { return base_; }
   RequestId end() const { return end_; }

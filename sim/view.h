@@ -81,6 +81,18 @@ struct SeqView {
   // before the first token.
   int64_t draft_tokens = 0;
 
+  // The engine's record of the request's decode so far (policies may read it, never change it):
+  // when its last token was sampled (-1 before the first), the largest gap between two tokens, how
+  // many gaps exceeded the TBT objective, and what its decode steps were charged of the prompt
+  // and recomputed tokens that shared their iterations (RequestRecord::interference_ns,
+  // recompute_ns). It lives here, beside the request's running state, so that a decode step
+  // touches only its instance's running list.
+  int64_t last_token_ns = -1;
+  int64_t max_tbt_ns = 0;
+  int64_t tbt_violations = 0;
+  int64_t interference_ns = 0;
+  int64_t recompute_ns = 0;
+
   // Tokens that must be in KV before the next token can be sampled: the prompt plus every sampled
   // token (the newest sampled token is fed back in the next step), plus the drafts to verify.
   int64_t num_tokens() const { return prompt_tokens + generated_tokens + draft_tokens; }

@@ -294,6 +294,30 @@ TEST(EngineKv, PreemptionByRecomputeLetsEveryRequestFinish) {
   }
 }
 
+// A preempted request goes back to the waiting queue with its record of sampled tokens: its first
+// token stays the first, and its largest gap is the largest between its tokens' times, the wait
+// for its recompute included.
+TEST(EngineKv, APreemptedRequestKeepsItsTokenRecord) {
+  CollectingListener rec;
+  RunSetup setup;
+  setup.config.record_token_times = true;
+  setup.num_blocks = 200;
+  run_engine(setup, fixed_workload(40, 0, 300, 300, 5), &rec);
+  int64_t preempted = 0;
+  for (const RequestRecord& r : rec.requests) {
+    ASSERT_EQ(r.token_times_ns.size(), 300u);
+    EXPECT_EQ(r.first_token_ns, r.token_times_ns.front());
+    EXPECT_EQ(r.done_ns, r.token_times_ns.back());
+    int64_t largest_gap = 0;
+    for (size_t k = 1; k < r.token_times_ns.size(); ++k) {
+      largest_gap = std::max(largest_gap, r.token_times_ns[k] - r.token_times_ns[k - 1]);
+    }
+    EXPECT_EQ(r.max_tbt_ns, largest_gap) << "request " << r.request_id;
+    if (r.preemptions > 0 && r.first_token_ns < r.done_ns) preempted++;
+  }
+  EXPECT_GT(preempted, 0);
+}
+
 TEST(EngineKv, RequestLargerThanTheKvPoolIsRejected) {
   RunSetup setup;
   setup.num_blocks = 10;  // 160 tokens
