@@ -149,7 +149,7 @@ sim::ClusterLayout make_disagg_layout(const ParamValues& v) {
 void register_disagg() {
   sim::cluster_policies().add(
       "disagg", {"static prefill/decode disaggregation with KV transfer (DistServe, Splitwise)",
-                 disagg_schema(), make_disagg_layout});
+                 disagg_schema(), make_disagg_layout, /*check=*/{}});  // the schema's checks alone
 }
 
 }  // namespace servesim::policies

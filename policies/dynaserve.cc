@@ -541,7 +541,8 @@ void register_dynaserve() {
       {"DynaServe: requests split into micro-requests across instance pairs at a balanced token "
        "boundary, SLO-aware local batching, chunked KV transfer",
        dynaserve_schema(),
-       [](const ParamValues& v) { return make_dynaserve_layout(DynaServeParams::from(v)); }});
+       [](const ParamValues& v) { return make_dynaserve_layout(DynaServeParams::from(v)); },
+       /*check=*/{}});  // the schema's checks alone
 }
 
 }  // namespace servesim::policies
