@@ -481,7 +481,7 @@ void Engine::Impl::finish(size_t i, InstanceState& inst, const SeqView& seq) {
     if (config.record_token_times) {
       r.token_times_ns = std::move(token_times[seq.id]);
     }
-    r.warmup = static_cast<size_t>(seq.id) < warmup_total;
+    r.warmup = is_warmup(seq.id);
     r.cached_tokens = x.cached_tokens;
     if (const auto hits = kv.take_tier_hits(seq.id)) {
       std::tie(r.dram_hit_tokens, r.remote_hit_tokens) = *hits;

@@ -92,7 +92,7 @@ void Engine::Impl::on_request_done(RequestId id) {
     push_arrival(next.arrival, next.id);
   }
   if (config.closed_loop.clients > 0) issue_closed_loop_request(now + config.closed_loop.think_time);
-  if (static_cast<size_t>(id) >= warmup_total || --warmup_left > 0 || measured_phase) return;
+  if (!is_warmup(id) || --warmup_left > 0 || measured_phase) return;
   measured_phase = true;
   issue_limit = workload.requests.size();
   if (config.closed_loop.clients > 0) {

@@ -226,7 +226,7 @@ struct Engine::Impl::SteadyDecodeSpan {
     if (measured_requests < 0) {
       measured_requests = 0;
       for (const SeqView& seq : inst.running) {
-        if (static_cast<size_t>(seq.id) >= e.warmup_total) measured_requests++;
+        if (!e.is_warmup(seq.id)) measured_requests++;
       }
     }
     if (measured_requests > 0) e.result.tbt_ns.add(d.count(), measured_requests);

@@ -86,6 +86,7 @@ struct Engine::Impl {
   // clients send requests below issue_limit; open-loop arrivals at or after warmup_total wait
   // for the measured phase when it starts on the drain, shifted by arrival_shift.
   size_t warmup_total = 0;
+  bool is_warmup(RequestId id) const { return static_cast<size_t>(id) < warmup_total; }
   int64_t warmup_left = 0;   // warm-up requests neither finished nor rejected
   bool measured_phase = true;
   size_t issue_limit = 0;
@@ -301,7 +302,7 @@ struct Engine::Impl {
   [[gnu::always_inline]] void record_token(SeqView& seq, int64_t t_ns) {
     if (seq.last_token_ns >= 0) {
       const int64_t gap = t_ns - seq.last_token_ns;
-      if (static_cast<size_t>(seq.id) >= warmup_total) add_gap(gap);
+      if (!is_warmup(seq.id)) add_gap(gap);
       seq.max_tbt_ns = std::max(seq.max_tbt_ns, gap);
       if (gap > tbt_objective_ns_) seq.tbt_violations++;
     } else {
