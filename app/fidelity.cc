@@ -764,22 +764,30 @@ void print_study_header(std::ostream& out, size_t csv_rows, const std::string& c
                      rows.todo.size() - static_cast<size_t>(moe_rows), moe_rows);
   print_counts(out, "skipped", rows.skipped);
   print_counts(out, "mapped with an assumption", rows.assumed);
-  out << fmt::format("  benchmark: aiperf-style, concurrency c closed-loop clients ({}), {} x c "
-                     "requests{} after {} x c warm-up requests (drained), fixed ISL/OSL, {}\n",
-                     jitter ? fmt::format("each send delayed by a uniform draw below {}",
-                                          options.bench.client_jitter)
-                            : std::string("sending the instant a response ends"),
-                     options.bench.requests_per_client,
-                     options.bench.max_measured_requests > 0
-                         ? fmt::format(" (at most {} and at least {} rounds)",
-                                       options.bench.max_measured_requests,
-                                       BenchmarkTemplate::kMinMeasuredRounds)
-                         : std::string(),
-                     options.bench.warmup_per_client,
-                     options.bench.dataset_entries > 0
-                         ? fmt::format("prompts from {} dataset entries",
-                                       options.bench.dataset_entries)
-                         : std::string("every prompt unique"));
+  std::map<std::string, int64_t> clients;
+  for (const MappedRun* m : rows.todo) {
+    clients[benchmark_client_name(options.bench.client_for(m->run))]++;
+  }
+  print_counts(out, "benchmark client", clients);
+  out << fmt::format(
+      "  benchmark: concurrency c closed-loop clients ({}); aiperf: {} x c "
+      "requests{} after {} x c warm-up requests (drained), fixed ISL/OSL, {}; "
+      "bench_serving: {} x c after {} x c, ISL and OSL each uniform in [{:g} L, "
+      "L]\n",
+      jitter
+          ? fmt::format("each send delayed by a uniform draw below {}", options.bench.client_jitter)
+          : std::string("sending the instant a response ends"),
+      options.bench.requests_per_client,
+      options.bench.max_measured_requests > 0
+          ? fmt::format(" (at most {} and at least {} rounds)", options.bench.max_measured_requests,
+                        BenchmarkTemplate::kMinMeasuredRounds)
+          : std::string(),
+      options.bench.warmup_per_client,
+      options.bench.dataset_entries > 0
+          ? fmt::format("prompts from {} dataset entries", options.bench.dataset_entries)
+          : std::string("every prompt unique"),
+      BenchmarkTemplate::kBenchServingPromptsPerClient,
+      BenchmarkTemplate::kBenchServingWarmupsPerClient, BenchmarkTemplate::kBenchServingRangeRatio);
 }
 
 // Every row simulated with the calibration in effect; prints the time taken and each row that

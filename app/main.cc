@@ -1201,7 +1201,7 @@ void add_benchmark_options(CLI::App* sub, app::BenchmarkTemplate& bench) {
 
 Command add_fidelity(CLI::App& cli) {
   struct Args {
-    std::string csv, db = "fidelity.db", deployment = "aiconfigurator";
+    std::string csv, db = "fidelity.db", deployment = "campaign", client = "auto";
     app::FidelityOptions options;
     bool no_db = false;
   };
@@ -1234,11 +1234,20 @@ Command add_fidelity(CLI::App& cli) {
   fidelity->add_option("--emit-scenario", o.emit_scenario,
                        "a row's id or CSV line: print its scenario document (for servesim run)");
   add_benchmark_options(fidelity, o.bench);
-  fidelity->add_option("--deployment", a->deployment,
-                       "how the measured engines are assumed deployed: aiconfigurator (its "
-                       "generator's rules) or defaults (the engines' shipped defaults)")
+  fidelity
+      ->add_option("--deployment", a->deployment,
+                   "how the measured engines are assumed deployed: campaign (as each row's "
+                   "campaign launched them: aiconfigurator's generator rules for aiperf "
+                   "rows, InferenceMAX's recipes for benchmark_serving.py rows) or defaults "
+                   "(the engines' shipped defaults)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"aiconfigurator", "defaults"}));
+      ->check(CLI::IsMember({"campaign", "defaults"}));
+  fidelity
+      ->add_option("--client", a->client,
+                   "the benchmark client rows are replayed with: auto (each row's, by its "
+                   "silicon_data_source), aiperf or bench_serving")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "aiperf", "bench_serving"}));
   fidelity->add_option("--fit-evaluations", o.fit_evaluations,
                        "objective evaluations per calibration fit")
       ->capture_default_str()
@@ -1249,9 +1258,13 @@ Command add_fidelity(CLI::App& cli) {
       ->check(CLI::Range(1, 100000));
   return {fidelity, [a] {
             a->options.db_path = a->no_db ? "" : a->db;
-            a->options.bench.deployment =
-                a->deployment == "defaults" ? app::BenchmarkTemplate::Deployment::kEngineDefaults
-                                            : app::BenchmarkTemplate::Deployment::kAiconfigurator;
+            a->options.bench.deployment = a->deployment == "defaults"
+                                              ? app::BenchmarkTemplate::Deployment::kEngineDefaults
+                                              : app::BenchmarkTemplate::Deployment::kCampaign;
+            if (a->client != "auto") {
+              a->options.bench.client = a->client == "aiperf" ? app::BenchmarkClient::kAiperf
+                                                              : app::BenchmarkClient::kBenchServing;
+            }
             return app::run_fidelity(a->csv, a->options, scenarios::DataRoot::discover(),
                                      std::cout);
           }};

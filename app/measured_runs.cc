@@ -40,14 +40,19 @@ std::string model_stem(const std::string& id) {
 
 // The benchmark that measured `r`, as a scenario's workload section.
 scenarios::Json benchmark_workload(const MeasuredRun& r, const BenchmarkTemplate& bench) {
+  const BenchmarkClient client = bench.client_for(r);
+  const bool bench_serving = client == BenchmarkClient::kBenchServing;
+  const int64_t warmups =
+      bench_serving ? BenchmarkTemplate::kBenchServingWarmupsPerClient : bench.warmup_per_client;
   scenarios::Json w = {{"type", "benchmark"},
                        {"concurrency", r.concurrency},
-                       {"num_requests", bench.rounds_for(r.concurrency) * r.concurrency},
-                       {"warmup_requests", bench.warmup_per_client * r.concurrency},
+                       {"num_requests", bench.rounds_for(r.concurrency, client) * r.concurrency},
+                       {"warmup_requests", warmups * r.concurrency},
                        {"drain_after_warmup", true},
                        {"think_time_jitter", bench.client_jitter},
                        {"isl", r.isl},
                        {"osl", r.osl}};
+  if (bench_serving) w["range_ratio"] = BenchmarkTemplate::kBenchServingRangeRatio;
   if (bench.dataset_entries > 0) w["dataset_entries"] = bench.dataset_entries;
   return w;
 }
@@ -170,6 +175,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     r.precision = csv.text(precision);
     r.gemm_quant_mode = csv.text(quant);
     if (moe_quant >= 0) r.moe_quant_mode = csv.text(moe_quant);
+    if (source >= 0) r.source = csv.text(source);
     r.mode = csv.non_empty(mode);
     r.isl = bounded(isl, 1, kMaxTokens);
     r.osl = bounded(osl, 1, kMaxTokens);
@@ -195,7 +201,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (r.mode == "disagg") {
       r.concurrency = r.decode.batch * r.decode.workers * r.decode.attention_dp;
       if (source >= 0) {
-        const std::string text = csv.text(source);
+        const std::string& text = r.source;
         const std::string key = "silicon_concurrency=";
         if (const size_t at = text.find(key); at != std::string::npos) {
           const size_t from = at + key.size();
@@ -222,10 +228,22 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   return out;
 }
 
-int64_t BenchmarkTemplate::rounds_for(int64_t concurrency) const {
-  if (max_measured_requests <= 0 || concurrency < 1) return requests_per_client;
+int64_t BenchmarkTemplate::rounds_for(int64_t concurrency, BenchmarkClient client) const {
+  const int64_t rounds = client == BenchmarkClient::kBenchServing ? kBenchServingPromptsPerClient
+                                                                  : requests_per_client;
+  if (max_measured_requests <= 0 || concurrency < 1) return rounds;
   const int64_t capped = std::max(kMinMeasuredRounds, max_measured_requests / concurrency);
-  return std::min(requests_per_client, capped);
+  return std::min(rounds, capped);
+}
+
+BenchmarkClient benchmark_client_of(const MeasuredRun& run) {
+  return run.source.find("aic-auto-gap-analysis") != std::string::npos
+             ? BenchmarkClient::kAiperf
+             : BenchmarkClient::kBenchServing;
+}
+
+const char* benchmark_client_name(BenchmarkClient client) {
+  return client == BenchmarkClient::kAiperf ? "aiperf" : "bench_serving";
 }
 
 std::string MappedRun::group() const {
@@ -336,19 +354,38 @@ std::string skip_reason_of(const MappedRun& m, const std::string& quant) {
   return "";
 }
 
-// aiconfigurator's generator limits for the row's engine, as the engine spells them
-// (EngineModelEntry::benchmark_knobs); with attention DP they are per rank, and the one scheduler
-// servesim runs for the instance holds every rank's share.
-void set_generator_limits(const std::string& engine_name, const MeasuredRun& r,
-                          scenarios::Json& engine) {
-  const auto& knobs_of = policies::engine_models().get(engine_name).benchmark_knobs;
-  if (!knobs_of) return;
+// The limits the row's campaign deployed its engine with (BenchmarkTemplate::Deployment): with
+// attention DP they are per rank, and the one scheduler servesim runs for the instance holds
+// every rank's share.
+policies::BenchmarkLimits campaign_limits(const std::string& engine_name, const MeasuredRun& r,
+                                          BenchmarkClient client) {
   const int64_t ranks = r.attention_dp;
-  policies::BenchmarkLimits limits;
+  policies::BenchmarkLimits limits;  // aiconfigurator's generator
   limits.max_batch = std::max<int64_t>(128, r.concurrency / ranks) * ranks;
   limits.prefill_tokens = (r.isl + 1500) * ranks;
   limits.token_budget = limits.max_batch + limits.prefill_tokens;
-  for (const auto& [name, value] : knobs_of(limits)) engine[name] = scenarios::param_json(value);
+  if (client != BenchmarkClient::kBenchServing) return limits;
+  if (engine_name == "vllm") {  // InferenceMAX's recipes
+    limits.max_batch = r.concurrency;
+    limits.token_budget = 8192;
+  } else if (engine_name == "sglang") {
+    limits.max_batch = (r.isl == 1024 && r.osl == 1024 ? 512 : 256) * ranks;
+    limits.prefill_tokens = 32768;
+    limits.prefill_chunk = 32768;
+    limits.mixed_chunks = false;
+  }
+  return limits;
+}
+
+// The campaign's limits for the row's engine, as the engine spells them
+// (EngineModelEntry::benchmark_knobs).
+void set_campaign_limits(const std::string& engine_name, const MeasuredRun& r,
+                         BenchmarkClient client, scenarios::Json& engine) {
+  const auto& knobs_of = policies::engine_models().get(engine_name).benchmark_knobs;
+  if (!knobs_of) return;
+  for (const auto& [name, value] : knobs_of(campaign_limits(engine_name, r, client))) {
+    engine[name] = scenarios::param_json(value);
+  }
 }
 
 // The scenario of an aggregated row: one instance of the row's engine, release and layout.
@@ -365,8 +402,8 @@ scenarios::Json aggregated_scenario(MappedRun& m, const std::string& kv_dtype,
   if (!r.backend_version.empty()) {
     engine["version"] = release.note.empty() ? r.backend_version : release.version;
   }
-  if (bench.deployment == BenchmarkTemplate::Deployment::kAiconfigurator) {
-    set_generator_limits(m.engine, r, engine);
+  if (bench.deployment == BenchmarkTemplate::Deployment::kCampaign) {
+    set_campaign_limits(m.engine, r, bench.client_for(r), engine);
   }
   scenarios::Json scenario = {
       {"name", r.id},

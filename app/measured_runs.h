@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct MeasuredRun {
   std::string id;    // the row's `id`
   std::string backend, backend_version, model_path, system, precision, gemm_quant_mode, mode;
   std::string moe_quant_mode;  // the experts' weights (optional column; "" when absent)
+  std::string source;          // silicon_data_source (optional column; "" when absent)
   // concurrency: the benchmark's closed-loop clients. Upstream's batch_size is that count, except
   // with attention data parallelism, where it is per rank (its silicon_concurrency is batch_size
   // x attention_dp_size): read_measured_runs() multiplies it out. With disaggregation (mode
@@ -49,25 +51,53 @@ struct MeasuredRun {
 // Throws InputError (see the contract).
 std::vector<MeasuredRun> read_measured_runs(const std::string& path);
 
-// How a measured row's benchmark is replayed: aiperf with `concurrency` closed-loop clients,
-// requests_per_client x concurrency measured requests after warmup_per_client x concurrency
-// warm-up requests whose responses it waits for, fixed ISL / OSL (ignore-EOS), each send
-// delayed by a seeded uniform [0, client_jitter) draw (the benchmark workload's
-// think_time_jitter): real clients drift apart, so requests reach the engine at random points of
-// its iterations instead of in the lock step a jitter-free replay of fixed lengths keeps.
+// The benchmark client a measured campaign ran, told by the row's silicon_data_source:
+// - kAiperf: aiconfigurator's own campaigns (a source under its aic-auto-gap-analysis data): its
+//   generator's bench_run.sh, aiperf with fixed ISL / OSL, 20 x c requests after 2 x c warm-ups.
+// - kBenchServing: every other source (the dated exports and database dumps of the ISL / OSL
+//   1k/1k, 1k/8k, 8k/1k sweeps): InferenceMAX's harness, vLLM's benchmark_serving.py on its
+//   random dataset with --random-range-ratio 0.8 (each ISL and OSL uniform in [0.8 L, L]),
+//   10 x c prompts at --max-concurrency c after 2 x c warm-ups, with the engines launched by its
+//   recipes (BenchmarkTemplate::Deployment).
+enum class BenchmarkClient { kAiperf, kBenchServing };
+BenchmarkClient benchmark_client_of(const MeasuredRun& run);
+const char* benchmark_client_name(BenchmarkClient client);
+
+// How a measured row's benchmark is replayed: its client (BenchmarkClient) with `concurrency`
+// closed-loop clients; for aiperf requests_per_client x concurrency measured requests after
+// warmup_per_client x concurrency warm-up requests, fixed ISL / OSL (ignore-EOS); for
+// benchmark_serving.py 10 x c after 2 x c, lengths drawn in [0.8 L, L]. Warm-up responses are
+// waited for, and each send is delayed by a seeded uniform [0, client_jitter) draw (the
+// benchmark workload's think_time_jitter): real clients drift apart, so requests reach the
+// engine at random points of its iterations instead of in the lock step a jitter-free replay of
+// fixed lengths keeps.
 //
 // And how the engine was deployed:
-// - kAiconfigurator (the default): as aiconfigurator's config generator deploys an aggregated
-//   worker for a benchmark (its rule files, read, not copied): a batch limit mbs =
-//   max(128, concurrency) (its default of 128, or the concurrency it estimated for the
-//   deployment when that is larger), a token budget of mbs + ISL + 1500 tokens per iteration
-//   (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens), CUDA graphs up to mbs (padded),
-//   and for SGLang mixed chunks, no prefill chunking and max_prefill_tokens = ISL + 1500.
+// - kCampaign (the default): as the row's campaign deployed it.
+//   - aiperf rows, as aiconfigurator's config generator deploys an aggregated worker for a
+//     benchmark (its rule files, read, not copied): a batch limit mbs = max(128, concurrency)
+//     (its default of 128, or the concurrency it estimated for the deployment when that is
+//     larger), a token budget of mbs + ISL + 1500 tokens per iteration (vLLM
+//     max_num_batched_tokens, TensorRT-LLM max_num_tokens), CUDA graphs up to mbs (padded), and
+//     for SGLang mixed chunks, no prefill chunking and max_prefill_tokens = ISL + 1500.
+//   - benchmark_serving.py rows, as InferenceMAX's launch recipes (read, not copied): vLLM with
+//     max-num-seqs c and max-num-batched-tokens 8192; SGLang with 32,768-token prefill chunks
+//     and prefill batches, no mixed chunks, max-running-requests 512 at ISL / OSL 1k/1k and 256
+//     otherwise; TensorRT-LLM as aiconfigurator's rule above (its DeepSeek recipe's
+//     max_num_tokens, c + ISL + 64, has the same form).
 // - kEngineDefaults: every knob at the engine version's shipped default.
 struct BenchmarkTemplate {
-  enum class Deployment { kAiconfigurator, kEngineDefaults };
+  enum class Deployment { kCampaign, kEngineDefaults };
+  // aiperf's (aiconfigurator's bench_run.sh) requests per client, measured and warm-up.
   int64_t requests_per_client = 20;
   int64_t warmup_per_client = 2;
+  // benchmark_serving.py's as InferenceMAX runs it: --num-prompts 10 x c, --num-warmups 2 x c,
+  // --random-range-ratio 0.8.
+  static constexpr int64_t kBenchServingPromptsPerClient = 10;
+  static constexpr int64_t kBenchServingWarmupsPerClient = 2;
+  static constexpr double kBenchServingRangeRatio = 0.8;
+  // The client every row is replayed with; unset: each row's own (benchmark_client_of).
+  std::optional<BenchmarkClient> client;
   // At most this many measured requests per row, in whole rounds of the clients, and never fewer
   // than kMinMeasuredRounds rounds (0: no cap): the rows of thousands of clients would otherwise
   // replay 20 x c = 160,000 requests where the means have long settled. Rows of up to
@@ -75,15 +105,19 @@ struct BenchmarkTemplate {
   int64_t max_measured_requests = 20'000;
   static constexpr int64_t kMinMeasuredRounds = 4;
 
-  // Measured requests of each of `concurrency` clients under the cap.
-  int64_t rounds_for(int64_t concurrency) const;
+  // Measured requests of each of `concurrency` clients of `client` under the cap.
+  int64_t rounds_for(int64_t concurrency, BenchmarkClient client = BenchmarkClient::kAiperf) const;
+  // The client `run` is replayed with.
+  BenchmarkClient client_for(const MeasuredRun& run) const {
+    return client ? *client : benchmark_client_of(run);
+  }
   // aiperf's --num-dataset-entries: prompts drawn from this many entries (repeats hit the engines'
   // prefix caches); 0 = every prompt unique.
   int64_t dataset_entries = 0;
   // A duration as scenarios write it ("50ms"); "0s": clients send the instant a response ends.
   std::string client_jitter = "50ms";
   uint64_t seed = 1;
-  Deployment deployment = Deployment::kAiconfigurator;
+  Deployment deployment = Deployment::kCampaign;
 };
 
 struct MappedRun {

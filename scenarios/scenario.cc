@@ -286,6 +286,13 @@ void validate_benchmark(ObjectReader& r, const std::string& base_dir, const Data
     r.number("isl_stddev", 0.0, 0.0);
     r.integer("osl", std::nullopt, 1, kMaxRequestTokens);
     r.number("osl_stddev", 0.0, 0.0);
+    if (r.has("range_ratio")) {
+      r.number("range_ratio", std::nullopt, 0.0, 1.0);
+      if (r.has("isl_stddev") || r.has("osl_stddev")) {
+        r.issues().add(r.child_path("range_ratio"),
+                       "give either \"range_ratio\" or \"isl_stddev\"/\"osl_stddev\", not both");
+      }
+    }
   }
 }
 
@@ -1057,12 +1064,14 @@ Workload build_open_workload(const Json& spec, const std::string& base_dir, cons
                               spec.at("cv").get<double>());
     }
     std::unique_ptr<traces::LengthSource> lengths =
-        spec.contains("lengths")
-            ? build_lengths(spec.at("lengths"), base_dir, root)
-            : traces::make_normal_lengths(spec.at("isl").get<double>(),
-                                          spec.at("isl_stddev").get<double>(),
-                                          spec.at("osl").get<double>(),
-                                          spec.at("osl_stddev").get<double>());
+        spec.contains("lengths") ? build_lengths(spec.at("lengths"), base_dir, root)
+        : spec.contains("range_ratio")
+            ? traces::make_ranged_lengths(spec.at("isl").get<int64_t>(),
+                                          spec.at("osl").get<int64_t>(),
+                                          spec.at("range_ratio").get<double>())
+            : traces::make_normal_lengths(
+                  spec.at("isl").get<double>(), spec.at("isl_stddev").get<double>(),
+                  spec.at("osl").get<double>(), spec.at("osl_stddev").get<double>());
     const int64_t count =
         spec.at("num_requests").get<int64_t>() + spec.at("warmup_requests").get<int64_t>();
     w = traces::generate(arrivals, *lengths, count, Duration{0}, derive_stream_seed(seed, stream));

@@ -100,6 +100,30 @@ class NormalLengths final : public LengthSource {
   double prompt_mean_, prompt_sd_, output_mean_, output_sd_;
 };
 
+// vLLM benchmark_serving.py's random dataset (the copy InferenceMAX runs): each count drawn
+// uniformly from the integers [floor(range_ratio x L), L], prompt and output independently.
+class RangedLengths final : public LengthSource {
+ public:
+  RangedLengths(int64_t prompt, int64_t output, double range_ratio)
+      : prompt_(prompt), output_(output), range_ratio_(range_ratio) {}
+  LengthSample next(RngStream& rng) override {
+    const int64_t prompt = draw(rng, prompt_);
+    return {prompt, draw(rng, output_)};
+  }
+  std::string describe() const override {
+    return fmt::format("ISL {} / OSL {}, each uniform from {:g} x its value", prompt_, output_,
+                       range_ratio_);
+  }
+
+ private:
+  int64_t draw(RngStream& rng, int64_t most) const {
+    const auto least = static_cast<int64_t>(std::floor(range_ratio_ * static_cast<double>(most)));
+    return std::max<int64_t>(1, rng.uniform_int(least, most));
+  }
+  int64_t prompt_, output_;
+  double range_ratio_;
+};
+
 void check_samples(const std::vector<LengthSample>& samples, const std::string& name) {
   if (samples.empty()) {
     throw std::invalid_argument(fmt::format("length source \"{}\" has no samples", name));
@@ -151,6 +175,17 @@ std::unique_ptr<LengthSource> make_normal_lengths(double prompt_mean, double pro
         prompt_mean, prompt_sd, output_mean, output_sd));
   }
   return std::make_unique<NormalLengths>(prompt_mean, prompt_sd, output_mean, output_sd);
+}
+
+std::unique_ptr<LengthSource> make_ranged_lengths(int64_t prompt, int64_t output,
+                                                  double range_ratio) {
+  if (prompt < 1 || output < 1 || !(range_ratio >= 0 && range_ratio <= 1)) {
+    throw std::invalid_argument(
+        fmt::format("ranged lengths: expected ISL and OSL >= 1 and a range ratio in [0, 1], found "
+                    "ISL {} / OSL {}, ratio {}",
+                    prompt, output, range_ratio));
+  }
+  return std::make_unique<RangedLengths>(prompt, output, range_ratio);
 }
 
 std::unique_ptr<LengthSource> make_empirical_lengths(std::vector<LengthSample> samples,

@@ -42,6 +42,12 @@ std::unique_ptr<LengthSource> make_fixed_lengths(int64_t prompt, int64_t output)
 std::unique_ptr<LengthSource> make_normal_lengths(double prompt_mean, double prompt_sd,
                                                   double output_mean, double output_sd);
 
+// vLLM benchmark_serving.py's random dataset with --random-range-ratio r (the copy InferenceMAX
+// runs): prompt and output counts each drawn uniformly from the integers [floor(r x L), L], kept
+// >= 1. Throws std::invalid_argument for a length below 1 or r outside [0, 1].
+std::unique_ptr<LengthSource> make_ranged_lengths(int64_t prompt, int64_t output,
+                                                  double range_ratio);
+
 // Uniform draw with replacement from `samples`; `name` labels it in describe().
 // Throws std::invalid_argument if `samples` is empty or holds a non-positive count.
 std::unique_ptr<LengthSource> make_empirical_lengths(std::vector<LengthSample> samples,

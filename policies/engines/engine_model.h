@@ -76,14 +76,19 @@ struct EngineSetup {
   std::string calibration_note;   // where the CPU and front-end costs come from
 };
 
-// The limits a benchmark deployment gives one engine instance (aiconfigurator's generator, which
-// deployed the measured runs: docs/fidelity.md), which each engine spells with its own knobs
-// (EngineModelEntry::benchmark_knobs). With attention data parallelism they cover every rank:
-// the one scheduler servesim runs for the instance holds every rank's share.
+// The limits a benchmark deployment gives one engine instance (aiconfigurator's generator or
+// InferenceMAX's launch recipes, which deployed the measured runs: docs/fidelity.md), which each
+// engine spells with its own knobs (EngineModelEntry::benchmark_knobs). With attention data
+// parallelism they cover every rank: the one scheduler servesim runs for the instance holds
+// every rank's share.
 struct BenchmarkLimits {
   int64_t max_batch = 0;       // requests running at once (also the CUDA-graph batch size)
   int64_t token_budget = 0;    // tokens one iteration may take
   int64_t prefill_tokens = 0;  // the prompt plus the generator's headroom, over every rank
+  // SGLang only: its chunked_prefill_size (-1: prompts are never chunked) and whether decodes
+  // join a prefill batch (enable_mixed_chunk).
+  int64_t prefill_chunk = -1;
+  bool mixed_chunks = true;
 };
 
 // A knob value as an engine spells it.

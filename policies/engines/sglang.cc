@@ -404,12 +404,13 @@ std::unique_ptr<sim::BatchingPolicy> make_sglang_scheduler(const SglangScheduler
 namespace {
 
 // aiconfigurator's generator runs SGLang without chunked prefill and asks for mixed chunks (which
-// SGLang then does not mix: docs/fidelity.md), with room for one prompt per prefill batch.
+// SGLang then does not mix: docs/fidelity.md), with room for one prompt per prefill batch;
+// InferenceMAX's recipes chunk prompts and leave mixing off (the limits say which).
 std::vector<EngineKnob> sglang_benchmark_knobs(const BenchmarkLimits& l) {
   return {{"max_running_requests", l.max_batch},
           {"cuda_graph_max_bs", l.max_batch},
-          {"enable_mixed_chunk", true},
-          {"chunked_prefill_size", int64_t{-1}},
+          {"enable_mixed_chunk", l.mixed_chunks},
+          {"chunked_prefill_size", l.prefill_chunk},
           {"max_prefill_tokens", l.prefill_tokens}};
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -21,6 +22,7 @@
 
 #include "app/fidelity.h"
 #include "app/measured_runs.h"
+#include "app/run_scenario.h"
 #include "models/calibration/engine_calibration.h"
 #include "policies/builtin.h"
 #include "policies/engines/engine_model.h"
@@ -447,6 +449,107 @@ TEST(BenchmarkTemplateCap, LargeConcurrenciesReplayFewerWholeRounds) {
   EXPECT_EQ(b.rounds_for(8192), 4);
   b.max_measured_requests = 0;
   EXPECT_EQ(b.rounds_for(8192), 20);
+}
+
+// Each campaign is replayed with the client and the engine launch it ran: line 1337 (vLLM 0.18.0,
+// gpt-oss-120b on one H200, ISL 8192 / OSL 1024, 4 clients, a dated export) with InferenceMAX's
+// benchmark_serving.py and vLLM recipe; line 906 (TensorRT-LLM Llama-3.1-8B from aiconfigurator's
+// own campaign) with aiperf and aiconfigurator's generator limits; line 31 (SGLang DeepSeek-V3 on 8
+// H200s, ISL / OSL 1k/1k, a database dump) with the SGLang recipe's chunked prefill.
+TEST(MeasuredRuns, EachCampaignIsReplayedWithItsOwnClientAndEngineLaunch) {
+  policies::register_builtin_policies();
+  const auto runs = read_measured_runs(shipped_csv());
+  const auto& cat = scenarios::Catalogs::get(root());
+  const MeasuredRun& dated = row_at_line(runs, 1337);
+  const MeasuredRun& aic = row_at_line(runs, 906);
+  const MeasuredRun& dump = row_at_line(runs, 31);
+  EXPECT_EQ(benchmark_client_of(dated), BenchmarkClient::kBenchServing);
+  EXPECT_EQ(benchmark_client_of(aic), BenchmarkClient::kAiperf);
+  EXPECT_EQ(benchmark_client_of(dump), BenchmarkClient::kBenchServing);
+
+  BenchmarkTemplate bench;
+  const MappedRun m = map_measured_run(dated, cat, bench);
+  ASSERT_TRUE(m.mapped()) << m.skip_reason;
+  const scenarios::Json& w = m.scenario.at("workload");
+  EXPECT_EQ(w.at("concurrency"), 4);
+  EXPECT_EQ(w.at("num_requests"), 40);
+  EXPECT_EQ(w.at("warmup_requests"), 8);
+  EXPECT_EQ(w.at("range_ratio"), 0.8);
+  EXPECT_EQ(m.scenario.at("engine").at("max_num_seqs"), 4);
+  EXPECT_EQ(m.scenario.at("engine").at("max_num_batched_tokens"), 8192);
+  const Workload replay =
+      scenarios::build_workload(scenarios::parse_scenario(m.scenario, "row", "", root()), root());
+  for (const RequestSpec& q : replay.requests) {
+    EXPECT_GE(q.prompt_tokens, 6553);  // floor(0.8 x 8192)
+    EXPECT_LE(q.prompt_tokens, 8192);
+    EXPECT_GE(q.output_tokens, 819);
+    EXPECT_LE(q.output_tokens, 1024);
+  }
+
+  const MappedRun a = map_measured_run(aic, cat, bench);
+  ASSERT_TRUE(a.mapped()) << a.skip_reason;
+  EXPECT_FALSE(a.scenario.at("workload").contains("range_ratio"));
+  EXPECT_EQ(a.scenario.at("workload").at("num_requests"), 20 * aic.concurrency);
+  EXPECT_EQ(a.scenario.at("engine").at("max_batch_size"), std::max<int64_t>(128, aic.concurrency));
+
+  const MappedRun d = map_measured_run(dump, cat, bench);
+  ASSERT_TRUE(d.mapped()) << d.skip_reason;
+  EXPECT_EQ(d.scenario.at("engine").at("chunked_prefill_size"), 32768);
+  EXPECT_EQ(d.scenario.at("engine").at("enable_mixed_chunk"), false);
+  EXPECT_EQ(d.scenario.at("engine").at("max_running_requests"), 512);
+
+  // --client forces one client on every row.
+  bench.client = BenchmarkClient::kAiperf;
+  const MappedRun forced = map_measured_run(dated, cat, bench);
+  EXPECT_FALSE(forced.scenario.at("workload").contains("range_ratio"));
+  EXPECT_EQ(forced.scenario.at("workload").at("num_requests"), 80);
+  EXPECT_EQ(forced.scenario.at("engine").at("max_num_seqs"), 128);
+  EXPECT_EQ(bench.rounds_for(4, BenchmarkClient::kBenchServing), 10);
+  EXPECT_EQ(bench.rounds_for(8192, BenchmarkClient::kBenchServing), 4);
+}
+
+// Why closed loops do or do not stay in lock step, on a hand-checked case: 4 clients with
+// 8,000-token prompts (Llama-3.1-8B on one H100, vLLM with a budget of 8,192 tokens: one prompt
+// a pass), each send delayed by up to 50 ms. With fixed lengths a prompt that arrives while
+// another is prefilled waits for it, and then the two requests finish one decode step apart and
+// come back together: clients that meet stay together, the small delays keep making them meet,
+// and the loop ends in lock step, a round's 4 prompts prefilled one after another (mean TTFT
+// about (1 + 2 + 3 + 4) / 4 = 2.5 prefills). Output lengths drawn from [0.8 L, L], as
+// benchmark_serving.py draws them, end the requests up to 80 decode steps apart, which breaks the
+// groups up every round: each prompt arrives about alone and its TTFT is about one prefill (P:
+// the TTFT of a single client).
+TEST(ClosedLoop, ClientsWithDrawnLengthsDriftOutOfLockStep) {
+  policies::register_builtin_policies();
+  auto mean_ttft_ms = [](int64_t clients, std::optional<double> range_ratio) {
+    scenarios::Json doc = {
+        {"name", "closed_loop"},
+        {"seed", 1},
+        {"model", "llama-3.1-8b"},
+        {"engine", {{"type", "vllm"}, {"max_num_seqs", 4}, {"max_num_batched_tokens", 8192}}},
+        {"cluster", {{"gpu", "h100_sxm"}, {"instances", 1}, {"tp", 1}}},
+        {"workload",
+         {{"type", "benchmark"},
+          {"concurrency", clients},
+          {"num_requests", 10 * clients},
+          {"warmup_requests", 2 * clients},
+          {"think_time_jitter", "50ms"},
+          {"isl", 8000},
+          {"osl", 400}}},
+        {"output", {{"sample_interval", "0s"}}}};
+    if (range_ratio) doc["workload"]["range_ratio"] = *range_ratio;
+    RunOptions options;
+    options.keep_records = false;
+    const RunOutcome o =
+        run_scenario(scenarios::parse_scenario(doc, "closed_loop", "", root()), root(), options);
+    return o.summary.ttft_s.mean * 1e3;
+  };
+  const double prefill = mean_ttft_ms(1, std::nullopt);
+  const double lock_step = mean_ttft_ms(4, std::nullopt);
+  const double drawn = mean_ttft_ms(4, 0.8);
+  EXPECT_GT(lock_step, 2.0 * prefill) << "P " << prefill << " ms, lock step " << lock_step;
+  EXPECT_LT(lock_step, 3.0 * prefill) << "P " << prefill << " ms, lock step " << lock_step;
+  EXPECT_LT(drawn, 1.5 * prefill) << "P " << prefill << " ms, drawn lengths " << drawn;
+  EXPECT_GT(drawn, 0.8 * 0.9 * prefill) << "P " << prefill << " ms, drawn lengths " << drawn;
 }
 
 TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {

@@ -1,5 +1,6 @@
 #include "traces/generators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -160,6 +161,38 @@ TEST(LengthSources, EmpiricalDrawsUniformlyWithReplacement) {
   for (const auto& [prompt, count] : counts) {
     EXPECT_NEAR(count / 30000.0, 1.0 / 3.0, 0.015) << prompt;
   }
+}
+
+// benchmark_serving.py's random dataset at --random-range-ratio 0.8: ISL 1024 draws the integers
+// 819..1024 (floor(0.8 x 1024) = 819) uniformly, OSL 10 draws 8..10; each end is reached and
+// the mean is the range's midpoint.
+TEST(LengthSources, RangedDrawsUniformlyFromTheRatioToTheLength) {
+  RngStream rng(3, "test");
+  auto source = make_ranged_lengths(1024, 10, 0.8);
+  std::map<int64_t, int> outputs;
+  int64_t least = 1024, most = 0;
+  double sum = 0;
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) {
+    const LengthSample s = source->next(rng);
+    least = std::min(least, s.prompt_tokens);
+    most = std::max(most, s.prompt_tokens);
+    sum += static_cast<double>(s.prompt_tokens);
+    ++outputs[s.output_tokens];
+  }
+  EXPECT_EQ(least, 819);
+  EXPECT_EQ(most, 1024);
+  EXPECT_NEAR(sum / n, (819 + 1024) / 2.0, 1.5);
+  ASSERT_EQ(outputs.size(), 3u);
+  EXPECT_EQ(outputs.begin()->first, 8);
+  for (const auto& [osl, count] : outputs) EXPECT_NEAR(count / double(n), 1.0 / 3.0, 0.015) << osl;
+  // Ratio 1 is fixed lengths; ratio 0 keeps counts >= 1.
+  EXPECT_EQ(make_ranged_lengths(64, 8, 1.0)->next(rng).prompt_tokens, 64);
+  auto zero = make_ranged_lengths(1, 1, 0.0);
+  for (int i = 0; i < 100; ++i) EXPECT_GE(zero->next(rng).prompt_tokens, 1);
+  EXPECT_THROW(make_ranged_lengths(0, 8, 0.8), std::invalid_argument);
+  EXPECT_THROW(make_ranged_lengths(64, 8, 1.5), std::invalid_argument);
+  EXPECT_THROW(make_ranged_lengths(64, 8, -0.1), std::invalid_argument);
 }
 
 TEST(LengthSources, FromWorkloadDrawsItsPairs) {
