@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <regex>
 
 #include <boost/algorithm/string/case_conv.hpp>
 #include <boost/algorithm/string/predicate.hpp>
@@ -237,9 +238,11 @@ int64_t BenchmarkTemplate::rounds_for(int64_t concurrency, BenchmarkClient clien
 }
 
 BenchmarkClient benchmark_client_of(const MeasuredRun& run) {
-  return run.source.find("aic-auto-gap-analysis") != std::string::npos
-             ? BenchmarkClient::kAiperf
-             : BenchmarkClient::kBenchServing;
+  // InferenceMAX's results: a database dump ("db-dump/2026-04-27; ...") or a dated export
+  // ("source_file=2026-04-06.csv; ..."); aiconfigurator's own name a path under its data.
+  static const std::regex kInferenceMax(R"(^(db-dump/|source_file=\d{4}-\d{2}-\d{2}\.csv;))");
+  return std::regex_search(run.source, kInferenceMax) ? BenchmarkClient::kBenchServing
+                                                      : BenchmarkClient::kAiperf;
 }
 
 const char* benchmark_client_name(BenchmarkClient client) {

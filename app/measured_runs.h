@@ -52,10 +52,12 @@ struct MeasuredRun {
 std::vector<MeasuredRun> read_measured_runs(const std::string& path);
 
 // The benchmark client a measured campaign ran, told by the row's silicon_data_source:
-// - kAiperf: aiconfigurator's own campaigns (a source under its aic-auto-gap-analysis data): its
-//   generator's bench_run.sh, aiperf with fixed ISL / OSL, 20 x c requests after 2 x c warm-ups.
-// - kBenchServing: every other source (the dated exports and database dumps of the ISL / OSL
-//   1k/1k, 1k/8k, 8k/1k sweeps): InferenceMAX's harness, vLLM's benchmark_serving.py on its
+// - kAiperf: aiconfigurator's own campaigns (a source under its aic-auto-gap-analysis data) and
+//   any other source: its generator's bench_run.sh, aiperf with fixed ISL / OSL, 20 x c requests
+//   after 2 x c warm-ups.
+// - kBenchServing: InferenceMAX's results, a source that is a database dump ("db-dump/...") or a
+//   dated export ("source_file=2026-04-06.csv; ..."), the ISL / OSL 1k/1k, 1k/8k, 8k/1k sweeps
+//   at 4-64 clients and more: InferenceMAX's harness, vLLM's benchmark_serving.py on its
 //   random dataset with --random-range-ratio 0.8 (each ISL and OSL uniform in [0.8 L, L]),
 //   10 x c prompts at --max-concurrency c after 2 x c warm-ups, with the engines launched by its
 //   recipes (BenchmarkTemplate::Deployment).

@@ -466,6 +466,11 @@ TEST(MeasuredRuns, EachCampaignIsReplayedWithItsOwnClientAndEngineLaunch) {
   EXPECT_EQ(benchmark_client_of(dated), BenchmarkClient::kBenchServing);
   EXPECT_EQ(benchmark_client_of(aic), BenchmarkClient::kAiperf);
   EXPECT_EQ(benchmark_client_of(dump), BenchmarkClient::kBenchServing);
+  MeasuredRun other = aic;
+  other.source = "";  // a CSV without the column, or a source of another kind: aiperf
+  EXPECT_EQ(benchmark_client_of(other), BenchmarkClient::kAiperf);
+  other.source = "measured by hand; source_file=2026-04-06.csv";
+  EXPECT_EQ(benchmark_client_of(other), BenchmarkClient::kAiperf);
 
   BenchmarkTemplate bench;
   const MappedRun m = map_measured_run(dated, cat, bench);
