@@ -368,9 +368,9 @@ policies::BenchmarkLimits campaign_limits(const std::string& engine_name, const 
   limits.prefill_tokens = (r.isl + 1500) * ranks;
   limits.token_budget = limits.max_batch + limits.prefill_tokens;
   if (client != BenchmarkClient::kBenchServing) return limits;
-  if (engine_name == "vllm") {  // InferenceMAX's recipes
-    limits.max_batch = r.concurrency;
-    limits.token_budget = 8192;
+  if (engine_name == "vllm") {  // InferenceMAX's recipes, per engine core (data-parallel rank)
+    limits.max_batch = r.concurrency * ranks;
+    limits.token_budget = 8192 * ranks;
   } else if (engine_name == "sglang") {
     limits.max_batch = (r.isl == 1024 && r.osl == 1024 ? 512 : 256) * ranks;
     limits.prefill_tokens = 32768;
