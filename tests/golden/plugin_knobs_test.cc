@@ -37,7 +37,8 @@ void register_test_policies() {
          [](const ParamValues& v, models::MemoryParams& memory) {
            memory.block_size = v.get_int("page_tokens");
            memory.max_num_seqs = 7;
-         }});
+         },
+         /*max_prompt_tokens=*/{}});
     sim::cluster_policies().add(
         "test_pool",
         {"test: two unified instances under a GPU cap",

@@ -113,7 +113,7 @@ TEST(EngineEfficiency, MinimaxRoundsLowerTheLargestError) {
   std::vector<EngineSample> samples;
   for (int64_t m : {1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096}) {
     shapes.push_back(tokens(m));
-    shapes.push_back(BatchShape{std::vector<Segment>(static_cast<size_t>(m), {1, 512, 1})});
+    shapes.push_back(BatchShape{std::vector<Segment>(static_cast<size_t>(m), {1, 512, 1}), {}});
   }
   for (size_t i = 0; i < shapes.size(); ++i) {
     // References a few percent off the unscaled model, alternating in sign, one far off.

@@ -156,7 +156,7 @@ TEST(EngineCostModel, AMixedPassFromItsSumsCostsWhatItsShapeCosts) {
       rt.gpu_scale.prefill = 0.6;
       const auto engine = make_engine_cost_model(gpu_model(), rt);
       for (const int n : {1, 2, 5}) {
-        for (const BatchShape& rest : {decodes(1, 90), BatchShape{{{3, 40, 1}}}}) {
+        for (const BatchShape& rest : {decodes(1, 90), BatchShape{{{3, 40, 1}}, {}}}) {
           BatchShape whole;
           int64_t context = 0;
           for (int i = 0; i < n; ++i) {
