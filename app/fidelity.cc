@@ -766,7 +766,7 @@ void print_study_header(std::ostream& out, size_t csv_rows, const std::string& c
   print_counts(out, "mapped with an assumption", rows.assumed);
   std::map<std::string, int64_t> clients;
   for (const MappedRun* m : rows.todo) {
-    clients[benchmark_client_name(options.bench.client_for(m->run))]++;
+    clients[benchmark_client_name(m->client)]++;
   }
   print_counts(out, "benchmark client", clients);
   out << fmt::format(

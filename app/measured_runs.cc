@@ -39,21 +39,20 @@ std::string model_stem(const std::string& id) {
   return s;
 }
 
-// The benchmark that measured `r`, as a scenario's workload section.
-scenarios::Json benchmark_workload(const MeasuredRun& r, const BenchmarkTemplate& bench) {
-  const BenchmarkClient client = bench.client_for(r);
-  const bool bench_serving = client == BenchmarkClient::kBenchServing;
-  const int64_t warmups =
-      bench_serving ? BenchmarkTemplate::kBenchServingWarmupsPerClient : bench.warmup_per_client;
+// The benchmark that measured `r` (with `client`), as a scenario's workload section.
+scenarios::Json benchmark_workload(const MeasuredRun& r, BenchmarkClient client,
+                                   const BenchmarkTemplate& bench) {
   scenarios::Json w = {{"type", "benchmark"},
                        {"concurrency", r.concurrency},
                        {"num_requests", bench.rounds_for(r.concurrency, client) * r.concurrency},
-                       {"warmup_requests", warmups * r.concurrency},
+                       {"warmup_requests", bench.warmups_for(client) * r.concurrency},
                        {"drain_after_warmup", true},
                        {"think_time_jitter", bench.client_jitter},
                        {"isl", r.isl},
                        {"osl", r.osl}};
-  if (bench_serving) w["range_ratio"] = BenchmarkTemplate::kBenchServingRangeRatio;
+  if (client == BenchmarkClient::kBenchServing) {
+    w["range_ratio"] = BenchmarkTemplate::kBenchServingRangeRatio;
+  }
   if (bench.dataset_entries > 0) w["dataset_entries"] = bench.dataset_entries;
   return w;
 }
@@ -106,7 +105,7 @@ scenarios::Json disaggregated_scenario(const MeasuredRun& r, const MappedRun& m,
         {"prefill_max_batch_size", prefill_batch},
         {"prefill_max_tokens", prefill_batch * (r.isl + 1500)},
         {"decode_max_num_seqs", std::max<int64_t>(1, d.batch) * d.attention_dp}}},
-      {"workload", benchmark_workload(r, bench)},
+      {"workload", benchmark_workload(r, m.client, bench)},
       {"output", {{"sample_interval", "0s"}}},
   };
 }
@@ -406,7 +405,7 @@ scenarios::Json aggregated_scenario(MappedRun& m, const std::string& kv_dtype,
     engine["version"] = release.note.empty() ? r.backend_version : release.version;
   }
   if (bench.deployment == BenchmarkTemplate::Deployment::kCampaign) {
-    set_campaign_limits(m.engine, r, bench.client_for(r), engine);
+    set_campaign_limits(m.engine, r, m.client, engine);
   }
   scenarios::Json scenario = {
       {"name", r.id},
@@ -427,7 +426,7 @@ scenarios::Json aggregated_scenario(MappedRun& m, const std::string& kv_dtype,
         {"attention_dp", r.attention_dp},
         {"weight_dtype", m.weight_dtype},
         {"kv_dtype", kv_dtype}}},
-      {"workload", benchmark_workload(r, bench)},
+      {"workload", benchmark_workload(r, m.client, bench)},
       {"output", {{"sample_interval", "0s"}}},
   };
   if (r.pp > 1) scenario["cluster"]["pp"] = r.pp;  // each stage tp GPUs (pipeline.h)
@@ -440,6 +439,7 @@ MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& ca
                            const BenchmarkTemplate& bench) {
   MappedRun m;
   m.run = row;
+  m.client = bench.client_for(row);
   m.model = catalog_model_for(row.model_path, catalogs.models);
   if (!m.model.empty()) m.moe = catalogs.models.get(m.model).moe.has_value();
   infer_attention_data_parallelism(m);

@@ -109,6 +109,11 @@ struct BenchmarkTemplate {
 
   // Measured requests of each of `concurrency` clients of `client` under the cap.
   int64_t rounds_for(int64_t concurrency, BenchmarkClient client = BenchmarkClient::kAiperf) const;
+  // Warm-up requests of each client of `client`.
+  int64_t warmups_for(BenchmarkClient client) const {
+    return client == BenchmarkClient::kBenchServing ? kBenchServingWarmupsPerClient
+                                                    : warmup_per_client;
+  }
   // The client `run` is replayed with.
   BenchmarkClient client_for(const MeasuredRun& run) const {
     return client ? *client : benchmark_client_of(run);
@@ -129,6 +134,7 @@ struct MappedRun {
   std::string engine;       // engine model name
   std::string weight_dtype;
   bool moe = false;
+  BenchmarkClient client = BenchmarkClient::kAiperf;  // the client the row is replayed with
   std::string skip_reason;  // empty: `scenario` is set
   // Non-empty: what the mapping assumed where the row says too little (another release's engine
   // defaults standing in for one servesim does not know; data-parallel attention inferred from

@@ -475,6 +475,7 @@ TEST(MeasuredRuns, EachCampaignIsReplayedWithItsOwnClientAndEngineLaunch) {
   BenchmarkTemplate bench;
   const MappedRun m = map_measured_run(dated, cat, bench);
   ASSERT_TRUE(m.mapped()) << m.skip_reason;
+  EXPECT_EQ(m.client, BenchmarkClient::kBenchServing);
   const scenarios::Json& w = m.scenario.at("workload");
   EXPECT_EQ(w.at("concurrency"), 4);
   EXPECT_EQ(w.at("num_requests"), 40);
@@ -506,6 +507,7 @@ TEST(MeasuredRuns, EachCampaignIsReplayedWithItsOwnClientAndEngineLaunch) {
   // --client forces one client on every row.
   bench.client = BenchmarkClient::kAiperf;
   const MappedRun forced = map_measured_run(dated, cat, bench);
+  EXPECT_EQ(forced.client, BenchmarkClient::kAiperf);
   EXPECT_FALSE(forced.scenario.at("workload").contains("range_ratio"));
   EXPECT_EQ(forced.scenario.at("workload").at("num_requests"), 80);
   EXPECT_EQ(forced.scenario.at("engine").at("max_num_seqs"), 128);
