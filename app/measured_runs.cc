@@ -9,6 +9,7 @@
 #include <boost/algorithm/string/predicate.hpp>
 #include <fmt/format.h>
 
+#include "models/cost/serving_engine.h"
 #include "profiles/profile_csv.h"
 #include "core/error.h"
 #include "policies/engines/engine_model.h"
@@ -358,9 +359,9 @@ std::string skip_reason_of(const MappedRun& m, const std::string& quant) {
 
 // The limits the row's campaign deployed its engine with (BenchmarkTemplate::Deployment): with
 // attention DP they are per rank, and the one scheduler servesim runs for the instance holds
-// every rank's share.
+// every rank's share. `gpu_class` is the row's GPU family (models::gpu_class).
 policies::BenchmarkLimits campaign_limits(const std::string& engine_name, const MeasuredRun& r,
-                                          BenchmarkClient client) {
+                                          BenchmarkClient client, const std::string& gpu_class) {
   const int64_t ranks = r.attention_dp;
   policies::BenchmarkLimits limits;  // aiconfigurator's generator
   limits.max_batch = std::max<int64_t>(128, r.concurrency / ranks) * ranks;
@@ -375,17 +376,20 @@ policies::BenchmarkLimits campaign_limits(const std::string& engine_name, const 
     limits.prefill_tokens = 32768;
     limits.prefill_chunk = 32768;
     limits.mixed_chunks = false;
+    // The Blackwell recipes take in new requests every 10 decode batches, every 30 from 16
+    // clients on ("recv every ~10 requests"); the Hopper recipe leaves SGLang's default (1).
+    if (gpu_class == "blackwell") limits.recv_interval = r.concurrency >= 16 ? 30 : 10;
   }
   return limits;
 }
 
 // The campaign's limits for the row's engine, as the engine spells them
 // (EngineModelEntry::benchmark_knobs).
-void set_campaign_limits(const std::string& engine_name, const MeasuredRun& r,
-                         BenchmarkClient client, scenarios::Json& engine) {
-  const auto& knobs_of = policies::engine_models().get(engine_name).benchmark_knobs;
+void set_campaign_limits(const MappedRun& m, scenarios::Json& engine) {
+  const auto& knobs_of = policies::engine_models().get(m.engine).benchmark_knobs;
   if (!knobs_of) return;
-  for (const auto& [name, value] : knobs_of(campaign_limits(engine_name, r, client))) {
+  for (const auto& [name, value] :
+       knobs_of(campaign_limits(m.engine, m.run, m.client, m.gpu_class))) {
     engine[name] = scenarios::param_json(value);
   }
 }
@@ -405,7 +409,7 @@ scenarios::Json aggregated_scenario(MappedRun& m, const std::string& kv_dtype,
     engine["version"] = release.note.empty() ? r.backend_version : release.version;
   }
   if (bench.deployment == BenchmarkTemplate::Deployment::kCampaign) {
-    set_campaign_limits(m.engine, r, m.client, engine);
+    set_campaign_limits(m, engine);
   }
   scenarios::Json scenario = {
       {"name", r.id},
@@ -450,6 +454,7 @@ MappedRun map_measured_run(const MeasuredRun& row, const scenarios::Catalogs& ca
   for (const std::string& key : {system, system + "_nvl72"}) {
     if (m.gpu.empty() && catalogs.gpus.all().count(key)) m.gpu = key;
   }
+  if (!m.gpu.empty()) m.gpu_class = models::gpu_class(catalogs.gpus.get(m.gpu));
   if (policies::engine_models().contains(r.backend)) m.engine = r.backend;
   const std::string quant = row_quant_mode(m);
   m.weight_dtype = row_weight_dtype(m, quant, catalogs);

@@ -131,6 +131,7 @@ struct MappedRun {
   MeasuredRun run;
   std::string model;        // catalog key
   std::string gpu;          // catalog key
+  std::string gpu_class;    // its family (models::gpu_class): "hopper", "blackwell", ...
   std::string engine;       // engine model name
   std::string weight_dtype;
   bool moe = false;

@@ -1447,6 +1447,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       if (e) {
         models::EngineRuntime runtime = e->runtime;
         runtime.scheduler_ranks = g.attention_dp;
+        runtime.layers = (model.num_layers + g.pp - 1) / g.pp;
         cost = models::make_engine_cost_model(cost, std::move(runtime));
       }
       if (s.images) cost = with_vision_encoder(choice, dep, root, std::move(cost));

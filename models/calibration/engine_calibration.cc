@@ -113,6 +113,7 @@ EngineCalibration read_entry(const std::string& file, const Json& j, const std::
   c.cpu.per_iteration = Duration{std::llround(f.number("cpu_iteration_us") * 1e3)};
   c.cpu.per_request_ns = f.number("cpu_request_us") * 1e3;
   c.cpu.per_token_ns = f.number("cpu_token_us") * 1e3;
+  c.cpu.launch_per_layer_ns = f.number("cpu_launch_layer_us", /*required=*/false) * 1e3;
   c.frontend_request_us = f.number("frontend_request_us");
   c.frontend_token_us = f.number("frontend_token_us");
   c.gpu_scale.prefill = read_scale(f, "gpu_prefill_scale");
@@ -170,7 +171,8 @@ void EngineCalibrations::write(const std::string& path) const {
   doc["format"] = kFormat;
   doc["note"] =
       "Per engine and GPU class: per-iteration CPU cost (cpu_iteration_us + cpu_request_us x "
-      "requests + cpu_token_us x tokens) and front end (frontend_request_us + frontend_token_us "
+      "requests + cpu_token_us x tokens), the host time to launch one layer of a pass outside a "
+      "CUDA graph (cpu_launch_layer_us), front end (frontend_request_us + frontend_token_us "
       "x prompt tokens) and GPU time scales of decode and prefill passes against the kernel tables "
       "(gpu_decode_scale, gpu_prefill_scale), fitted by `servesim fidelity --fit` on measured "
       "end-to-end runs; "
@@ -181,6 +183,7 @@ void EngineCalibrations::write(const std::string& path) const {
     j["cpu_iteration_us"] = rounded(static_cast<double>(c.cpu.per_iteration.count()) / 1e3);
     j["cpu_request_us"] = rounded(c.cpu.per_request_ns / 1e3);
     j["cpu_token_us"] = rounded(c.cpu.per_token_ns / 1e3);
+    j["cpu_launch_layer_us"] = rounded(c.cpu.launch_per_layer_ns / 1e3);
     j["frontend_request_us"] = rounded(c.frontend_request_us);
     j["frontend_token_us"] = rounded(c.frontend_token_us);
     j["gpu_prefill_scale"] = rounded(c.gpu_scale.prefill);

@@ -13,10 +13,13 @@ namespace {
 class EngineCostModel final : public IterationCostModel {
  public:
   EngineCostModel(std::shared_ptr<const IterationCostModel> gpu, EngineRuntime runtime)
-      : gpu_(std::move(gpu)), runtime_(std::move(runtime)) {}
+      : gpu_(std::move(gpu)),
+        runtime_(std::move(runtime)),
+        launch_(std::llround(runtime_.cpu.launch_per_layer_ns * runtime_.layers)) {}
 
   Duration iteration_time(const BatchShape& shape) const override {
-    return with_cpu(scaled(gpu_->iteration_time(padded(shape)), shape), cpu_cost(shape));
+    return with_cpu(launched(scaled(gpu_->iteration_time(padded(shape)), shape), shape),
+                    cpu_cost(shape));
   }
 
   // The decode pass padded as padded() pads its shape: rows of context 1 that sample nothing.
@@ -25,7 +28,9 @@ class EngineCostModel final : public IterationCostModel {
     const std::optional<Duration> gpu = gpu_->decode_iteration_time(
         {target, pass.context_tokens + (target - pass.decodes), pass.logit_rows});
     if (!gpu) return std::nullopt;
-    return with_cpu(scaled_for(*gpu, /*prefill_tokens=*/0), cpu_cost(pass.decodes, pass.decodes));
+    return with_cpu(launched(scaled_for(*gpu, /*prefill_tokens=*/0), pass.decodes,
+                             /*has_prefill=*/false),
+                    cpu_cost(pass.decodes, pass.decodes));
   }
 
   // The whole shape (the run's segments, then `rest`) padded as padded() pads it: the padding
@@ -38,7 +43,8 @@ class EngineCostModel final : public IterationCostModel {
     const std::optional<Duration> gpu =
         gpu_->mixed_iteration_time(run, with_padding(rest, target - tokens));
     if (!gpu) return std::nullopt;
-    return with_cpu(scaled(*gpu, rest), cpu_cost(segments, tokens));
+    return with_cpu(launched(scaled(*gpu, rest), tokens, prefill_tokens(rest) > 0),
+                    cpu_cost(segments, tokens));
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
@@ -52,8 +58,9 @@ class EngineCostModel final : public IterationCostModel {
       }
     }
     const Duration gpu = t.total();
+    const Duration run = launched(gpu, shape);
     const Duration cpu = cpu_cost(shape);
-    t.overhead += runtime_.cpu.overlapped ? std::max(Duration{0}, cpu - gpu) : cpu;
+    t.overhead += (run - gpu) + (runtime_.cpu.overlapped ? std::max(Duration{0}, cpu - run) : cpu);
     return t;
   }
 
@@ -71,6 +78,19 @@ class EngineCostModel final : public IterationCostModel {
   // The pass's wall time: CPU work overlapped with the GPU's or after it.
   Duration with_cpu(Duration gpu, Duration cpu) const {
     return runtime_.cpu.overlapped ? std::max(gpu, cpu) : gpu + cpu;
+  }
+
+  // The GPU time of a pass of `tokens` query tokens once its kernels are launched: a captured
+  // graph's as is, any other pass's no shorter than the launch of its layers. A pass without
+  // prefill tokens (decodes, speculative verifications) is a graph when its size is captured.
+  Duration launched(Duration gpu, int64_t tokens, bool has_prefill) const {
+    if (launch_.count() == 0 || runtime_.graphs.captured(tokens, !has_prefill)) return gpu;
+    return std::max(gpu, launch_);
+  }
+  Duration launched(Duration gpu, const BatchShape& shape) const {
+    return launch_.count() == 0
+               ? gpu
+               : launched(gpu, shape.total_query_tokens(), prefill_tokens(shape) > 0);
   }
 
   static int64_t prefill_tokens(const BatchShape& shape) {
@@ -118,6 +138,7 @@ class EngineCostModel final : public IterationCostModel {
 
   std::shared_ptr<const IterationCostModel> gpu_;
   EngineRuntime runtime_;
+  Duration launch_;  // host time to launch every layer of a pass outside a captured graph
   mutable BatchShape scratch_;
 };
 
@@ -140,6 +161,12 @@ int64_t CudaGraphSpec::padded(int64_t tokens, bool decode_only) const {
     return tokens;
   }
   return *std::lower_bound(capture_sizes.begin(), capture_sizes.end(), tokens);
+}
+
+bool CudaGraphSpec::captured(int64_t tokens, bool decode_only) const {
+  if (!decode_only || capture_sizes.empty()) return false;
+  if (pad_decode) return tokens <= max_size();
+  return std::binary_search(capture_sizes.begin(), capture_sizes.end(), tokens);
 }
 
 double GpuTimeScale::factor(int64_t prefill_tokens) const {
@@ -168,11 +195,16 @@ std::string EngineRuntime::describe() const {
                         gpu_scale.prefill);
   const std::string ranks_text =
       scheduler_ranks > 1 ? fmt::format(" (each of {} rank schedulers)", scheduler_ranks) : "";
-  return fmt::format("{}: {}; CPU {} + {}/request + {}/token per iteration{}, {}{}", name,
+  const std::string launch_text =
+      cpu.launch_per_layer_ns > 0 && layers > 0
+          ? fmt::format("; passes outside a CUDA graph launched in {} x {} layers",
+                        us(cpu.launch_per_layer_ns), layers)
+          : std::string();
+  return fmt::format("{}: {}; CPU {} + {}/request + {}/token per iteration{}, {}{}{}", name,
                      graphs_text, us(static_cast<double>(cpu.per_iteration.count())),
                      us(cpu.per_request_ns), us(cpu.per_token_ns), ranks_text,
                      cpu.overlapped ? "overlapped with the GPU" : "serial with the GPU",
-                     scale_text);
+                     launch_text, scale_text);
 }
 
 std::unique_ptr<IterationCostModel> make_engine_cost_model(
@@ -188,9 +220,15 @@ std::unique_ptr<IterationCostModel> make_engine_cost_model(
   }
   const CpuCostSpec& c = runtime.cpu;
   if (c.per_iteration.count() < 0 || !(c.per_request_ns >= 0) || !(c.per_token_ns >= 0) ||
-      !std::isfinite(c.per_request_ns + c.per_token_ns)) {
+      !(c.launch_per_layer_ns >= 0) ||
+      !std::isfinite(c.per_request_ns + c.per_token_ns + c.launch_per_layer_ns)) {
     throw std::invalid_argument(fmt::format(
         "engine cost model {}: CPU cost coefficients must be finite and >= 0", runtime.name));
+  }
+  if (runtime.layers < 0) {
+    throw std::invalid_argument(
+        fmt::format("engine cost model {}: layers must be >= 0, got {}", runtime.name,
+                    runtime.layers));
   }
   if (runtime.scheduler_ranks < 1) {
     throw std::invalid_argument(

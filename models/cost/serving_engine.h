@@ -11,7 +11,12 @@
 //            (with EngineRuntime::scheduler_ranks r > 1: ceil(segments / r) and
 //            ceil(query tokens / r), the busiest rank's share, since each rank's scheduler runs
 //            in a process of its own, in parallel with the others)
-//     time = overlapped ? max(gpu, cpu) : gpu + cpu
+//     run  = captured ? gpu : max(gpu, launch_per_layer x EngineRuntime::layers)
+//     time = overlapped ? max(run, cpu) : run + cpu
+//   where `captured` (CudaGraphSpec::captured) says the pass replays one whole CUDA graph; any
+//   other pass (a prefill, a mixed batch, a decode batch above the largest graph) has its kernels
+//   launched layer by layer from Python while the GPU runs them, so the GPU cannot finish it
+//   before the host has launched its last layer.
 //   where the padded shape adds (padded - tokens) one-token decode segments with a one-token
 //   context and no logit row (padded rows cost GEMM, norm and all-reduce time, no attention or
 //   LM head) when CudaGraphSpec::padded() rounds the pass up.
@@ -47,15 +52,24 @@ struct CudaGraphSpec {
   // The token count a pass of `tokens` query tokens runs at: the smallest captured size >= tokens
   // when the pass kind is padded and tokens <= the largest captured size, else `tokens`.
   int64_t padded(int64_t tokens, bool decode_only) const;
+  // Whether a pass of `tokens` query tokens replays one whole captured graph: a pass without
+  // prefill tokens (`decode_only`) of a captured size, or of any size up to the largest when
+  // decode batches are padded. A pass with prefill tokens never does (vLLM's piecewise graphs
+  // leave attention outside the graphs).
+  bool captured(int64_t tokens, bool decode_only) const;
   int64_t max_size() const { return capture_sizes.empty() ? 0 : capture_sizes.back(); }
 };
 
 // Per-iteration CPU cost: per_iteration + per_request_ns x requests + per_token_ns x tokens of the
 // pass. `overlapped`: the engine prepares iteration n+1 while n runs on the GPU.
+// `launch_per_layer_ns`: host time to launch one layer's kernels of a pass that is not one
+// captured CUDA graph (the model's Python modules, the attention metadata, the kernel launches),
+// which runs alongside that pass's own GPU work (see the contract above).
 struct CpuCostSpec {
   Duration per_iteration{};
   double per_request_ns = 0;
   double per_token_ns = 0;
+  double launch_per_layer_ns = 0;
   bool overlapped = false;
 
   Duration cost(int64_t requests, int64_t tokens) const;
@@ -84,6 +98,9 @@ struct EngineRuntime {
   // SGLang's DP attention, TensorRT-LLM's attention DP and vLLM's data parallelism run one
   // scheduler process per rank over that rank's requests.
   int scheduler_ranks = 1;
+  // Layers one pass launches on a GPU (the model's layers over its pipeline stages): the count
+  // CpuCostSpec::launch_per_layer_ns is paid for.
+  int layers = 0;
 
   // One line: "vllm 0.12.0: CUDA graphs up to 512 (decode and mixed batches padded); CPU 1.2 ms
   // + 15 us/request + 0.4 us/token per iteration, serial with the GPU".

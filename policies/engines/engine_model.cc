@@ -142,6 +142,9 @@ ParamSchema calibration_knobs() {
                 "-1 = calibrated"),
       knob_spec("cpu_request_us", "us", "CPU time per request in the batch; -1 = calibrated"),
       knob_spec("cpu_token_us", "us", "CPU time per token in the batch; -1 = calibrated"),
+      knob_spec("cpu_launch_layer_us", "us",
+                "host time to launch one layer's kernels of a pass outside a CUDA graph (a "
+                "prefill, a mixed batch), alongside its GPU work; -1 = calibrated"),
       knob_spec("frontend_request_us", "us",
                 "front end (HTTP, tokenizer, hand-off) per request; -1 = calibrated"),
       knob_spec("frontend_token_us", "us", "front end per prompt token; -1 = calibrated"),
@@ -213,6 +216,8 @@ void apply_calibration(const std::string& engine, const ParamValues& knobs,
       1e3)};
   cpu.per_request_ns = pick("cpu_request_us", cal ? cal->cpu.per_request_ns / 1e3 : 0) * 1e3;
   cpu.per_token_ns = pick("cpu_token_us", cal ? cal->cpu.per_token_ns / 1e3 : 0) * 1e3;
+  cpu.launch_per_layer_ns =
+      pick("cpu_launch_layer_us", cal ? cal->cpu.launch_per_layer_ns / 1e3 : 0) * 1e3;
   cpu.overlapped = overlapped;
   setup.runtime.cpu = cpu;
   setup.frontend.per_request = Duration{

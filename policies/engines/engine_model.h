@@ -89,6 +89,9 @@ struct BenchmarkLimits {
   // join a prefill batch (enable_mixed_chunk).
   int64_t prefill_chunk = -1;
   bool mixed_chunks = true;
+  // SGLang only: its scheduler_recv_interval (new requests taken in every this many decode
+  // batches; 1: at every batch).
+  int64_t recv_interval = 1;
 };
 
 // A knob value as an engine spells it.

@@ -58,25 +58,54 @@ class SglangScheduler final : public sim::BatchingPolicy {
     const auto running = static_cast<int64_t>(view.running->size());
     note_running(running);
     last_running_ = running;
+    receive(view);
+    last_batch_weight_ = kDecodeWeight;
     decay_ratio();
   }
 
   bool next_batch(const InstanceView& view, BatchPlan& plan) override {
     const auto& running = *view.running;
     note_running(static_cast<int64_t>(running.size()));
+    receive(view);
     if (running.empty() && view.waiting->empty()) {
       ratio_ = init_ratio_;
+      last_batch_weight_ = kDecodeWeight;
       return false;
     }
     const bool prefilled = try_prefill(view, plan);
     if (!prefilled) decode(view, plan);
     last_running_ = static_cast<int64_t>(running.size()) + static_cast<int64_t>(plan.admit.size()) -
                     static_cast<int64_t>(plan.preempt.size());
+    waiting_after_plan_ = static_cast<int64_t>(view.waiting->size()) -
+                          static_cast<int64_t>(plan.admit.size()) +
+                          static_cast<int64_t>(plan.preempt.size());
+    last_batch_weight_ = prefilled ? kOtherWeight : kDecodeWeight;
     if (plan.empty()) ratio_ = init_ratio_;  // idle: SGLang's self-check resets the ratio
     return !plan.empty();
   }
 
  private:
+  // scheduler_recv_skipper.py: with scheduler_recv_interval n > 1, the scheduler takes in the
+  // requests that arrived only when a counter reaches n; the batch before each call adds 1 when it
+  // was a decode (or there was none) and 1000 otherwise, so a request that arrives during a run of
+  // decode batches waits for up to n of them. An idle scheduler spins through its loop and takes
+  // it in at once. Requests that arrived since the last call sit at the tail of the waiting queue
+  // (preempted ones re-enter at its head and were taken in before).
+  static constexpr int64_t kDecodeWeight = 1;
+  static constexpr int64_t kOtherWeight = 1000;
+  void receive(const InstanceView& view) {
+    const auto waiting = static_cast<int64_t>(view.waiting->size());
+    unreceived_ = std::clamp<int64_t>(unreceived_ + waiting - waiting_after_plan_, 0, waiting);
+    waiting_after_plan_ = waiting;
+    recv_counter_ += last_batch_weight_;
+    if (p_.scheduler_recv_interval <= 1 || view.running->empty() ||
+        recv_counter_ >= p_.scheduler_recv_interval) {
+      recv_counter_ = 0;
+      unreceived_ = 0;
+    }
+    received_ = static_cast<size_t>(waiting - unreceived_);
+  }
+
   // A request left since the last batch: the pool may have room for new ones again.
   void note_running(int64_t running) {
     if (running < last_running_) batch_is_full_ = false;
@@ -102,7 +131,7 @@ class SglangScheduler final : public sim::BatchingPolicy {
         chunked = &r;
       }
     }
-    if ((batch_is_full_ || view.waiting->empty()) && !chunked) return false;
+    if ((batch_is_full_ || received_ == 0) && !chunked) return false;
     if (decoders >= p_.max_running_requests && !chunked) {
       batch_is_full_ = true;
       return false;
@@ -147,7 +176,8 @@ class SglangScheduler final : public sim::BatchingPolicy {
       ++added;
       stop = truncated || !budget_state_ok();
     }
-    for (const SeqView& w : *view.waiting) {
+    for (size_t at = 0; at < received_; ++at) {
+      const SeqView& w = (*view.waiting)[at];
       if (stop) break;
       if (decoders + added >= p_.max_running_requests) {
         batch_is_full_ = true;
@@ -256,6 +286,11 @@ class SglangScheduler final : public sim::BatchingPolicy {
   double init_ratio_, min_ratio_, decay_, ratio_;
   bool batch_is_full_ = false;
   int64_t last_running_ = 0;
+  int64_t recv_counter_ = 0;
+  int64_t last_batch_weight_ = kDecodeWeight;
+  int64_t waiting_after_plan_ = 0;  // the waiting queue once the last plan is applied
+  int64_t unreceived_ = 0;          // requests at its tail the scheduler has not taken in
+  size_t received_ = 0;             // requests at its head the scheduler has taken in
   std::vector<size_t> order_;
 };
 
@@ -339,6 +374,9 @@ ParamSchema sglang_schema() {
        "prepare each batch only after the previous one finished", {}, {}, {}},
       {"disable_radix_cache", ParamType::kBool, false, "",
        "no prefix reuse (RadixAttention off)", {}, {}, {}},
+      {"scheduler_recv_interval", ParamType::kInt, int64_t{1}, "batches",
+       "take in new requests only every this many decode batches (1 = at every batch)", {}, 1.0,
+       {}},
   };
   for (ParamSpec& k : calibration_knobs()) s.push_back(std::move(k));
   return s;
@@ -367,6 +405,7 @@ EngineSetup build_sglang(const std::string& version, const ParamValues& knobs,
   p.max_prefill_tokens = knobs.get_int("max_prefill_tokens");
   p.max_running_requests = max_running;
   p.schedule_conservativeness = knobs.get_double("schedule_conservativeness");
+  p.scheduler_recv_interval = knobs.get_int("scheduler_recv_interval");
   // scheduler.py: is_mixed_chunk = chunked_prefill_size is not None and enable_mixed_chunk, where
   // a chunked_prefill_size <= 0 became None: without chunked prefill, prefill batches never carry
   // the running decodes.
@@ -389,9 +428,12 @@ EngineSetup build_sglang(const std::string& version, const ParamValues& knobs,
   setup.prefix_caching = !knobs.get_bool("disable_radix_cache");
   setup.summary = fmt::format(
       "SGLang {} (prefill-first scheduler: {}, {} prefill tokens per batch, mem_fraction_static "
-      "{:g})",
+      "{:g}{})",
       version, chunk > 0 ? fmt::format("chunks of {} tokens", chunk) : std::string("no chunking"),
-      p.max_prefill_tokens, fraction);
+      p.max_prefill_tokens, fraction,
+      p.scheduler_recv_interval > 1
+          ? fmt::format(", new requests taken in every {} decode batches", p.scheduler_recv_interval)
+          : std::string());
   return setup;
 }
 
@@ -407,11 +449,13 @@ namespace {
 // SGLang then does not mix: docs/fidelity.md), with room for one prompt per prefill batch;
 // InferenceMAX's recipes chunk prompts and leave mixing off (the limits say which).
 std::vector<EngineKnob> sglang_benchmark_knobs(const BenchmarkLimits& l) {
-  return {{"max_running_requests", l.max_batch},
-          {"cuda_graph_max_bs", l.max_batch},
-          {"enable_mixed_chunk", l.mixed_chunks},
-          {"chunked_prefill_size", l.prefill_chunk},
-          {"max_prefill_tokens", l.prefill_tokens}};
+  std::vector<EngineKnob> knobs = {{"max_running_requests", l.max_batch},
+                                   {"cuda_graph_max_bs", l.max_batch},
+                                   {"enable_mixed_chunk", l.mixed_chunks},
+                                   {"chunked_prefill_size", l.prefill_chunk},
+                                   {"max_prefill_tokens", l.prefill_tokens}};
+  if (l.recv_interval > 1) knobs.emplace_back("scheduler_recv_interval", l.recv_interval);
+  return knobs;
 }
 
 }  // namespace

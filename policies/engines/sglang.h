@@ -21,6 +21,10 @@
 //   new_token_ratio becomes (tokens generated + 20 x remaining requests) / their output lengths;
 //   otherwise new_token_ratio decays by (init - min) / 600 per decode step, down to min =
 //   init x 0.14; it returns to init (0.7 x schedule_conservativeness) when the instance is idle.
+// - Receiving (scheduler_recv_skipper.py): with scheduler_recv_interval n > 1, requests that
+//   arrive while the scheduler is busy are taken in only when a counter reaches n; each decode
+//   batch adds 1 to it and any other batch 1000, so a request waits for up to n decode batches
+//   before a prefill may take it (an idle scheduler takes it in at once).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,7 @@ struct SglangSchedulerParams {
   int64_t max_running_requests = 4096;
   double schedule_conservativeness = 1.0;
   bool enable_mixed_chunk = false;
+  int64_t scheduler_recv_interval = 1;
 };
 
 std::unique_ptr<sim::BatchingPolicy> make_sglang_scheduler(const SglangSchedulerParams& params);

@@ -455,7 +455,8 @@ TEST(BenchmarkTemplateCap, LargeConcurrenciesReplayFewerWholeRounds) {
 // gpt-oss-120b on one H200, ISL 8192 / OSL 1024, 4 clients, a dated export) with InferenceMAX's
 // benchmark_serving.py and vLLM recipe; line 906 (TensorRT-LLM Llama-3.1-8B from aiconfigurator's
 // own campaign) with aiperf and aiconfigurator's generator limits; line 31 (SGLang DeepSeek-V3 on 8
-// H200s, ISL / OSL 1k/1k, a database dump) with the SGLang recipe's chunked prefill.
+// H200s, ISL / OSL 1k/1k, a database dump) with the SGLang recipe's chunked prefill; line 116 (the
+// same on B200s at 16 clients) with the Blackwell recipe's scheduler_recv_interval too.
 TEST(MeasuredRuns, EachCampaignIsReplayedWithItsOwnClientAndEngineLaunch) {
   policies::register_builtin_policies();
   const auto runs = read_measured_runs(shipped_csv());
@@ -503,6 +504,11 @@ TEST(MeasuredRuns, EachCampaignIsReplayedWithItsOwnClientAndEngineLaunch) {
   EXPECT_EQ(d.scenario.at("engine").at("chunked_prefill_size"), 32768);
   EXPECT_EQ(d.scenario.at("engine").at("enable_mixed_chunk"), false);
   EXPECT_EQ(d.scenario.at("engine").at("max_running_requests"), 512);
+  EXPECT_FALSE(d.scenario.at("engine").contains("scheduler_recv_interval"));
+  const MappedRun blackwell = map_measured_run(row_at_line(runs, 116), cat, bench);
+  ASSERT_TRUE(blackwell.mapped()) << blackwell.skip_reason;
+  EXPECT_EQ(blackwell.gpu_class, "blackwell");
+  EXPECT_EQ(blackwell.scenario.at("engine").at("scheduler_recv_interval"), 30);  // 16 clients
 
   // --client forces one client on every row.
   bench.client = BenchmarkClient::kAiperf;
@@ -557,6 +563,46 @@ TEST(ClosedLoop, ClientsWithDrawnLengthsDriftOutOfLockStep) {
   EXPECT_LT(lock_step, 3.0 * prefill) << "P " << prefill << " ms, lock step " << lock_step;
   EXPECT_LT(drawn, 1.5 * prefill) << "P " << prefill << " ms, drawn lengths " << drawn;
   EXPECT_GT(drawn, 0.8 * 0.9 * prefill) << "P " << prefill << " ms, drawn lengths " << drawn;
+}
+
+// SGLang's scheduler_recv_interval on a hand-checked case: 4 clients with drawn lengths (prompts
+// 800-1,000 tokens, 320-400 output tokens: nearly every batch is a decode of the 4), Llama-3.1-8B
+// on one H100. Taking new requests in every 10 decode batches instead of at every batch, a prompt
+// that arrives while the others decode waits for the rest of the current 10: about 5 decode steps
+// (D, which the TPOT gives) on average, and at most 10.
+TEST(ClosedLoop, SglangTakesRequestsInEveryRecvIntervalDecodeBatches) {
+  policies::register_builtin_policies();
+  auto run = [](int64_t recv_interval) {
+    const scenarios::Json doc = {
+        {"name", "recv_interval"},
+        {"seed", 1},
+        {"model", "llama-3.1-8b"},
+        {"engine", {{"type", "sglang"}, {"scheduler_recv_interval", recv_interval}}},
+        {"cluster", {{"gpu", "h100_sxm"}, {"instances", 1}, {"tp", 1}}},
+        {"workload",
+         {{"type", "benchmark"},
+          {"concurrency", 4},
+          {"num_requests", 80},
+          {"warmup_requests", 8},
+          {"think_time_jitter", "50ms"},
+          {"range_ratio", 0.8},
+          {"isl", 1000},
+          {"osl", 400}}},
+        {"output", {{"sample_interval", "0s"}}}};
+    RunOptions options;
+    options.keep_records = false;
+    return run_scenario(scenarios::parse_scenario(doc, "recv_interval", "", root()), root(),
+                        options)
+        .summary;
+  };
+  const auto every = run(1);
+  const auto tenth = run(10);
+  const double step_ms = every.tpot_s.mean * 1e3;
+  const double wait_ms = (tenth.ttft_s.mean - every.ttft_s.mean) * 1e3;
+  EXPECT_GT(wait_ms, 3.5 * step_ms) << "D " << step_ms << " ms, TTFT " << every.ttft_s.mean * 1e3
+                                    << " -> " << tenth.ttft_s.mean * 1e3 << " ms";
+  EXPECT_LT(wait_ms, 6.5 * step_ms) << "D " << step_ms << " ms, TTFT " << every.ttft_s.mean * 1e3
+                                    << " -> " << tenth.ttft_s.mean * 1e3 << " ms";
 }
 
 TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {

@@ -112,6 +112,42 @@ TEST(EngineCostModel, AttentionDpRanksScheduleTheirOwnRequests) {
   EXPECT_THROW(make_engine_cost_model(inner, rt), std::invalid_argument);
 }
 
+// A pass that is not one captured graph takes at least the launch of its layers (32 x 400 us =
+// 12.8 ms here), alongside its GPU work; a captured decode batch does not. A decode batch above
+// the largest graph, or of an uncaptured size without padding, is launched layer by layer too.
+TEST(EngineCostModel, APassOutsideACudaGraphLastsAtLeastTheLaunchOfItsLayers) {
+  EngineRuntime rt;
+  rt.graphs.capture_sizes = {1, 2, 4, 8};
+  rt.cpu.launch_per_layer_ns = 400'000;
+  rt.layers = 32;
+  const Duration launch = std::chrono::microseconds(12'800);
+  const auto inner = gpu_model();
+  const auto engine = make_engine_cost_model(inner, rt);
+  BatchShape prompt;
+  prompt.segments = {{16, 16, 1}};
+  ASSERT_LT(inner->iteration_time(prompt), launch);
+  EXPECT_EQ(engine->iteration_time(prompt), launch);
+  EXPECT_EQ(engine->breakdown(prompt).overhead, launch - inner->iteration_time(prompt));
+  BatchShape big;
+  big.segments = {{4096, 4096, 1}};
+  ASSERT_GT(inner->iteration_time(big), launch);
+  EXPECT_EQ(engine->iteration_time(big), inner->iteration_time(big));  // GPU-bound
+  const BatchShape four = decodes(4, 1000);
+  EXPECT_EQ(engine->iteration_time(four), inner->iteration_time(four));  // a captured graph
+  EXPECT_EQ(engine->iteration_time(decodes(9, 1000)), launch);           // above the largest
+  rt.graphs.pad_decode = false;
+  const auto unpadded = make_engine_cost_model(inner, rt);
+  EXPECT_EQ(unpadded->iteration_time(four), inner->iteration_time(four));  // captured size
+  EXPECT_EQ(unpadded->iteration_time(decodes(3, 1000)), launch);           // no graph of 3
+  const std::optional<Duration> three = unpadded->decode_iteration_time({3, 3 * 1000, 3});
+  ASSERT_TRUE(three.has_value());
+  EXPECT_EQ(*three, launch);
+  EXPECT_NE(engine->describe().find("launched in 400 us x 32 layers"), std::string::npos)
+      << engine->describe();
+  rt.layers = -1;
+  EXPECT_THROW(make_engine_cost_model(inner, rt), std::invalid_argument);
+}
+
 TEST(EngineCostModel, RejectsUnsortedCaptureSizesAndNegativeCosts) {
   EngineRuntime rt;
   rt.graphs.capture_sizes = {4, 2};

@@ -201,6 +201,35 @@ TEST(SglangScheduler, DecodeWithoutRoomRetractsTheRequestWithFewestTokensFirst) 
   EXPECT_EQ(scheduled(plan), (std::vector<Sched>{{1, 1, 0}}));
 }
 
+// scheduler_recv_interval 3: a request that arrives while the scheduler decodes is taken in at
+// the third decode batch after the last take-in; after a prefill batch, at the next call.
+TEST(SglangScheduler, ARecvIntervalHoldsNewRequestsForThatManyDecodeBatches) {
+  SglangSchedulerParams p = sgl(8192);
+  p.scheduler_recv_interval = 3;
+  auto policy = make_sglang_scheduler(p);
+  Instance inst = token_pages(100'000);
+  inst.running = {decode_seq(1, 100, 5, 104)};
+  inst.waiting = {waiting_seq(2, 300)};
+  for (int call = 1; call <= 2; ++call) {
+    const BatchPlan plan = decide(*policy, inst);
+    EXPECT_TRUE(plan.admit.empty()) << "call " << call;
+    EXPECT_EQ(scheduled(plan), (std::vector<Sched>{{1, 1, 0}})) << "call " << call;
+  }
+  EXPECT_EQ(decide(*policy, inst).admit, (Ids{2}));
+  Instance next = token_pages(100'000);
+  next.running = {decode_seq(1, 100, 8, 107), decode_seq(2, 300, 1, 300)};
+  next.waiting = {waiting_seq(3, 200)};
+  EXPECT_EQ(decide(*policy, next).admit, (Ids{3}));
+
+  // An idle scheduler takes a request in at once; with the default interval, so does a busy one.
+  auto idle = make_sglang_scheduler(p);
+  Instance empty = token_pages(100'000);
+  empty.waiting = {waiting_seq(4, 100)};
+  EXPECT_EQ(decide(*idle, empty).admit, (Ids{4}));
+  auto every = make_sglang_scheduler(sgl(8192));
+  EXPECT_EQ(decide(*every, inst).admit, (Ids{2}));
+}
+
 // ---- versions and defaults ----
 
 TEST(EngineVersions, ARequestedVersionTakesTheDefaultsOfTheNewestKnownOneNotNewer) {
