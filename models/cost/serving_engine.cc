@@ -226,9 +226,8 @@ std::unique_ptr<IterationCostModel> make_engine_cost_model(
         "engine cost model {}: CPU cost coefficients must be finite and >= 0", runtime.name));
   }
   if (runtime.layers < 0) {
-    throw std::invalid_argument(
-        fmt::format("engine cost model {}: layers must be >= 0, got {}", runtime.name,
-                    runtime.layers));
+    throw std::invalid_argument(fmt::format("engine cost model {}: layers must be >= 0, got {}",
+                                            runtime.name, runtime.layers));
   }
   if (runtime.scheduler_ranks < 1) {
     throw std::invalid_argument(
