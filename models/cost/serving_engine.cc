@@ -43,8 +43,7 @@ class EngineCostModel final : public IterationCostModel {
     const std::optional<Duration> gpu =
         gpu_->mixed_iteration_time(run, with_padding(rest, target - tokens));
     if (!gpu) return std::nullopt;
-    return with_cpu(launched(scaled(*gpu, rest), tokens, prefill_tokens(rest) > 0),
-                    cpu_cost(segments, tokens));
+    return with_cpu(launched(scaled(*gpu, rest), tokens, rest), cpu_cost(segments, tokens));
   }
 
   OperatorTimes breakdown(const BatchShape& shape) const override {
@@ -87,10 +86,13 @@ class EngineCostModel final : public IterationCostModel {
     if (launch_.count() == 0 || runtime_.graphs.captured(tokens, !has_prefill)) return gpu;
     return std::max(gpu, launch_);
   }
+  // The same, where `prefills` holds the pass's prefill segments: counted only when a launch
+  // cost applies, so that a pass of an engine without one pays nothing for it.
+  Duration launched(Duration gpu, int64_t tokens, const BatchShape& prefills) const {
+    return launch_.count() == 0 ? gpu : launched(gpu, tokens, prefill_tokens(prefills) > 0);
+  }
   Duration launched(Duration gpu, const BatchShape& shape) const {
-    return launch_.count() == 0
-               ? gpu
-               : launched(gpu, shape.total_query_tokens(), prefill_tokens(shape) > 0);
+    return launch_.count() == 0 ? gpu : launched(gpu, shape.total_query_tokens(), shape);
   }
 
   static int64_t prefill_tokens(const BatchShape& shape) {
