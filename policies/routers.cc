@@ -1,6 +1,7 @@
 #include "policies/routers.h"
 
 #include <limits>
+#include <utility>
 #include <stdexcept>
 
 namespace servesim::policies {
@@ -39,13 +40,61 @@ int32_t argmin_accepting(const sim::ClusterView& view, Key key, const char* name
   return best;
 }
 
+// The accepting instance with the fewest outstanding requests, ties to the lowest index: the same
+// choice as argmin_accepting, kept in a tournament tree over the instances so that a route costs
+// the instances that changed since the previous one (ClusterView::changed), O(log n) each,
+// instead of a scan of the fleet.
 class LeastOutstanding : public sim::RoutingPolicy {
  public:
   int32_t route(const sim::ClusterView& view, const RequestSpec&) override {
-    return argmin_accepting(
-        view, [](const sim::InstanceLoad& l) { return static_cast<double>(l.outstanding); },
-        "least_outstanding");
+    const auto& inst = *view.instances;
+    if (view.changed == nullptr || inst.size() != leaves_ ||
+        view.changed->size() * kRebuildShare > inst.size()) {
+      rebuild(inst);
+    } else {
+      for (int32_t i : *view.changed) update(inst, static_cast<size_t>(i));
+    }
+    const int32_t best = tree_[1];
+    if (best < 0) throw std::logic_error("least_outstanding: no accepting instance");
+    return best;
   }
+
+ private:
+  // Rebuilding (O(n)) beats that many O(log n) updates.
+  static constexpr size_t kRebuildShare = 8;
+
+  // The better of two accepting instances (-1: none): fewer outstanding, then the lower index.
+  int32_t better(int32_t a, int32_t b) const {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return std::make_pair(keys_[static_cast<size_t>(b)], b) <
+                   std::make_pair(keys_[static_cast<size_t>(a)], a)
+               ? b
+               : a;
+  }
+  void rebuild(const std::vector<sim::InstanceLoad>& inst) {
+    leaves_ = inst.size();
+    width_ = 1;
+    while (width_ < leaves_) width_ *= 2;
+    keys_.assign(leaves_, 0);
+    tree_.assign(2 * width_, -1);
+    for (size_t i = 0; i < leaves_; ++i) {
+      keys_[i] = inst[i].outstanding;
+      if (inst[i].accepting) tree_[width_ + i] = static_cast<int32_t>(i);
+    }
+    for (size_t n = width_ - 1; n >= 1; --n) tree_[n] = better(tree_[2 * n], tree_[2 * n + 1]);
+  }
+  void update(const std::vector<sim::InstanceLoad>& inst, size_t i) {
+    keys_[i] = inst[i].outstanding;
+    size_t n = width_ + i;
+    tree_[n] = inst[i].accepting ? static_cast<int32_t>(i) : -1;
+    for (n /= 2; n >= 1; n /= 2) tree_[n] = better(tree_[2 * n], tree_[2 * n + 1]);
+  }
+
+  size_t leaves_ = 0;          // instances the tree was built over
+  size_t width_ = 1;           // leaves of the tree: a power of two >= leaves_
+  std::vector<int64_t> keys_;  // per instance: its outstanding requests
+  std::vector<int32_t> tree_;  // node n: the best accepting instance under it, -1 for none; root 1
 };
 
 class LeastKvLoad : public sim::RoutingPolicy {

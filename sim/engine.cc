@@ -73,6 +73,7 @@ Engine::Impl::Impl(EngineConfig c, std::vector<InstanceSetup> setups, std::uniqu
   loads.resize(instances.size());
   decode_loads.resize(instances.size());
   load_stale.resize(instances.size(), 0);
+  load_written.resize(instances.size(), 0);
   result.requests_total = static_cast<int64_t>(workload.requests.size());
   result.instances.resize(instances.size());
 }

@@ -133,6 +133,10 @@ void Engine::Impl::refresh_load(size_t i) {
   l.tp = inst.setup.tp;
   l.accepting = inst.state == Lifecycle::kActive &&
                 (inst.setup.role != InstanceRole::kDecode || config.arrivals_to_decode);
+  if (!load_written[i]) {
+    load_written[i] = 1;
+    loads_written.push_back(static_cast<int32_t>(i));
+  }
 }
 
 void Engine::Impl::apply_split(const ClusterView& view, const RequestSpec& spec, int32_t target, SeqView& seq,
@@ -181,7 +185,10 @@ void Engine::Impl::on_route() {
   for (RequestId id : pending_route) {
     const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
     ClusterView view{now, &loads, instances.front().setup.block_size, &queues_view, &kv.lookup()};
+    view.changed = &loads_written;
     const int32_t target = router->route(view, spec);
+    for (int32_t w : loads_written) load_written[static_cast<size_t>(w)] = 0;
+    loads_written.clear();
     if (target < 0 || static_cast<size_t>(target) >= instances.size()) {
       throw std::logic_error(fmt::format("router returned instance {} of {}", target,
                                          instances.size()));

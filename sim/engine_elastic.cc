@@ -60,6 +60,7 @@ void Engine::Impl::add_instance(InstanceRole role) {
   loads.resize(instances.size());
   decode_loads.resize(instances.size());
   load_stale.resize(instances.size(), 0);
+  load_written.resize(instances.size(), 0);
   result.instances.resize(instances.size());
   const Duration delay = role == InstanceRole::kDecode ? config.elastic.startup_decode
                                                        : config.elastic.startup_prefill;

@@ -106,6 +106,10 @@ struct Engine::Impl {
   // is rebuilt).
   std::vector<size_t> stale_loads;
   std::vector<uint8_t> load_stale;
+  // The entries of `loads` refresh_load() rewrote since the arrival router's previous route()
+  // call (ClusterView::changed); load_written[i] (sized with loads) says whether i is listed.
+  std::vector<int32_t> loads_written;
+  std::vector<uint8_t> load_written;
   const InstanceState* views_of = nullptr;
 
   // Disaggregation: prefilled requests waiting for room on a decode instance (FIFO), requests

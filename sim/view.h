@@ -210,6 +210,12 @@ struct ClusterView {
   const std::vector<InstanceQueues>* queues = nullptr;
   // Set for arrival routing.
   const PrefixLookup* prefixes = nullptr;
+  // Set for arrival routing: the indices of the entries of `instances` rewritten since the
+  // previous route() call on this router (each at most once; the list may name an entry whose
+  // values did not change). A router may keep an ordering of the instances from call to call and
+  // update just these; when `instances` changed size every entry is new. Null (hand-off routing):
+  // any entry may have changed.
+  const std::vector<int32_t>* changed = nullptr;
 };
 
 }  // namespace servesim::sim

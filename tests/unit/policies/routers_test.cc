@@ -1,6 +1,8 @@
 #include "policies/routers.h"
 
+#include <algorithm>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -84,7 +86,7 @@ TEST(LeastOutstanding, TiesGoToTheLowestIndex) {
   inst[2].outstanding = 1;
   inst[3].outstanding = 1;
   EXPECT_EQ(route(*router, inst), 1);
-  EXPECT_EQ(route(*router, inst), 1);  // stateless
+  EXPECT_EQ(route(*router, inst), 1);  // the same choice again
 }
 
 TEST(LeastOutstanding, SkipsInstancesThatAreNotAccepting) {
@@ -98,6 +100,38 @@ TEST(LeastOutstanding, SkipsInstancesThatAreNotAccepting) {
   EXPECT_EQ(route(*router, inst), 2);
   for (auto& l : inst) l.accepting = false;
   EXPECT_THROW(route(*router, inst), std::logic_error);
+}
+
+// The engine names the instances it rewrote since the previous route (ClusterView::changed); the
+// router then updates only those. Over a random walk of loads on 37 instances (one change at a
+// time, a burst of many, instances leaving and coming back, the fleet growing), every choice is
+// the one a fresh router makes from the whole list.
+TEST(LeastOutstanding, UpdatingTheChangedInstancesChoosesAsAFullScan) {
+  auto incremental = make_least_outstanding();
+  auto inst = loads(37);
+  std::mt19937 rng(7);
+  std::vector<int32_t> changed;
+  for (int step = 0; step < 3000; ++step) {
+    changed.clear();
+    const int edits = step % 97 == 0 ? 20 : 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const int32_t i = static_cast<int32_t>(rng() % inst.size());
+      inst[static_cast<size_t>(i)].outstanding = static_cast<int64_t>(rng() % 6);
+      inst[static_cast<size_t>(i)].accepting = rng() % 10 != 0;
+      if (std::find(changed.begin(), changed.end(), i) == changed.end()) changed.push_back(i);
+    }
+    if (step == 2000) {
+      inst.push_back(load(static_cast<int32_t>(inst.size())));  // every entry is new
+      changed.clear();
+    }
+    inst[static_cast<size_t>(step % 5)].accepting = true;  // never none accepting
+    if (std::find(changed.begin(), changed.end(), step % 5) == changed.end()) {
+      changed.push_back(step % 5);
+    }
+    const sim::ClusterView view{time_from_ns(0), &inst, 16, nullptr, nullptr, &changed};
+    auto fresh = make_least_outstanding();
+    ASSERT_EQ(incremental->route(view, RequestSpec{}), route(*fresh, inst)) << "step " << step;
+  }
 }
 
 TEST(LeastKvLoad, UsesUsedPlusQueuedOverTotal) {
