@@ -72,8 +72,8 @@ Engine::Impl::Impl(EngineConfig c, std::vector<InstanceSetup> setups, std::uniqu
   issue_limit = measured_phase ? workload.requests.size() : warmup_total;
   loads.resize(instances.size());
   decode_loads.resize(instances.size());
-  load_stale.resize(instances.size(), 0);
-  load_written.resize(instances.size(), 0);
+  stale_loads.resize(instances.size());
+  loads_written.resize(instances.size());
   result.requests_total = static_cast<int64_t>(workload.requests.size());
   result.instances.resize(instances.size());
 }
@@ -519,7 +519,7 @@ RunResult Engine::Impl::run() {
     now = e.time;
     fingerprint(e);
     result.events++;
-    if (e.target >= 0) mark_load_stale(static_cast<size_t>(e.target));
+    if (e.target >= 0) stale_loads.add(static_cast<size_t>(e.target));
     switch (e.kind) {
       case EventKind::kArrival:
         on_arrival(e.request);

@@ -133,10 +133,7 @@ void Engine::Impl::refresh_load(size_t i) {
   l.tp = inst.setup.tp;
   l.accepting = inst.state == Lifecycle::kActive &&
                 (inst.setup.role != InstanceRole::kDecode || config.arrivals_to_decode);
-  if (!load_written[i]) {
-    load_written[i] = 1;
-    loads_written.push_back(static_cast<int32_t>(i));
-  }
+  loads_written.add(i);
 }
 
 void Engine::Impl::apply_split(const ClusterView& view, const RequestSpec& spec, int32_t target, SeqView& seq,
@@ -157,12 +154,6 @@ void Engine::Impl::apply_split(const ClusterView& view, const RequestSpec& spec,
   extras[spec.id].split_tokens = d.split_tokens;
 }
 
-void Engine::Impl::mark_load_stale(size_t i) {
-  if (load_stale[i]) return;
-  load_stale[i] = 1;
-  stale_loads.push_back(i);
-}
-
 void Engine::Impl::refresh_route_views() {
   const auto refresh = [&](size_t i) {
     refresh_load(i);
@@ -173,9 +164,8 @@ void Engine::Impl::refresh_route_views() {
     for (size_t i = 0; i < instances.size(); ++i) refresh(i);
     views_of = instances.data();
   } else {
-    for (size_t i : stale_loads) refresh(i);
+    for (size_t i : stale_loads.items()) refresh(i);
   }
-  for (size_t i : stale_loads) load_stale[i] = 0;
   stale_loads.clear();
 }
 
@@ -185,15 +175,14 @@ void Engine::Impl::on_route() {
   for (RequestId id : pending_route) {
     const RequestSpec& spec = workload.requests[static_cast<size_t>(id)];
     ClusterView view{now, &loads, instances.front().setup.block_size, &queues_view, &kv.lookup()};
-    view.changed = &loads_written;
+    view.changed = &loads_written.items();
     const int32_t target = router->route(view, spec);
-    for (int32_t w : loads_written) load_written[static_cast<size_t>(w)] = 0;
     loads_written.clear();
     if (target < 0 || static_cast<size_t>(target) >= instances.size()) {
       throw std::logic_error(fmt::format("router returned instance {} of {}", target,
                                          instances.size()));
     }
-    mark_load_stale(static_cast<size_t>(target));
+    stale_loads.add(static_cast<size_t>(target));
     InstanceState& inst = instances[static_cast<size_t>(target)];
     RequestState& rs = requests[id];
     rs.instance = target;

@@ -59,8 +59,8 @@ void Engine::Impl::add_instance(InstanceRole role) {
   instances.push_back(std::move(st));
   loads.resize(instances.size());
   decode_loads.resize(instances.size());
-  load_stale.resize(instances.size(), 0);
-  load_written.resize(instances.size(), 0);
+  stale_loads.resize(instances.size());
+  loads_written.resize(instances.size());
   result.instances.resize(instances.size());
   const Duration delay = role == InstanceRole::kDecode ? config.elastic.startup_decode
                                                        : config.elastic.startup_prefill;
@@ -84,7 +84,7 @@ void Engine::Impl::on_instance_ready(size_t i) {
 void Engine::Impl::on_control() {
   for (size_t i = 0; i < instances.size(); ++i) {
     refresh_load(i);
-    mark_load_stale(i);  // the decisions below may drain or retire any of them
+    stale_loads.add(i);  // the decisions below may drain or retire any of them
   }
   ControlView view{now, &loads, &observed_arrivals, &observed_finishes,
                    static_cast<int64_t>(handoffs.size())};

@@ -37,6 +37,27 @@
 namespace servesim::sim {
 namespace detail {
 
+// Instance indices, each listed once, in the order they were first added; sized with the
+// instances (resize) before any is added.
+class InstanceSet {
+ public:
+  void resize(size_t instances) { listed_.resize(instances, 0); }
+  void add(size_t i) {
+    if (listed_[i]) return;
+    listed_[i] = 1;
+    items_.push_back(static_cast<int32_t>(i));
+  }
+  void clear() {
+    for (int32_t i : items_) listed_[static_cast<size_t>(i)] = 0;
+    items_.clear();
+  }
+  const std::vector<int32_t>& items() const { return items_; }
+
+ private:
+  std::vector<int32_t> items_;
+  std::vector<uint8_t> listed_;  // listed_[i]: whether i is in items_
+};
+
 // A prefilled request on its way from a prefill to a decode instance.
 struct Handoff {
   SeqView seq;            // as it left the prefill instance's running list (blocks held there)
@@ -101,15 +122,12 @@ struct Engine::Impl {
   // The instances whose load or queue view may have changed since on_route() last refreshed them:
   // each event's target, each routed request's instance, both ends of a KV hand-off, every
   // instance at a control tick. on_route() refreshes only these (a fleet's routing costs what
-  // changed, not its size); load_stale[i] (sized with loads) says whether i is listed. views_of:
-  // instances.data() when queues_view was last built (an added instance moves them all: every view
-  // is rebuilt).
-  std::vector<size_t> stale_loads;
-  std::vector<uint8_t> load_stale;
+  // changed, not its size). views_of: instances.data() when queues_view was last built (an added
+  // instance moves them all: every view is rebuilt).
+  InstanceSet stale_loads;
   // The entries of `loads` refresh_load() rewrote since the arrival router's previous route()
-  // call (ClusterView::changed); load_written[i] (sized with loads) says whether i is listed.
-  std::vector<int32_t> loads_written;
-  std::vector<uint8_t> load_written;
+  // call (ClusterView::changed).
+  InstanceSet loads_written;
   const InstanceState* views_of = nullptr;
 
   // Disaggregation: prefilled requests waiting for room on a decode instance (FIFO), requests
@@ -192,7 +210,6 @@ struct Engine::Impl {
   void on_arrival(RequestId id);
 
   void refresh_load(size_t i);
-  void mark_load_stale(size_t i);
   // Brings loads and queues_view up to date for on_route() (see stale_loads).
   void refresh_route_views();
 

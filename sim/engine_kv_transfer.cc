@@ -34,8 +34,8 @@ void Engine::Impl::start_transfers() {
     if (need > dst.free_blocks) return;  // wait for room on the decode side
     kv.take_blocks(dst, need);
     dst.outstanding++;
-    mark_load_stale(static_cast<size_t>(d));
-    mark_load_stale(static_cast<size_t>(h.source));
+    stale_loads.add(static_cast<size_t>(d));
+    stale_loads.add(static_cast<size_t>(h.source));
     h.reserved_blocks = need;
     InstanceState& src = instances[static_cast<size_t>(h.source)];
     const LinkSpec link = config.transfer.link(h.source, d);
@@ -78,7 +78,7 @@ void Engine::Impl::on_transfer_done(size_t d, RequestId id) {
   InstanceState& src = instances[static_cast<size_t>(h.source)];
   kv.release_blocks(src, h.seq.blocks, id);
   src.outstanding--;
-  mark_load_stale(static_cast<size_t>(h.source));
+  stale_loads.add(static_cast<size_t>(h.source));
   InstanceState& dst = instances[d];
   SeqView seq = h.seq;
   seq.blocks = h.reserved_blocks;
