@@ -996,7 +996,8 @@ std::string error_band(const scenarios::Scenario& s, const scenarios::DataRoot& 
   const scenarios::Catalogs& cat = scenarios::Catalogs::get(root);
   const std::string cls = models::gpu_class(cat.gpus.get(s.cluster.gpu));
   const int tp = s.groups.empty() ? s.cluster.tp : s.groups.front().tp;
-  std::string out = scenarios::resolve_engine(s, tp, root).calibration_note;
+  const int ranks = s.groups.empty() ? s.cluster.attention_dp : s.groups.front().attention_dp;
+  std::string out = scenarios::resolve_engine(s, tp, ranks, root).calibration_note;
   const models::EngineCalibration* c = cat.engine_calibrations.find(s.engine->type, cls);
   if (!c) c = cat.engine_calibrations.find(s.engine->type, "hopper");
   if (!c || !c->held_out) {

@@ -379,6 +379,15 @@ policies::BenchmarkLimits campaign_limits(const std::string& engine_name, const 
     // The Blackwell recipes take in new requests every 10 decode batches, every 30 from 16
     // clients on ("recv every ~10 requests"); the Hopper recipe leaves SGLang's default (1).
     if (gpu_class == "blackwell") limits.recv_interval = r.concurrency >= 16 ? 30 : 10;
+  } else if (engine_name == "trtllm" && ranks > 1) {
+    // With attention DP the recipes balance new contexts over the ranks (attention_dp_config):
+    // DeepSeek's with timeout_iters 60 and batching_wait_iters 0, gpt-oss's with the engine's
+    // defaults.
+    limits.adp_balance = true;
+    if (boost::algorithm::icontains(r.model_path, "deepseek")) {
+      limits.adp_timeout_iters = 60;
+      limits.adp_batching_wait_iters = 0;
+    }
   }
   return limits;
 }

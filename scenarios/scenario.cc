@@ -857,7 +857,8 @@ void plan_unified_group(Scenario& s, Issues& issues, Json& resolved, const DataR
   }
   if (s.engine) {
     // The engine sizes memory as it does itself; the resolved document shows its knobs.
-    const policies::EngineSetup setup = resolve_engine(s, s.cluster.tp, root);
+    const policies::EngineSetup setup =
+        resolve_engine(s, s.cluster.tp, s.cluster.attention_dp, root);
     m = setup.memory;
     Json& out = resolved["engine"];
     if (s.engine->requested_version.empty()) out["version"] = setup.version;
@@ -980,12 +981,14 @@ Scenario parse_scenario(const Json& doc, const std::string& source, const std::s
   return s;
 }
 
-policies::EngineSetup resolve_engine(const Scenario& s, int tp, const DataRoot& root) {
+policies::EngineSetup resolve_engine(const Scenario& s, int tp, int attention_dp,
+                                     const DataRoot& root) {
   const Catalogs& catalogs = Catalogs::get(root);
   policies::EngineTarget target;
   target.gpu = &catalogs.gpus.get(s.cluster.gpu);
   target.model = &catalogs.models.get(s.model);
   target.tp = tp;
+  target.attention_dp = attention_dp;
   target.weight_dtype = s.cluster.weight_dtype;
   target.calibrations = &catalogs.engine_calibrations;
   const EngineChoice& e = s.engine.value();
@@ -1425,7 +1428,8 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
                                  : &sim::batching_policies().get(s.policy.type);
 
   CostModelsByLayout cost_by_tp;
-  std::map<int, policies::EngineSetup> engine_by_tp;  // with an engine model
+  // With an engine model, by (tp, attention_dp).
+  std::map<std::pair<int, int>, policies::EngineSetup> engine_by_layout;
   auto placement = std::make_shared<Placement>();
   std::vector<sim::InstanceContext> contexts;  // cluster policies only
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
@@ -1436,7 +1440,10 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
                                    g.ep, g.attention_dp, g.pp, s.cluster.expert_routing};
       CostModelChoice choice{s.cost_type, s.cost, s.cost_custom_allreduce};
       const policies::EngineSetup* e =
-          s.engine ? &engine_by_tp.try_emplace(g.tp, resolve_engine(s, g.tp, root)).first->second
+          s.engine ? &engine_by_layout
+                          .try_emplace({g.tp, g.attention_dp},
+                                       resolve_engine(s, g.tp, g.attention_dp, root))
+                          .first->second
                    : nullptr;
       if (e) {
         choice.moe_kernel_scale = e->moe_kernel_scale;
@@ -1454,7 +1461,8 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       in.cost_models.push_back(cost);
     }
     if (!in.cost_model) in.cost_model = cost;
-    const policies::EngineSetup* engine = s.engine ? &engine_by_tp.at(g.tp) : nullptr;
+    const policies::EngineSetup* engine =
+        s.engine ? &engine_by_layout.at({g.tp, g.attention_dp}) : nullptr;
     for (int64_t i = 0; i < g.engine_instances(); ++i) {
       sim::InstanceSetup setup = base_setup(s, model, gpu, g, cost);
       setup.prefix_caching = engine ? engine->prefix_caching : s.cluster.prefix_caching;

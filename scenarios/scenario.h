@@ -253,8 +253,10 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 const std::string& embedded_quickstart_json();
 Scenario load_embedded_quickstart(const std::vector<std::string>& overrides, const DataRoot& root);
 
-// The engine of `s` resolved for instances of `tp` GPUs. REQUIRES: s.engine.
-policies::EngineSetup resolve_engine(const Scenario& s, int tp, const DataRoot& root);
+// The engine of `s` resolved for instances of `attention_dp` ranks of `tp` GPUs.
+// REQUIRES: s.engine.
+policies::EngineSetup resolve_engine(const Scenario& s, int tp, int attention_dp,
+                                     const DataRoot& root);
 
 // Resolves a data path per the contract above. Throws InputError naming every place tried.
 std::string resolve_data_path(const std::string& path, const std::string& base_dir,

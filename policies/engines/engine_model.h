@@ -50,6 +50,7 @@ struct EngineTarget {
   const models::GpuSpec* gpu = nullptr;
   const models::ModelSpec* model = nullptr;
   int tp = 1;
+  int attention_dp = 1;  // attention data-parallel ranks of tp GPUs (models::Deployment)
   models::Dtype weight_dtype = models::Dtype::kBf16;  // a MoE model's expert weight format
   const models::EngineCalibrations* calibrations = nullptr;  // may be null: uncalibrated
 };
@@ -92,6 +93,11 @@ struct BenchmarkLimits {
   // SGLang only: its scheduler_recv_interval (new requests taken in every this many decode
   // batches; 1: at every batch).
   int64_t recv_interval = 1;
+  // TensorRT-LLM only: attention_dp_config's balancing of new contexts over the attention-DP
+  // ranks (enable_balance, timeout_iters, batching_wait_iters).
+  bool adp_balance = false;
+  int64_t adp_timeout_iters = 50;
+  int64_t adp_batching_wait_iters = 10;
 };
 
 // A knob value as an engine spells it.

@@ -11,6 +11,8 @@
 //   eagerly), 1, 2, 4, 8..128 step 8 with it; then powers of two and the maximum.
 // - CPU: the overlap scheduler (on unless disable_overlap_scheduler) prepares iteration n+1
 //   while n runs.
+// - Attention DP: attention_dp_config's balancing of new contexts over the ranks (off by default;
+//   timeout_iters 50 and batching_wait_iters 10 when enabled), trtllm.h's step 3.
 #include "policies/engines/trtllm.h"
 
 #include <algorithm>
@@ -29,9 +31,46 @@ using sim::blocks_for_tokens;
 using sim::InstanceView;
 using sim::SeqView;
 
+// attention_dp_config's balancing of new contexts over the attention-DP ranks (trtllm.h, step 3),
+// asked once per iteration. The ranks are not tracked one by one: `contexts` and `decodes` count
+// as spread over them one per rank first, so every rank has a context when there are at least as
+// many contexts as ranks, and a generation request when there are as many decodes.
+class AdpContextGate {
+ public:
+  explicit AdpContextGate(const TrtllmSchedulerParams& p) : p_(p) {}
+
+  bool enabled() const { return p_.adp_enable_balance && p_.attention_dp_ranks > 1; }
+
+  // Whether this iteration's `contexts` may start beside its `decodes`; advances the counts.
+  bool allows(int64_t contexts, int64_t decodes) {
+    const int64_t ranks = p_.attention_dp_ranks;
+    const bool every_rank_decodes = decodes >= ranks;
+    if (decodes < p_.max_batch_size && contexts >= ranks) {
+      waiting_iters_ = 0;
+      if (every_rank_decodes && batching_iters_ < p_.adp_batching_wait_iters) {
+        ++batching_iters_;
+        return false;
+      }
+      batching_iters_ = 0;
+      return true;
+    }
+    ++waiting_iters_;
+    if (waiting_iters_ >= p_.adp_timeout_iters || !every_rank_decodes) {
+      waiting_iters_ = 0;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  const TrtllmSchedulerParams& p_;
+  int64_t waiting_iters_ = 0;   // adp_ctx_waiting_iters_count
+  int64_t batching_iters_ = 0;  // adp_ctx_batching_wait_iters_count
+};
+
 class TrtllmScheduler final : public sim::BatchingPolicy {
  public:
-  explicit TrtllmScheduler(const TrtllmSchedulerParams& p) : p_(p) {}
+  explicit TrtllmScheduler(const TrtllmSchedulerParams& p) : p_(p), gate_(p_) {}
 
   bool next_batch(const InstanceView& view, BatchPlan& plan) override {
     const auto& running = *view.running;
@@ -54,12 +93,38 @@ class TrtllmScheduler final : public sim::BatchingPolicy {
       }
       if (extra > free) break;
       free -= extra;
+      if (!r.is_decode()) running_contexts_.push_back(plan.scheduled.size());
       plan.scheduled.push_back({r.id, n, reserve_of(r)});
       tokens += n;
       ++count;
     }
-    if (!plan.preempt.empty()) return !plan.empty();
-    // 2. Waiting requests, FCFS, stopping at the first that cannot start.
+    const size_t running_steps = plan.scheduled.size();
+    if (plan.preempt.empty()) schedule_waiting(view, plan, tokens, count, free);
+    const auto contexts = static_cast<int64_t>(running_contexts_.size() + plan.admit.size());
+    const auto decodes = static_cast<int64_t>(running_steps - running_contexts_.size());
+    if (gate_.enabled() && !gate_.allows(contexts, decodes)) hold_contexts(plan, running_steps);
+    running_contexts_.clear();
+    return !plan.empty();
+  }
+
+  // A decode batch of every running request: the balancing counts the iteration.
+  void on_steady_decode_step(const InstanceView& view) override {
+    if (gate_.enabled()) gate_.allows(0, static_cast<int64_t>(view.running->size()));
+  }
+
+  // With nothing waiting, every running decode step is scheduled for one token while they fit
+  // max_batch_size and max_num_tokens; the free KV blocks the engine checks cover what
+  // MAX_UTILIZATION would otherwise preempt for. The balancing only counts such iterations.
+  bool plans_steady_decode(const InstanceView& view) const override {
+    const auto n = static_cast<int64_t>(view.running->size());
+    return n <= p_.max_batch_size && n <= p_.max_num_tokens;
+  }
+
+ private:
+  // 2. Waiting requests, FCFS, stopping at the first that cannot start, into what step 1 left of
+  // the budgets.
+  void schedule_waiting(const InstanceView& view, BatchPlan& plan, int64_t tokens, int64_t count,
+                        int64_t free) {
     for (const SeqView& w : *view.waiting) {
       if (count >= p_.max_batch_size) break;
       const int64_t left = p_.max_num_tokens - tokens;
@@ -77,18 +142,18 @@ class TrtllmScheduler final : public sim::BatchingPolicy {
       tokens += n;
       ++count;
     }
-    return !plan.empty();
   }
 
-  // With nothing waiting, every running decode step is scheduled for one token while they fit
-  // max_batch_size and max_num_tokens; the free KV blocks the engine checks cover what
-  // MAX_UTILIZATION would otherwise preempt for. No state carries from one batch to the next.
-  bool plans_steady_decode(const InstanceView& view) const override {
-    const auto n = static_cast<int64_t>(view.running->size());
-    return n <= p_.max_batch_size && n <= p_.max_num_tokens;
+  // Step 3 held this iteration's contexts back: the plan keeps the decode steps of its first
+  // `running_steps` entries (step 1's) only.
+  void hold_contexts(BatchPlan& plan, size_t running_steps) const {
+    plan.admit.clear();
+    plan.scheduled.resize(running_steps);
+    for (auto at = running_contexts_.rbegin(); at != running_contexts_.rend(); ++at) {
+      plan.scheduled.erase(plan.scheduled.begin() + static_cast<std::ptrdiff_t>(*at));
+    }
   }
 
- private:
   // KV tokens a request holds from admission: its whole sequence under GUARANTEED_NO_EVICT.
   int64_t reserve_of(const SeqView& r) const {
     return p_.capacity == TrtllmSchedulerParams::Capacity::kGuaranteedNoEvict
@@ -111,7 +176,9 @@ class TrtllmScheduler final : public sim::BatchingPolicy {
   }
 
   TrtllmSchedulerParams p_;
+  AdpContextGate gate_;
   std::vector<char> preempted_;
+  std::vector<size_t> running_contexts_;  // step 1's entries of `plan.scheduled` that are contexts
 };
 
 // CudaGraphConfig's generated batch sizes for `max_bs`: with padding 1, 2, 4 and multiples of 8
@@ -156,6 +223,14 @@ ParamSchema trtllm_schema() {
        "prepare each iteration only after the previous one finished", {}, {}, {}},
       {"enable_block_reuse", ParamType::kBool, true, "",
        "KV cache block reuse across requests sharing a prefix", {}, {}, {}},
+      {"attention_dp_enable_balance", ParamType::kBool, false, "",
+       "attention DP: new contexts start when every rank has one, or every "
+       "attention_dp_timeout_iters iterations (attention_dp_config.enable_balance)", {}, {}, {}},
+      {"attention_dp_timeout_iters", ParamType::kInt, int64_t{50}, "iterations",
+       "attention DP balancing: iterations after which waiting contexts start anyway", {}, 0.0,
+       {}},
+      {"attention_dp_batching_wait_iters", ParamType::kInt, int64_t{10}, "iterations",
+       "attention DP balancing: iterations contexts wait once every rank has one", {}, 0.0, {}},
   };
   for (ParamSpec& k : calibration_knobs()) s.push_back(std::move(k));
   return s;
@@ -173,6 +248,10 @@ EngineSetup build_trtllm(const std::string& version, const ParamValues& knobs,
   p.capacity = knobs.get_string("capacity_scheduler_policy") == "MAX_UTILIZATION"
                    ? TrtllmSchedulerParams::Capacity::kMaxUtilization
                    : TrtllmSchedulerParams::Capacity::kGuaranteedNoEvict;
+  p.attention_dp_ranks = target.attention_dp;
+  p.adp_enable_balance = knobs.get_bool("attention_dp_enable_balance");
+  p.adp_timeout_iters = knobs.get_int("attention_dp_timeout_iters");
+  p.adp_batching_wait_iters = knobs.get_int("attention_dp_batching_wait_iters");
 
   setup.memory.rule = models::KvPoolRule::kFreeFraction;
   setup.memory.gpu_memory_utilization = knobs.get_double("free_gpu_memory_fraction");
@@ -190,10 +269,17 @@ EngineSetup build_trtllm(const std::string& version, const ParamValues& knobs,
   setup.make_scheduler = [p] { return make_trtllm_scheduler(p); };
   setup.prefix_caching = knobs.get_bool("enable_block_reuse");
   if (!p.enable_chunked_prefill) setup.max_prompt_tokens = p.max_num_tokens;
+  const std::string balance =
+      p.adp_enable_balance && p.attention_dp_ranks > 1
+          ? fmt::format(
+                ", contexts balanced over {} attention-DP ranks (timeout {}, wait {} "
+                "iterations)",
+                p.attention_dp_ranks, p.adp_timeout_iters, p.adp_batching_wait_iters)
+          : "";
   setup.summary = fmt::format(
-      "TensorRT-LLM {} (in-flight batching: {}, {} tokens and {} requests per iteration, {})",
+      "TensorRT-LLM {} (in-flight batching: {}, {} tokens and {} requests per iteration, {}{})",
       version, knobs.get_string("capacity_scheduler_policy"), p.max_num_tokens, p.max_batch_size,
-      p.enable_chunked_prefill ? "chunked contexts" : "whole contexts");
+      p.enable_chunked_prefill ? "chunked contexts" : "whole contexts", balance);
   return setup;
 }
 
@@ -206,13 +292,20 @@ std::unique_ptr<sim::BatchingPolicy> make_trtllm_scheduler(const TrtllmScheduler
 namespace {
 
 // aiconfigurator's generator pads TensorRT-LLM's CUDA graphs and rounds its token budget up to
-// whole KV blocks (tokens_per_block 32), as the engine rounds max_num_tokens.
+// whole KV blocks (tokens_per_block 32), as the engine rounds max_num_tokens; InferenceMAX's
+// recipes with attention DP add attention_dp_config's balancing.
 std::vector<EngineKnob> trtllm_benchmark_knobs(const BenchmarkLimits& l) {
   const int64_t block = 32;
-  return {{"max_batch_size", l.max_batch},
-          {"max_num_tokens", (l.token_budget + block - 1) / block * block},
-          {"cuda_graph_max_batch_size", l.max_batch},
-          {"cuda_graph_padding", true}};
+  std::vector<EngineKnob> knobs = {{"max_batch_size", l.max_batch},
+                                   {"max_num_tokens", (l.token_budget + block - 1) / block * block},
+                                   {"cuda_graph_max_batch_size", l.max_batch},
+                                   {"cuda_graph_padding", true}};
+  if (l.adp_balance) {
+    knobs.emplace_back("attention_dp_enable_balance", true);
+    knobs.emplace_back("attention_dp_timeout_iters", l.adp_timeout_iters);
+    knobs.emplace_back("attention_dp_batching_wait_iters", l.adp_batching_wait_iters);
+  }
+  return knobs;
 }
 
 }  // namespace

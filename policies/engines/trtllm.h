@@ -11,6 +11,15 @@
 //      enable_chunked_prefill, a chunk of it).
 //   Under MAX_UTILIZATION a decode that finds no free block preempts the newest running request
 //   (recompute), as the engine pauses requests to make room.
+//   3. With attention data parallelism and attention_dp_config.enable_balance
+//      (py_executor.py, _balance_adp_requests), the contexts picked start only when every rank has
+//      one to start, when some rank has no generation request left, or when timeout_iters
+//      iterations have gone by since the count last restarted; the count rises in every iteration
+//      that does not find every rank with a context, whether or not any waits, so a new prompt
+//      waits for the next multiple of timeout_iters decode steps. When every rank has a context
+//      and a generation request, the contexts wait batching_wait_iters iterations more. The ranks
+//      are not tracked one by one: the instance's contexts and decodes count as spread over them,
+//      one per rank first (the request fetcher gives a new request to the rank with the fewest).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +36,12 @@ struct TrtllmSchedulerParams {
   int64_t max_batch_size = 2048;
   bool enable_chunked_prefill = false;
   Capacity capacity = Capacity::kGuaranteedNoEvict;
+  // Attention data-parallel ranks the instance's requests are spread over (1: none), and
+  // attention_dp_config (TensorRT-LLM's defaults).
+  int64_t attention_dp_ranks = 1;
+  bool adp_enable_balance = false;
+  int64_t adp_timeout_iters = 50;
+  int64_t adp_batching_wait_iters = 10;
 };
 
 std::unique_ptr<sim::BatchingPolicy> make_trtllm_scheduler(const TrtllmSchedulerParams& params);

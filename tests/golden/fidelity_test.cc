@@ -408,6 +408,15 @@ TEST(MeasuredRuns, AttentionDataParallelRowsRunAsOneInstanceOfRanks) {
   EXPECT_EQ(m.scenario.at("cluster").at("ep"), 1);
   EXPECT_EQ(m.scenario.at("workload").at("concurrency"), 32);
   EXPECT_EQ(m.scenario.at("engine").at("max_batch_size"), 4 * 128);
+  // InferenceMAX's gpt-oss recipe balances contexts over the ranks with the engine's defaults,
+  // its DeepSeek recipe (line 367: 16 ranks) with timeout_iters 60 and batching_wait_iters 0.
+  EXPECT_EQ(m.scenario.at("engine").at("attention_dp_enable_balance"), true);
+  EXPECT_EQ(m.scenario.at("engine").at("attention_dp_timeout_iters"), 50);
+  EXPECT_EQ(m.scenario.at("engine").at("attention_dp_batching_wait_iters"), 10);
+  const MappedRun deepseek = map_measured_run(row_at_line(runs, 367), cat, BenchmarkTemplate{});
+  ASSERT_TRUE(deepseek.mapped()) << deepseek.skip_reason;
+  EXPECT_EQ(deepseek.scenario.at("engine").at("attention_dp_timeout_iters"), 60);
+  EXPECT_EQ(deepseek.scenario.at("engine").at("attention_dp_batching_wait_iters"), 0);
   const scenarios::Scenario s = scenarios::parse_scenario(m.scenario, "row", "", root());
   EXPECT_EQ(s.groups.at(0).gpus_per_instance(), 4);
   // vLLM's data parallelism: line 1260 (Qwen3-235B-A22B FP8 on H200, tp 1, experts moe_tp 2,
@@ -603,6 +612,56 @@ TEST(ClosedLoop, SglangTakesRequestsInEveryRecvIntervalDecodeBatches) {
                                     << " -> " << tenth.ttft_s.mean * 1e3 << " ms";
   EXPECT_LT(wait_ms, 6.5 * step_ms) << "D " << step_ms << " ms, TTFT " << every.ttft_s.mean * 1e3
                                     << " -> " << tenth.ttft_s.mean * 1e3 << " ms";
+}
+
+// TensorRT-LLM's balancing of new contexts over attention-DP ranks (attention_dp_config) on a
+// hand-checked case: DeepSeek-V3 on 8 B200 ranks (attention DP 8, experts over 8), 32 clients
+// with drawn lengths (prompts 800-1,000 tokens, 320-400 output tokens). A request finishes about
+// every 11 decode steps (32 requests of about 360 steps), so a new prompt seldom finds a context
+// on every rank: with timeout_iters 20 it waits for the count, which rises at every step, to reach
+// the next multiple of 20: about 10 decode steps (D, which the TPOT gives) on average, at most 20.
+TEST(ClosedLoop, TrtllmAttentionDpBalanceHoldsContextsUntilTheTimeout) {
+  policies::register_builtin_policies();
+  auto run = [](bool balance) {
+    const scenarios::Json doc = {{"name", "adp_balance"},
+                                 {"seed", 1},
+                                 {"model", "deepseek-v3"},
+                                 {"engine",
+                                  {{"type", "trtllm"},
+                                   {"attention_dp_enable_balance", balance},
+                                   {"attention_dp_timeout_iters", 20},
+                                   {"attention_dp_batching_wait_iters", 0}}},
+                                 {"cluster",
+                                  {{"gpu", "b200_sxm"},
+                                   {"instances", 1},
+                                   {"tp", 1},
+                                   {"attention_dp", 8},
+                                   {"ep", 8},
+                                   {"weight_dtype", "fp8_block"},
+                                   {"kv_dtype", "fp8"}}},
+                                 {"workload",
+                                  {{"type", "benchmark"},
+                                   {"concurrency", 32},
+                                   {"num_requests", 320},
+                                   {"warmup_requests", 64},
+                                   {"think_time_jitter", "50ms"},
+                                   {"range_ratio", 0.8},
+                                   {"isl", 1000},
+                                   {"osl", 400}}},
+                                 {"output", {{"sample_interval", "0s"}}}};
+    RunOptions options;
+    options.keep_records = false;
+    return run_scenario(scenarios::parse_scenario(doc, "adp_balance", "", root()), root(), options)
+        .summary;
+  };
+  const auto free = run(false);
+  const auto balanced = run(true);
+  const double step_ms = balanced.tpot_s.mean * 1e3;
+  const double wait_ms = (balanced.ttft_s.mean - free.ttft_s.mean) * 1e3;
+  EXPECT_GT(wait_ms, 7.0 * step_ms) << "D " << step_ms << " ms, TTFT " << free.ttft_s.mean * 1e3
+                                    << " -> " << balanced.ttft_s.mean * 1e3 << " ms";
+  EXPECT_LT(wait_ms, 12.0 * step_ms) << "D " << step_ms << " ms, TTFT " << free.ttft_s.mean * 1e3
+                                     << " -> " << balanced.ttft_s.mean * 1e3 << " ms";
 }
 
 TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {

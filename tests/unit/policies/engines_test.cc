@@ -113,6 +113,40 @@ TEST(TrtllmScheduler, MaxUtilizationPreemptsTheNewestWhenADecodeNeedsABlock) {
   EXPECT_EQ(scheduled(plan), (std::vector<Sched>{{1, 1, 0}}));
 }
 
+// attention_dp_config.enable_balance over 4 ranks, timeout_iters 3, batching_wait_iters 1: one
+// new context waits until the count, which rises in every iteration without a context on every
+// rank (a steady decode step too), reaches 3; four start together after one batching iteration;
+// with fewer decodes than ranks (a rank without a generation request) a context starts at once.
+TEST(TrtllmScheduler, AttentionDpBalanceHoldsContextsUntilEveryRankHasOneOrTheTimeout) {
+  TrtllmSchedulerParams p = trt(8192);
+  p.attention_dp_ranks = 4;
+  p.adp_enable_balance = true;
+  p.adp_timeout_iters = 3;
+  p.adp_batching_wait_iters = 1;
+  auto policy = make_trtllm_scheduler(p);
+  Instance inst;
+  for (RequestId id = 1; id <= 4; ++id) inst.running.push_back(decode_seq(id, 100, 5, 20));
+  inst.waiting = {waiting_seq(5, 100)};
+  const std::vector<Sched> decodes = {{1, 1, 205}, {2, 1, 205}, {3, 1, 205}, {4, 1, 205}};
+  Instance steady = inst;
+  steady.waiting.clear();
+  policy->on_steady_decode_step(steady.view());          // count 1
+  EXPECT_EQ(scheduled(decide(*policy, inst)), decodes);  // count 2
+  EXPECT_EQ(decide(*policy, inst).admit, (Ids{5}));      // count 3: the timeout
+  EXPECT_TRUE(decide(*policy, inst).admit.empty());      // the count restarted
+
+  for (RequestId id = 6; id <= 8; ++id) inst.waiting.push_back(waiting_seq(id, 100));
+  EXPECT_TRUE(decide(*policy, inst).admit.empty());  // 4 contexts: one batching iteration
+  EXPECT_EQ(decide(*policy, inst).admit, (Ids{5, 6, 7, 8}));
+
+  Instance few;
+  few.running = {decode_seq(1, 100, 5, 20)};
+  few.waiting = {waiting_seq(2, 100)};
+  EXPECT_EQ(decide(*make_trtllm_scheduler(p), few).admit, (Ids{2}));
+  p.adp_enable_balance = false;
+  EXPECT_EQ(decide(*make_trtllm_scheduler(p), inst).admit, (Ids{5, 6, 7, 8}));
+}
+
 // ---- SGLang ----
 
 SglangSchedulerParams sgl(int64_t chunk, int64_t max_prefill = 16384) {
