@@ -574,6 +574,38 @@ TEST(ClosedLoop, ClientsWithDrawnLengthsDriftOutOfLockStep) {
   EXPECT_GT(drawn, 0.8 * 0.9 * prefill) << "P " << prefill << " ms, drawn lengths " << drawn;
 }
 
+// A benchmark workload of `clients` closed-loop clients with drawn lengths (prompts 800-1,000
+// tokens, 320-400 output tokens), `rounds` x clients requests after 2 x clients warm-ups, each send
+// delayed by up to 50 ms.
+scenarios::Json drawn_closed_loop(int64_t clients, int64_t rounds) {
+  return {{"type", "benchmark"},
+          {"concurrency", clients},
+          {"num_requests", rounds * clients},
+          {"warmup_requests", 2 * clients},
+          {"think_time_jitter", "50ms"},
+          {"range_ratio", 0.8},
+          {"isl", 1000},
+          {"osl", 400}};
+}
+
+// The summary of a run of `doc`, without request records.
+reports::RunSummary summary_of(const scenarios::Json& doc) {
+  RunOptions options;
+  options.keep_records = false;
+  const std::string name = doc.at("name");
+  return run_scenario(scenarios::parse_scenario(doc, name, "", root()), root(), options).summary;
+}
+
+// Expects `held`'s mean TTFT to exceed `base`'s by `low` to `high` decode steps of `step_s`.
+void expect_wait_in_steps(const reports::RunSummary& base, const reports::RunSummary& held,
+                          double step_s, double low, double high) {
+  const double wait_s = held.ttft_s.mean - base.ttft_s.mean;
+  EXPECT_GT(wait_s, low * step_s) << "D " << step_s * 1e3 << " ms, TTFT " << base.ttft_s.mean * 1e3
+                                  << " -> " << held.ttft_s.mean * 1e3 << " ms";
+  EXPECT_LT(wait_s, high * step_s) << "D " << step_s * 1e3 << " ms, TTFT " << base.ttft_s.mean * 1e3
+                                   << " -> " << held.ttft_s.mean * 1e3 << " ms";
+}
+
 // SGLang's scheduler_recv_interval on a hand-checked case: 4 clients with drawn lengths (prompts
 // 800-1,000 tokens, 320-400 output tokens: nearly every batch is a decode of the 4), Llama-3.1-8B
 // on one H100. Taking new requests in every 10 decode batches instead of at every batch, a prompt
@@ -588,30 +620,13 @@ TEST(ClosedLoop, SglangTakesRequestsInEveryRecvIntervalDecodeBatches) {
         {"model", "llama-3.1-8b"},
         {"engine", {{"type", "sglang"}, {"scheduler_recv_interval", recv_interval}}},
         {"cluster", {{"gpu", "h100_sxm"}, {"instances", 1}, {"tp", 1}}},
-        {"workload",
-         {{"type", "benchmark"},
-          {"concurrency", 4},
-          {"num_requests", 80},
-          {"warmup_requests", 8},
-          {"think_time_jitter", "50ms"},
-          {"range_ratio", 0.8},
-          {"isl", 1000},
-          {"osl", 400}}},
+        {"workload", drawn_closed_loop(4, 20)},
         {"output", {{"sample_interval", "0s"}}}};
-    RunOptions options;
-    options.keep_records = false;
-    return run_scenario(scenarios::parse_scenario(doc, "recv_interval", "", root()), root(),
-                        options)
-        .summary;
+    return summary_of(doc);
   };
   const auto every = run(1);
   const auto tenth = run(10);
-  const double step_ms = every.tpot_s.mean * 1e3;
-  const double wait_ms = (tenth.ttft_s.mean - every.ttft_s.mean) * 1e3;
-  EXPECT_GT(wait_ms, 3.5 * step_ms) << "D " << step_ms << " ms, TTFT " << every.ttft_s.mean * 1e3
-                                    << " -> " << tenth.ttft_s.mean * 1e3 << " ms";
-  EXPECT_LT(wait_ms, 6.5 * step_ms) << "D " << step_ms << " ms, TTFT " << every.ttft_s.mean * 1e3
-                                    << " -> " << tenth.ttft_s.mean * 1e3 << " ms";
+  expect_wait_in_steps(every, tenth, every.tpot_s.mean, 3.5, 6.5);
 }
 
 // TensorRT-LLM's balancing of new contexts over attention-DP ranks (attention_dp_config) on a
@@ -639,29 +654,13 @@ TEST(ClosedLoop, TrtllmAttentionDpBalanceHoldsContextsUntilTheTimeout) {
                                    {"ep", 8},
                                    {"weight_dtype", "fp8_block"},
                                    {"kv_dtype", "fp8"}}},
-                                 {"workload",
-                                  {{"type", "benchmark"},
-                                   {"concurrency", 32},
-                                   {"num_requests", 320},
-                                   {"warmup_requests", 64},
-                                   {"think_time_jitter", "50ms"},
-                                   {"range_ratio", 0.8},
-                                   {"isl", 1000},
-                                   {"osl", 400}}},
+                                 {"workload", drawn_closed_loop(32, 10)},
                                  {"output", {{"sample_interval", "0s"}}}};
-    RunOptions options;
-    options.keep_records = false;
-    return run_scenario(scenarios::parse_scenario(doc, "adp_balance", "", root()), root(), options)
-        .summary;
+    return summary_of(doc);
   };
   const auto free = run(false);
   const auto balanced = run(true);
-  const double step_ms = balanced.tpot_s.mean * 1e3;
-  const double wait_ms = (balanced.ttft_s.mean - free.ttft_s.mean) * 1e3;
-  EXPECT_GT(wait_ms, 7.0 * step_ms) << "D " << step_ms << " ms, TTFT " << free.ttft_s.mean * 1e3
-                                    << " -> " << balanced.ttft_s.mean * 1e3 << " ms";
-  EXPECT_LT(wait_ms, 12.0 * step_ms) << "D " << step_ms << " ms, TTFT " << free.ttft_s.mean * 1e3
-                                     << " -> " << balanced.ttft_s.mean * 1e3 << " ms";
+  expect_wait_in_steps(free, balanced, balanced.tpot_s.mean, 7.0, 12.0);
 }
 
 TEST(Fidelity, AStudyAccountsForEveryRowAndIsDeterministic) {
