@@ -25,35 +25,9 @@
 #include "core/error.h"
 
 namespace servesim::models {
-namespace {
-
-using interp::Lookup;
-using interp::RooflineFit;
-
-// Where an operator's time came from (LookupStats buckets).
-enum Kind : uint8_t { kInterpolated = 0, kExtrapolated = 1, kAnalytic = 2 };
-
-Kind kind_of(const Lookup& l) { return l.extrapolated ? kExtrapolated : kInterpolated; }
-
-// Operators of OperatorTimes, in order.
-enum Op : size_t {
-  kQkv,
-  kO,
-  kMlp,
-  kPrefill,
-  kDecode,
-  kElementwise,
-  kAllreduce,
-  kLmHead,
-  kOverhead,
-  kOps
-};
-
-struct Parts {
-  std::array<double, kOps> s{};
-  std::array<double, 3> split{};  // seconds by Kind
-  int64_t lookups = 0;
-};
+// The state ProfiledCostModel::Impl keeps (memos, the MoE efficiency curve): in a named namespace,
+// as a type of the Impl's fields must have linkage.
+namespace detail {
 
 // Per token count (M = sum of query tokens): the operators that depend on M only.
 struct TokenEntry {
@@ -83,7 +57,7 @@ class DecodeMemo {
     return (b << kKvBits) | kv;
   }
   // REQUIRES: key != 0.
-  bool find(uint64_t key, Lookup* out) const {
+  bool find(uint64_t key, interp::Lookup* out) const {
     if (slots_.empty()) return false;
     const Slot& e = slots_[slot(key)];
     if ((e.tagged & ~kExtrapolated) != key) return false;
@@ -91,7 +65,7 @@ class DecodeMemo {
     return true;
   }
   // REQUIRES: key != 0.
-  void insert(uint64_t key, const Lookup& value) {
+  void insert(uint64_t key, const interp::Lookup& value) {
     if (slots_.empty()) slots_.resize(kSlots);
     slots_[slot(key)] = {key | (value.extrapolated ? kExtrapolated : 0), value.seconds};
   }
@@ -115,6 +89,64 @@ class DecodeMemo {
            (kSlots - 1);
   }
   std::vector<Slot> slots_;
+};
+
+// A curve of values over ln x, x ascending: linear in ln x between its points, held at the ends
+// (interp::bracket). Empty: at() is 1.
+struct LogCurve {
+  std::vector<double> log_x, y;
+  // From (x, y) points with x > 0 (sorted here).
+  static LogCurve of(std::vector<std::pair<double, double>> points) {
+    std::sort(points.begin(), points.end());
+    LogCurve c;
+    for (const auto& [x, v] : points) {
+      c.log_x.push_back(std::log(x));
+      c.y.push_back(v);
+    }
+    return c;
+  }
+  double at(double x) const {
+    if (y.empty()) return 1.0;
+    const interp::Bracket b = interp::bracket(log_x, std::log(x));
+    return y.size() == 1 ? y[0] : y[b.i] + b.w * (y[b.i + 1] - y[b.i]);
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::DecodeMemo;
+using detail::LogCurve;
+using detail::RowsEntry;
+using detail::TokenEntry;
+
+using interp::Lookup;
+using interp::RooflineFit;
+
+// Where an operator's time came from (LookupStats buckets).
+enum Kind : uint8_t { kInterpolated = 0, kExtrapolated = 1, kAnalytic = 2 };
+
+Kind kind_of(const Lookup& l) { return l.extrapolated ? kExtrapolated : kInterpolated; }
+
+// Operators of OperatorTimes, in order.
+enum Op : size_t {
+  kQkv,
+  kO,
+  kMlp,
+  kPrefill,
+  kDecode,
+  kElementwise,
+  kAllreduce,
+  kLmHead,
+  kOverhead,
+  kOps
+};
+
+struct Parts {
+  std::array<double, kOps> s{};
+  std::array<double, 3> split{};  // seconds by Kind
+  int64_t lookups = 0;
 };
 
 // The GEMM / MoE table dtype of weights in `d` (profiles/README.md names them).
@@ -147,27 +179,6 @@ double scaled_above_fixed_latency(double seconds, double fixed_s, double factor)
   const double t0 = std::min(fixed_s, seconds);
   return t0 + factor * (seconds - t0);
 }
-
-// A curve of values over ln x, x ascending: linear in ln x between its points, held at the ends
-// (interp::bracket). Empty: at() is 1.
-struct LogCurve {
-  std::vector<double> log_x, y;
-  // From (x, y) points with x > 0 (sorted here).
-  static LogCurve of(std::vector<std::pair<double, double>> points) {
-    std::sort(points.begin(), points.end());
-    LogCurve c;
-    for (const auto& [x, v] : points) {
-      c.log_x.push_back(std::log(x));
-      c.y.push_back(v);
-    }
-    return c;
-  }
-  double at(double x) const {
-    if (y.empty()) return 1.0;
-    const interp::Bracket b = interp::bracket(log_x, std::log(x));
-    return y.size() == 1 ? y[0] : y[b.i] + b.w * (y[b.i + 1] - y[b.i]);
-  }
-};
 
 // Table dtypes whose GEMM rows serve weights in `d`, preferred first.
 std::vector<std::string> weight_table_dtypes(Dtype d) {
