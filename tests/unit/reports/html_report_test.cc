@@ -29,6 +29,19 @@ class HtmlReportTest : public testing::TempDirTest {
         {"p", "p.json", "target", "now", R"({"slo": {"attainment": 0.9}})", 1.0});
   }
 
+  // A config of `gpus` GPUs at `cost_per_hour` that meets the plan's target.
+  static PlanConfigRow meeting_config(int64_t index, const std::string& label, int64_t gpus,
+                                      double cost_per_hour) {
+    PlanConfigRow row;
+    row.config_index = index;
+    row.label = label;
+    row.status = "meets";
+    row.num_gpus = gpus;
+    row.cost_per_hour = cost_per_hour;
+    row.meets_target = 1;
+    return row;
+  }
+
   // `output_tokens_per_s` > 0: that run scalar too, and a mean TPOT of 1 / (n x 10) s. Each
   // instance's iterations: batches of 1..4 requests, of 4 and 300 tokens.
   int64_t write_run(SqliteSink& sink, const std::string& policy, int n, bool split = false,
@@ -275,8 +288,7 @@ TEST_F(HtmlReportTest, PlanBreaksACostTieAsThePlanCommandDoes) {
     int64_t index = 0;
     for (const auto& [label, tokens_per_s] : {std::pair{"slower", 100.0}, {"faster", 300.0}}) {
       store.add_run(plan, index, write_run(sink, "coloc", 10, false, tokens_per_s), 1.0, true);
-      store.add_config(plan, {.config_index = index++, .label = label, .status = "meets",
-                              .num_gpus = 2, .cost_per_hour = 4, .meets_target = 1});
+      store.add_config(plan, meeting_config(index++, label, 2, 4));
     }
     store.finish_plan(plan, "ok");
   }
@@ -306,12 +318,7 @@ TEST_F(HtmlReportTest, PlanDrawsTokensPerUserVsPerGpuAndCostPerMillionTokens) {
     int64_t index = 0;
     for (const Config& c : configs) {
       store.add_run(plan, index, write_run(sink, "coloc", c.n, false, c.tokens_per_s), 1.0, true);
-      store.add_config(plan, {.config_index = index++,
-                              .label = c.label,
-                              .status = "meets",
-                              .num_gpus = c.gpus,
-                              .cost_per_hour = c.cost,
-                              .meets_target = 1});
+      store.add_config(plan, meeting_config(index++, c.label, c.gpus, c.cost));
     }
     store.finish_plan(plan, "ok");
   }

@@ -15,6 +15,15 @@ size_t count(const std::string& text, const std::string& pattern) {
       std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
 }
 
+// A series of `points` named `name`, drawn as `style`, the other fields at their defaults.
+Series series(std::string name, std::vector<Point> points, SeriesStyle style = SeriesStyle::kLine) {
+  Series out;
+  out.name = std::move(name);
+  out.points = std::move(points);
+  out.style = style;
+  return out;
+}
+
 TEST(NiceTicks, StepsOfOneTwoFive) {
   EXPECT_EQ(nice_ticks(0, 10, 6), (std::vector<double>{0, 2, 4, 6, 8, 10}));
   const std::vector<double> unit = nice_ticks(0, 1, 6);
@@ -53,7 +62,9 @@ TEST(DownsampleMinmax, KeepsPeaksAndBoundsSize) {
   bool peak = false;
   for (size_t i = 0; i < out.size(); ++i) {
     peak = peak || out[i].y == 1000.0;
-    if (i > 0) EXPECT_LE(out[i - 1].x, out[i].x);
+    if (i > 0) {
+      EXPECT_LE(out[i - 1].x, out[i].x);
+    }
   }
   EXPECT_TRUE(peak);
   EXPECT_EQ(downsample_minmax({{0, 1}, {1, 2}}, 600).size(), 2u);
@@ -87,13 +98,14 @@ TEST(Render, MarksCarryDataAttributes) {
   c.id = "ttft";
   c.title = "TTFT <CDF>";
   c.log_x = true;
-  c.series.push_back({"run 1", {{1, 0.1}, {10, 0.5}, {100, 1}}});
-  c.series.push_back({"run 2", {{2, 0.2}, {20, 1}}, SeriesStyle::kStep});
-  Series pts{
-      "configs", {{1, 1}, {2, 2}, {0, 3}}, SeriesStyle::kPoints, "frontier", {"a", "b", "c"}};
+  c.series.push_back(series("run 1", {{1, 0.1}, {10, 0.5}, {100, 1}}));
+  c.series.push_back(series("run 2", {{2, 0.2}, {20, 1}}, SeriesStyle::kStep));
+  Series pts = series("configs", {{1, 1}, {2, 2}, {0, 3}}, SeriesStyle::kPoints);
+  pts.role = "frontier";
+  pts.labels = {"a", "b", "c"};
   pts.annotations = {"1", "", "3"};
   c.series.push_back(pts);
-  c.series.push_back({"", {{5, 0.5}}});  // no legend entry
+  c.series.push_back(series("", {{5, 0.5}}));  // no legend entry
   c.x_markers.push_back({50, "TTFT SLO"});
   c.y_markers.push_back({0.9, "target"});
   const std::string svg = render(c);
@@ -127,8 +139,8 @@ TEST(Render, DeclaresAxesAndValuesForHovering) {
   c.y_min = 0;
   c.y_max = 100;
   c.width = 600;
-  c.series.push_back({"p99", {{1, 10}, {5, 50}}, SeriesStyle::kLinePoints});
-  c.series.push_back({"", {{2, 20}}});
+  c.series.push_back(series("p99", {{1, 10}, {5, 50}}, SeriesStyle::kLinePoints));
+  c.series.push_back(series("", {{2, 20}}));
   const std::string svg = render(c);
   // Plot area: x from 62 to 600 - 14 px, y from 30 + (320 - 30 - 44) px up to 30.
   EXPECT_NE(svg.find("data-x0=\"0\" data-x1=\"10\" data-px0=\"62.0\" data-px1=\"586.0\" "
@@ -151,7 +163,9 @@ TEST(Render, BarsStandOnZero) {
   c.x_max = 10;
   c.y_min = 0;
   c.y_max = 1;
-  Series bars{"share", {{2, 0.5}, {4, 1}}, SeriesStyle::kBars, "distribution", {"two", "four"}};
+  Series bars = series("share", {{2, 0.5}, {4, 1}}, SeriesStyle::kBars);
+  bars.role = "distribution";
+  bars.labels = {"two", "four"};
   c.series.push_back(bars);
   const std::string svg = render(c);
   EXPECT_EQ(count(svg, "<rect class=\"bar\" data-series=\"share\" data-role=\"distribution\""), 2u);
@@ -171,7 +185,7 @@ TEST(Render, BarsStandOnZero) {
 TEST(Render, EmptyChartSaysNoData) {
   Chart c;
   c.id = "empty";
-  c.series.push_back({"nothing", {}});
+  c.series.push_back(series("nothing", {}));
   const std::string svg = render(c);
   EXPECT_NE(svg.find("no data"), std::string::npos);
   EXPECT_EQ(count(svg, "class=\"legend-entry\""), 1u);
