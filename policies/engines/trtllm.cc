@@ -37,17 +37,14 @@ using sim::SeqView;
 // many contexts as ranks, and a generation request when there are as many decodes.
 class AdpContextGate {
  public:
-  explicit AdpContextGate(const TrtllmSchedulerParams& p) : p_(p) {}
-
-  bool enabled() const { return p_.adp_enable_balance && p_.attention_dp_ranks > 1; }
-
-  // Whether this iteration's `contexts` may start beside its `decodes`; advances the counts.
-  bool allows(int64_t contexts, int64_t decodes) {
-    const int64_t ranks = p_.attention_dp_ranks;
+  // Whether this iteration's `contexts` may start beside its `decodes` under `p`'s balancing;
+  // advances the counts. REQUIRES: p.balances_contexts().
+  bool allows(const TrtllmSchedulerParams& p, int64_t contexts, int64_t decodes) {
+    const int64_t ranks = p.attention_dp_ranks;
     const bool every_rank_decodes = decodes >= ranks;
-    if (decodes < p_.max_batch_size && contexts >= ranks) {
+    if (decodes < p.max_batch_size && contexts >= ranks) {
       waiting_iters_ = 0;
-      if (every_rank_decodes && batching_iters_ < p_.adp_batching_wait_iters) {
+      if (every_rank_decodes && batching_iters_ < p.adp_batching_wait_iters) {
         ++batching_iters_;
         return false;
       }
@@ -55,7 +52,7 @@ class AdpContextGate {
       return true;
     }
     ++waiting_iters_;
-    if (waiting_iters_ >= p_.adp_timeout_iters || !every_rank_decodes) {
+    if (waiting_iters_ >= p.adp_timeout_iters || !every_rank_decodes) {
       waiting_iters_ = 0;
       return true;
     }
@@ -63,14 +60,13 @@ class AdpContextGate {
   }
 
  private:
-  const TrtllmSchedulerParams& p_;
   int64_t waiting_iters_ = 0;   // adp_ctx_waiting_iters_count
   int64_t batching_iters_ = 0;  // adp_ctx_batching_wait_iters_count
 };
 
 class TrtllmScheduler final : public sim::BatchingPolicy {
  public:
-  explicit TrtllmScheduler(const TrtllmSchedulerParams& p) : p_(p), gate_(p_) {}
+  explicit TrtllmScheduler(const TrtllmSchedulerParams& p) : p_(p) {}
 
   bool next_batch(const InstanceView& view, BatchPlan& plan) override {
     const auto& running = *view.running;
@@ -102,14 +98,18 @@ class TrtllmScheduler final : public sim::BatchingPolicy {
     if (plan.preempt.empty()) schedule_waiting(view, plan, tokens, count, free);
     const auto contexts = static_cast<int64_t>(running_contexts_.size() + plan.admit.size());
     const auto decodes = static_cast<int64_t>(running_steps - running_contexts_.size());
-    if (gate_.enabled() && !gate_.allows(contexts, decodes)) hold_contexts(plan, running_steps);
+    if (p_.balances_contexts() && !gate_.allows(p_, contexts, decodes)) {
+      hold_contexts(plan, running_steps);
+    }
     running_contexts_.clear();
     return !plan.empty();
   }
 
   // A decode batch of every running request: the balancing counts the iteration.
   void on_steady_decode_step(const InstanceView& view) override {
-    if (gate_.enabled()) gate_.allows(0, static_cast<int64_t>(view.running->size()));
+    if (p_.balances_contexts()) {
+      gate_.allows(p_, 0, static_cast<int64_t>(view.running->size()));
+    }
   }
 
   // With nothing waiting, every running decode step is scheduled for one token while they fit
@@ -270,7 +270,7 @@ EngineSetup build_trtllm(const std::string& version, const ParamValues& knobs,
   setup.prefix_caching = knobs.get_bool("enable_block_reuse");
   if (!p.enable_chunked_prefill) setup.max_prompt_tokens = p.max_num_tokens;
   const std::string balance =
-      p.adp_enable_balance && p.attention_dp_ranks > 1
+      p.balances_contexts()
           ? fmt::format(
                 ", contexts balanced over {} attention-DP ranks (timeout {}, wait {} "
                 "iterations)",

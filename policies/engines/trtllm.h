@@ -42,6 +42,9 @@ struct TrtllmSchedulerParams {
   bool adp_enable_balance = false;
   int64_t adp_timeout_iters = 50;
   int64_t adp_batching_wait_iters = 10;
+
+  // Step 3 applies: balancing enabled over more than one rank.
+  bool balances_contexts() const { return adp_enable_balance && attention_dp_ranks > 1; }
 };
 
 std::unique_ptr<sim::BatchingPolicy> make_trtllm_scheduler(const TrtllmSchedulerParams& params);
