@@ -357,6 +357,12 @@ std::string skip_reason_of(const MappedRun& m, const std::string& quant) {
   return "";
 }
 
+// The first SGLang release whose aiconfigurator generator template passes --enable-mixed-chunk.
+// The generator's rule asks for mixed chunks since 2026-01-19 (misspelt as --enable-mix-chunk
+// for the first hours); the template of 0.5.6.post2 was written after that, those of 0.5.1.post1
+// to 0.5.4.post3 before, so the campaigns of those releases ran without mixing.
+constexpr const char* kSglangGeneratorMixesFrom = "0.5.6";
+
 // The limits the row's campaign deployed its engine with (BenchmarkTemplate::Deployment): with
 // attention DP they are per rank, and the one scheduler servesim runs for the instance holds
 // every rank's share. `gpu_class` is the row's GPU family (models::gpu_class).
@@ -367,7 +373,12 @@ policies::BenchmarkLimits campaign_limits(const std::string& engine_name, const 
   limits.max_batch = std::max<int64_t>(128, r.concurrency / ranks) * ranks;
   limits.prefill_tokens = (r.isl + 1500) * ranks;
   limits.token_budget = limits.max_batch + limits.prefill_tokens;
-  if (client != BenchmarkClient::kBenchServing) return limits;
+  if (client != BenchmarkClient::kBenchServing) {
+    // SGLang keeps its release's prefill chunk (the generator never sets one) and mixes decodes
+    // into it where the generator asked for that (kSglangGeneratorMixesFrom).
+    limits.mixed_chunks = policies::version_at_least(r.backend_version, kSglangGeneratorMixesFrom);
+    return limits;
+  }
   if (engine_name == "vllm") {  // InferenceMAX's recipes, per engine core (data-parallel rank)
     limits.max_batch = r.concurrency * ranks;
     limits.token_budget = 8192 * ranks;

@@ -81,7 +81,9 @@ const char* benchmark_client_name(BenchmarkClient client);
 //     (its default of 128, or the concurrency it estimated for the deployment when that is
 //     larger), a token budget of mbs + ISL + 1500 tokens per iteration (vLLM
 //     max_num_batched_tokens, TensorRT-LLM max_num_tokens), CUDA graphs up to mbs (padded), and
-//     for SGLang mixed chunks, no prefill chunking and max_prefill_tokens = ISL + 1500.
+//     for SGLang max_prefill_tokens = ISL + 1500 with the release's own prefill chunk (the
+//     generator never sets --chunked-prefill-size), mixing decodes into it from 0.5.6 on (the
+//     first release whose generator template passes --enable-mixed-chunk).
 //   - benchmark_serving.py rows, as InferenceMAX's launch recipes (read, not copied): vLLM with
 //     max-num-seqs c and max-num-batched-tokens 8192; SGLang with 32,768-token prefill chunks
 //     and prefill batches, no mixed chunks, max-running-requests 512 at ISL / OSL 1k/1k and 256

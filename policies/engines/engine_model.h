@@ -86,9 +86,9 @@ struct BenchmarkLimits {
   int64_t max_batch = 0;       // requests running at once (also the CUDA-graph batch size)
   int64_t token_budget = 0;    // tokens one iteration may take
   int64_t prefill_tokens = 0;  // the prompt plus the generator's headroom, over every rank
-  // SGLang only: its chunked_prefill_size (-1: prompts are never chunked) and whether decodes
-  // join a prefill batch (enable_mixed_chunk).
-  int64_t prefill_chunk = -1;
+  // SGLang only: its chunked_prefill_size (0: the release's default; -1: prompts are never
+  // chunked) and whether decodes join a prefill batch (enable_mixed_chunk).
+  int64_t prefill_chunk = 0;
   bool mixed_chunks = true;
   // SGLang only: its scheduler_recv_interval (new requests taken in every this many decode
   // batches; 1: at every batch).

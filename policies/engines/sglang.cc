@@ -445,9 +445,10 @@ std::unique_ptr<sim::BatchingPolicy> make_sglang_scheduler(const SglangScheduler
 
 namespace {
 
-// aiconfigurator's generator runs SGLang without chunked prefill and asks for mixed chunks (which
-// SGLang then does not mix: docs/fidelity.md), with room for one prompt per prefill batch;
-// InferenceMAX's recipes chunk prompts and leave mixing off (the limits say which).
+// aiconfigurator's generator runs SGLang with its release's prefill chunk and room for one prompt
+// per prefill batch, mixing decodes in for the releases whose template asks for it;
+// InferenceMAX's recipes chunk prompts by 32k and leave mixing off (the limits say which:
+// docs/fidelity.md).
 std::vector<EngineKnob> sglang_benchmark_knobs(const BenchmarkLimits& l) {
   std::vector<EngineKnob> knobs = {{"max_running_requests", l.max_batch},
                                    {"cuda_graph_max_bs", l.max_batch},

@@ -514,6 +514,20 @@ TEST(MeasuredRuns, EachCampaignIsReplayedWithItsOwnClientAndEngineLaunch) {
   EXPECT_EQ(d.scenario.at("engine").at("enable_mixed_chunk"), false);
   EXPECT_EQ(d.scenario.at("engine").at("max_running_requests"), 512);
   EXPECT_FALSE(d.scenario.at("engine").contains("scheduler_recv_interval"));
+  // aiconfigurator's generator never sets SGLang's --chunked-prefill-size (each release keeps its
+  // own chunk) and passes --enable-mixed-chunk from the 0.5.6.post2 template on: line 1258 (SGLang
+  // 0.5.6.post2, Llama-3.1-8B, ISL 8000) mixes, line 516 (0.5.1.post1, Qwen3-32B, ISL 1024) does
+  // not; both take one prompt per prefill batch (ISL + 1,500 tokens).
+  const MappedRun mixing = map_measured_run(row_at_line(runs, 1258), cat, bench);
+  ASSERT_TRUE(mixing.mapped()) << mixing.skip_reason;
+  EXPECT_EQ(mixing.scenario.at("engine").at("chunked_prefill_size"), 0);
+  EXPECT_EQ(mixing.scenario.at("engine").at("enable_mixed_chunk"), true);
+  EXPECT_EQ(mixing.scenario.at("engine").at("max_prefill_tokens"), 9500);
+  const MappedRun older = map_measured_run(row_at_line(runs, 516), cat, bench);
+  ASSERT_TRUE(older.mapped()) << older.skip_reason;
+  EXPECT_EQ(older.scenario.at("engine").at("chunked_prefill_size"), 0);
+  EXPECT_EQ(older.scenario.at("engine").at("enable_mixed_chunk"), false);
+  EXPECT_EQ(older.scenario.at("engine").at("max_prefill_tokens"), 2524);
   const MappedRun blackwell = map_measured_run(row_at_line(runs, 116), cat, bench);
   ASSERT_TRUE(blackwell.mapped()) << blackwell.skip_reason;
   EXPECT_EQ(blackwell.gpu_class, "blackwell");
@@ -528,6 +542,18 @@ TEST(MeasuredRuns, EachCampaignIsReplayedWithItsOwnClientAndEngineLaunch) {
   EXPECT_EQ(forced.scenario.at("engine").at("max_num_seqs"), 128);
   EXPECT_EQ(bench.rounds_for(4, BenchmarkClient::kBenchServing), 10);
   EXPECT_EQ(bench.rounds_for(8192, BenchmarkClient::kBenchServing), 4);
+}
+
+// A benchmark workload of `clients` closed-loop clients with fixed lengths, `rounds` x clients
+// requests after 2 x clients warm-ups, each send delayed by up to 50 ms.
+scenarios::Json closed_loop_workload(int64_t clients, int64_t rounds, int64_t isl, int64_t osl) {
+  return {{"type", "benchmark"},
+          {"concurrency", clients},
+          {"num_requests", rounds * clients},
+          {"warmup_requests", 2 * clients},
+          {"think_time_jitter", "50ms"},
+          {"isl", isl},
+          {"osl", osl}};
 }
 
 // Why closed loops do or do not stay in lock step, on a hand-checked case: 4 clients with
@@ -549,14 +575,7 @@ TEST(ClosedLoop, ClientsWithDrawnLengthsDriftOutOfLockStep) {
         {"model", "llama-3.1-8b"},
         {"engine", {{"type", "vllm"}, {"max_num_seqs", 4}, {"max_num_batched_tokens", 8192}}},
         {"cluster", {{"gpu", "h100_sxm"}, {"instances", 1}, {"tp", 1}}},
-        {"workload",
-         {{"type", "benchmark"},
-          {"concurrency", clients},
-          {"num_requests", 10 * clients},
-          {"warmup_requests", 2 * clients},
-          {"think_time_jitter", "50ms"},
-          {"isl", 8000},
-          {"osl", 400}}},
+        {"workload", closed_loop_workload(clients, 10, 8000, 400)},
         {"output", {{"sample_interval", "0s"}}}};
     if (range_ratio) doc["workload"]["range_ratio"] = *range_ratio;
     RunOptions options;
@@ -578,14 +597,9 @@ TEST(ClosedLoop, ClientsWithDrawnLengthsDriftOutOfLockStep) {
 // tokens, 320-400 output tokens), `rounds` x clients requests after 2 x clients warm-ups, each send
 // delayed by up to 50 ms.
 scenarios::Json drawn_closed_loop(int64_t clients, int64_t rounds) {
-  return {{"type", "benchmark"},
-          {"concurrency", clients},
-          {"num_requests", rounds * clients},
-          {"warmup_requests", 2 * clients},
-          {"think_time_jitter", "50ms"},
-          {"range_ratio", 0.8},
-          {"isl", 1000},
-          {"osl", 400}};
+  scenarios::Json workload = closed_loop_workload(clients, rounds, 1000, 400);
+  workload["range_ratio"] = 0.8;
+  return workload;
 }
 
 // The summary of a run of `doc`, without request records.
@@ -604,6 +618,40 @@ void expect_wait_in_steps(const reports::RunSummary& base, const reports::RunSum
                                   << " -> " << held.ttft_s.mean * 1e3 << " ms";
   EXPECT_LT(wait_s, high * step_s) << "D " << step_s * 1e3 << " ms, TTFT " << base.ttft_s.mean * 1e3
                                    << " -> " << held.ttft_s.mean * 1e3 << " ms";
+}
+
+// SGLang's mixed chunks on a hand-checked case: 8 clients with fixed 8,000-token prompts and 400
+// output tokens (Llama-3.1-8B on one H100, SGLang 0.5.6.post2 with one prompt per prefill batch:
+// max_prefill_tokens 9,500). Without mixing a prefill batch runs alone: a round's 8 prompts are
+// prefilled one after another while every decode waits, the 8 requests then decode together and
+// finish together, and the loop stays in lock step (mean TTFT about (1 + ... + 8) / 8 = 4.5
+// prefills, P: a single client's TTFT). With mixed chunks (the release's own 8,192-token chunk)
+// the decodes ride along in each prefill batch: the first requests of a round are tokens ahead
+// when the last prompt is prefilled, finish earlier and come back apart, so fewer prompts meet.
+TEST(ClosedLoop, SglangMixedChunksLoosenTheLockStep) {
+  policies::register_builtin_policies();
+  auto mean_ttft_ms = [](int64_t clients, bool mixed) {
+    const scenarios::Json doc = {{"name", "mixed_chunks"},
+                                 {"seed", 1},
+                                 {"model", "llama-3.1-8b"},
+                                 {"engine",
+                                  {{"type", "sglang"},
+                                   {"version", "0.5.6.post2"},
+                                   {"chunked_prefill_size", mixed ? 0 : -1},
+                                   {"enable_mixed_chunk", mixed},
+                                   {"max_prefill_tokens", 9500}}},
+                                 {"cluster", {{"gpu", "h100_sxm"}, {"instances", 1}, {"tp", 1}}},
+                                 {"workload", closed_loop_workload(clients, 20, 8000, 400)},
+                                 {"output", {{"sample_interval", "0s"}}}};
+    return summary_of(doc).ttft_s.mean * 1e3;
+  };
+  const double prefill = mean_ttft_ms(1, false);
+  const double alone = mean_ttft_ms(8, false);
+  const double mixed = mean_ttft_ms(8, true);
+  EXPECT_GT(alone, 4.0 * prefill) << "P " << prefill << " ms, prefill batches alone " << alone;
+  EXPECT_LT(alone, 5.0 * prefill) << "P " << prefill << " ms, prefill batches alone " << alone;
+  EXPECT_LT(mixed, 0.8 * alone) << "alone " << alone << " ms, mixed " << mixed;
+  EXPECT_GT(mixed, prefill) << "P " << prefill << " ms, mixed " << mixed;
 }
 
 // SGLang's scheduler_recv_interval on a hand-checked case: 4 clients with drawn lengths (prompts

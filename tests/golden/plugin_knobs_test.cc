@@ -133,7 +133,7 @@ TEST(PluginKnobs, EnginesSpellBenchmarkLimitsWithTheirOwnKnobs) {
             "max_num_seqs=128 max_num_batched_tokens=2652 max_cudagraph_capture_size=128 ");
   EXPECT_EQ(knobs("sglang"),
             "max_running_requests=128 cuda_graph_max_bs=128 enable_mixed_chunk=true "
-            "chunked_prefill_size=-1 max_prefill_tokens=2524 ");
+            "chunked_prefill_size=0 max_prefill_tokens=2524 ");
   // TensorRT-LLM's budget is rounded up to whole 32-token blocks.
   EXPECT_EQ(knobs("trtllm"),
             "max_batch_size=128 max_num_tokens=2656 cuda_graph_max_batch_size=128 "
