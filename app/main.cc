@@ -1197,6 +1197,11 @@ void add_benchmark_options(CLI::App* sub, app::BenchmarkTemplate& bench) {
                   "duration, so that clients drift apart as real ones do (0s: they send "
                   "the instant a response ends and stay in lock step)")
       ->capture_default_str();  // checked by run_fidelity (ConfigError naming the option)
+  sub->add_option("--kernel-tables", bench.kernel_tables,
+                  "operator tables of every row whose engine has its own (engine.kernel_tables): "
+                  "generic (vLLM's, which the engine calibration was fitted with) or engine")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"generic", "engine"}));
 }
 
 Command add_fidelity(CLI::App& cli) {

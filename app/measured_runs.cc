@@ -270,6 +270,14 @@ std::string catalog_model_for(const std::string& hf_id, const models::ModelCatal
 
 namespace {
 
+// Whether engine model `engine` has a knob `name`.
+bool has_knob(const std::string& engine, const std::string& name) {
+  for (const ParamSpec& k : policies::engine_models().get(engine).schema) {
+    if (k.name == name) return true;
+  }
+  return false;
+}
+
 // A MoE row whose experts span more GPUs than its tensor parallelism (moe_tp x moe_ep a multiple
 // of tp, no attention_dp given) ran its attention data-parallel over them: vLLM's
 // --data-parallel-size, whose MoE layers are sharded over every DP x TP rank. Its clients stay
@@ -430,6 +438,9 @@ scenarios::Json aggregated_scenario(MappedRun& m, const std::string& kv_dtype,
   }
   if (bench.deployment == BenchmarkTemplate::Deployment::kCampaign) {
     set_campaign_limits(m, engine);
+  }
+  if (bench.kernel_tables != "generic" && has_knob(m.engine, "kernel_tables")) {
+    engine["kernel_tables"] = bench.kernel_tables;
   }
   scenarios::Json scenario = {
       {"name", r.id},

@@ -127,6 +127,8 @@ struct BenchmarkTemplate {
   std::string client_jitter = "50ms";
   uint64_t seed = 1;
   Deployment deployment = Deployment::kCampaign;
+  // engine.kernel_tables of every row whose engine model has the knob ("generic" or "engine").
+  std::string kernel_tables = "generic";
 };
 
 struct MappedRun {

@@ -14,8 +14,9 @@ namespace servesim::profiles {
 namespace fs = std::filesystem;
 namespace {
 
+// {} is the serving engine whose operators the tables timed.
 const char* kMethod =
-    "aiconfigurator collector: each vLLM operator run with synthetic weights on one GPU "
+    "aiconfigurator collector: each {} operator run with synthetic weights on one GPU "
     "(collectives "
     "on 2, 4 or 8 GPUs of one node), 3 warm-ups, then timed with CUDA events, normally replaying a "
     "captured CUDA graph (eager when capture fails); latency_us is upstream's average time of one "
@@ -25,6 +26,25 @@ const char* kMethod =
     "in L2 are cache-hot (optimistic). collective: nccl-tests out-of-place time for all_reduce, "
     "all_gather, reduce_scatter, alltoall; custom_all_reduce is vLLM's custom all-reduce replayed "
     "in a CUDA graph";
+
+// A serving engine whose operator tables the data set holds, as its sub-directory
+// <prefix><version>/ names it.
+struct Framework {
+  const char* prefix;        // "vllm_"
+  const char* variant;       // meta "variant": profile_subdir() is "<gpu>/aiconfigurator_<variant>"
+  const char* name;          // meta "framework"
+  // meta "engine" (ProfiledParams::engine_tables): "" for vLLM, whose tables price every
+  // deployment; an engine's own name where its tables serve only that engine's deployments.
+  const char* engine;
+  // MoE rows of several kernel sources for one dtype: the engine's default backend, kept alone
+  // for that dtype (the others are opt-in backends); "" keeps every source.
+  const char* default_moe_kernel;
+};
+constexpr Framework kFrameworks[] = {
+    {"vllm_", "vllm", "vLLM", "", ""},
+    {"trtllm_", "trtllm", "TensorRT-LLM", "trtllm", "moe_torch_flow_cutlass"},
+    {"sglang_", "sglang", "SGLang", "sglang", ""},
+};
 
 // Bytes of a collective of `message_size` elements of `element_bytes` each (the row's
 // message_size column). Throws InputError at the row for a message over 1 TiB, far above any
@@ -83,13 +103,17 @@ void import_gemm(const std::string& path, Profile* p, ImportNotes* notes, System
       n = csv.require("n", expected), k = csv.require("k", expected),
       lat = csv.require("latency", expected);
   RowMerger<GemmRow> rows;
-  std::map<std::string, int64_t> unknown;
+  std::map<std::string, int64_t> unknown, no_rows;
   while (csv.next()) {
     note_columns(csv, facts, true);
     GemmRow r;
     r.dtype = canonical_dtype(csv.text(dtype));
     if (r.dtype.empty()) {
       ++unknown[csv.text(dtype)];
+      continue;
+    }
+    if (csv.text(m) == "0") {  // TensorRT-LLM's tables time an empty GEMM too
+      ++no_rows[csv.text(m)];
       continue;
     }
     r.m = csv.integer(m, 1);
@@ -99,6 +123,7 @@ void import_gemm(const std::string& path, Profile* p, ImportNotes* notes, System
     rows.add(std::move(r));
   }
   notes->counted("gemm", unknown, "gemm_dtype");
+  notes->counted("gemm", no_rows, "m", " (no rows to multiply)");
   notes->merged("gemm", rows.merged());
   p->gemm = rows.take();
 }
@@ -183,8 +208,44 @@ void import_attention(const std::string& path, bool context, Profile* p, ImportN
   }
 }
 
-void import_moe(const std::string& path, const AiconfiguratorImportOptions& options, Profile* p,
-                ImportNotes* notes, SystemFacts* facts) {
+// Which MoE rows of several kernel sources an import keeps: never a non-gated kernel
+// ("..._nongated": an activation without a gate, where servesim's MoE models are gated), and for
+// a dtype that the framework's default backend timed, only that backend's rows.
+class MoeKernelFilter {
+ public:
+  MoeKernelFilter(const std::string& path, const Framework& framework)
+      : default_kernel_(framework.default_moe_kernel) {
+    if (default_kernel_.empty()) return;
+    CsvReader scan(path);
+    const int kernel = scan.find("kernel_source"), dtype = scan.find("moe_dtype");
+    if (kernel < 0 || dtype < 0) return;
+    while (scan.next()) {
+      if (scan.field(kernel) == default_kernel_) default_dtypes_.insert(scan.text(dtype));
+    }
+  }
+  // The row's kernel source when the import leaves the row out, else "".
+  std::string dropped(const CsvReader& csv, int kernel, int dtype) const {
+    if (kernel < 0) return "";
+    const std::string source = csv.text(kernel);
+    if (source.find("nongated") != std::string::npos) return source;
+    if (default_dtypes_.count(csv.text(dtype)) && source != default_kernel_) return source;
+    return "";
+  }
+  void note(ImportNotes* notes, const std::map<std::string, int64_t>& dropped) const {
+    notes->counted("moe", dropped, "kernel_source",
+                   default_kernel_.empty()
+                       ? " (non-gated activation)"
+                       : " (non-gated activation, or a backend other than the default " +
+                             default_kernel_ + " where it timed the dtype)");
+  }
+
+ private:
+  std::string default_kernel_;
+  std::set<std::string> default_dtypes_;
+};
+
+void import_moe(const std::string& path, const AiconfiguratorImportOptions& options,
+                const Framework& framework, Profile* p, ImportNotes* notes, SystemFacts* facts) {
   const char* expected =
       "device,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,"
       "distribution,latency";
@@ -206,11 +267,17 @@ void import_moe(const std::string& path, const AiconfiguratorImportOptions& opti
       hidden = csv.require("hidden_size", expected), inter = csv.require("inter_size", expected),
       topk = csv.require("topk", expected), experts = csv.require("num_experts", expected),
       moe_tp = csv.require("moe_tp_size", expected), moe_ep = csv.require("moe_ep_size", expected),
-      dist = csv.require("distribution", expected), lat = csv.require("latency", expected);
+      dist = csv.require("distribution", expected), lat = csv.require("latency", expected),
+      kernel = csv.find("kernel_source");
+  const MoeKernelFilter kernels(path, framework);
   RowMerger<MoeRow> rows;
-  std::map<std::string, int64_t> unknown, other_distribution;
+  std::map<std::string, int64_t> unknown, other_distribution, other_kernel;
   while (csv.next()) {
     note_columns(csv, facts, true);
+    if (std::string source = kernels.dropped(csv, kernel, dtype); !source.empty()) {
+      ++other_kernel[source];
+      continue;
+    }
     MoeRow r;
     r.dtype = canonical_dtype(csv.text(dtype));
     if (r.dtype.empty()) {
@@ -234,6 +301,7 @@ void import_moe(const std::string& path, const AiconfiguratorImportOptions& opti
   }
   notes->counted("moe", unknown, "moe_dtype",
                  " (no servesim dtype for it)");
+  kernels.note(notes, other_kernel);
   if (!keep.empty()) {
     notes->add("moe", fmt::format("only routing distribution {} kept (to keep the repository "
                                   "small; the data set also has the others)",
@@ -328,15 +396,31 @@ std::string one_subdir(const std::string& dir, const std::string& prefix, bool r
   return found.empty() ? "" : found.front();
 }
 
+// The system directory's one framework sub-directory (<prefix><version>/) and its framework.
+// Throws InputError for none or several.
+std::pair<const Framework*, std::string> framework_subdir(const std::string& dir) {
+  std::vector<std::pair<const Framework*, std::string>> found;
+  for (const Framework& f : kFrameworks) {
+    if (std::string sub = one_subdir(dir, f.prefix, false); !sub.empty()) found.emplace_back(&f, sub);
+  }
+  if (found.size() != 1) {
+    throw InputError(dir, 0,
+                     fmt::format("expected one vllm_<version>/, trtllm_<version>/ or "
+                                 "sglang_<version>/ sub-directory, found {}",
+                                 found.size()));
+  }
+  return found.front();
+}
+
 Profile import_system(const std::string& dir, const AiconfiguratorImportOptions& options) {
   fs::path root(dir);
   std::string system = root.filename().string();
   if (system.empty()) {
     system = root.parent_path().filename().string();
   }
-  std::string vllm = one_subdir(dir, "vllm_", true);
+  const auto [framework, engine_subdir] = framework_subdir(dir);
   std::string nccl = one_subdir(dir, "nccl_", false);
-  fs::path vllm_dir = root / vllm;
+  fs::path tables_dir = root / engine_subdir;
 
   Profile p;
   ImportNotes notes;
@@ -346,24 +430,24 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
     notes.add(table, file + " is not in the data set");
   };
 
-  if (exists(vllm_dir / "gemm_perf.csv")) {
-    import_gemm((vllm_dir / "gemm_perf.csv").string(), &p, &notes, &facts);
+  if (exists(tables_dir / "gemm_perf.csv")) {
+    import_gemm((tables_dir / "gemm_perf.csv").string(), &p, &notes, &facts);
   } else {
     absent("gemm", "gemm_perf.csv");
   }
-  if (exists(vllm_dir / "context_attention_perf.csv")) {
-    import_attention((vllm_dir / "context_attention_perf.csv").string(), true, &p, &notes, &facts);
+  if (exists(tables_dir / "context_attention_perf.csv")) {
+    import_attention((tables_dir / "context_attention_perf.csv").string(), true, &p, &notes, &facts);
   } else {
     absent("attention_prefill", "context_attention_perf.csv");
   }
-  if (exists(vllm_dir / "generation_attention_perf.csv")) {
-    import_attention((vllm_dir / "generation_attention_perf.csv").string(), false, &p, &notes,
+  if (exists(tables_dir / "generation_attention_perf.csv")) {
+    import_attention((tables_dir / "generation_attention_perf.csv").string(), false, &p, &notes,
                      &facts);
   } else {
     absent("attention_decode", "generation_attention_perf.csv");
   }
-  if (exists(vllm_dir / "moe_perf.csv")) {
-    import_moe((vllm_dir / "moe_perf.csv").string(), options, &p, &notes, &facts);
+  if (exists(tables_dir / "moe_perf.csv")) {
+    import_moe((tables_dir / "moe_perf.csv").string(), options, *framework, &p, &notes, &facts);
   } else {
     absent("moe", "moe_perf.csv");
   }
@@ -373,8 +457,8 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
   } else {
     notes.add("collective", "no nccl_<version>/nccl_perf.csv in the data set");
   }
-  if (exists(vllm_dir / "custom_allreduce_perf.csv")) {
-    import_custom_allreduce((vllm_dir / "custom_allreduce_perf.csv").string(), &collective, &notes,
+  if (exists(tables_dir / "custom_allreduce_perf.csv")) {
+    import_custom_allreduce((tables_dir / "custom_allreduce_perf.csv").string(), &collective, &notes,
                             &facts);
   } else {
     notes.add("collective", "custom_allreduce_perf.csv is not in the data set");
@@ -409,17 +493,22 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
   m.fields["nccl"] = nccl.empty() ? "" : nccl.substr(std::string("nccl_").size());
   m.fields["harness_version"] =
       std::string("servesim ") + SERVESIM_VERSION + " import_aiconfigurator";
-  m.fields["method"] = kMethod;
-  m.fields["variant"] = "vllm";
-  m.fields["framework"] = "vLLM";
+  m.fields["method"] = fmt::format(fmt::runtime(kMethod), framework->name);
+  m.fields["variant"] = framework->variant;
+  m.fields["framework"] = framework->name;
+  if (*framework->engine) m.fields["engine"] = framework->engine;
   m.fields["framework_version"] = join(facts.versions);
   m.fields["kernels"] = join(facts.kernels);
   m.fields["upstream"] = std::string("github.com/ai-dynamo/aiconfigurator @ ") +
                          kAiconfiguratorCommit +
                          ", aic-core/src/aiconfigurator_core/systems/data/" + system +
-                         "/ (Parquet; legacy vLLM collector)";
+                         fmt::format("/ (Parquet; legacy {} collector)", framework->name);
   m.fields["upstream_system"] = system;
-  m.fields["converted_from"] = "shared/data/profiles/aiconfigurator/" + system + "/" + vllm +
+  // vLLM's tables are the copy in shared/data; the others come as the upstream Parquet files
+  // written out as CSV (profiles/README.md).
+  m.fields["converted_from"] = (*framework->engine ? "aiconfigurator Parquet tables as CSV, "
+                                                   : "shared/data/profiles/aiconfigurator/") +
+                               system + "/" + engine_subdir +
                                (nccl.empty() ? "" : ", " + nccl);
   p.dir = profile_subdir(p);
   return p;
@@ -427,8 +516,8 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
 
 bool is_system_dir(const std::string& dir) {
   for (const std::string& name : subdirectories(dir)) {
-    if (name.rfind("vllm_", 0) == 0) {
-      return true;
+    for (const Framework& f : kFrameworks) {
+      if (name.rfind(f.prefix, 0) == 0) return true;
     }
   }
   return false;
@@ -454,7 +543,8 @@ std::vector<Profile> import_aiconfigurator(const std::string& system_dir,
   }
   if (profiles.empty()) {
     throw InputError(system_dir, 0,
-                     "expected an aiconfigurator system directory (with a vllm_<version>/ "
+                     "expected an aiconfigurator system directory (with a vllm_<version>/, "
+                     "trtllm_<version>/ or sglang_<version>/ "
                      "sub-directory) or a directory of them, found neither");
   }
   return profiles;

@@ -404,6 +404,13 @@ nlohmann::json load_meta(const std::string& path, Profile* p) {
   return j["tables"];
 }
 
+// Whether LoadOptions::engine admits the profile of `meta`.
+bool engine_admits(const ProfileMeta& meta, const LoadOptions& options) {
+  if (!options.engine) return true;
+  const auto it = meta.fields.find("engine");
+  return it == meta.fields.end() || it->second.empty() || it->second == *options.engine;
+}
+
 }  // namespace
 
 Profile load_profile(const std::string& dir, const LoadOptions& options) {
@@ -466,6 +473,11 @@ std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const s
   std::vector<Profile> profiles;
   profiles.reserve(dirs.size());
   for (const std::string& d : dirs) {
+    if (options.engine) {
+      Profile meta_only;
+      load_meta((fs::path(d) / "meta.json").string(), &meta_only);
+      if (!engine_admits(meta_only.meta, options)) continue;
+    }
     profiles.push_back(load_profile(d, options));
   }
   return profiles;

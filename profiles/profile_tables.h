@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,12 +136,17 @@ struct Profile {
 // Which tables load_profile() reads (the others stay empty).
 struct LoadOptions {
   bool moe = true;  // false: skip the MoE table (the largest; a dense model never reads it)
+  // load_gpu_profiles(): profiles of one serving engine's own kernels (meta.json "engine") are
+  // loaded only for that engine ("" : for none); nullopt loads every profile. Profiles without
+  // an "engine" are always loaded.
+  std::optional<std::string> engine;
 };
 
 // Loads one profile directory. Throws InputError (file:line) on malformed content.
 Profile load_profile(const std::string& dir, const LoadOptions& options = {});
 
-// Every profile directory under `profiles_root`/`gpu`/ (sorted by name); empty if none.
+// Every profile directory under `profiles_root`/`gpu`/ (sorted by name) that LoadOptions::engine
+// admits; empty if none.
 std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const std::string& gpu,
                                        const LoadOptions& options = {});
 

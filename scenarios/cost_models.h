@@ -13,9 +13,11 @@
 namespace servesim::scenarios {
 
 // Every profile directory of `gpu` under <root>/profiles (cached; empty when there is none).
-// with_moe = false leaves the MoE tables out (a dense model's cost model never reads them).
-const std::vector<profiles::Profile>& gpu_profiles(const DataRoot& root, const std::string& gpu,
-                                                   bool with_moe = true);
+// with_moe = false leaves the MoE tables out (a dense model's cost model never reads them);
+// `engine` admits the tables of that serving engine's own kernels only (profiles::LoadOptions).
+const std::vector<profiles::Profile>& gpu_profiles(
+    const DataRoot& root, const std::string& gpu, bool with_moe = true,
+    const std::optional<std::string>& engine = std::nullopt);
 
 // The scenario's `cost_model` section.
 struct CostModelChoice {
@@ -29,6 +31,9 @@ struct CostModelChoice {
   // profiled: ProfiledParams::fused_activation_quantization, set by an engine model that compiles
   // the tables' layers (EngineSetup::compiles_table_layers).
   bool fused_activation_quantization = false;
+  // profiled: ProfiledParams::engine_tables, the engine model's own kernel tables
+  // (EngineSetup::kernel_tables).
+  std::string engine_tables = "";
 };
 
 // Builds the cost model for a deployment. A profiled model of a GPU without tables borrows the

@@ -1448,6 +1448,7 @@ EngineInputs build_engine_inputs(const Scenario& s, const DataRoot& root) {
       if (e) {
         choice.moe_kernel_scale = e->moe_kernel_scale;
         choice.fused_activation_quantization = e->compiles_table_layers;
+        choice.engine_tables = e->kernel_tables;
       }
       cost = make_cost_model(choice, dep, root);
       if (s.speculative) cost = with_drafter(*s.speculative, choice, dep, root, std::move(cost));

@@ -129,6 +129,14 @@ enum Kind : uint8_t { kInterpolated = 0, kExtrapolated = 1, kAnalytic = 2 };
 
 Kind kind_of(const Lookup& l) { return l.extrapolated ? kExtrapolated : kInterpolated; }
 
+// The serving engine whose own kernels a profile timed (meta.json "engine"), or "" for tables
+// that serve every deployment (ProfiledParams::engine_tables).
+const std::string& profile_engine(const profiles::Profile& p) {
+  static const std::string kNone;
+  const auto it = p.meta.fields.find("engine");
+  return it == p.meta.fields.end() ? kNone : it->second;
+}
+
 // Operators of OperatorTimes, in order.
 enum Op : size_t {
   kQkv,
@@ -310,6 +318,9 @@ struct ProfiledCostModel::Impl {
   // Its rows measure the deployment's own power-law routing at the busiest rank (num_tokens =
   // the pass's tokens, the skew included).
   bool moe_table_own_routing = false;
+  // The routed experts' time x this: ProfiledParams::moe_kernel_scale, the serving engine's MoE
+  // kernels against generic tables; 1 where the table is the engine's own.
+  double moe_scale = 1.0;
   std::string moe_key;
   // No MoE rows of the model's shape: the fused MoE kernels' time over the grouped expert-GEMM
   // estimate (grouped_gemm_s) on the dtype's measured shapes, by the tokens of a pass
@@ -428,7 +439,8 @@ std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
     const std::vector<profiles::Profile>& all) const {
   std::vector<const profiles::Profile*> out;
   for (const profiles::Profile& p : all) {
-    out.push_back(&p);
+    const std::string& engine = profile_engine(p);
+    if (engine.empty() || engine == params.engine_tables) out.push_back(&p);
   }
   const auto rows = [](const profiles::Profile* p) {
     return p->gemm.size() + p->attention_prefill.size() + p->attention_decode.size() +
@@ -437,7 +449,9 @@ std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
   const std::string model_key = boost::algorithm::to_lower_copy(model.key);
   const auto rank = [&](const profiles::Profile* p) {
     int r = 2;
-    if (!params.prefer_source.empty() &&
+    if (!profile_engine(*p).empty()) {
+      r = -1;
+    } else if (!params.prefer_source.empty() &&
         (p->meta.source.find(params.prefer_source) != std::string::npos ||
          p->dir.find(params.prefer_source) != std::string::npos)) {
       r = 0;
@@ -822,6 +836,7 @@ void ProfiledCostModel::Impl::resolve_moe_table(const std::vector<const profiles
   const bool power_law = d.routing().kind == ExpertRouting::Kind::kPowerLaw;
   const std::string own_routing = d.routing().name();
   const std::string dtype = gemm_dtype(d.weight_dtype);
+  bool engine_moe_table = false;  // the rows come from the serving engine's own tables
   for (const profiles::Profile* prof : order) {
     std::vector<interp::CurveTable::Row> rows;
     std::string best_dist;
@@ -860,6 +875,7 @@ void ProfiledCostModel::Impl::resolve_moe_table(const std::vector<const profiles
     moe_table = curve_tables.back().get();
     moe_table_balanced = best_dist == "balanced";
     moe_table_own_routing = power_law && best_dist == own_routing;
+    engine_moe_table = !profile_engine(*prof).empty();
     diag.sources.push_back(
         fmt::format("moe_mlp: moe {} from {}", moe_key, describe_profile(prof)));
     break;
@@ -867,7 +883,11 @@ void ProfiledCostModel::Impl::resolve_moe_table(const std::vector<const profiles
   if (moe_table == nullptr) {
     resolve_moe_efficiency(order);
   }
-  if (params.moe_kernel_scale != 1.0) {
+  if (engine_moe_table && params.moe_kernel_scale != 1.0) {
+    diag.sources.push_back(
+        "moe_mlp: the serving engine's own MoE kernels: no MoE kernel scale applies");
+  } else if (params.moe_kernel_scale != 1.0) {
+    moe_scale = params.moe_kernel_scale;
     diag.sources.push_back(fmt::format(
         "moe_mlp: routed experts x{:.3g} for the serving engine's MoE kernels (engine "
         "calibration)",
@@ -1193,6 +1213,12 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
   resolve_allreduce(order);
   resolve_elementwise(order);
   note = fmt::format("{}: measured tables of {}", gpu.key, gpu.key);
+  for (const profiles::Profile* p : order) {
+    if (!profile_engine(*p).empty()) {
+      note += fmt::format("; the serving engine's own operator tables first ({})",
+                          describe_profile(p));
+    }
+  }
   for (const auto& [table, count] : diag.rows_clamped_to_peak) {
     note += fmt::format("; {} {} rows faster than the peak bound clamped", count, table);
   }
@@ -1419,7 +1445,7 @@ TokenEntry ProfiledCostModel::Impl::compute_tokens(double m) const {
     const double routed = load.routed_rows;
     const double touched = load.touched_experts;
     // The engine's MoE kernels against the tables (ProfiledParams::moe_kernel_scale).
-    const double expert_layers = moe_layers * params.moe_kernel_scale;
+    const double expert_layers = moe_layers * moe_scale;
     if (moe_table != nullptr && moe_table_own_routing) {
       // Measured under this routing, its busiest rank included: the pass's tokens as they are.
       const Lookup l = moe_table->predict(moe_key, m);

@@ -6,7 +6,9 @@
 // - Value types in, Duration out; never sees the engine. Deterministic.
 // - Operators and their sources. Per operator, the first profile in the source order that has
 //   rows for it; the source order puts profiles measured for the deployment's model first, then
-//   the rest by table size; ProfiledParams::prefer_source moves matching profiles to the front.
+//   the rest by table size; ProfiledParams::prefer_source moves matching profiles to the front,
+//   and a serving engine's own tables (ProfiledParams::engine_tables) go ahead of all of them,
+//   used by that engine's deployments only.
 //   - QKV / O / gate-up / down GEMMs (M = sum of query tokens, per-rank N, K) and the LM head
 //     (M = logit rows, N = vocab/tp, 16-bit): gemm rows of the weight dtype (bf16 -> "bf16",
 //     else "fp16"; fp8 -> "fp8_e4m3"); a profile with the exact (n, k) first, else the one with
@@ -77,6 +79,12 @@ struct ProfiledParams {
   RooflineParams roofline;
   // When not empty, profiles whose meta.source or directory contains this string come first.
   std::string prefer_source;
+  // The serving engine whose own kernel tables this deployment runs ("trtllm", "sglang"; empty:
+  // none). A profile whose meta.json names an "engine" holds that engine's kernels: it is used
+  // only when that engine is this one, and then ahead of every other profile (a table it lacks,
+  // e.g. attention, still comes from the others). Profiles without "engine" serve every
+  // deployment.
+  std::string engine_tables;
   // The GPU the tables were measured on when it is not the deployment's GPU (donor mode). Required
   // then; ignored otherwise.
   const GpuSpec* tables_gpu = nullptr;
@@ -89,7 +97,8 @@ struct ProfiledParams {
   // the tables' time: the serving engine's own MoE kernels against the measured ones, where no
   // table of the engine's kernels exists (an engine calibration,
   // models/calibration/engine_calibration.h). 1: the tables as measured. Dense models, the router
-  // and shared experts ignore it.
+  // and shared experts ignore it, and so do experts priced from the engine's own MoE rows
+  // (engine_tables).
   double moe_kernel_scale = 1.0;
   // A quantized GEMM table whose rows timed their activation quantization as unfused PyTorch
   // (gemm_efficiency.h, activation_quantization) is priced with one fused pass instead: the

@@ -158,6 +158,24 @@ ParamSchema calibration_knobs() {
   };
 }
 
+ParamSpec kernel_tables_knob() {
+  return ParamSpec{"kernel_tables",
+                   ParamType::kString,
+                   std::string("generic"),
+                   "",
+                   "operator tables that price the layers: generic (vLLM's, which the engine "
+                   "calibration was fitted with) or engine (this engine's own, where the GPU has "
+                   "them; profiles/README.md)",
+                   {"generic", "engine"},
+                   {},
+                   {}};
+}
+
+std::string kernel_tables_of(const std::string& engine, const ParamValues& knobs) {
+  return knobs.contains("kernel_tables") && knobs.get_string("kernel_tables") == "engine" ? engine
+                                                                                          : "";
+}
+
 namespace {
 
 // The MoE kernel calibration in effect for `target`: its model is MoE and the engine has one for

@@ -68,6 +68,10 @@ struct EngineSetup {
   // enforce_eager), so a GEMM table that timed their FP8 activation quantization as eager PyTorch
   // is priced with one fused pass instead (ProfiledParams::fused_activation_quantization).
   bool compiles_table_layers = false;
+  // The name profiles of this engine's own kernels carry in their meta "engine" field
+  // (ProfiledParams::engine_tables): where the deployment's GPU has them, they price its layers
+  // ahead of the generic (vLLM) tables. Empty: the generic tables only (kernel_tables_knob()).
+  std::string kernel_tables;
   sim::FrontendSpec frontend;
   // A fresh instance of the engine's own scheduler.
   std::function<std::unique_ptr<sim::BatchingPolicy>()> make_scheduler;
@@ -156,6 +160,16 @@ std::string speculative_launch_flags(const std::string& engine,
 
 // -1 in a CPU or front-end knob: take the calibration. Shared by every engine model.
 ParamSchema calibration_knobs();
+
+// The knob "kernel_tables" of an engine that has operator tables of its own (TensorRT-LLM,
+// SGLang): "generic" (default) prices its layers from the generic tables, vLLM's, which its
+// calibration was fitted with; "engine" from the engine's own tables where the deployment's GPU
+// has them (EngineSetup::kernel_tables; experts priced from the engine's own MoE rows take no
+// MoE kernel scale, which stands for its kernels against the generic tables).
+ParamSpec kernel_tables_knob();
+// EngineSetup::kernel_tables of `engine` under `knobs`: `engine` where its "kernel_tables" knob
+// is "engine", else "".
+std::string kernel_tables_of(const std::string& engine, const ParamValues& knobs);
 
 // The CPU cost and front end of `engine` on `target` from its calibration and knobs (see the
 // contract); `overlapped` is the engine's fact. Sets setup.runtime.cpu, setup.frontend,

@@ -379,6 +379,7 @@ ParamSchema sglang_schema() {
        {}},
   };
   for (ParamSpec& k : calibration_knobs()) s.push_back(std::move(k));
+  s.push_back(kernel_tables_knob());
   return s;
 }
 
@@ -426,6 +427,7 @@ EngineSetup build_sglang(const std::string& version, const ParamValues& knobs,
   apply_calibration("sglang", knobs, target, !knobs.get_bool("disable_overlap_schedule"), setup);
   setup.make_scheduler = [p] { return make_sglang_scheduler(p); };
   setup.prefix_caching = !knobs.get_bool("disable_radix_cache");
+  setup.kernel_tables = kernel_tables_of("sglang", knobs);
   setup.summary = fmt::format(
       "SGLang {} (prefill-first scheduler: {}, {} prefill tokens per batch, mem_fraction_static "
       "{:g}{})",

@@ -233,6 +233,7 @@ ParamSchema trtllm_schema() {
        "attention DP balancing: iterations contexts wait once every rank has one", {}, 0.0, {}},
   };
   for (ParamSpec& k : calibration_knobs()) s.push_back(std::move(k));
+  s.push_back(kernel_tables_knob());
   return s;
 }
 
@@ -268,6 +269,7 @@ EngineSetup build_trtllm(const std::string& version, const ParamValues& knobs,
 
   setup.make_scheduler = [p] { return make_trtllm_scheduler(p); };
   setup.prefix_caching = knobs.get_bool("enable_block_reuse");
+  setup.kernel_tables = kernel_tables_of("trtllm", knobs);
   if (!p.enable_chunked_prefill) setup.max_prompt_tokens = p.max_num_tokens;
   const std::string balance =
       p.balances_contexts()

@@ -228,6 +228,58 @@ TEST(GoldenMoe, DisaggregatedPoolsKeepTheirOwnExpertParallelism) {
             base.instances[2].cost_model->iteration_time(decode));
 }
 
+// engine.kernel_tables "engine": a TensorRT-LLM deployment on a GPU with TensorRT-LLM's own
+// operator tables (profiles/h100_sxm/aiconfigurator_trtllm) is priced from them first; by
+// default, and for every other engine, from the generic tables as before.
+TEST(GoldenEngineTables, TrtllmPricesFromItsOwnTablesOnlyWhenAsked) {
+  const auto root = scenarios::DataRoot::discover();
+  const auto cost_model = [&](const std::string& engine) {
+    scenarios::Json doc = scenarios::Json::parse(R"({
+      "model": "qwen3-32b",
+      "cluster": {"gpu": "h100_sxm", "weight_dtype": "fp8", "kv_dtype": "fp8"},
+      "workload": {"type": "generated", "arrival": {"rate": 1.0}, "count": 4,
+                   "lengths": {"type": "fixed", "prompt": 100, "output": 4}}})");
+    doc["engine"] = scenarios::Json::parse(engine);
+    return std::move(scenarios::build_engine_inputs(
+                         scenarios::parse_scenario(doc, "t.json", ".", root), root)
+                         .instances[0]
+                         .cost_model);
+  };
+  const char* kOwn = "own operator tables first (";
+  const auto own = cost_model(R"({"type": "trtllm", "kernel_tables": "engine"})");
+  const auto generic = cost_model(R"({"type": "trtllm"})");
+  EXPECT_NE(own->describe().find(kOwn), std::string::npos) << own->describe();
+  EXPECT_NE(own->describe().find("h100_sxm/aiconfigurator_trtllm)"), std::string::npos);
+  EXPECT_EQ(generic->describe().find(kOwn), std::string::npos) << generic->describe();
+  EXPECT_EQ(cost_model(R"({"type": "vllm"})")->describe().find(kOwn), std::string::npos);
+  // TensorRT-LLM's FP8 GEMMs of a long prompt are faster than the generic (vLLM) tables say.
+  models::BatchShape prompt;
+  prompt.segments.push_back({4096, 4096, 1});
+  EXPECT_LT(own->iteration_time(prompt), generic->iteration_time(prompt));
+}
+
+// A MoE kernel scale stands for the engine's MoE kernels against the generic tables: experts
+// priced from the engine's own MoE rows take none.
+TEST(GoldenEngineTables, OwnMoeRowsTakeNoMoeKernelScale) {
+  const auto root = scenarios::DataRoot::discover();
+  const auto decode_time = [&](const std::string& tables, double scale) {
+    scenarios::Json doc = scenarios::Json::parse(R"({
+      "model": "qwen3-235b-a22b",
+      "cluster": {"gpu": "h100_sxm", "tp": 4, "ep": 4, "weight_dtype": "fp8_block",
+                  "kv_dtype": "fp8"},
+      "workload": {"type": "generated", "arrival": {"rate": 1.0}, "count": 4,
+                   "lengths": {"type": "fixed", "prompt": 100, "output": 4}}})");
+    doc["engine"] = {{"type", "trtllm"}, {"kernel_tables", tables}, {"moe_kernel_scale", scale}};
+    const auto in =
+        scenarios::build_engine_inputs(scenarios::parse_scenario(doc, "t.json", ".", root), root);
+    models::BatchShape decode;
+    for (int i = 0; i < 32; ++i) decode.segments.push_back({1, 2000, 1});
+    return in.instances[0].cost_model->iteration_time(decode);
+  };
+  EXPECT_EQ(decode_time("engine", 2.0), decode_time("engine", 1.0));
+  EXPECT_GT(decode_time("generic", 2.0), decode_time("generic", 1.0));
+}
+
 // Attention data parallelism: an instance of 8 one-GPU ranks counts 8 GPUs, keeps 8 KV pools, and
 // with MLA (a latent every rank of a TP group would replicate) holds several times the KV tokens
 // of the same GPUs under TP 8. A run charges its GPU-seconds on all 8 GPUs.

@@ -409,6 +409,37 @@ TEST_F(ProfiledTest, QuantizedGemmsPreferAnEngineLayerTableToABareGemm) {
       << source_of_qkv(Dtype::kFp8);
 }
 
+// A serving engine's own tables (meta "engine") price only that engine's deployments, ahead of
+// every other profile, the model's own harness tables included; other deployments never see them.
+TEST_F(ProfiledTest, AnEnginesOwnTablesServeOnlyThatEngineAndComeFirst) {
+  profiles::Profile generic = synthetic_h100_gemm();
+  profiles::Profile harness = synthetic_h100_gemm();
+  harness.meta.source = "servesim-profile";
+  harness.meta.model = "llama-3.1-8b";  // the model's own tables: ahead of generic ones
+  profiles::Profile trtllm = synthetic_h100_gemm();
+  trtllm.meta.source = "aiconfigurator";
+  trtllm.meta.fields["engine"] = "trtllm";
+  for (profiles::GemmRow& r : trtllm.gemm) r.latency_us *= 0.5;
+  const Deployment d = deployment("llama-3.1-8b", "h100_sxm", 1);
+  const auto price = [&](const std::string& engine) {
+    ProfiledParams p;
+    p.engine_tables = engine;
+    return seconds(make_profiled_cost_model(d, {generic, trtllm, harness}, p)
+                       ->iteration_time(prefill(2048)));
+  };
+  const double generic_s = seconds(
+      make_profiled_cost_model(d, {generic, harness}, {})->iteration_time(prefill(2048)));
+  EXPECT_DOUBLE_EQ(price(""), generic_s);  // not TensorRT-LLM: its tables are not used
+  EXPECT_DOUBLE_EQ(price("sglang"), generic_s);
+  EXPECT_LT(price("trtllm"), 0.8 * generic_s);  // its GEMMs take half the time
+  ProfiledParams p;
+  p.engine_tables = "trtllm";
+  const auto m = make_profiled_cost_model(d, {generic, trtllm, harness}, p);
+  EXPECT_NE(m->describe().find("the serving engine's own operator tables first"),
+            std::string::npos)
+      << m->describe();
+}
+
 // A GEMM profile of Llama-3.1-8B's tp1 shapes on `gpu`: bf16 rows at 70 % of the bf16 peak plus
 // 5 us (or the weight-read time, whichever is longer), and FP8 rows at `fp8_ratio` x those.
 profiles::Profile bf16_and_fp8_gemm(const GpuSpec& gpu, double fp8_ratio) {

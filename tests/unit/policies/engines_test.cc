@@ -450,6 +450,26 @@ TEST_F(EngineDefaults, MoeKernelCalibrationAppliesToItsEngineClassAndFormatOnly)
   EXPECT_EQ(by_hand.calibration_note.find("x0.6"), std::string::npos) << by_hand.calibration_note;
 }
 
+// engine.kernel_tables: TensorRT-LLM and SGLang price their layers from their own operator tables
+// only when asked; vLLM has no such knob (its tables are the generic ones).
+TEST_F(EngineDefaults, OwnKernelTablesOnlyWhenAsked) {
+  EngineTarget t;
+  t.gpu = &gpus.get("h200_sxm");
+  t.model = &models.get("llama-3.1-8b");
+  for (const std::string engine : {"trtllm", "sglang"}) {
+    SCOPED_TRACE(engine);
+    const EngineModelEntry& e = engine_models().get(engine);
+    ParamValues knobs = ParamValues::defaults(e.schema);
+    EXPECT_EQ(knobs.get_string("kernel_tables"), "generic");
+    EXPECT_EQ(e.build(e.versions.back(), knobs, t).kernel_tables, "");
+    knobs.set("kernel_tables", std::string("engine"));
+    EXPECT_EQ(e.build(e.versions.back(), knobs, t).kernel_tables, engine);
+  }
+  for (const ParamSpec& knob : engine_models().get("vllm").schema) {
+    EXPECT_NE(knob.name, "kernel_tables");
+  }
+}
+
 // Each engine is told to run speculative decoding in its own spelling.
 TEST(SpeculativeFlags, EachEngineSpellsTheDrafterItsOwnWay) {
   models::SpeculativeDecoding mtp;

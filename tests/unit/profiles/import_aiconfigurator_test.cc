@@ -183,6 +183,50 @@ TEST(ImportAiconfigurator, MoeFallsBackToPowerLaw101) {
             std::string::npos);
 }
 
+// TensorRT-LLM's tables: their own engine's profile, its default MoE backend where it timed the
+// dtype, no non-gated kernels, no empty GEMMs.
+TEST(ImportAiconfigurator, TrtllmTablesServeTheirEngineWithItsDefaultMoeBackend) {
+  TempDir tmp;
+  const std::string d = "TRTLLM,1.2.0rc5,NVIDIA H100 80GB HBM3";
+  const std::string v = "aic/h100_sxm/trtllm_1.2.0rc5/";
+  tmp.write(v + "gemm_perf.csv",
+            "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency\n" + d +
+                ",gemm,torch_flow,fp8,0,4096,4096,0.0005\n" + d +
+                ",gemm,torch_flow,fp8,8,4096,4096,0.02\n");
+  const std::string row = ",16,4096,1536,8,128,1,1,balanced,";
+  tmp.write(v + "moe_perf.csv",
+            "framework,version,device,op_name,kernel_source,moe_dtype,num_tokens,hidden_size,"
+            "inter_size,topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency\n" +
+                d + ",moe,moe_torch_flow_cutlass,nvfp4" + row + "0.05\n" + d +
+                ",moe,moe_torch_flow_min_latency,nvfp4" + row + "0.02\n" + d +
+                ",moe,moe_torch_flow_nongated,nvfp4" + row + "0.04\n" + d +
+                ",moe,deepgemm,fp8_block" + row + "0.07\n");
+  const Profile p = import_aiconfigurator(tmp.path("aic/h100_sxm")).at(0);
+  EXPECT_EQ(p.dir, "h100_sxm/aiconfigurator_trtllm");
+  EXPECT_EQ(p.meta.fields.at("engine"), "trtllm");
+  EXPECT_EQ(p.meta.fields.at("framework"), "TensorRT-LLM");
+  EXPECT_NE(p.meta.fields.at("method").find("each TensorRT-LLM operator"), std::string::npos);
+  ASSERT_EQ(p.gemm.size(), 1u);
+  EXPECT_EQ(p.gemm[0].m, 8);
+  EXPECT_NE(p.meta.skipped.at("gemm").find("1 rows with m 0 dropped"), std::string::npos)
+      << p.meta.skipped.at("gemm");
+  ASSERT_EQ(p.moe.size(), 2u);  // cutlass nvfp4 (0.05 ms), and deepgemm, the only fp8_block one
+  EXPECT_EQ(p.moe[0].dtype, "nvfp4");
+  EXPECT_DOUBLE_EQ(p.moe[0].latency_us, 50.0);
+  EXPECT_EQ(p.moe[1].dtype, "fp8_block");
+  EXPECT_DOUBLE_EQ(p.moe[1].latency_us, 70.0);
+  const std::string& moe = p.meta.skipped.at("moe");
+  EXPECT_NE(moe.find("kernel_source moe_torch_flow_min_latency"), std::string::npos) << moe;
+  EXPECT_NE(moe.find("kernel_source moe_torch_flow_nongated"), std::string::npos) << moe;
+
+  // vLLM's tables stay generic: no engine.
+  EXPECT_EQ(import_aiconfigurator(write_system(tmp)).at(0).meta.fields.count("engine"), 0u);
+  // Two frameworks in one system directory: which one is meant is not said.
+  tmp.write("aic/h100_sxm/vllm_0.14.0/gemm_perf.csv",
+            "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency\n");
+  EXPECT_THROW(import_aiconfigurator(tmp.path("aic/h100_sxm")), InputError);
+}
+
 TEST(ImportAiconfigurator, DirectoryOfSystemsGivesOneProfileEach) {
   TempDir tmp;
   write_system(tmp);
