@@ -391,6 +391,25 @@ TEST(MeasuredRuns, RowsMapToTheBenchmarkThatMeasuredThemOrSaySkipped) {
   EXPECT_NO_THROW(scenarios::parse_scenario(stand_in.scenario, "row", "", root()));
 }
 
+// fidelity --kernel-tables engine: the rows of an engine with its own operator tables take
+// engine.kernel_tables "engine"; vLLM's rows, whose tables are the generic ones, take nothing.
+TEST(MeasuredRuns, KernelTablesReachOnlyEnginesThatHaveTheKnob) {
+  policies::register_builtin_policies();
+  const auto runs = read_measured_runs(shipped_csv());
+  const auto& cat = scenarios::Catalogs::get(root());
+  BenchmarkTemplate bench;
+  const MappedRun trtllm_default = map_measured_run(row_at_line(runs, 906), cat, bench);
+  EXPECT_FALSE(trtllm_default.scenario.at("engine").contains("kernel_tables"));
+  bench.kernel_tables = "engine";
+  const MappedRun trtllm = map_measured_run(row_at_line(runs, 906), cat, bench);
+  EXPECT_EQ(trtllm.scenario.at("engine").at("kernel_tables"), "engine");
+  EXPECT_NO_THROW(scenarios::parse_scenario(trtllm.scenario, "row", "", root()));
+  const MappedRun vllm = map_measured_run(row_at_line(runs, 1093), cat, bench);
+  ASSERT_EQ(vllm.engine, "vllm");
+  EXPECT_FALSE(vllm.scenario.at("engine").contains("kernel_tables"));
+  EXPECT_NO_THROW(scenarios::parse_scenario(vllm.scenario, "row", "", root()));
+}
+
 // Attention-DP rows: upstream's batch_size is per rank (line 1551: gpt-oss-120b on 4 B200 ranks,
 // batch_size 8, experts moe_tp 4 x moe_ep 1; its silicon_concurrency is 32), the generator's
 // engine limits are per rank, and the scenario is one instance of 4 ranks.
