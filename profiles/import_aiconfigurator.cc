@@ -401,7 +401,8 @@ std::string one_subdir(const std::string& dir, const std::string& prefix, bool r
 std::pair<const Framework*, std::string> framework_subdir(const std::string& dir) {
   std::vector<std::pair<const Framework*, std::string>> found;
   for (const Framework& f : kFrameworks) {
-    if (std::string sub = one_subdir(dir, f.prefix, false); !sub.empty()) found.emplace_back(&f, sub);
+    std::string sub = one_subdir(dir, f.prefix, false);
+    if (!sub.empty()) found.emplace_back(&f, sub);
   }
   if (found.size() != 1) {
     throw InputError(dir, 0,
@@ -436,7 +437,8 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
     absent("gemm", "gemm_perf.csv");
   }
   if (exists(tables_dir / "context_attention_perf.csv")) {
-    import_attention((tables_dir / "context_attention_perf.csv").string(), true, &p, &notes, &facts);
+    import_attention((tables_dir / "context_attention_perf.csv").string(), true, &p, &notes,
+                     &facts);
   } else {
     absent("attention_prefill", "context_attention_perf.csv");
   }
@@ -458,8 +460,8 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
     notes.add("collective", "no nccl_<version>/nccl_perf.csv in the data set");
   }
   if (exists(tables_dir / "custom_allreduce_perf.csv")) {
-    import_custom_allreduce((tables_dir / "custom_allreduce_perf.csv").string(), &collective, &notes,
-                            &facts);
+    import_custom_allreduce((tables_dir / "custom_allreduce_perf.csv").string(), &collective,
+                            &notes, &facts);
   } else {
     notes.add("collective", "custom_allreduce_perf.csv is not in the data set");
   }

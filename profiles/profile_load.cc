@@ -406,19 +406,20 @@ nlohmann::json load_meta(const std::string& path, Profile* p) {
 
 // Whether LoadOptions::engine admits the profile of `meta`.
 bool engine_admits(const ProfileMeta& meta, const LoadOptions& options) {
-  if (!options.engine) return true;
-  const auto it = meta.fields.find("engine");
-  return it == meta.fields.end() || it->second.empty() || it->second == *options.engine;
+  const std::string& engine = kernel_engine(meta);
+  return !options.engine || engine.empty() || engine == *options.engine;
 }
 
-}  // namespace
-
-Profile load_profile(const std::string& dir, const LoadOptions& options) {
+// load_profile(), or nullopt, its tables unread, where `by_engine` and LoadOptions::engine
+// refuse its meta (load_gpu_profiles()).
+std::optional<Profile> load_admitted(const std::string& dir, const LoadOptions& options,
+                                     bool by_engine) {
   Profile p;
   p.dir = dir;
   fs::path root(dir);
   std::string meta_path = (root / "meta.json").string();
   nlohmann::json tables = load_meta(meta_path, &p);
+  if (by_engine && !engine_admits(p.meta, options)) return std::nullopt;
   using Loader = void (*)(const std::string&, Profile*);
   const std::vector<std::pair<std::string, Loader>> loaders = {{"gemm", load_gemm},
                                                                {"attention_prefill", load_prefill},
@@ -456,6 +457,12 @@ Profile load_profile(const std::string& dir, const LoadOptions& options) {
   return p;
 }
 
+}  // namespace
+
+Profile load_profile(const std::string& dir, const LoadOptions& options) {
+  return *load_admitted(dir, options, false);
+}
+
 std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const std::string& gpu,
                                        const LoadOptions& options) {
   std::vector<std::string> dirs;
@@ -473,12 +480,9 @@ std::vector<Profile> load_gpu_profiles(const std::string& profiles_root, const s
   std::vector<Profile> profiles;
   profiles.reserve(dirs.size());
   for (const std::string& d : dirs) {
-    if (options.engine) {
-      Profile meta_only;
-      load_meta((fs::path(d) / "meta.json").string(), &meta_only);
-      if (!engine_admits(meta_only.meta, options)) continue;
+    if (std::optional<Profile> p = load_admitted(d, options, true)) {
+      profiles.push_back(std::move(*p));
     }
-    profiles.push_back(load_profile(d, options));
   }
   return profiles;
 }

@@ -327,6 +327,12 @@ std::string meta_json(const Profile& profile) {
   return j.dump(2) + "\n";
 }
 
+const std::string& kernel_engine(const ProfileMeta& meta) {
+  static const std::string kNone;
+  const auto it = meta.fields.find("engine");
+  return it == meta.fields.end() ? kNone : it->second;
+}
+
 std::string profile_subdir(const Profile& profile) {
   const ProfileMeta& m = profile.meta;
   std::string name;

@@ -222,4 +222,8 @@ std::string meta_json(const Profile& profile);
 // "h100_sxm/servesim_harness_qwen3-32b_tp4".
 std::string profile_subdir(const Profile& profile);
 
+// The serving engine whose own kernels a profile timed (meta.json "engine": LoadOptions::engine,
+// models::ProfiledParams::engine_tables), or "" for tables that serve every deployment.
+const std::string& kernel_engine(const ProfileMeta& meta);
+
 }  // namespace servesim::profiles

@@ -129,14 +129,6 @@ enum Kind : uint8_t { kInterpolated = 0, kExtrapolated = 1, kAnalytic = 2 };
 
 Kind kind_of(const Lookup& l) { return l.extrapolated ? kExtrapolated : kInterpolated; }
 
-// The serving engine whose own kernels a profile timed (meta.json "engine"), or "" for tables
-// that serve every deployment (ProfiledParams::engine_tables).
-const std::string& profile_engine(const profiles::Profile& p) {
-  static const std::string kNone;
-  const auto it = p.meta.fields.find("engine");
-  return it == p.meta.fields.end() ? kNone : it->second;
-}
-
 // Operators of OperatorTimes, in order.
 enum Op : size_t {
   kQkv,
@@ -439,7 +431,7 @@ std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
     const std::vector<profiles::Profile>& all) const {
   std::vector<const profiles::Profile*> out;
   for (const profiles::Profile& p : all) {
-    const std::string& engine = profile_engine(p);
+    const std::string& engine = profiles::kernel_engine(p.meta);
     if (engine.empty() || engine == params.engine_tables) out.push_back(&p);
   }
   const auto rows = [](const profiles::Profile* p) {
@@ -449,7 +441,7 @@ std::vector<const profiles::Profile*> ProfiledCostModel::Impl::ordered(
   const std::string model_key = boost::algorithm::to_lower_copy(model.key);
   const auto rank = [&](const profiles::Profile* p) {
     int r = 2;
-    if (!profile_engine(*p).empty()) {
+    if (!profiles::kernel_engine(p->meta).empty()) {
       r = -1;
     } else if (!params.prefer_source.empty() &&
         (p->meta.source.find(params.prefer_source) != std::string::npos ||
@@ -875,7 +867,7 @@ void ProfiledCostModel::Impl::resolve_moe_table(const std::vector<const profiles
     moe_table = curve_tables.back().get();
     moe_table_balanced = best_dist == "balanced";
     moe_table_own_routing = power_law && best_dist == own_routing;
-    engine_moe_table = !profile_engine(*prof).empty();
+    engine_moe_table = !profiles::kernel_engine(prof->meta).empty();
     diag.sources.push_back(
         fmt::format("moe_mlp: moe {} from {}", moe_key, describe_profile(prof)));
     break;
@@ -1214,7 +1206,7 @@ void ProfiledCostModel::Impl::resolve_direct(const std::vector<const profiles::P
   resolve_elementwise(order);
   note = fmt::format("{}: measured tables of {}", gpu.key, gpu.key);
   for (const profiles::Profile* p : order) {
-    if (!profile_engine(*p).empty()) {
+    if (!profiles::kernel_engine(p->meta).empty()) {
       note += fmt::format("; the serving engine's own operator tables first ({})",
                           describe_profile(p));
     }
