@@ -327,19 +327,6 @@ void Engine::Impl::on_schedule(size_t i) {
   start_batch(i, priced ? *priced : price_batch(inst, run), t, run);
 }
 
-void Engine::Impl::add_gap(int64_t gap) {
-  if (gap != pending_gap_) {
-    flush_gaps();
-    pending_gap_ = gap;
-  }
-  ++pending_gaps_;
-}
-
-void Engine::Impl::flush_gaps() {
-  if (pending_gaps_ > 0) result.tbt_ns.add(pending_gap_, pending_gaps_);
-  pending_gaps_ = 0;
-}
-
 [[gnu::noinline]] void Engine::Impl::record_first_token(RequestId id, int64_t t_ns) {
   RequestState& rs = requests[id];
   rs.first_token_ns = t_ns;

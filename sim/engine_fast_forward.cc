@@ -28,40 +28,63 @@ void Engine::Impl::find_decode_run(InstanceState& inst) {
 }
 
 bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
-  const int64_t run = inst.batch_decodes;
   const bool charged = (inst.batch_interference_ns | inst.batch_recompute_ns) != 0;
+  const bool registers_or_times = inst.setup.prefix_caching || config.record_token_times;
+  if (registers_or_times) {
+    return charged ? advance_decode_run_as<true, true>(inst, t_ns)
+                   : advance_decode_run_as<false, true>(inst, t_ns);
+  }
+  return charged ? advance_decode_run_as<true, false>(inst, t_ns)
+                 : advance_decode_run_as<false, false>(inst, t_ns);
+}
+
+template <bool kCharged, bool kRegistersOrTimes>
+bool Engine::Impl::advance_decode_run_as(InstanceState& inst, int64_t t_ns) {
+  const int64_t run = inst.batch_decodes;
   const int64_t block_size = inst.setup.block_size;
-  bool any_finished = false;
+  const int64_t interference_ns = inst.batch_interference_ns;
+  const int64_t recompute_ns = inst.batch_recompute_ns;
+  const auto first_measured = static_cast<RequestId>(warmup_total);
+  const int64_t objective_ns = tbt_objective_ns_;
+  SeqView* const running = inst.running.data();
   int32_t finished = 0;
   clear_decode_run(inst);
-  // The new run's sums, kept in locals for the loop.
+  // The loop's state in locals (the stores to each request's fields cannot change them): the new
+  // run's sums and the pending TBT gaps.
   DecodeRun next;
   int64_t to_first_finish = std::numeric_limits<int64_t>::max();
+  GapRun gaps = pending_gaps_;
   inst.stats.decode_tokens += run;
   for (int64_t pos = 0; pos < run; ++pos) {
-    SeqView& seq = inst.running[static_cast<size_t>(pos)];
+    SeqView& seq = running[pos];
     seq.computed_tokens++;
-    if (charged) {
-      seq.interference_ns += inst.batch_interference_ns;
-      seq.recompute_ns += inst.batch_recompute_ns;
+    if constexpr (kCharged) {
+      seq.interference_ns += interference_ns;
+      seq.recompute_ns += recompute_ns;
     }
     // (The general loop's other case, prompt tokens computed, is not one of a decode step.)
-    if (inst.setup.prefix_caching && seq.computed_tokens % block_size == 0) {
-      kv.register_computed_blocks(inst, seq);
+    if constexpr (kRegistersOrTimes) {
+      if (inst.setup.prefix_caching && seq.computed_tokens % block_size == 0) {
+        kv.register_computed_blocks(inst, seq);
+      }
     }
     seq.generated_tokens++;
-    record_token(seq, t_ns);
+    // A decode step's request has sampled its first token already.
+    record_next_token(seq, t_ns, first_measured, objective_ns, gaps, result.tbt_ns);
+    if constexpr (kRegistersOrTimes) {
+      if (config.record_token_times) token_times[seq.id].push_back(t_ns);
+    }
     if (seq.generated_tokens == seq.output_tokens) {
-      any_finished = true;
       finished++;
     } else {
       add_to_decode_run(seq, static_cast<int32_t>(pos) - finished, block_size, next,
                         to_first_finish, inst.run_crossers);
     }
   }
+  pending_gaps_ = gaps;
   inst.decode_run = next;
   inst.run_to_first_finish = to_first_finish;
-  return any_finished;
+  return finished > 0;
 }
 
 bool Engine::Impl::in_steady_decode(size_t i, SimTime horizon) {

@@ -59,6 +59,24 @@ class InstanceSet {
 };
 
 // A prefilled request on its way from a prefill to a decode instance.
+// A run of equal TBT gaps not yet added to a histogram: a decode batch's steps mostly share their
+// gap (each had its previous token at the same step), so they go in as one add.
+struct GapRun {
+  int64_t gap = -1;
+  int64_t count = 0;
+  [[gnu::always_inline]] void add(int64_t g, LogHistogram& histogram) {
+    if (g != gap) {
+      flush(histogram);
+      gap = g;
+    }
+    ++count;
+  }
+  void flush(LogHistogram& histogram) {
+    if (count > 0) histogram.add(gap, count);
+    count = 0;
+  }
+};
+
 struct Handoff {
   SeqView seq;            // as it left the prefill instance's running list (blocks held there)
   int32_t source = -1;    // prefill instance
@@ -144,7 +162,7 @@ struct Engine::Impl {
   long double in_system_area_ns = 0;  // integral of in_system over time
 
   RunResult result;
-  int64_t pending_gap_ = -1, pending_gaps_ = 0;  // add_gap(): the run not yet in result.tbt_ns
+  GapRun pending_gaps_;  // add_gap(): the run not yet in result.tbt_ns
   // config.slo.tbt_p99 in ns (no objective: the largest gap), for record_token().
   int64_t tbt_objective_ns_ = std::numeric_limits<int64_t>::max();
   models::BatchShape run_shape_;  // price_batch(): a whole shape, for models that need one
@@ -315,22 +333,37 @@ struct Engine::Impl {
 
   // TBT gaps of one completion, most of them equal (every decode of the batch had its previous
   // token at the same step): runs of equal gaps go into the histogram as one add.
-  void add_gap(int64_t gap);
-  void flush_gaps();
+  void add_gap(int64_t gap) { pending_gaps_.add(gap, result.tbt_ns); }
+  void flush_gaps() { pending_gaps_.flush(result.tbt_ns); }
 
   // Inlined: called for every token of every request, mostly with its previous token known.
   // Warm-up requests' gaps stay out of the TBT histogram.
   [[gnu::always_inline]] void record_token(SeqView& seq, int64_t t_ns) {
     if (seq.last_token_ns >= 0) {
-      const int64_t gap = t_ns - seq.last_token_ns;
-      if (!is_warmup(seq.id)) add_gap(gap);
-      seq.max_tbt_ns = std::max(seq.max_tbt_ns, gap);
-      if (gap > tbt_objective_ns_) seq.tbt_violations++;
+      record_next_token(seq, t_ns);
     } else {
       record_first_token(seq.id, t_ns);
+      seq.last_token_ns = t_ns;
     }
-    seq.last_token_ns = t_ns;
     if (config.record_token_times) token_times[seq.id].push_back(t_ns);
+  }
+  // record_token() of a token after the first (seq.last_token_ns >= 0), but for its time in
+  // token_times.
+  [[gnu::always_inline]] void record_next_token(SeqView& seq, int64_t t_ns) {
+    record_next_token(seq, t_ns, static_cast<RequestId>(warmup_total), tbt_objective_ns_,
+                      pending_gaps_, result.tbt_ns);
+  }
+  // The same with the engine's state passed in (a loop over a batch keeps it in locals): the
+  // first measured request id, the TBT objective, the pending gaps and their histogram.
+  [[gnu::always_inline]] static void record_next_token(SeqView& seq, int64_t t_ns,
+                                                       RequestId first_measured,
+                                                       int64_t objective_ns, GapRun& gaps,
+                                                       LogHistogram& tbt_ns) {
+    const int64_t gap = t_ns - seq.last_token_ns;
+    if (seq.id >= first_measured) gaps.add(gap, tbt_ns);
+    seq.max_tbt_ns = std::max(seq.max_tbt_ns, gap);
+    if (gap > objective_ns) seq.tbt_violations++;
+    seq.last_token_ns = t_ns;
   }
   [[gnu::noinline]] void record_first_token(RequestId id, int64_t t_ns);
 
@@ -341,6 +374,11 @@ struct Engine::Impl {
   // whether one of them finished. The instance's decode run becomes those that did not, at the
   // positions they will have once the finished ones leave `running`: each is a decode step again.
   bool advance_decode_run(InstanceState& inst, int64_t t_ns);
+  // advance_decode_run() with its per-batch choices fixed: whether the batch charges its decode
+  // steps interference or recompute time (kCharged), and whether the instance registers prefix
+  // blocks or the run records token times (kRegistersOrTimes); the common case takes neither.
+  template <bool kCharged, bool kRegistersOrTimes>
+  bool advance_decode_run_as(InstanceState& inst, int64_t t_ns);
 
   void on_batch_done(size_t i);
 
