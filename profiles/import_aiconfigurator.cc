@@ -413,64 +413,56 @@ std::pair<const Framework*, std::string> framework_subdir(const std::string& dir
   return found.front();
 }
 
-Profile import_system(const std::string& dir, const AiconfiguratorImportOptions& options) {
-  fs::path root(dir);
-  std::string system = root.filename().string();
-  if (system.empty()) {
-    system = root.parent_path().filename().string();
-  }
-  const auto [framework, engine_subdir] = framework_subdir(dir);
-  std::string nccl = one_subdir(dir, "nccl_", false);
-  fs::path tables_dir = root / engine_subdir;
-
-  Profile p;
-  ImportNotes notes;
-  SystemFacts facts;
-  auto exists = [](const fs::path& path) { return fs::is_regular_file(path); };
-  auto absent = [&notes](const std::string& table, const std::string& file) {
-    notes.add(table, file + " is not in the data set");
+// Reads the system's tables into `p`: the framework directory's GEMM, attention, MoE and
+// custom all-reduce tables and the NCCL directory's collectives (`nccl`: its name, "" if none).
+// What a table lacks or drops goes into `notes`; the devices, versions and kernels the rows name
+// into `facts`.
+void import_tables(const fs::path& root, const Framework& framework,
+                   const std::string& engine_subdir, const std::string& nccl,
+                   const AiconfiguratorImportOptions& options, Profile* p, ImportNotes* notes,
+                   SystemFacts* facts) {
+  const fs::path tables_dir = root / engine_subdir;
+  // The table's file in the framework directory, or "" (noted) when the data set lacks it.
+  auto table = [&](const std::string& name, const std::string& file) -> std::string {
+    if (fs::is_regular_file(tables_dir / file)) return (tables_dir / file).string();
+    notes->add(name, file + " is not in the data set");
+    return "";
   };
-
-  if (exists(tables_dir / "gemm_perf.csv")) {
-    import_gemm((tables_dir / "gemm_perf.csv").string(), &p, &notes, &facts);
-  } else {
-    absent("gemm", "gemm_perf.csv");
+  if (const std::string f = table("gemm", "gemm_perf.csv"); !f.empty()) {
+    import_gemm(f, p, notes, facts);
   }
-  if (exists(tables_dir / "context_attention_perf.csv")) {
-    import_attention((tables_dir / "context_attention_perf.csv").string(), true, &p, &notes,
-                     &facts);
-  } else {
-    absent("attention_prefill", "context_attention_perf.csv");
+  if (const std::string f = table("attention_prefill", "context_attention_perf.csv"); !f.empty()) {
+    import_attention(f, true, p, notes, facts);
   }
-  if (exists(tables_dir / "generation_attention_perf.csv")) {
-    import_attention((tables_dir / "generation_attention_perf.csv").string(), false, &p, &notes,
-                     &facts);
-  } else {
-    absent("attention_decode", "generation_attention_perf.csv");
+  if (const std::string f = table("attention_decode", "generation_attention_perf.csv");
+      !f.empty()) {
+    import_attention(f, false, p, notes, facts);
   }
-  if (exists(tables_dir / "moe_perf.csv")) {
-    import_moe((tables_dir / "moe_perf.csv").string(), options, *framework, &p, &notes, &facts);
-  } else {
-    absent("moe", "moe_perf.csv");
+  if (const std::string f = table("moe", "moe_perf.csv"); !f.empty()) {
+    import_moe(f, options, framework, p, notes, facts);
   }
   RowMerger<CollectiveRow> collective;
-  if (!nccl.empty() && exists(root / nccl / "nccl_perf.csv")) {
-    import_nccl((root / nccl / "nccl_perf.csv").string(), &collective, &notes, &facts);
+  if (!nccl.empty() && fs::is_regular_file(root / nccl / "nccl_perf.csv")) {
+    import_nccl((root / nccl / "nccl_perf.csv").string(), &collective, notes, facts);
   } else {
-    notes.add("collective", "no nccl_<version>/nccl_perf.csv in the data set");
+    notes->add("collective", "no nccl_<version>/nccl_perf.csv in the data set");
   }
-  if (exists(tables_dir / "custom_allreduce_perf.csv")) {
-    import_custom_allreduce((tables_dir / "custom_allreduce_perf.csv").string(), &collective,
-                            &notes, &facts);
-  } else {
-    notes.add("collective", "custom_allreduce_perf.csv is not in the data set");
+  if (const std::string f = table("collective", "custom_allreduce_perf.csv"); !f.empty()) {
+    import_custom_allreduce(f, &collective, notes, facts);
   }
-  notes.merged("collective", collective.merged());
-  p.collective = collective.take();
-  notes.add("memcpy", "not in the aiconfigurator data set");
-  notes.add("forward", "not in the aiconfigurator data set");
-  notes.add("elementwise", "not in the aiconfigurator data set");
+  notes->merged("collective", collective.merged());
+  p->collective = collective.take();
+  notes->add("memcpy", "not in the aiconfigurator data set");
+  notes->add("forward", "not in the aiconfigurator data set");
+  notes->add("elementwise", "not in the aiconfigurator data set");
+}
 
+// The imported profile's metadata: its GPU (the one device the rows name; InputError otherwise),
+// source, license, what was skipped and where the tables came from.
+void describe_profile(const std::string& dir, const std::string& system,
+                      const Framework& framework, const std::string& engine_subdir,
+                      const std::string& nccl, const ImportNotes& notes, const SystemFacts& facts,
+                      ProfileMeta* m) {
   if (facts.devices.empty()) {
     throw InputError(dir, 0,
                      "no measurements: the tables have headers but no data rows (each row names "
@@ -482,36 +474,49 @@ Profile import_system(const std::string& dir, const AiconfiguratorImportOptions&
                                  "({})",
                                  facts.devices.size(), join(facts.devices)));
   }
-  ProfileMeta& m = p.meta;
-  m.gpu_name = *facts.devices.begin();
-  m.gpu = gpu_catalog_key(m.gpu_name);
-  m.source = "aiconfigurator";
-  m.model = "generic";
-  m.tp = 1;
-  m.l2_bytes = 0;
-  m.date = utc_now_iso8601();
-  m.license = "Apache-2.0 (ai-dynamo/aiconfigurator)";
-  m.skipped = notes.all();
-  m.fields["nccl"] = nccl.empty() ? "" : nccl.substr(std::string("nccl_").size());
-  m.fields["harness_version"] =
+  m->gpu_name = *facts.devices.begin();
+  m->gpu = gpu_catalog_key(m->gpu_name);
+  m->source = "aiconfigurator";
+  m->model = "generic";
+  m->tp = 1;
+  m->l2_bytes = 0;
+  m->date = utc_now_iso8601();
+  m->license = "Apache-2.0 (ai-dynamo/aiconfigurator)";
+  m->skipped = notes.all();
+  m->fields["nccl"] = nccl.empty() ? "" : nccl.substr(std::string("nccl_").size());
+  m->fields["harness_version"] =
       std::string("servesim ") + SERVESIM_VERSION + " import_aiconfigurator";
-  m.fields["method"] = fmt::format(fmt::runtime(kMethod), framework->name);
-  m.fields["variant"] = framework->variant;
-  m.fields["framework"] = framework->name;
-  if (*framework->engine) m.fields["engine"] = framework->engine;
-  m.fields["framework_version"] = join(facts.versions);
-  m.fields["kernels"] = join(facts.kernels);
-  m.fields["upstream"] = std::string("github.com/ai-dynamo/aiconfigurator @ ") +
-                         kAiconfiguratorCommit +
-                         ", aic-core/src/aiconfigurator_core/systems/data/" + system +
-                         fmt::format("/ (Parquet; legacy {} collector)", framework->name);
-  m.fields["upstream_system"] = system;
+  m->fields["method"] = fmt::format(fmt::runtime(kMethod), framework.name);
+  m->fields["variant"] = framework.variant;
+  m->fields["framework"] = framework.name;
+  if (*framework.engine) m->fields["engine"] = framework.engine;
+  m->fields["framework_version"] = join(facts.versions);
+  m->fields["kernels"] = join(facts.kernels);
+  m->fields["upstream"] = std::string("github.com/ai-dynamo/aiconfigurator @ ") +
+                          kAiconfiguratorCommit +
+                          ", aic-core/src/aiconfigurator_core/systems/data/" + system +
+                          fmt::format("/ (Parquet; legacy {} collector)", framework.name);
+  m->fields["upstream_system"] = system;
   // vLLM's tables are the copy in shared/data; the others come as the upstream Parquet files
   // written out as CSV (profiles/README.md).
-  m.fields["converted_from"] = (*framework->engine ? "aiconfigurator Parquet tables as CSV, "
+  m->fields["converted_from"] = (*framework.engine ? "aiconfigurator Parquet tables as CSV, "
                                                    : "shared/data/profiles/aiconfigurator/") +
-                               system + "/" + engine_subdir +
-                               (nccl.empty() ? "" : ", " + nccl);
+                                system + "/" + engine_subdir + (nccl.empty() ? "" : ", " + nccl);
+}
+
+Profile import_system(const std::string& dir, const AiconfiguratorImportOptions& options) {
+  const fs::path root(dir);
+  std::string system = root.filename().string();
+  if (system.empty()) {
+    system = root.parent_path().filename().string();
+  }
+  const auto [framework, engine_subdir] = framework_subdir(dir);
+  const std::string nccl = one_subdir(dir, "nccl_", false);
+  Profile p;
+  ImportNotes notes;
+  SystemFacts facts;
+  import_tables(root, *framework, engine_subdir, nccl, options, &p, &notes, &facts);
+  describe_profile(dir, system, *framework, engine_subdir, nccl, notes, facts, &p.meta);
   p.dir = profile_subdir(p);
   return p;
 }
