@@ -102,13 +102,7 @@ bool Engine::Impl::all_done() const {
   return result.requests_finished + result.requests_rejected == result.requests_total;
 }
 
-void Engine::Impl::reindex_running(InstanceState& inst, size_t from) {
-  for (size_t p = from; p < inst.running.size(); ++p) {
-    requests[inst.running[p].id].running_pos = static_cast<int32_t>(p);
-  }
-}
-
-int32_t Engine::Impl::running_pos_of(const InstanceState& inst, RequestId id) const {
+int32_t Engine::Impl::running_pos_of(const InstanceState& inst, RequestId id) {
   return detail::running_pos_of(requests, inst, id);
 }
 
@@ -141,7 +135,6 @@ void Engine::Impl::apply_preemptions(size_t i, InstanceState& inst, const BatchP
     seq.id = -1;  // tombstone, compacted below
   }
   std::erase_if(inst.running, [](const SeqView& s) { return s.id < 0; });
-  reindex_running(inst);
 }
 
 void Engine::Impl::apply_admissions(size_t i, InstanceState& inst, const BatchPlan& plan) {
@@ -416,12 +409,12 @@ void Engine::Impl::on_batch_done(size_t i) {
       seq.id = -1;
       first_gone = std::min(first_gone, pos);
     }
-    // Those before the first that left keep their positions.
+    // Those before the first that left keep their positions; those after move down, in order
+    // (RequestState::running_pos).
     const auto gone =
         std::remove_if(inst.running.begin() + static_cast<std::ptrdiff_t>(first_gone),
                        inst.running.end(), [](const SeqView& s) { return s.id < 0; });
     inst.running.erase(gone, inst.running.end());
-    reindex_running(inst, first_gone);
   }
   // The decode run's survivors lead `running`; requests after them whose prompt this batch
   // finished are decode steps now and may follow.

@@ -246,10 +246,7 @@ struct Engine::Impl {
 
   // ---- batching (engine.cc) ----
 
-  // Sets running_pos of running[from..].
-  void reindex_running(InstanceState& inst, size_t from = 0);
-
-  int32_t running_pos_of(const InstanceState& inst, RequestId id) const;
+  int32_t running_pos_of(const InstanceState& inst, RequestId id);
 
   [[noreturn]] void bad_plan(size_t i, const std::string& what) const;
 

@@ -6,6 +6,7 @@
 // engine (Engine::Impl) and written by the part of it the field's comment names.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -25,7 +26,10 @@ inline constexpr int32_t kNotRunning = -1;
 // A decode step does not touch it (its token record is in SeqView).
 struct alignas(64) RequestState {
   int32_t instance = -1;
-  int32_t running_pos = kNotRunning;  // index in its instance's running list
+  // Its index in its instance's running list when it was last set or found, or kNotRunning. The
+  // list keeps its order and only grows at its end, so requests before it leaving move it down:
+  // its index is at most this (running_pos_of() finds it).
+  int32_t running_pos = kNotRunning;
   int64_t first_scheduled_ns = -1;
   int64_t first_token_ns = -1;
   int32_t preemptions = 0;
@@ -118,16 +122,17 @@ inline int64_t load_ns(const LinkSpec& link, int64_t blocks, int64_t bytes) {
          static_cast<int64_t>(std::ceil(static_cast<double>(blocks * bytes) / link.bytes_per_s * 1e9));
 }
 
-// The position of request `id` in `inst.running` (RequestState::running_pos, checked), or
-// kNotRunning when it is not running there.
-inline int32_t running_pos_of(const RequestRing<RequestState>& requests, const InstanceState& inst,
+// The position of request `id` in `inst.running`, or kNotRunning when it is not running there:
+// searched down from RequestState::running_pos, which it then holds.
+inline int32_t running_pos_of(RequestRing<RequestState>& requests, const InstanceState& inst,
                               RequestId id) {
   if (!requests.contains(id)) return kNotRunning;
-  const RequestState& rs = requests[id];
-  if (rs.running_pos == kNotRunning || static_cast<size_t>(rs.running_pos) >= inst.running.size() ||
-      inst.running[static_cast<size_t>(rs.running_pos)].id != id) {
-    return kNotRunning;
-  }
+  RequestState& rs = requests[id];
+  if (rs.running_pos == kNotRunning) return kNotRunning;
+  auto pos = std::min<int64_t>(rs.running_pos, static_cast<int64_t>(inst.running.size()) - 1);
+  while (pos >= 0 && inst.running[static_cast<size_t>(pos)].id != id) --pos;
+  if (pos < 0) return kNotRunning;
+  rs.running_pos = static_cast<int32_t>(pos);
   return rs.running_pos;
 }
 
