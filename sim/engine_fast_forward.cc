@@ -71,9 +71,7 @@ bool Engine::Impl::advance_decode_run_as(InstanceState& inst, int64_t t_ns) {
     seq.generated_tokens++;
     // A decode step's request has sampled its first token already.
     record_next_token(seq, t_ns, first_measured, objective_ns, gaps, result.tbt_ns);
-    if constexpr (kRegistersOrTimes) {
-      if (config.record_token_times) token_times[seq.id].push_back(t_ns);
-    }
+    if constexpr (kRegistersOrTimes) record_token_time(seq, t_ns);
     if (seq.generated_tokens == seq.output_tokens) {
       finished++;
     } else {

@@ -58,7 +58,6 @@ class InstanceSet {
   std::vector<uint8_t> listed_;  // listed_[i]: whether i is in items_
 };
 
-// A prefilled request on its way from a prefill to a decode instance.
 // A run of equal TBT gaps not yet added to a histogram: a decode batch's steps mostly share their
 // gap (each had its previous token at the same step), so they go in as one add.
 struct GapRun {
@@ -77,6 +76,7 @@ struct GapRun {
   }
 };
 
+// A prefilled request on its way from a prefill to a decode instance.
 struct Handoff {
   SeqView seq;            // as it left the prefill instance's running list (blocks held there)
   int32_t source = -1;    // prefill instance
@@ -342,6 +342,10 @@ struct Engine::Impl {
       record_first_token(seq.id, t_ns);
       seq.last_token_ns = t_ns;
     }
+    record_token_time(seq, t_ns);
+  }
+  // The token's time, where the run keeps every token's (EngineConfig::record_token_times).
+  void record_token_time(const SeqView& seq, int64_t t_ns) {
     if (config.record_token_times) token_times[seq.id].push_back(t_ns);
   }
   // record_token() of a token after the first (seq.last_token_ns >= 0), but for its time in
