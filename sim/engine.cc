@@ -343,8 +343,9 @@ void Engine::Impl::on_batch_done(size_t i) {
   inst.busy = false;
   inst.stats.iterations++;
   inst.stats.busy_ns += (now - inst.batch_start).count();
-  bool any_leaving = false;
-  if (inst.batch_decodes > 0) any_leaving = advance_decode_run(inst, t_ns);
+  // The first position that may leave `running` (those before it stay where they are).
+  size_t first_leaving = kNoneLeaving;
+  if (inst.batch_decodes > 0) first_leaving = advance_decode_run(inst, t_ns);
   int64_t batch_tokens = inst.batch_decodes;
   for (const BatchItem& item : inst.batch) batch_tokens += item.tokens;
   inst.stats.batch_requests.add(inst.batch_decodes + static_cast<int64_t>(inst.batch.size()));
@@ -381,7 +382,10 @@ void Engine::Impl::on_batch_done(size_t i) {
       }
     }
     // Finished, or at its split point and leaving for another instance.
-    if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) any_leaving = true;
+    const auto pos = static_cast<size_t>(item.running_pos);
+    if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
+      first_leaving = std::min(first_leaving, pos);
+    }
     if (!verifies && seq.computed_tokens != seq.num_tokens()) continue;
     // The step samples one token, or with drafts the kept ones and the target's next token.
     for (int64_t sampled = 0; sampled <= kept; ++sampled) {
@@ -391,12 +395,12 @@ void Engine::Impl::on_batch_done(size_t i) {
     seq.draft_tokens = inst.setup.speculative && seq.generated_tokens < seq.output_tokens
                            ? inst.setup.speculative->num_speculative_tokens
                            : 0;
-    if (seq.generated_tokens == seq.output_tokens) any_leaving = true;
+    if (seq.generated_tokens == seq.output_tokens) first_leaving = std::min(first_leaving, pos);
   }
   flush_gaps();
-  if (any_leaving) {
+  if (first_leaving != kNoneLeaving) {
     size_t first_gone = inst.running.size();
-    for (size_t pos = 0; pos < inst.running.size(); ++pos) {
+    for (size_t pos = first_leaving; pos < inst.running.size(); ++pos) {
       SeqView& seq = inst.running[pos];
       if (seq.generated_tokens == seq.output_tokens) {
         finish(i, inst, seq);

@@ -27,7 +27,7 @@ void Engine::Impl::find_decode_run(InstanceState& inst) {
   complete_decode_run(inst);
 }
 
-bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
+size_t Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
   const bool charged = (inst.batch_interference_ns | inst.batch_recompute_ns) != 0;
   const bool registers_or_times = inst.setup.prefix_caching || config.record_token_times;
   if (registers_or_times) {
@@ -39,7 +39,7 @@ bool Engine::Impl::advance_decode_run(InstanceState& inst, int64_t t_ns) {
 }
 
 template <bool kCharged, bool kRegistersOrTimes>
-bool Engine::Impl::advance_decode_run_as(InstanceState& inst, int64_t t_ns) {
+size_t Engine::Impl::advance_decode_run_as(InstanceState& inst, int64_t t_ns) {
   const int64_t run = inst.batch_decodes;
   const int64_t block_size = inst.setup.block_size;
   const int64_t interference_ns = inst.batch_interference_ns;
@@ -48,6 +48,7 @@ bool Engine::Impl::advance_decode_run_as(InstanceState& inst, int64_t t_ns) {
   const int64_t objective_ns = tbt_objective_ns_;
   SeqView* const running = inst.running.data();
   int32_t finished = 0;
+  size_t first_finished = kNoneLeaving;
   clear_decode_run(inst);
   // The loop's state in locals (the stores to each request's fields cannot change them): the new
   // run's sums and the pending TBT gaps.
@@ -73,7 +74,7 @@ bool Engine::Impl::advance_decode_run_as(InstanceState& inst, int64_t t_ns) {
     record_next_token(seq, t_ns, first_measured, objective_ns, gaps, result.tbt_ns);
     if constexpr (kRegistersOrTimes) record_token_time(seq, t_ns);
     if (seq.generated_tokens == seq.output_tokens) {
-      finished++;
+      if (finished++ == 0) first_finished = static_cast<size_t>(pos);
     } else {
       add_to_decode_run(seq, static_cast<int32_t>(pos) - finished, block_size, next,
                         to_first_finish, inst.run_crossers);
@@ -82,7 +83,7 @@ bool Engine::Impl::advance_decode_run_as(InstanceState& inst, int64_t t_ns) {
   pending_gaps_ = gaps;
   inst.decode_run = next;
   inst.run_to_first_finish = to_first_finish;
-  return finished > 0;
+  return first_finished;
 }
 
 bool Engine::Impl::in_steady_decode(size_t i, SimTime horizon) {

@@ -372,14 +372,16 @@ struct Engine::Impl {
 
   // on_batch_done() of the batch's decode run: what its loop over the batch does for each of
   // running[0, batch_decodes), every one a one-token decode step that samples and stays. Returns
-  // whether one of them finished. The instance's decode run becomes those that did not, at the
-  // positions they will have once the finished ones leave `running`: each is a decode step again.
-  bool advance_decode_run(InstanceState& inst, int64_t t_ns);
+  // the position of the first of them that finished, or kNoneLeaving. The instance's decode run
+  // becomes those that did not, at the positions they will have once the finished ones leave
+  // `running`: each is a decode step again.
+  static constexpr size_t kNoneLeaving = std::numeric_limits<size_t>::max();
+  size_t advance_decode_run(InstanceState& inst, int64_t t_ns);
   // advance_decode_run() with its per-batch choices fixed: whether the batch charges its decode
   // steps interference or recompute time (kCharged), and whether the instance registers prefix
   // blocks or the run records token times (kRegistersOrTimes); the common case takes neither.
   template <bool kCharged, bool kRegistersOrTimes>
-  bool advance_decode_run_as(InstanceState& inst, int64_t t_ns);
+  size_t advance_decode_run_as(InstanceState& inst, int64_t t_ns);
 
   void on_batch_done(size_t i);
 
