@@ -68,6 +68,30 @@ TEST(DurationFromSeconds, RoundsToNearestNanosecond) {
   EXPECT_EQ(duration_from_ms(1.25).count(), 1'250'000);
 }
 
+// Exact halves round to even, as std::nearbyint() does, on both sides of 2^51 ns (where the
+// conversion stops taking its shortcut) and for negative values.
+TEST(DurationFromSeconds, TiesRoundToEvenAsNearbyint) {
+  for (const double ns : {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1e6 + 0.5, 0x1p51 - 1.5, 0x1p51 - 0.5,
+                          0x1p51 + 1.0, 0x1p52 + 2.0, -(0x1p51 - 0.5)}) {
+    EXPECT_EQ(duration_from_seconds(ns / 1e9).count(),
+              static_cast<int64_t>(std::nearbyint((ns / 1e9) * 1e9)))
+        << ns;
+  }
+  EXPECT_EQ(duration_from_seconds(2.5e-9).count(), 2);
+  EXPECT_EQ(duration_from_seconds(3.5e-9).count(), 4);
+  EXPECT_EQ(duration_from_seconds(-2.5e-9).count(), -2);
+}
+
+// The same nanoseconds as std::nearbyint() over many magnitudes and fractions.
+TEST(DurationFromSeconds, MatchesNearbyintAcrossMagnitudes) {
+  for (double s = 1e-10; s < 9e9; s *= 1.37) {
+    for (const double x : {s, -s, s * 1.000000001, s + 0.5e-9}) {
+      ASSERT_EQ(duration_from_seconds(x).count(), static_cast<int64_t>(std::nearbyint(x * 1e9)))
+          << x;
+    }
+  }
+}
+
 TEST(DurationFromSeconds, LargestValuesInRange) {
   // 9.2e9 s = 9.2e18 ns < 2^63.
   EXPECT_EQ(duration_from_seconds(9.2e9).count(), 9'200'000'000'000'000'000);

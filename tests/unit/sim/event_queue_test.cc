@@ -55,17 +55,37 @@ TEST(EventQueue, SequenceNumbersArePerQueueNotGlobal) {
   EXPECT_EQ(a.pop().seq, 0u);
 }
 
+TEST(EventQueue, NegativeTimesFireBeforeLaterOnes) {
+  EventQueue q;
+  q.push(at(3, Phase::kComplete));
+  q.push(at(0, Phase::kStop));
+  q.push(at(-5, Phase::kStop));
+  EXPECT_EQ(to_ns(q.pop().time), -5);
+  EXPECT_EQ(to_ns(q.pop().time), 0);
+  EXPECT_EQ(to_ns(q.pop().time), 3);
+}
+
+// The order spelled out: time, then phase, then sequence number.
+bool fires_before_reference(const Event& a, const Event& b) {
+  if (a.time != b.time) return a.time < b.time;
+  if (a.phase != b.phase) return a.phase < b.phase;
+  return a.seq < b.seq;
+}
+
 TEST(EventQueue, ManyRandomEventsComeOutSorted) {
   EventQueue q;
   uint64_t x = 12345;
   for (int i = 0; i < 10000; ++i) {
     x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    q.push(at(static_cast<int64_t>(x >> 50), static_cast<Phase>((x >> 20) % 7)));
+    // Times on both sides of zero, many of them equal.
+    q.push(at(static_cast<int64_t>(x >> 50) - 8000, static_cast<Phase>((x >> 20) % 7)));
   }
   Event prev = q.pop();
   while (!q.empty()) {
     Event e = q.pop();
+    ASSERT_TRUE(fires_before_reference(prev, e));
     EXPECT_TRUE(fires_before(prev, e));
+    EXPECT_FALSE(fires_before(e, prev));
     prev = e;
   }
 }
