@@ -348,8 +348,7 @@ void Engine::Impl::on_batch_done(size_t i) {
   if (inst.batch_decodes > 0) first_leaving = advance_decode_run(inst, t_ns);
   int64_t batch_tokens = inst.batch_decodes;
   for (const BatchItem& item : inst.batch) batch_tokens += item.tokens;
-  inst.stats.batch_requests.add(inst.batch_decodes + static_cast<int64_t>(inst.batch.size()));
-  inst.stats.batch_tokens.add(batch_tokens);
+  count_iteration(i, inst.batch_decodes + static_cast<int64_t>(inst.batch.size()), batch_tokens);
   for (const BatchItem& item : inst.batch) {
     SeqView& seq = inst.running[static_cast<size_t>(item.running_pos)];
     const bool verifies = verifies_drafts(seq, item.tokens);
@@ -426,6 +425,15 @@ void Engine::Impl::on_batch_done(size_t i) {
   if (!fast_forward(i)) request_schedule(i);
   if (!handoffs.empty()) start_transfers();
   maybe_retire(i);
+}
+
+void Engine::Impl::flush_iteration_log() {
+  for (const CountedIteration& it : iteration_log_) {
+    InstanceStats& stats = instances[static_cast<size_t>(it.instance)].stats;
+    stats.batch_requests.add(it.requests);
+    stats.batch_tokens.add(it.tokens);
+  }
+  iteration_log_.clear();
 }
 
 void Engine::Impl::finish(size_t i, InstanceState& inst, const SeqView& seq) {
@@ -573,6 +581,7 @@ RunResult Engine::Impl::run() {
   result.requests_unfinished =
       result.requests_total - result.requests_finished - result.requests_rejected;
   result.num_gpus = peak_gpus;
+  flush_iteration_log();
   for (size_t i = 0; i < instances.size(); ++i) {
     const InstanceState& inst = instances[i];
     const bool retired = inst.state == Lifecycle::kRetired;

@@ -262,8 +262,8 @@ struct Engine::Impl::SteadyDecodeSpan {
     inst.stats.iterations++;
     inst.stats.busy_ns += d.count();
     inst.stats.decode_tokens += static_cast<int64_t>(inst.running.size());
-    inst.stats.batch_requests.add(static_cast<int64_t>(inst.running.size()));
-    inst.stats.batch_tokens.add(static_cast<int64_t>(inst.running.size()));
+    e.count_iteration(i, static_cast<int64_t>(inst.running.size()),
+                      static_cast<int64_t>(inst.running.size()));
     advance_positions();
     record_tokens(d, e.now.time_since_epoch().count(), first);
     to_first_finish--;

@@ -163,6 +163,13 @@ struct Engine::Impl {
 
   RunResult result;
   GapRun pending_gaps_;  // add_gap(): the run not yet in result.tbt_ns
+  // count_iteration(): iterations not yet in their instance's batch-size counts.
+  struct CountedIteration {
+    int32_t instance;
+    int32_t requests;
+    int64_t tokens;
+  };
+  std::vector<CountedIteration> iteration_log_;
   // config.slo.tbt_p99 in ns (no objective: the largest gap), for record_token().
   int64_t tbt_objective_ns_ = std::numeric_limits<int64_t>::max();
   models::BatchShape run_shape_;  // price_batch(): a whole shape, for models that need one
@@ -327,6 +334,17 @@ struct Engine::Impl {
     return std::min<int64_t>({inst.setup.speculative->accepted_drafts(u), seq.draft_tokens,
                               seq.output_tokens - seq.generated_tokens - 1});
   }
+
+  // Counts an iteration of instance i in its batch-size counts (InstanceStats::batch_requests,
+  // batch_tokens). Logged in order and counted kIterationLogSize at a time: each instance's
+  // buckets, far from the CPU caches at hundreds of instances, are then loaded once for many of
+  // its iterations instead of once for each. flush_iteration_log() before reading the counts.
+  static constexpr size_t kIterationLogSize = 16384;
+  void count_iteration(size_t i, int64_t requests, int64_t tokens) {
+    iteration_log_.push_back({static_cast<int32_t>(i), static_cast<int32_t>(requests), tokens});
+    if (iteration_log_.size() == kIterationLogSize) flush_iteration_log();
+  }
+  void flush_iteration_log();
 
   // TBT gaps of one completion, most of them equal (every decode of the batch had its previous
   // token at the same step): runs of equal gaps go into the histogram as one add.

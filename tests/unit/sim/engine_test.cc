@@ -236,6 +236,32 @@ TEST(EngineAnalytic, ThroughputNeverExceedsTheRooflineBound) {
   EXPECT_LE(tokens / (res.instances[0].busy_ns * 1e-9), tokens / (cost->total_bound_ns_ * 1e-9));
 }
 
+// Every iteration is in its instance's batch-size counts, also across the engine's flushes of its
+// iteration log (more iterations than one log holds), and the counted token bins bound the tokens
+// the instance computed.
+TEST(EngineAnalytic, IterationCountsHoldEveryIterationAndBoundTheTokens) {
+  RunSetup setup;
+  setup.instances = 4;
+  const RunResult res = run_engine(setup, fixed_workload(4000, 40, 256, 200, 5), nullptr);
+  EXPECT_EQ(res.requests_finished, 4000);
+  int64_t iterations = 0;
+  for (const InstanceStats& st : res.instances) {
+    int64_t requests_counted = 0, tokens_counted = 0, tokens_low = 0, tokens_high = 0;
+    for (const LogHistogram::Bin& b : st.batch_requests.bins()) requests_counted += b.count;
+    for (const LogHistogram::Bin& b : st.batch_tokens.bins()) {
+      tokens_counted += b.count;
+      tokens_low += b.count * b.lower;
+      tokens_high += b.count * (b.upper - 1);
+    }
+    EXPECT_EQ(requests_counted, st.iterations);
+    EXPECT_EQ(tokens_counted, st.iterations);
+    EXPECT_LE(tokens_low, st.prefill_tokens + st.decode_tokens);
+    EXPECT_GE(tokens_high, st.prefill_tokens + st.decode_tokens);
+    iterations += st.iterations;
+  }
+  EXPECT_GT(iterations, 16384);  // Engine::Impl::kIterationLogSize: the log was flushed when full
+}
+
 TEST(EngineDeterminism, SameInputsGiveIdenticalFingerprintAndRecords) {
   auto once = [] {
     CollectingListener rec;
