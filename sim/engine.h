@@ -184,7 +184,8 @@ struct IterationCounts {
     for (size_t b = 0; b < all.by_bucket_.size(); ++b) {
       if (all.by_bucket_[b] == 0) continue;
       const int i = static_cast<int>(b);
-      out.push_back({LogHistogram::bucket_lower(i), LogHistogram::bucket_upper(i), all.by_bucket_[b]});
+      out.push_back(
+          {LogHistogram::bucket_lower(i), LogHistogram::bucket_upper(i), all.by_bucket_[b]});
     }
     return out;
   }
@@ -197,7 +198,8 @@ struct IterationCounts {
     by_bucket_[b] += count;
   }
   std::vector<int64_t> by_bucket_;  // index LogHistogram::bucket_of(value)
-  int64_t run_value_ = 0;           // the latest value, counted run_length_ times since
+  // The latest value and how many adds in a row were of it: not yet in by_bucket_.
+  int64_t run_value_ = 0;
   int64_t run_length_ = 0;
 };
 
