@@ -162,45 +162,26 @@ struct EngineConfig {
 
 
 // Iterations counted by value in LogHistogram's buckets (exact below LogHistogram::kSub, within
-// 0.8 % above), grown on demand. A run of iterations of equal value is one increment of its
-// bucket: at hundreds of instances, each instance's buckets are far from the CPU caches.
+// 0.8 % above), grown on demand: recording an iteration is one increment.
 struct IterationCounts {
-  // Counts `value` once. Consecutive equal values are counted together (their bucket is touched
-  // when the value changes, or when bins() is read).
   void add(int64_t value) {
-    if (value == run_value_) {
-      ++run_length_;
-      return;
-    }
-    add_to_bucket(run_value_, run_length_);
-    run_value_ = value;
-    run_length_ = 1;
+    const auto b = static_cast<size_t>(LogHistogram::bucket_of(value));
+    if (b >= by_bucket_.size()) by_bucket_.resize(b + 1, 0);
+    ++by_bucket_[b];
   }
   // The non-empty buckets in increasing order.
   std::vector<LogHistogram::Bin> bins() const {
-    IterationCounts all = *this;
-    all.add_to_bucket(run_value_, run_length_);
     std::vector<LogHistogram::Bin> out;
-    for (size_t b = 0; b < all.by_bucket_.size(); ++b) {
-      if (all.by_bucket_[b] == 0) continue;
+    for (size_t b = 0; b < by_bucket_.size(); ++b) {
+      if (by_bucket_[b] == 0) continue;
       const int i = static_cast<int>(b);
-      out.push_back(
-          {LogHistogram::bucket_lower(i), LogHistogram::bucket_upper(i), all.by_bucket_[b]});
+      out.push_back({LogHistogram::bucket_lower(i), LogHistogram::bucket_upper(i), by_bucket_[b]});
     }
     return out;
   }
 
  private:
-  void add_to_bucket(int64_t value, int64_t count) {
-    if (count == 0) return;
-    const auto b = static_cast<size_t>(LogHistogram::bucket_of(value));
-    if (b >= by_bucket_.size()) by_bucket_.resize(b + 1, 0);
-    by_bucket_[b] += count;
-  }
   std::vector<int64_t> by_bucket_;  // index LogHistogram::bucket_of(value)
-  // The latest value and how many adds in a row were of it: not yet in by_bucket_.
-  int64_t run_value_ = 0;
-  int64_t run_length_ = 0;
 };
 
 struct InstanceStats {
