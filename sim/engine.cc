@@ -350,7 +350,8 @@ void Engine::Impl::on_batch_done(size_t i) {
   for (const BatchItem& item : inst.batch) batch_tokens += item.tokens;
   count_iteration(i, inst.batch_decodes + static_cast<int64_t>(inst.batch.size()), batch_tokens);
   for (const BatchItem& item : inst.batch) {
-    SeqView& seq = inst.running[static_cast<size_t>(item.running_pos)];
+    const auto pos = static_cast<size_t>(item.running_pos);
+    SeqView& seq = inst.running[pos];
     const bool verifies = verifies_drafts(seq, item.tokens);
     if (item.tokens > 1 && !verifies) {
       inst.stats.prefill_tokens += item.tokens;
@@ -381,7 +382,6 @@ void Engine::Impl::on_batch_done(size_t i) {
       }
     }
     // Finished, or at its split point and leaving for another instance.
-    const auto pos = static_cast<size_t>(item.running_pos);
     if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
       first_leaving = std::min(first_leaving, pos);
     }
@@ -397,8 +397,9 @@ void Engine::Impl::on_batch_done(size_t i) {
     if (seq.generated_tokens == seq.output_tokens) first_leaving = std::min(first_leaving, pos);
   }
   flush_gaps();
+  // first_leaving is the first position that leaves: only the batch's requests change their
+  // tokens, and a request's cached prefix stops short of its split point.
   if (first_leaving != kNoneLeaving) {
-    size_t first_gone = inst.running.size();
     for (size_t pos = first_leaving; pos < inst.running.size(); ++pos) {
       SeqView& seq = inst.running[pos];
       if (seq.generated_tokens == seq.output_tokens) {
@@ -410,12 +411,12 @@ void Engine::Impl::on_batch_done(size_t i) {
         continue;
       }
       seq.id = -1;
-      first_gone = std::min(first_gone, pos);
     }
+    assert(inst.running[first_leaving].id < 0);
     // Those before the first that left keep their positions; those after move down, in order
     // (RequestState::running_pos).
     const auto gone =
-        std::remove_if(inst.running.begin() + static_cast<std::ptrdiff_t>(first_gone),
+        std::remove_if(inst.running.begin() + static_cast<std::ptrdiff_t>(first_leaving),
                        inst.running.end(), [](const SeqView& s) { return s.id < 0; });
     inst.running.erase(gone, inst.running.end());
   }

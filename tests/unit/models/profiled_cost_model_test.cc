@@ -632,6 +632,33 @@ TEST_F(ProfiledTest, DecodeAttentionDependsOnTheTotalContext) {
   EXPECT_EQ(m->breakdown(skewed).attention_decode, m->breakdown(decodes(2, 2000)).attention_decode);
 }
 
+
+// The decode-attention memo stands aside while it mostly misses (pairs that never repeat) and
+// serves again once pairs repeat: whichever it does, every decode step is priced as by a model
+// that met the same pairs in the opposite order, whose memo was in other states.
+TEST_F(ProfiledTest, DecodeAttentionMemoNeverChangesAPrice) {
+  if (!have_real_tables()) {
+    GTEST_SKIP() << "real tables not found";
+  }
+  const auto tables = profiles::load_gpu_profiles("profiles", "h100_sxm");
+  const Deployment d = deployment("llama-3.1-8b", "h100_sxm", 1);
+  const auto forward = make_profiled_cost_model(d, tables, {});
+  const auto backward = make_profiled_cost_model(d, tables, {});
+  std::vector<DecodePass> steps;
+  for (int64_t i = 0; i < 20000; ++i) {  // distinct pairs: the memo misses and pauses
+    const int64_t batch = 1 + i % 97;
+    steps.push_back({batch, batch * (200 + i), batch});
+  }
+  for (int64_t i = 0; i < 60000; ++i) {  // 64 pairs again and again: it hits once it serves
+    const int64_t batch = 8 + i % 8;
+    steps.push_back({batch, batch * (1000 + i % 64 / 8), batch});
+  }
+  std::vector<Duration> prices;
+  for (const DecodePass& s : steps) prices.push_back(*forward->decode_iteration_time(s));
+  for (size_t k = steps.size(); k-- > 0;) {
+    ASSERT_EQ(*backward->decode_iteration_time(steps[k]), prices[k]) << "step " << k;
+  }
+}
 TEST_F(ProfiledTest, MixedPrefillBatchFollowsTheDocumentedRule) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
