@@ -323,7 +323,7 @@ void Engine::Impl::on_schedule(size_t i) {
 [[gnu::noinline]] void Engine::Impl::record_first_token(RequestId id, int64_t t_ns) {
   RequestState& rs = requests[id];
   rs.first_token_ns = t_ns;
-  extras[id].prefill_instance = rs.instance;
+  rs.prefill_instance = rs.instance;
   if (listener) {
     listener->on_first_token(id, t_ns);
     if (listener->stop_requested()) stopped = true;
@@ -473,18 +473,17 @@ void Engine::Impl::finish(size_t i, InstanceState& inst, const SeqView& seq) {
     r.preemptions = rs.preemptions;
     r.max_tbt_ns = seq.max_tbt_ns;
     r.tbt_slo_violations = seq.tbt_violations;
-    const RequestExtras& x = extras[seq.id];
     if (config.record_token_times) {
       r.token_times_ns = std::move(token_times[seq.id]);
     }
     r.warmup = is_warmup(seq.id);
-    r.cached_tokens = x.cached_tokens;
+    r.cached_tokens = rs.cached_tokens;
     if (const auto hits = kv.take_tier_hits(seq.id)) {
       std::tie(r.dram_hit_tokens, r.remote_hit_tokens) = *hits;
     }
-    r.split_tokens = x.split_tokens;
-    r.prefill_instance_id = x.prefill_instance;
-    r.kv_arrived_ns = x.kv_arrived_ns;
+    r.split_tokens = rs.split_tokens;
+    r.prefill_instance_id = rs.prefill_instance;
+    r.kv_arrived_ns = rs.kv_arrived_ns;
     r.interference_ns = seq.interference_ns;
     r.recompute_ns = seq.recompute_ns;
     listener->on_request(r);

@@ -42,14 +42,12 @@ void Engine::Impl::schedule_next_arrival() {
 
 void Engine::Impl::admit_request(RequestId id) {
   requests.admit(id);
-  extras.admit(id);
   if (config.record_token_times) token_times.admit(id);
 }
 
 void Engine::Impl::retire_done_requests() {
   for (const RequestId id : done_ids) {
     requests.retire(id);
-    extras.retire(id);
     if (config.record_token_times) token_times.retire(id);
   }
   done_ids.clear();
@@ -151,7 +149,7 @@ void Engine::Impl::apply_split(const ClusterView& view, const RequestSpec& spec,
   seq.split_tokens = d.split_tokens;
   seq.split_target = d.target;
   rs.split_target = d.target;
-  extras[spec.id].split_tokens = d.split_tokens;
+  requests[spec.id].split_tokens = d.split_tokens;
 }
 
 void Engine::Impl::refresh_route_views() {

@@ -107,10 +107,9 @@ struct Engine::Impl {
   // Per-request state by id, held from a request's arrival event until it is done (retired after
   // the event that finished or rejected it): memory follows the requests in flight.
   RequestRing<RequestState> requests;
-  RequestRing<RequestExtras> extras;
   RequestRing<std::vector<int64_t>> token_times;  // with config.record_token_times
   std::vector<RequestId> done_ids;  // finished or rejected in the current event: retired after it
-  KvManager kv{instances, workload.requests, requests, extras};  // KV blocks and prefix cache
+  KvManager kv{instances, workload.requests, requests};  // KV blocks and prefix cache
   EventQueue queue;
   SimTime now{};
   size_t next_arrival = 0;  // index of the next request to arrive

@@ -22,8 +22,9 @@ namespace servesim::sim::detail {
 
 inline constexpr int32_t kNotRunning = -1;
 
-// Engine-only bookkeeping of one request (what policies never see): one cache line per request.
-// A decode step does not touch it (its token record is in SeqView).
+// Engine-only bookkeeping of one request (what policies never see): one cache line per request,
+// so that writing its record when it finishes loads one line. A decode step does not touch it (its
+// token record is in SeqView).
 struct alignas(64) RequestState {
   int32_t instance = -1;
   // Its index in its instance's running list when it was last set or found, or kNotRunning. The
@@ -34,16 +35,13 @@ struct alignas(64) RequestState {
   int64_t first_token_ns = -1;
   int32_t preemptions = 0;
   int32_t split_target = -1;  // instance that continues a split request (-1: decode router)
+  // Read only when its record is written:
+  int64_t cached_tokens = 0;      // prompt tokens its first admission took from the prefix cache
+  int64_t split_tokens = 0;       // RequestRecord::split_tokens
+  int64_t kv_arrived_ns = -1;     // RequestRecord::kv_arrived_ns
+  int32_t prefill_instance = -1;  // RequestRecord::prefill_instance_id
 };
 static_assert(sizeof(RequestState) == 64);
-
-// The rest of a request's bookkeeping, read when its record is written.
-struct RequestExtras {
-  int64_t cached_tokens = 0;  // prompt tokens its first admission took from the prefix cache
-  int64_t split_tokens = 0;   // RequestRecord::split_tokens
-  int32_t prefill_instance = -1;  // RequestRecord::prefill_instance_id
-  int64_t kv_arrived_ns = -1;     // RequestRecord::kv_arrived_ns
-};
 
 // A request's prefix-cache state on its instance, kept only while it has some: the cache keys of
 // its prompt blocks (from its admission until all are registered), how many of them were

@@ -58,7 +58,7 @@ void KvManager::reuse_cached_prefixes(InstanceState& inst, BatchPlan& plan) {
     if (seq.blocks == 0) continue;
     ps.keys_registered = seq.blocks;
     if (rs.preemptions == 0) {  // as the workload sees it
-      extras_[seq.id].cached_tokens = hit.blocks * bs;
+      requests_[seq.id].cached_tokens = hit.blocks * bs;
       if (loaded.dram_blocks + loaded.remote_blocks > 0) {
         tier_hits_[seq.id] = {static_cast<int32_t>(loaded.dram_blocks * bs),
                               static_cast<int32_t>(loaded.remote_blocks * bs)};

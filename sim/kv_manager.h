@@ -33,8 +33,8 @@ namespace servesim::sim::detail {
 class KvManager {
  public:
   KvManager(const std::vector<InstanceState>& instances, const std::vector<RequestSpec>& specs,
-            RequestRing<RequestState>& requests, RequestRing<RequestExtras>& extras)
-      : lookup_(instances), specs_(specs), requests_(requests), extras_(extras) {}
+            RequestRing<RequestState>& requests)
+      : lookup_(instances), specs_(specs), requests_(requests) {}
 
   // The remote tier (EngineConfig::remote_kv_bytes), in blocks; none until set.
   void set_remote_blocks(int64_t blocks) { remote_ = KvTierStore(blocks); }
@@ -108,7 +108,6 @@ class KvManager {
   CacheLookup lookup_;
   const std::vector<RequestSpec>& specs_;
   RequestRing<RequestState>& requests_;
-  RequestRing<RequestExtras>& extras_;
   std::unordered_map<RequestId, PrefixState> prefix_states_;  // requests holding cache state
   KvTierStore remote_;  // EngineConfig::remote_kv_bytes, in blocks of the first instance
   // RequestRecord::dram_hit_tokens and remote_hit_tokens of the requests that loaded any.
