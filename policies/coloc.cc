@@ -168,6 +168,12 @@ class Coloc : public sim::BatchingPolicy {
     return std::max<int64_t>(0, std::min(c, capacity_tokens));
   }
 
+  // The first running position after the view's decode run (0 without one): the requests before
+  // it are decode steps, which no prefill phase takes.
+  static size_t decode_run_end(const InstanceView& view) {
+    return view.decode_run != nullptr ? static_cast<size_t>(view.decode_run->count) : 0;
+  }
+
   // Sarathi-Serve stall-free batching (policies.md §1.4).
   void stall_free(const InstanceView& view, Decision& d) {
     block_size_ = view.block_size;
@@ -197,8 +203,8 @@ class Coloc : public sim::BatchingPolicy {
                                          p_.iteration_target, mean_ctx, decodes,
                                          p_.max_num_batched_tokens - used, prefix));
     }
-    // Phase 2: partially prefilled running requests.
-    for (size_t pos = 0; pos < running.size(); ++pos) {
+    // Phase 2: partially prefilled running requests, none of them in the leading decode run.
+    for (size_t pos = decode_run_end(view); pos < running.size(); ++pos) {
       if (!d.alive(pos) || running[pos].is_decode()) continue;
       const SeqView& r = running[pos];
       if (used == 0 && whole_prompt()) {
@@ -223,7 +229,7 @@ class Coloc : public sim::BatchingPolicy {
   // prefill still running, else the head of the waiting queue.
   static int64_t next_prefill_prefix(const InstanceView& view, const Decision& d) {
     const auto& running = *view.running;
-    for (size_t pos = 0; pos < running.size(); ++pos) {
+    for (size_t pos = decode_run_end(view); pos < running.size(); ++pos) {
       if (d.alive(pos) && !running[pos].is_decode()) return running[pos].computed_tokens;
     }
     return view.waiting->empty() ? 0 : view.waiting->front().computed_tokens;
