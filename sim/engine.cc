@@ -343,89 +343,94 @@ void Engine::Impl::on_batch_done(size_t i) {
   inst.busy = false;
   inst.stats.iterations++;
   inst.stats.busy_ns += (now - inst.batch_start).count();
-  // The first position that may leave `running` (those before it stay where they are).
+  // The first position that leaves `running` (those before it stay where they are).
   size_t first_leaving = kNoneLeaving;
   if (inst.batch_decodes > 0) first_leaving = advance_decode_run(inst, t_ns);
   int64_t batch_tokens = inst.batch_decodes;
   for (const BatchItem& item : inst.batch) batch_tokens += item.tokens;
   count_iteration(i, inst.batch_decodes + static_cast<int64_t>(inst.batch.size()), batch_tokens);
   for (const BatchItem& item : inst.batch) {
-    const auto pos = static_cast<size_t>(item.running_pos);
-    SeqView& seq = inst.running[pos];
-    const bool verifies = verifies_drafts(seq, item.tokens);
-    if (item.tokens > 1 && !verifies) {
-      inst.stats.prefill_tokens += item.tokens;
-    } else {
-      inst.stats.decode_tokens += item.tokens;
+    if (advance_batch_item(i, item, t_ns)) {
+      first_leaving = std::min(first_leaving, static_cast<size_t>(item.running_pos));
     }
-    const int64_t computed_before = seq.computed_tokens;
-    seq.computed_tokens += item.tokens;
-    // The drafts kept; the KV of the rejected ones is dropped.
-    const int64_t kept = verifies ? kept_drafts(inst, seq) : 0;
-    if (verifies) seq.computed_tokens -= seq.draft_tokens - kept;
-    if ((item.tokens == 1 || verifies) &&
-        (inst.batch_interference_ns | inst.batch_recompute_ns) != 0) {
-      seq.interference_ns += inst.batch_interference_ns;
-      seq.recompute_ns += inst.batch_recompute_ns;
-    }
-    // Blocks fill when an iteration computes prompt tokens, or when a decode step completes a
-    // block (cached when the request's hash ids cover its answer).
-    const int64_t bs = inst.setup.block_size;
-    if (inst.setup.prefix_caching && (computed_before < seq.prompt_tokens ||
-                                      (verifies ? seq.computed_tokens / bs != computed_before / bs
-                                                : seq.computed_tokens % bs == 0))) {
-      kv.register_computed_blocks(inst, seq);
-    }
-    if (seq.split_tokens > 0 && config.transfer.mode == KvTransferMode::kChunked) {
-      if (const int32_t target = requests[seq.id].split_target; target >= 0) {
-        stream_chunk(i, target, item.tokens);
-      }
-    }
-    // Finished, or at its split point and leaving for another instance.
-    if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
-      first_leaving = std::min(first_leaving, pos);
-    }
-    if (!verifies && seq.computed_tokens != seq.num_tokens()) continue;
-    // The step samples one token, or with drafts the kept ones and the target's next token.
-    for (int64_t sampled = 0; sampled <= kept; ++sampled) {
-      seq.generated_tokens++;
-      record_token(seq, t_ns);
-    }
-    seq.draft_tokens = inst.setup.speculative && seq.generated_tokens < seq.output_tokens
-                           ? inst.setup.speculative->num_speculative_tokens
-                           : 0;
-    if (seq.generated_tokens == seq.output_tokens) first_leaving = std::min(first_leaving, pos);
   }
   flush_gaps();
-  // first_leaving is the first position that leaves: only the batch's requests change their
-  // tokens, and a request's cached prefix stops short of its split point.
-  if (first_leaving != kNoneLeaving) {
-    for (size_t pos = first_leaving; pos < inst.running.size(); ++pos) {
-      SeqView& seq = inst.running[pos];
-      if (seq.generated_tokens == seq.output_tokens) {
-        finish(i, inst, seq);
-      } else if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
-        requests[seq.id].running_pos = kNotRunning;
-        handoffs.push_back({seq, static_cast<int32_t>(i), now, inst.batch_start, 0});
-      } else {
-        continue;
-      }
-      seq.id = -1;
-    }
-    assert(inst.running[first_leaving].id < 0);
-    // Those before the first that left keep their positions; those after move down, in order
-    // (RequestState::running_pos).
-    const auto gone =
-        std::remove_if(inst.running.begin() + static_cast<std::ptrdiff_t>(first_leaving),
-                       inst.running.end(), [](const SeqView& s) { return s.id < 0; });
-    inst.running.erase(gone, inst.running.end());
-  }
+  if (first_leaving != kNoneLeaving) remove_leaving(i, first_leaving);
   // The decode run's survivors lead `running`; requests after them whose prompt this batch
   // finished are decode steps now and may follow.
   if (inst.batch_decodes > 0) complete_decode_run(inst);
   if (!fast_forward(i)) request_schedule(i);
   if (!handoffs.empty()) start_transfers();
   maybe_retire(i);
+}
+
+bool Engine::Impl::advance_batch_item(size_t i, const BatchItem& item, int64_t t_ns) {
+  InstanceState& inst = instances[i];
+  SeqView& seq = inst.running[static_cast<size_t>(item.running_pos)];
+  const bool verifies = verifies_drafts(seq, item.tokens);
+  if (item.tokens > 1 && !verifies) {
+    inst.stats.prefill_tokens += item.tokens;
+  } else {
+    inst.stats.decode_tokens += item.tokens;
+  }
+  const int64_t computed_before = seq.computed_tokens;
+  seq.computed_tokens += item.tokens;
+  // The drafts kept; the KV of the rejected ones is dropped.
+  const int64_t kept = verifies ? kept_drafts(inst, seq) : 0;
+  if (verifies) seq.computed_tokens -= seq.draft_tokens - kept;
+  if ((item.tokens == 1 || verifies) &&
+      (inst.batch_interference_ns | inst.batch_recompute_ns) != 0) {
+    seq.interference_ns += inst.batch_interference_ns;
+    seq.recompute_ns += inst.batch_recompute_ns;
+  }
+  // Blocks fill when an iteration computes prompt tokens, or when a decode step completes a
+  // block (cached when the request's hash ids cover its answer).
+  const int64_t bs = inst.setup.block_size;
+  if (inst.setup.prefix_caching && (computed_before < seq.prompt_tokens ||
+                                    (verifies ? seq.computed_tokens / bs != computed_before / bs
+                                              : seq.computed_tokens % bs == 0))) {
+    kv.register_computed_blocks(inst, seq);
+  }
+  if (seq.split_tokens > 0 && config.transfer.mode == KvTransferMode::kChunked) {
+    if (const int32_t target = requests[seq.id].split_target; target >= 0) {
+      stream_chunk(i, target, item.tokens);
+    }
+  }
+  // At its split point: leaving for another instance.
+  const bool at_split = seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens;
+  if (!verifies && seq.computed_tokens != seq.num_tokens()) return at_split;
+  // The step samples one token, or with drafts the kept ones and the target's next token.
+  for (int64_t sampled = 0; sampled <= kept; ++sampled) {
+    seq.generated_tokens++;
+    record_token(seq, t_ns);
+  }
+  seq.draft_tokens = inst.setup.speculative && seq.generated_tokens < seq.output_tokens
+                         ? inst.setup.speculative->num_speculative_tokens
+                         : 0;
+  return at_split || seq.generated_tokens == seq.output_tokens;
+}
+
+void Engine::Impl::remove_leaving(size_t i, size_t first_leaving) {
+  InstanceState& inst = instances[i];
+  for (size_t pos = first_leaving; pos < inst.running.size(); ++pos) {
+    SeqView& seq = inst.running[pos];
+    if (seq.generated_tokens == seq.output_tokens) {
+      finish(i, inst, seq);
+    } else if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
+      requests[seq.id].running_pos = kNotRunning;
+      handoffs.push_back({seq, static_cast<int32_t>(i), now, inst.batch_start, 0});
+    } else {
+      continue;
+    }
+    seq.id = -1;
+  }
+  assert(inst.running[first_leaving].id < 0);
+  // Those before the first that left keep their positions; those after move down, in order
+  // (RequestState::running_pos).
+  const auto gone =
+      std::remove_if(inst.running.begin() + static_cast<std::ptrdiff_t>(first_leaving),
+                     inst.running.end(), [](const SeqView& s) { return s.id < 0; });
+  inst.running.erase(gone, inst.running.end());
 }
 
 void Engine::Impl::flush_iteration_log() {

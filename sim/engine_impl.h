@@ -401,6 +401,13 @@ struct Engine::Impl {
   size_t advance_decode_run_as(InstanceState& inst, int64_t t_ns);
 
   void on_batch_done(size_t i);
+  // on_batch_done() of one item of the batch (inst.batch): its tokens computed, its sampled
+  // tokens recorded. Returns whether it leaves `running`: finished, or at its split point.
+  bool advance_batch_item(size_t i, const BatchItem& item, int64_t t_ns);
+  // Finishes or hands off the requests of instance i's running list that leave it, and closes
+  // the gaps. REQUIRES: first_leaving is the position of the first of them (only the batch's
+  // requests change their tokens, and a request's cached prefix stops short of its split point).
+  void remove_leaving(size_t i, size_t first_leaving);
 
   // ---- exact fast-forward of steady decode (engine_fast_forward.cc) ----
 
