@@ -396,8 +396,7 @@ bool Engine::Impl::advance_batch_item(size_t i, const BatchItem& item, int64_t t
       stream_chunk(i, target, item.tokens);
     }
   }
-  // At its split point: leaving for another instance.
-  const bool at_split = seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens;
+  const bool at_split = at_split_point(seq);
   if (!verifies && seq.computed_tokens != seq.num_tokens()) return at_split;
   // The step samples one token, or with drafts the kept ones and the target's next token.
   for (int64_t sampled = 0; sampled <= kept; ++sampled) {
@@ -416,7 +415,7 @@ void Engine::Impl::remove_leaving(size_t i, size_t first_leaving) {
     SeqView& seq = inst.running[pos];
     if (seq.generated_tokens == seq.output_tokens) {
       finish(i, inst, seq);
-    } else if (seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens) {
+    } else if (at_split_point(seq)) {
       requests[seq.id].running_pos = kNotRunning;
       handoffs.push_back({seq, static_cast<int32_t>(i), now, inst.batch_start, 0});
     } else {

@@ -149,7 +149,7 @@ void Engine::Impl::apply_split(const ClusterView& view, const RequestSpec& spec,
   seq.split_tokens = d.split_tokens;
   seq.split_target = d.target;
   rs.split_target = d.target;
-  requests[spec.id].split_tokens = d.split_tokens;
+  rs.split_tokens = d.split_tokens;
 }
 
 void Engine::Impl::refresh_route_views() {

@@ -404,8 +404,13 @@ struct Engine::Impl {
   // on_batch_done() of one item of the batch (inst.batch): its tokens computed, its sampled
   // tokens recorded. Returns whether it leaves `running`: finished, or at its split point.
   bool advance_batch_item(size_t i, const BatchItem& item, int64_t t_ns);
-  // Finishes or hands off the requests of instance i's running list that leave it, and closes
-  // the gaps. REQUIRES: first_leaving is the position of the first of them (only the batch's
+  // A split request that computed its tokens up to its split point: it leaves for the instance
+  // that continues it.
+  static bool at_split_point(const SeqView& seq) {
+    return seq.split_tokens > 0 && seq.computed_tokens == seq.split_tokens;
+  }
+  // Finishes or hands off the requests of instance i's running list that leave it, then moves
+  // the rest up to close the list. REQUIRES: first_leaving is the position of the first of them (only the batch's
   // requests change their tokens, and a request's cached prefix stops short of its split point).
   void remove_leaving(size_t i, size_t first_leaving);
 

@@ -86,7 +86,7 @@ void Engine::Impl::on_transfer_done(size_t d, RequestId id) {
   seq.split_target = -1;
   RequestState& rs = requests[id];
   rs.instance = static_cast<int32_t>(d);
-  if (int64_t& arrived = requests[id].kv_arrived_ns; arrived < 0) {
+  if (int64_t& arrived = rs.kv_arrived_ns; arrived < 0) {
     arrived = now.time_since_epoch().count();
   }
   rs.running_pos = static_cast<int32_t>(dst.running.size());

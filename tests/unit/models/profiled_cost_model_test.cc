@@ -632,7 +632,6 @@ TEST_F(ProfiledTest, DecodeAttentionDependsOnTheTotalContext) {
   EXPECT_EQ(m->breakdown(skewed).attention_decode, m->breakdown(decodes(2, 2000)).attention_decode);
 }
 
-
 // The decode-attention memo stands aside while it mostly misses (pairs that never repeat) and
 // serves again once pairs repeat: whichever it does, every decode step is priced as by a model
 // that met the same pairs in the opposite order, whose memo was in other states.
@@ -659,6 +658,7 @@ TEST_F(ProfiledTest, DecodeAttentionMemoNeverChangesAPrice) {
     ASSERT_EQ(*backward->decode_iteration_time(steps[k]), prices[k]) << "step " << k;
   }
 }
+
 TEST_F(ProfiledTest, MixedPrefillBatchFollowsTheDocumentedRule) {
   if (!have_real_tables()) {
     GTEST_SKIP() << "real tables not found";
